@@ -1,0 +1,129 @@
+"""The dtype table: the single source of truth for every tensor type litecl handles.
+
+One frozen row per TFLite TensorType. Every other mapping (by name, by TensorType code,
+by numpy dtype) is derived from the table by a comprehension, and tests assert the maps
+are complete and one-to-one.
+
+Storage rules (OpenCL C 1.2 section 6.1 / 6.9):
+- bool may not appear in kernel arguments or buffers: a TFLite bool is a 0/1 byte, stored
+  as ``uchar``.
+- half may only be a pointer type without cl_khr_fp16: it is loaded with ``vload_half``
+  and stored with ``vstore_half_rte``.
+- double needs cl_khr_fp64; without it a float64 tensor is stored as ``ulong`` bits and
+  converted with integer operations.
+- complex64 is two floats, stored as ``float2`` (real, imaginary).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+__all__ = ["DType", "DTYPES", "BY_NAME", "BY_TFLITE", "BY_NUMPY", "CAST_TYPES", "dtype"]
+
+
+@dataclass(frozen=True)
+class DType:
+    """One TFLite tensor type.
+
+    name: TFLite's lower-case name ("float32"); tflite: the schema's TensorType code;
+    itemsize: bytes per element; np: numpy dtype; cl: the OpenCL C *storage* type;
+    extension: the OpenCL extension needed to do arithmetic on it natively (None: core);
+    middle: the OpenCL C type it is widened to before conversion (the seed's middle type,
+    generalised so no step loses range: 64-bit integers keep ``long``, uint32 keeps
+    ``uint``, float64 keeps ``double``); kind: "bool", "int", "uint", "float", "complex";
+    bits: value bits (integers and floats).
+    """
+
+    name: str
+    tflite: int
+    itemsize: int
+    np: np.dtype
+    cl: str
+    extension: Optional[str]
+    middle: str
+    kind: str
+    bits: int
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def min(self) -> int | float:
+        """Smallest finite value (numpy's iinfo/finfo)."""
+        if self.kind == "bool":
+            return 0
+        if self.is_integer:
+            return int(np.iinfo(self.np).min)
+        return float(np.finfo(self.np if self.kind == "float" else np.float32).min)
+
+    @property
+    def max(self) -> int | float:
+        """Largest finite value (numpy's iinfo/finfo)."""
+        if self.kind == "bool":
+            return 1
+        if self.is_integer:
+            return int(np.iinfo(self.np).max)
+        return float(np.finfo(self.np if self.kind == "float" else np.float32).max)
+
+
+def _row(name, tflite, itemsize, npdt, cl, ext, middle, kind, bits):
+    return DType(name, tflite, itemsize, np.dtype(npdt), cl, ext, middle, kind, bits)
+
+
+# TensorType codes from the TFLite schema (tensorflow/lite/schema/schema.fbs).
+DTYPES: tuple[DType, ...] = (
+    _row("bool", 6, 1, np.bool_, "uchar", None, "int", "bool", 1),
+    _row("int8", 9, 1, np.int8, "char", None, "int", "int", 8),
+    _row("uint8", 3, 1, np.uint8, "uchar", None, "int", "uint", 8),
+    _row("int16", 7, 2, np.int16, "short", None, "int", "int", 16),
+    _row("uint16", 16, 2, np.uint16, "ushort", None, "int", "uint", 16),
+    _row("int32", 2, 4, np.int32, "int", None, "int", "int", 32),
+    _row("uint32", 15, 4, np.uint32, "uint", None, "uint", "uint", 32),
+    _row("int64", 4, 8, np.int64, "long", None, "long", "int", 64),
+    _row("float16", 1, 2, np.float16, "half", "cl_khr_fp16", "float", "float", 16),
+    _row("float32", 0, 4, np.float32, "float", None, "float", "float", 32),
+    _row("float64", 10, 8, np.float64, "double", "cl_khr_fp64", "double", "float", 64),
+    _row("complex64", 8, 8, np.complex64, "float2", None, "float", "complex", 64),
+)
+
+BY_NAME: dict[str, DType] = {d.name: d for d in DTYPES}
+BY_TFLITE: dict[int, DType] = {d.tflite: d for d in DTYPES}
+BY_NUMPY: dict[np.dtype, DType] = {d.np: d for d in DTYPES}
+
+#: The types TFLite CAST converts among (REFERENCE_FACTS.md: 110 ordered pairs).
+CAST_TYPES: tuple[DType, ...] = tuple(d for d in DTYPES if d.kind != "complex")
+
+#: TensorType names of the schema, for messages about types litecl does not handle.
+TFLITE_TYPE_NAMES: dict[int, str] = {
+    0: "FLOAT32", 1: "FLOAT16", 2: "INT32", 3: "UINT8", 4: "INT64", 5: "STRING",
+    6: "BOOL", 7: "INT16", 8: "COMPLEX64", 9: "INT8", 10: "FLOAT64", 11: "COMPLEX128",
+    12: "UINT64", 13: "RESOURCE", 14: "VARIANT", 15: "UINT32", 16: "UINT16", 17: "INT4",
+    18: "BFLOAT16",
+}
+
+
+def dtype(x) -> DType:
+    """Look up a row by name ("float32"), TensorType code (0) or numpy dtype.
+
+    Raises KeyError naming the unknown type.
+    """
+    if isinstance(x, DType):
+        return x
+    if isinstance(x, str) and x in BY_NAME:
+        return BY_NAME[x]
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool) and int(x) in BY_TFLITE:
+        return BY_TFLITE[int(x)]
+    try:
+        nd = np.dtype(x)
+    except TypeError:
+        nd = None
+    if nd is not None and nd in BY_NUMPY:
+        return BY_NUMPY[nd]
+    raise KeyError(f"unknown tensor type {x!r}; known: {', '.join(BY_NAME)}")
