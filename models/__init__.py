@@ -1,0 +1,1 @@
+"""Test-model tooling for litecl: build, convert and extract small .tflite models (never committed)."""
