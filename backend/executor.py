@@ -1,0 +1,365 @@
+"""Executing a partitioned subgraph: OpenCL segments on the device, fallback segments on
+LiteRT sub-interpreters, tensors kept on the device between lowered nodes.
+
+Host <-> device transfers happen only at fallback boundaries, for model inputs, and when
+a model output is read. Kernels are generated and built at ``allocate`` for the shapes
+known then (and re-planned if a dynamic shape changes), constant operands are uploaded
+once, and nodes whose inputs are all constant (e.g. a CAST of a weight) are computed once
+at ``allocate``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyopencl as cl
+
+from .errors import KernelBuildError, InputError
+from .fallback import build_submodel, make_interpreter
+from .lowering import KernelSpec, kernel_spec, output_shapes
+from .model import Model
+from .ops.tiling import plan as tiling_plan
+from .partition import FALLBACK, OPENCL, partition
+
+__all__ = ["Executor", "build_program", "launch_geometry"]
+
+_PROGRAMS: dict = {}
+
+
+def build_program(device, source: str) -> "cl.Program":
+    """Build (or reuse) a program for ``source`` on ``device``.
+
+    Built programs are cached per context in memory, and pyopencl caches binaries on disk
+    keyed by source, device and driver version. Raises KernelBuildError with the build log.
+    """
+    key = (device.context.int_ptr, source)
+    prg = _PROGRAMS.get(key)
+    if prg is None:
+        try:
+            prg = cl.Program(device.context, source).build()
+        except cl.Error as e:  # RuntimeError subclasses carry the log in their text
+            log = str(e)
+            first = next((ln.strip() for ln in log.splitlines() if "error" in ln.lower()), log.splitlines()[0] if log else "")
+            raise KernelBuildError(f"kernel build failed on {device.caps.name}: {first[:200]}",
+                                   source=source, log=log) from None
+        _PROGRAMS[key] = prg
+    return prg
+
+
+def launch_geometry(caps, n: int, tile_bytes: int, block_dim: int | None = None):
+    """(tiling, global size, local size) for ``n`` elements.
+
+    GPUs: 256 work-items per work-group striding over the chunk (coalesced), 8
+    work-groups per compute unit to hide latency. CPUs: one work-item per work-group that
+    walks its chunk contiguously, which the CPU compiler vectorises as a plain loop; 4
+    chunks per compute unit for load balance. Never more cores than 32-byte blocks.
+    """
+    if caps.is_gpu:
+        local = min(256, caps.max_work_group_size)
+        per_cu = 8
+    else:
+        local = 1
+        per_cu = 4
+    if block_dim is None:
+        block_dim = max(1, caps.compute_units * per_cu)
+    blocks = max(1, -(-n // (32 // tile_bytes)))
+    block_dim = max(1, min(block_dim, blocks))
+    t = tiling_plan(n, tile_bytes, block_dim)
+    return t, (block_dim * local,), (local,)
+
+
+@dataclass
+class _Kernel:
+    spec: KernelSpec
+    kernel: object
+    tiling: object
+    gsize: tuple
+    lsize: tuple
+
+
+@dataclass
+class _Fallback:
+    nodes: list
+    inputs: list
+    outputs: list
+    interp: object = None
+    shapes_key: tuple = ()
+    in_index: list = field(default_factory=list)
+    out_index: list = field(default_factory=list)
+
+
+class Executor:
+    """Runs one subgraph of ``model`` on ``device``.
+
+    Tensors are identified by their index in the subgraph. Use ``allocate(shapes)``, then
+    ``set_input``/``invoke``/``get``.
+    """
+
+    def __init__(self, model: Model, subgraph: int, device, num_threads=None,
+                 strict: bool = False, force_fallback: dict | None = None):
+        self.model = model
+        self.sg = model.subgraphs[subgraph]
+        self.device = device
+        self.caps = device.caps
+        self.num_threads = num_threads
+        self.strict = strict
+        self.placements, self.segments = partition(self.sg, self.caps, force_fallback)
+        self.build_failures: dict[int, str] = {}
+        self._steps: list = []
+        self._kernels: dict[int, _Kernel] = {}
+        self.shapes: dict[int, tuple] = {}
+        self.host: dict[int, np.ndarray] = {}
+        self.dev: dict[int, cl.Buffer] = {}
+        self._dev_cap: dict[int, int] = {}
+        self.on_device: set = set()   # tensors whose current value lives on the device
+        self.on_host: set = set()     # tensors whose current value is in self.host
+        self.folded: set = set()      # nodes computed once at allocate
+        self.const_dev: dict[int, cl.Buffer] = {}
+        self.kernel_times_ns: dict[int, int] = {}
+        self.segment_times_ns: dict[int, int] = {}
+        self.profile = False
+        self.allocated = False
+        self._boundaries()
+
+    # ----------------------------------------------------------------- planning
+    def _boundaries(self) -> None:
+        sg = self.sg
+        consumers: dict[int, set] = {}
+        for n in sg.nodes:
+            for t in n.inputs:
+                if t >= 0:
+                    consumers.setdefault(t, set()).add(n.index)
+        outs = set(sg.outputs)
+        self._steps = []
+        for seg in self.segments:
+            if seg.placement == OPENCL:
+                for i in seg.nodes:
+                    self._steps.append(("k", i))
+                continue
+            members = set(seg.nodes)
+            produced, ins = set(), []
+            for i in seg.nodes:
+                n = sg.nodes[i]
+                for t in n.inputs:
+                    tt = sg.tensors[t] if t >= 0 else None
+                    if (t >= 0 and t not in produced and t not in ins and tt.data is None
+                            and not tt.is_variable):
+                        ins.append(t)
+                produced.update(t for t in n.outputs if t >= 0)
+            outs_seg = [t for i in seg.nodes for t in sg.nodes[i].outputs
+                        if t >= 0 and (t in outs or consumers.get(t, set()) - members)]
+            self._steps.append(("f", _Fallback(list(seg.nodes), ins, list(dict.fromkeys(outs_seg)))))
+
+    def _const(self, t: int):
+        return self.sg.tensors[t].data
+
+    def allocate(self, input_shapes: dict[int, tuple]) -> None:
+        """Plan every step for the given input shapes: build kernels, create fallback
+        sub-interpreters, upload constants, compute constant-only nodes once."""
+        self.shapes = {}
+        for t in self.sg.inputs:
+            self.shapes[t] = tuple(input_shapes.get(t, self.sg.tensors[t].shape))
+        for tensor in self.sg.tensors:
+            if tensor.data is not None:
+                self.shapes[tensor.index] = tensor.data.shape
+        self.folded = set()
+        self.on_device, self.on_host = set(), set()
+        for kind, step in self._steps:
+            if kind == "k":
+                self._plan_kernel(step)
+            else:
+                self._plan_fallback(step)
+        self.allocated = True
+        # computed once: nodes whose inputs are all constant (or folded)
+        for kind, step in self._steps:
+            if kind == "k" and step not in self.build_failures:
+                n = self.sg.nodes[step]
+                if all(t in self.const_dev or self._is_folded_tensor(t) for t in n.inputs):
+                    self._run_kernel(step)
+                    self.folded.add(step)
+
+    def _is_folded_tensor(self, t: int) -> bool:
+        return any(t in self.sg.nodes[i].outputs for i in self.folded)
+
+    def _shape_of(self, t: int) -> tuple:
+        if t not in self.shapes:
+            raise InputError(f"tensor {t} ({self.sg.tensors[t].name!r}) has no known shape")
+        return self.shapes[t]
+
+    def _plan_kernel(self, i: int) -> None:
+        n = self.sg.nodes[i]
+        shapes = [self._shape_of(t) for t in n.inputs]
+        out = output_shapes(n, self.sg, shapes)
+        for t, s in zip(n.outputs, out):
+            self.shapes[t] = tuple(s)
+        k = self._kernels.get(i)
+        if k is not None and k.spec is not None and k.tiling.total_length == _numel(out[0]) \
+                and getattr(k, "in_shapes", None) == shapes:
+            return
+        try:
+            spec = kernel_spec(n, self.sg, shapes, self.caps)
+            prg = build_program(self.device, spec.source)
+        except KernelBuildError as e:
+            if self.strict:
+                raise
+            self.build_failures[i] = f"kernel build failed: {e}; log: {e.log.strip()[:500]}"
+            raise _Replan(i, self.build_failures[i]) from None
+        tiling, gsize, lsize = launch_geometry(self.caps, spec.n, spec.tile_bytes)
+        kern = cl.Kernel(prg, spec.name)
+        kobj = _Kernel(spec, kern, tiling, gsize, lsize)
+        kobj.in_shapes = shapes  # type: ignore[attr-defined]
+        self._kernels[i] = kobj
+        for t in n.inputs:
+            if self.sg.tensors[t].data is not None and t not in self.const_dev:
+                self.const_dev[t] = self._upload_new(self.sg.tensors[t].data)
+
+    def _plan_fallback(self, f: _Fallback) -> None:
+        shapes = tuple(self._shape_of(t) for t in f.inputs)
+        if f.interp is None or f.shapes_key != shapes:
+            if f.interp is None:
+                content = build_submodel(self.model, self.sg.index, f.nodes, f.inputs, f.outputs)
+                f.interp = make_interpreter(content, self.num_threads)
+            details = f.interp.get_input_details()
+            f.in_index = [d["index"] for d in details]
+            for d, s in zip(details, shapes):
+                if tuple(d["shape"]) != s:
+                    f.interp.resize_tensor_input(d["index"], list(s), strict=False)
+            f.interp.allocate_tensors()
+            f.out_index = [d["index"] for d in f.interp.get_output_details()]
+            f.shapes_key = shapes
+        for t, d in zip(f.outputs, f.interp.get_output_details()):
+            self.shapes[t] = tuple(int(x) for x in d["shape"])
+
+    # ----------------------------------------------------------------- memory
+    def _upload_new(self, arr: np.ndarray) -> "cl.Buffer":
+        a = np.ascontiguousarray(arr)
+        mf = cl.mem_flags
+        if a.nbytes == 0:
+            return cl.Buffer(self.device.context, mf.READ_ONLY, 1)
+        return cl.Buffer(self.device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
+
+    def _dev_buffer(self, t: int, nbytes: int) -> "cl.Buffer":
+        if self._dev_cap.get(t, -1) < nbytes:
+            self.dev[t] = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, max(nbytes, 1))
+            self._dev_cap[t] = nbytes
+        return self.dev[t]
+
+    def _host_array(self, t: int) -> np.ndarray:
+        dt = self.sg.tensors[t].dtype.np
+        shape = self.shapes[t]
+        a = self.host.get(t)
+        if a is None or a.shape != shape or a.dtype != dt:
+            a = np.empty(shape, dt)
+            self.host[t] = a
+        return a
+
+    def _device_in(self, t: int) -> "cl.Buffer":
+        if t in self.const_dev:
+            return self.const_dev[t]
+        if t in self.on_device:
+            return self.dev[t]
+        if t not in self.on_host:
+            raise InputError(f"tensor {t} ({self.sg.tensors[t].name!r}) was not set")
+        a = np.ascontiguousarray(self.host[t])
+        buf = self._dev_buffer(t, a.nbytes)
+        if a.nbytes:
+            cl.enqueue_copy(self.device.queue, buf, a, is_blocking=False)
+        self.on_device.add(t)
+        return buf
+
+    def _to_host(self, t: int) -> np.ndarray:
+        if t in self.on_host:
+            return self.host[t]
+        const = self.sg.tensors[t].data
+        if const is not None:
+            return const
+        if t in self.on_device or t in self.const_dev:
+            a = self._host_array(t)
+            src = self.dev.get(t) if t in self.on_device else self.const_dev[t]
+            if a.nbytes:
+                cl.enqueue_copy(self.device.queue, a, src, is_blocking=True)
+            self.on_host.add(t)
+            return a
+        raise InputError(f"tensor {t} ({self.sg.tensors[t].name!r}) has no value yet")
+
+    # ----------------------------------------------------------------- running
+    def set_input(self, t: int, value: np.ndarray) -> None:
+        a = self._host_array(t)
+        np.copyto(a, value, casting="no")
+        self.on_host.add(t)
+        self.on_device.discard(t)
+
+    def _run_kernel(self, i: int) -> None:
+        n = self.sg.nodes[i]
+        k = self._kernels[i]
+        ins = [self._device_in(t) for t in n.inputs]
+        out_t = n.outputs[0]
+        nbytes = _numel(self.shapes[out_t]) * self.sg.tensors[out_t].dtype.itemsize
+        if i in self.folded:
+            return
+        out = self._dev_buffer(out_t, nbytes)
+        if k.spec.n:
+            args = (*ins, out, *(np.uint32(v) for v in k.tiling.kernel_args()))
+            ev = k.kernel(self.device.queue, k.gsize, k.lsize, *args)
+            if self.profile:
+                ev.wait()
+                self.kernel_times_ns[i] = ev.profile.end - ev.profile.start
+        self.on_device.add(out_t)
+        self.on_host.discard(out_t)
+
+    def _run_fallback(self, f: _Fallback) -> None:
+        interp = f.interp
+        for t, idx in zip(f.inputs, f.in_index):
+            interp.set_tensor(idx, self._to_host(t))
+        t0 = time.perf_counter_ns()
+        interp.invoke()
+        if self.profile:
+            self.segment_times_ns[f.nodes[0]] = time.perf_counter_ns() - t0
+        for t, idx in zip(f.outputs, f.out_index):
+            v = interp.get_tensor(idx)
+            self.shapes[t] = v.shape
+            self.host[t] = v
+            self.on_host.add(t)
+            self.on_device.discard(t)
+
+    def invoke(self) -> None:
+        """Run every step once. Inputs must have been set with set_input."""
+        for t in self.sg.inputs:
+            if t not in self.on_host and t not in self.on_device and self.sg.tensors[t].data is None:
+                raise InputError(f"input tensor {t} ({self.sg.tensors[t].name!r}) was not set")
+        for kind, step in self._steps:
+            if kind == "k":
+                n = self.sg.nodes[step]
+                if step in self.folded:
+                    continue
+                shapes = [tuple(self.shapes[t]) for t in n.inputs]
+                if shapes != getattr(self._kernels[step], "in_shapes", None):
+                    self._plan_kernel(step)  # a dynamic shape changed
+                self._run_kernel(step)
+            else:
+                shapes = tuple(tuple(self.shapes[t]) for t in step.inputs)
+                if shapes != step.shapes_key:
+                    self._plan_fallback(step)
+                self._run_fallback(step)
+
+    def get(self, t: int) -> np.ndarray:
+        """A host copy of tensor ``t``'s current value."""
+        return np.array(self._to_host(t), copy=True)
+
+    def finish(self) -> None:
+        self.device.queue.finish()
+
+
+class _Replan(Exception):
+    def __init__(self, node: int, reason: str):
+        super().__init__(reason)
+        self.node = node
+        self.reason = reason
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n

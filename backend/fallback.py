@@ -1,0 +1,138 @@
+"""Fallback: a segment of nodes becomes a valid sub-model run by LiteRT's Interpreter.
+
+The sub-model is packed with flatbuffers from the schema object tree: subgraph 0 holds
+the segment's operators and the tensors they touch (re-indexed), its inputs are the
+tensors the segment reads but neither produces nor holds as constants, its outputs the
+tensors it produces that anything outside needs. Segments that call other subgraphs
+(WHILE, IF, CALL_ONCE, ...) keep every original subgraph, shifted by one, so LiteRT
+runs the control flow exactly as in the whole model.
+"""
+from __future__ import annotations
+
+import copy
+
+import flatbuffers
+import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+
+from .model import Model
+
+__all__ = ["build_submodel", "make_interpreter"]
+
+
+def _shift_refs(op, delta: int) -> None:
+    for opts in (op.builtinOptions, getattr(op, "builtinOptions2", None)):
+        if opts is None:
+            continue
+        for k, v in list(vars(opts).items()):
+            if k.endswith("SubgraphIndex") and isinstance(v, int):
+                setattr(opts, k, v + delta)
+            elif k.endswith("SubgraphIndices") and v is not None:
+                setattr(opts, k, [int(x) + delta for x in v])
+
+
+def build_submodel(model: Model, subgraph: int, nodes: list[int], inputs: list[int],
+                   outputs: list[int]) -> bytes:
+    """Pack nodes ``nodes`` of subgraph ``subgraph`` as a one-entry-subgraph model.
+
+    inputs/outputs: tensor indices of the original subgraph, in the order the sub-model's
+    inputs/outputs will have. Returns the .tflite bytes.
+    """
+    src = model.obj
+    sg = src.subgraphs[subgraph]
+    ops = [copy.copy(sg.operators[i]) for i in nodes]
+    calls = any(model.subgraphs[subgraph].nodes[i].subgraph_refs() for i in nodes)
+
+    used: list[int] = []
+    seen = set()
+
+    def use(t):
+        if t >= 0 and t not in seen:
+            seen.add(t)
+            used.append(t)
+
+    for t in inputs:
+        use(t)
+    for op in ops:
+        for t in list(op.inputs if op.inputs is not None else []) + list(op.outputs if op.outputs is not None else []):
+            use(int(t))
+        for t in op.intermediates if op.intermediates is not None else []:
+            use(int(t))
+    for t in outputs:
+        use(t)
+    remap = {t: i for i, t in enumerate(used)}
+
+    new = schema.ModelT()
+    new.version = src.version or 3
+    new.operatorCodes = src.operatorCodes
+    new.description = "litecl fallback segment"
+    if calls:
+        buffers = list(src.buffers)
+        bremap = None
+    else:
+        buffers = [schema.BufferT()]
+        bremap = {0: 0}
+    tensors = []
+    for t in used:
+        tt = copy.copy(sg.tensors[t])
+        b = int(tt.buffer)
+        if bremap is not None:
+            if b not in bremap:
+                ob = src.buffers[b]
+                nb = schema.BufferT()
+                if ob.offset and ob.offset > 1:
+                    nb.data = np.frombuffer(model.raw, np.uint8, int(ob.size), int(ob.offset))
+                else:
+                    nb.data = ob.data
+                bremap[b] = len(buffers)
+                buffers.append(nb)
+            tt.buffer = bremap[b]
+        tensors.append(tt)
+    for op in ops:
+        op.inputs = [remap[int(t)] if t >= 0 else -1 for t in (op.inputs if op.inputs is not None else [])]
+        op.outputs = [remap[int(t)] for t in (op.outputs if op.outputs is not None else [])]
+        if op.intermediates is not None:
+            op.intermediates = [remap[int(t)] for t in op.intermediates]
+    seg = schema.SubGraphT()
+    seg.tensors = tensors
+    seg.operators = ops
+    seg.inputs = [remap[t] for t in inputs]
+    seg.outputs = [remap[t] for t in outputs]
+    seg.name = "litecl_segment"
+    subgraphs = [seg]
+    if calls:
+        for op in ops:
+            op.builtinOptions = copy.deepcopy(op.builtinOptions)
+            if getattr(op, "builtinOptions2", None) is not None:
+                op.builtinOptions2 = copy.deepcopy(op.builtinOptions2)
+            _shift_refs(op, 1)
+        for other in src.subgraphs:
+            o = copy.copy(other)
+            o.operators = []
+            for op in other.operators or []:
+                op2 = copy.copy(op)
+                op2.builtinOptions = copy.deepcopy(op.builtinOptions)
+                if getattr(op, "builtinOptions2", None) is not None:
+                    op2.builtinOptions2 = copy.deepcopy(op.builtinOptions2)
+                _shift_refs(op2, 1)
+                o.operators.append(op2)
+            subgraphs.append(o)
+    new.subgraphs = subgraphs
+    new.buffers = buffers
+    b = flatbuffers.Builder(1024)
+    b.Finish(new.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def make_interpreter(content: bytes, num_threads=None, xnnpack: bool = False):
+    """A LiteRT Interpreter over model bytes.
+
+    By default LiteRT's builtin kernels without its default delegate (XNNPACK), the
+    deterministic reference litecl matches bit for bit; ``xnnpack=True`` gives LiteRT's
+    default configuration (XNNPACK may differ in NaN handling of clamps).
+    """
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
+
+    kind = OpResolverType.AUTO if xnnpack else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    return Interpreter(model_content=content, num_threads=num_threads,
+                       experimental_op_resolver_type=kind)

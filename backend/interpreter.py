@@ -1,0 +1,294 @@
+"""litecl.Interpreter: LiteRT's Interpreter API over the OpenCL + fallback executor.
+
+Method names and detail-dict keys are LiteRT's (ai_edge_litert.interpreter), so a user
+changes one import. Threading rule: an Interpreter and its signature runners must be used
+from one thread at a time; separate Interpreters may run in separate threads (each has
+its own tensors and LiteRT sub-interpreters; the OpenCL queue of a device is shared and
+pyopencl serialises enqueues).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .device import open_device
+from .errors import InputError, LiteclError
+from .executor import Executor, _Replan
+from .model import load_model
+from .partition import summary_lines
+
+__all__ = ["Interpreter", "SignatureRunner"]
+
+
+def _details(t, shape) -> dict:
+    scales = t.scales.astype(np.float32)
+    zps = t.zero_points.astype(np.int32)
+    q = (float(scales[0]), int(zps[0])) if scales.size == 1 and zps.size >= 1 else (0.0, 0)
+    return {
+        "name": t.name,
+        "index": t.index,
+        "shape": np.array(shape, dtype=np.int32),
+        "shape_signature": np.array(t.shape_signature, dtype=np.int32),
+        "dtype": t.dtype.np.type if t.dtype is not None else None,
+        "quantization": q,
+        "quantization_parameters": {"scales": scales, "zero_points": zps,
+                                    "quantized_dimension": t.quantized_dimension},
+        "sparsity_parameters": {},
+    }
+
+
+class _Graph:
+    """One entry subgraph: its executor, current input shapes, allocation state."""
+
+    def __init__(self, interp: "Interpreter", index: int):
+        self.interp = interp
+        self.index = index
+        self.sg = interp._model.subgraphs[index]
+        self.forced: dict = {}
+        self.ex = self._executor()
+        self.input_shapes = {t: tuple(self.sg.tensors[t].shape) for t in self.sg.inputs}
+        self.allocated = False
+
+    def _executor(self) -> Executor:
+        i = self.interp
+        return Executor(i._model, self.index, i._device, i._num_threads, i._strict, self.forced)
+
+    def allocate(self) -> None:
+        for _ in range(len(self.sg.nodes) + 1):
+            try:
+                self.ex.allocate(self.input_shapes)
+                self.allocated = True
+                return
+            except _Replan as r:  # a kernel failed to build: that node falls back
+                self.forced[r.node] = r.reason
+                self.ex = self._executor()
+        raise LiteclError("could not place the graph after repeated kernel build failures")
+
+    def tensor_index(self, index) -> int:
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            raise InputError(f"tensor index must be an int, got {type(index).__name__}")
+        index = int(index)
+        if not 0 <= index < len(self.sg.tensors):
+            raise InputError(f"tensor index {index} out of range; subgraph {self.index} has "
+                             f"{len(self.sg.tensors)} tensors")
+        return index
+
+    def check_value(self, t: int, value, resize_ok: bool = False) -> np.ndarray:
+        tensor = self.sg.tensors[t]
+        if tensor.dtype is None:
+            raise InputError(f"tensor {t} ({tensor.name!r}) has type {tensor.type_name}, which litecl cannot set")
+        arr = np.asarray(value)
+        if arr.dtype != tensor.dtype.np:
+            raise InputError(f"tensor {t} ({tensor.name!r}) expects {tensor.dtype.name}, got {arr.dtype}")
+        want = self.input_shapes.get(t, tensor.shape)
+        if tuple(arr.shape) != tuple(want):
+            if resize_ok and _fits_signature(arr.shape, tensor.shape_signature):
+                return arr
+            raise InputError(f"tensor {t} ({tensor.name!r}) expects shape {list(want)}, got {list(arr.shape)}")
+        return arr
+
+
+def _fits_signature(shape, sig) -> bool:
+    return len(shape) == len(sig) and all(s == -1 or s == d for s, d in zip(sig, shape))
+
+
+class Interpreter:
+    """Run a .tflite model with CAST/ADD on OpenCL and every other node on LiteRT.
+
+    Args:
+      model_path: path of a .tflite file; or model_content: its bytes (exactly one).
+      device: an OpenCL device spec ("auto", "pocl", "intel", "oclgrind", "nvidia", a
+        name substring, optionally ":profile=mobile"), a litecl Device, or None
+        (``LITECL_DEVICE`` or auto).
+      num_threads: threads for the LiteRT fallback sub-interpreters.
+      strict: raise instead of falling back when a generated kernel fails to build.
+    Raises ModelError (bad model), DeviceError (no such device): both ValueError.
+    """
+
+    def __init__(self, model_path=None, model_content=None, *, device=None, num_threads=None,
+                 strict: bool = False):
+        self._model = load_model(model_path, model_content)
+        self._device = open_device(device)
+        self._num_threads = num_threads
+        self._strict = strict
+        self._graphs: dict[int, _Graph] = {}
+        self._main = self._graph(0)
+
+    # ------------------------------------------------------------------ internals
+    def _graph(self, index: int) -> _Graph:
+        if index not in self._graphs:
+            self._graphs[index] = _Graph(self, index)
+        return self._graphs[index]
+
+    def _entry_subgraphs(self) -> list[int]:
+        out = [0] + [s.subgraph for s in self._model.signatures]
+        return list(dict.fromkeys(out))
+
+    # ------------------------------------------------------------------ LiteRT API
+    @property
+    def device(self):
+        return self._device
+
+    def allocate_tensors(self) -> None:
+        """Plan kernels and fallback sub-models for the current input shapes."""
+        self._main.allocate()
+
+    def get_input_details(self) -> list[dict]:
+        g = self._main
+        return [_details(g.sg.tensors[t], g.input_shapes[t]) for t in g.sg.inputs]
+
+    def get_output_details(self) -> list[dict]:
+        g = self._main
+        return [_details(g.sg.tensors[t], g.ex.shapes.get(t, g.sg.tensors[t].shape))
+                for t in g.sg.outputs]
+
+    def get_tensor_details(self) -> list[dict]:
+        g = self._main
+        return [_details(t, g.ex.shapes.get(t.index, t.shape)) for t in g.sg.tensors
+                if t.dtype is not None]
+
+    def set_tensor(self, tensor_index, value) -> None:
+        """Copy ``value`` into an input tensor. Raises InputError on a wrong index, dtype
+        or shape (the message names the tensor, what was expected and what was given)."""
+        g = self._main
+        t = g.tensor_index(tensor_index)
+        if t not in g.sg.inputs:
+            raise InputError(f"tensor {t} ({g.sg.tensors[t].name!r}) is not an input; inputs are {list(g.sg.inputs)}")
+        if not g.allocated:
+            raise InputError("call allocate_tensors() before set_tensor()")
+        g.ex.set_input(t, g.check_value(t, value))
+
+    def get_tensor(self, tensor_index, subgraph_index: int = 0) -> np.ndarray:
+        """A copy of a tensor's current value (inputs, outputs, constants, intermediates
+        that crossed a boundary)."""
+        g = self._graph(int(subgraph_index))
+        t = g.tensor_index(tensor_index)
+        if not g.allocated:
+            raise InputError("call allocate_tensors() before get_tensor()")
+        return g.ex.get(t)
+
+    def resize_tensor_input(self, input_index, tensor_size, strict: bool = False) -> None:
+        """Change an input's shape; takes effect at the next allocate_tensors().
+
+        strict=True allows only dimensions that are -1 in shape_signature (LiteRT's rule).
+        """
+        g = self._main
+        t = g.tensor_index(input_index)
+        if t not in g.sg.inputs:
+            raise InputError(f"tensor {t} is not an input; inputs are {list(g.sg.inputs)}")
+        shape = tuple(int(x) for x in np.asarray(tensor_size).reshape(-1))
+        if any(d < 0 for d in shape):
+            raise InputError(f"tensor {t} ({g.sg.tensors[t].name!r}): negative dimension in {list(shape)}")
+        sig = g.sg.tensors[t].shape_signature
+        if strict and not _fits_signature(shape, sig):
+            raise InputError(f"tensor {t} ({g.sg.tensors[t].name!r}): only dimensions that are -1 in "
+                             f"shape_signature {list(sig)} may change, got {list(shape)}")
+        g.input_shapes[t] = shape
+        g.allocated = False
+
+    def invoke(self) -> None:
+        """Run subgraph 0. Raises InputError when allocate_tensors() was not called."""
+        g = self._main
+        if not g.allocated:
+            raise InputError("call allocate_tensors() before invoke()")
+        g.ex.invoke()
+
+    def get_signature_list(self) -> dict:
+        return {s.key: {"inputs": list(s.inputs), "outputs": list(s.outputs)}
+                for s in self._model.signatures}
+
+    def get_signature_runner(self, signature_key=None) -> "SignatureRunner":
+        sigs = {s.key: s for s in self._model.signatures}
+        if signature_key is None:
+            if len(sigs) != 1:
+                raise InputError(f"signature_key is None and model has {len(sigs)} signatures; "
+                                 "None is only allowed with exactly 1")
+            signature_key = next(iter(sigs))
+        if signature_key not in sigs:
+            raise InputError(f"invalid signature_key {signature_key!r}; model has {sorted(sigs)}")
+        return SignatureRunner(self, sigs[signature_key])
+
+    # ------------------------------------------------------------------ litecl extras
+    def placement(self) -> list[dict]:
+        """Per node: {"subgraph", "index", "op", "placement": "opencl"|"fallback",
+        "reason"} in execution order, for every entry subgraph; nodes of subgraphs called
+        by control flow are listed as fallback."""
+        out = []
+        entries = self._entry_subgraphs()
+        for si in entries:
+            out += [p.as_dict() for p in self._graph(si).ex.placements]
+        for sg in self._model.subgraphs:
+            if sg.index in entries:
+                continue
+            out += [{"subgraph": sg.index, "index": n.index, "op": n.op, "placement": "fallback",
+                     "reason": "inside a subgraph called by control flow (runs in LiteRT)"}
+                    for n in sg.nodes]
+        return out
+
+    def summary(self) -> list[str]:
+        """TFLite delegate-style log lines about what runs where."""
+        from .partition import Placement  # noqa: PLC0415
+
+        ps = [Placement(**p) for p in self.placement()]
+        segs = {si: self._graph(si).ex.segments for si in self._entry_subgraphs()}
+        return summary_lines(ps, segs)
+
+    def close(self) -> None:
+        """Release device buffers, kernels and LiteRT sub-interpreters."""
+        self._graphs.clear()
+        self._main = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class SignatureRunner:
+    """LiteRT's SignatureRunner: ``runner(**inputs) -> {output name: array}``."""
+
+    def __init__(self, interp: Interpreter, sig):
+        self._interp = interp
+        self._sig = sig
+        self._g = interp._graph(sig.subgraph)
+
+    def get_input_details(self) -> dict:
+        g = self._g
+        return {k: _details(g.sg.tensors[t], g.input_shapes[t]) for k, t in self._sig.inputs.items()}
+
+    def get_output_details(self) -> dict:
+        g = self._g
+        return {k: _details(g.sg.tensors[t], g.ex.shapes.get(t, g.sg.tensors[t].shape))
+                for k, t in self._sig.outputs.items()}
+
+    def allocate_tensors(self) -> None:
+        self._g.allocate()
+
+    def resize_input(self, input_name: str, new_shape) -> None:
+        if input_name not in self._sig.inputs:
+            raise InputError(f"invalid input name {input_name!r}; signature has {list(self._sig.inputs)}")
+        self._g.input_shapes[self._sig.inputs[input_name]] = tuple(int(x) for x in new_shape)
+        self._g.allocated = False
+
+    def __call__(self, **kwargs) -> dict:
+        g, sig = self._g, self._sig
+        if set(kwargs) != set(sig.inputs):
+            missing = sorted(set(sig.inputs) - set(kwargs))
+            extra = sorted(set(kwargs) - set(sig.inputs))
+            raise InputError(f"signature {sig.key!r} expects inputs {sorted(sig.inputs)}"
+                             + (f"; missing {missing}" if missing else "")
+                             + (f"; unknown {extra}" if extra else ""))
+        values = {}
+        for name, v in kwargs.items():
+            t = sig.inputs[name]
+            arr = g.check_value(t, v, resize_ok=True)
+            values[t] = arr
+            if tuple(arr.shape) != tuple(g.input_shapes[t]):
+                g.input_shapes[t] = tuple(arr.shape)
+                g.allocated = False
+        if not g.allocated:
+            g.allocate()
+        for t, arr in values.items():
+            g.ex.set_input(t, arr)
+        g.ex.invoke()
+        return {k: g.ex.get(t) for k, t in sig.outputs.items()}

@@ -1,0 +1,136 @@
+"""The lowering table: which builtin operators litecl runs on OpenCL, and why not.
+
+Mirrors a TFLite delegate's IsNodeSupported: ``LOWERINGS`` is keyed by BuiltinOperator
+name; each entry's ``why_not(node, subgraph, caps)`` returns None when the node can run
+on the device or a one-line reason (collected and reported in TFLite's log format), and
+``kernel(node, subgraph, shapes, caps)`` returns a KernelSpec for concrete input shapes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import Node, Subgraph
+from .ops import add as add_ops
+from .ops.cast import cast_why_not
+from .ops.codegen import cast_kernel
+
+__all__ = ["KernelSpec", "LOWERINGS", "why_not", "kernel_spec", "output_shapes"]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A generated kernel for one node at concrete shapes: ``source`` (the cache key),
+    kernel ``name``, element count ``n`` of the output, ``tile_bytes`` (the smallest
+    itemsize the kernel touches, for 32-byte aligned chunks), and a description."""
+
+    source: str
+    name: str
+    n: int
+    tile_bytes: int
+    what: str
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+class CastLowering:
+    op = "CAST"
+
+    @staticmethod
+    def why_not(node: Node, sg: Subgraph, caps) -> str | None:
+        if len(node.inputs) != 1 or len(node.outputs) != 1 or node.inputs[0] < 0:
+            return "expects one input and one output"
+        src, dst = sg.tensors[node.inputs[0]], sg.tensors[node.outputs[0]]
+        for t in (src, dst):
+            if t.dtype is None:
+                return f"{t.type_name} tensors not supported"
+        if dst.dtype.kind == "complex":
+            return f"{src.dtype.name} -> {dst.dtype.name} not supported"
+        return cast_why_not(src.dtype, dst.dtype, caps)
+
+    @staticmethod
+    def output_shapes(node, sg, shapes):
+        return [tuple(shapes[0])]
+
+    @staticmethod
+    def kernel(node: Node, sg: Subgraph, shapes, caps) -> KernelSpec:
+        src, dst = sg.tensors[node.inputs[0]].dtype, sg.tensors[node.outputs[0]].dtype
+        source, plan = cast_kernel(src, dst, caps)
+        return KernelSpec(source, "litecl_cast", _numel(shapes[0]),
+                          min(src.itemsize, dst.itemsize),
+                          f"CAST {src.name}->{dst.name} via {' -> '.join(plan.chain())}")
+
+
+class AddLowering:
+    op = "ADD"
+
+    @staticmethod
+    def _quant_params(node: Node, sg: Subgraph):
+        from .ops.add_quant import quant_add_params  # noqa: PLC0415
+
+        a, b, o = (sg.tensors[t] for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
+        qp = [(float(t.scales[0]), int(t.zero_points[0]) if t.zero_points.size else 0) for t in (a, b, o)]
+        return quant_add_params(o.dtype.name, qp[0], qp[1], qp[2], node.activation)
+
+    @staticmethod
+    def why_not(node: Node, sg: Subgraph, caps) -> str | None:
+        if len(node.inputs) != 2 or len(node.outputs) != 1 or min(node.inputs) < 0:
+            return "expects two inputs and one output"
+        ts = [sg.tensors[t] for t in (*node.inputs, node.outputs[0])]
+        if any(t.dtype is None for t in ts):
+            return f"{ts[0].type_name} tensors not supported"
+        if len({t.dtype.name for t in ts}) != 1:
+            return "mixed input and output types"
+        dt = ts[0].dtype.name
+        quant = dt in add_ops.QUANT_ADD_TYPES
+        if quant:
+            if any(t.scales.size != 1 for t in ts):
+                return f"{dt} ADD without per-tensor quantization"
+            try:
+                import importlib  # noqa: PLC0415
+
+                importlib.import_module(".ops.add_quant", __package__)
+            except ImportError:
+                return f"{dt} quantized not supported yet"
+            try:
+                AddLowering._quant_params(node, sg)
+            except ValueError as e:
+                return str(e)
+        return add_ops.add_why_not(dt, [t.shape_signature for t in ts], node.activation, caps)
+
+    @staticmethod
+    def output_shapes(node, sg, shapes):
+        return [add_ops.broadcast_shape(shapes[0], shapes[1])]
+
+    @staticmethod
+    def kernel(node: Node, sg: Subgraph, shapes, caps) -> KernelSpec:
+        dt = sg.tensors[node.outputs[0]].dtype
+        quant = AddLowering._quant_params(node, sg) if dt.name in add_ops.QUANT_ADD_TYPES else None
+        src = add_ops.add_kernel(dt.name, shapes[0], shapes[1], node.activation, caps, quant)
+        out = add_ops.broadcast_shape(shapes[0], shapes[1])
+        bc = " (broadcast)" if tuple(shapes[0]) != tuple(shapes[1]) else ""
+        return KernelSpec(src, "litecl_add", _numel(out), dt.itemsize,
+                          f"ADD {dt.name} {node.activation}{bc}")
+
+
+LOWERINGS = {cls.op: cls for cls in (CastLowering, AddLowering)}
+
+
+def why_not(node: Node, sg: Subgraph, caps) -> str | None:
+    """None if ``node`` runs on OpenCL, else the reason it falls back."""
+    low = LOWERINGS.get(node.op)
+    if low is None:
+        return "not a lowered operator"
+    return low.why_not(node, sg, caps)
+
+
+def output_shapes(node: Node, sg: Subgraph, shapes) -> list[tuple]:
+    return LOWERINGS[node.op].output_shapes(node, sg, shapes)
+
+
+def kernel_spec(node: Node, sg: Subgraph, shapes, caps) -> KernelSpec:
+    return LOWERINGS[node.op].kernel(node, sg, shapes, caps)

@@ -1,0 +1,289 @@
+"""Reading .tflite models: flatbuffers + the TFLite schema (ai_edge_litert's generated
+module), validated before anything else touches them.
+
+Python's flatbuffers has no verifier: on a corrupt buffer it raises odd exceptions or
+returns garbage (REFERENCE_FACTS.md). So parsing is wrapped, and every index the rest of
+litecl follows (tensor, buffer, opcode, subgraph, signature) is bounds-checked here;
+failures raise ModelError with a one-line reason. Only models litecl re-packed itself are
+handed to LiteRT.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+
+from .errors import ModelError
+from .ops.dtypes import BY_TFLITE, TFLITE_TYPE_NAMES, DType
+
+__all__ = ["Model", "Subgraph", "Tensor", "Node", "Signature", "load_model", "OP_NAMES",
+           "ACTIVATIONS"]
+
+#: BuiltinOperator code -> name ("CAST"), from the generated schema.
+OP_NAMES: dict[int, str] = {
+    v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_") and isinstance(v, int)
+}
+#: ActivationFunctionType code -> name.
+ACTIVATIONS: dict[int, str] = {
+    v: k for k, v in vars(schema.ActivationFunctionType).items() if not k.startswith("_") and isinstance(v, int)
+}
+MAX_MODEL_BYTES = 2**31 - 1  # flatbuffers' 32-bit offsets
+
+
+@dataclass
+class Tensor:
+    """One tensor of a subgraph. ``dtype`` is None for types litecl does not compute
+    (string, resource, variant, ...); ``type_name`` names it anyway."""
+
+    index: int
+    name: str
+    type_code: int
+    dtype: Optional[DType]
+    shape: tuple
+    shape_signature: tuple
+    buffer: int
+    data: Optional[np.ndarray]  # constant contents, already shaped and typed
+    scales: np.ndarray
+    zero_points: np.ndarray
+    quantized_dimension: int
+    is_variable: bool
+
+    @property
+    def type_name(self) -> str:
+        return TFLITE_TYPE_NAMES.get(self.type_code, f"TYPE{self.type_code}")
+
+    @property
+    def is_constant(self) -> bool:
+        return self.data is not None
+
+    @property
+    def quantized(self) -> bool:
+        return self.scales.size > 0
+
+
+@dataclass
+class Node:
+    """One operator in a subgraph, in TFLite's execution order."""
+
+    index: int
+    opcode: int       # builtin code: max(builtin_code, deprecated_builtin_code)
+    op: str           # BuiltinOperator name, or "CUSTOM:<code>"
+    inputs: tuple     # tensor indices; -1 marks an omitted optional input
+    outputs: tuple
+    options: object   # the generated *OptionsT object, or None
+    options2: object
+
+    @property
+    def activation(self) -> str:
+        a = getattr(self.options, "fusedActivationFunction", 0) or 0
+        return ACTIVATIONS.get(a, f"ACT{a}")
+
+    def subgraph_refs(self) -> list[int]:
+        """Indices of subgraphs this node calls (WHILE, IF, CALL_ONCE, StableHLO...)."""
+        out = []
+        for opts in (self.options, self.options2):
+            if opts is None:
+                continue
+            for k, v in vars(opts).items():
+                if k.endswith("SubgraphIndex") and isinstance(v, int):
+                    out.append(v)
+                elif k.endswith("SubgraphIndices") and v is not None:
+                    out.extend(int(x) for x in v)
+        return out
+
+
+@dataclass
+class Subgraph:
+    index: int
+    name: str
+    tensors: list
+    nodes: list
+    inputs: tuple
+    outputs: tuple
+
+
+@dataclass
+class Signature:
+    """A SignatureDef: key, the subgraph it runs, and name -> tensor index maps."""
+
+    key: str
+    subgraph: int
+    inputs: dict = field(default_factory=dict)
+    outputs: dict = field(default_factory=dict)
+
+
+@dataclass
+class Model:
+    """A validated model: ``raw`` bytes, the schema object tree ``obj`` (ModelT) used to
+    build fallback sub-models, and the parsed ``subgraphs`` and ``signatures``."""
+
+    raw: bytes
+    obj: object
+    subgraphs: list
+    signatures: list
+    path: Optional[str] = None
+
+    def node_count(self) -> int:
+        return sum(len(s.nodes) for s in self.subgraphs)
+
+
+def _read(path) -> bytes:
+    p = Path(os.fspath(path))
+    if not p.exists():
+        raise ModelError(f"model file not found: {p}")
+    if p.is_dir():
+        raise ModelError(f"model path is a directory, expected a .tflite file: {p}")
+    try:
+        size = p.stat().st_size
+        if size > MAX_MODEL_BYTES:
+            raise ModelError(f"model file {p} is {size} bytes; at most {MAX_MODEL_BYTES} supported")
+        return p.read_bytes()
+    except OSError as e:
+        raise ModelError(f"cannot read model file {p}: {e.strerror or e}") from None
+
+
+def load_model(model_path=None, model_content: bytes | None = None) -> Model:
+    """Read and validate a .tflite model from a path or from bytes.
+
+    Raises ModelError with a one-line reason for a missing, unreadable, empty, truncated,
+    non-TFLite or structurally invalid model.
+    """
+    if (model_path is None) == (model_content is None):
+        raise ModelError("give exactly one of model_path and model_content")
+    if model_path is not None:
+        raw = _read(model_path)
+        where = str(model_path)
+    else:
+        if not isinstance(model_content, (bytes, bytearray, memoryview)):
+            raise ModelError(f"model_content must be bytes, got {type(model_content).__name__}")
+        raw = bytes(model_content)
+        where = "model_content"
+    if len(raw) == 0:
+        raise ModelError(f"{where}: empty file, expected a .tflite model")
+    if len(raw) < 16:
+        raise ModelError(f"{where}: {len(raw)} bytes is too short for a .tflite model")
+    if raw[4:8] != b"TFL3":
+        raise ModelError(f"{where}: not a TFLite model (file identifier {raw[4:8]!r}, expected b'TFL3')")
+    root = int.from_bytes(raw[0:4], "little")
+    if root < 8 or root + 4 > len(raw):
+        raise ModelError(f"{where}: corrupt model (root table offset {root} outside the {len(raw)}-byte file)")
+    try:
+        obj = schema.ModelT.InitFromPackedBuf(raw, 0)
+    except ModelError:
+        raise
+    except Exception as e:  # flatbuffers raises struct.error, IndexError, UnicodeError, ...
+        raise ModelError(f"{where}: corrupt model ({type(e).__name__}: {_short(e)})") from None
+    try:
+        return _validate(raw, obj, where)
+    except ModelError:
+        raise
+    except Exception as e:
+        raise ModelError(f"{where}: corrupt model ({type(e).__name__}: {_short(e)})") from None
+
+
+def _short(e: Exception) -> str:
+    s = str(e).splitlines()[0] if str(e) else ""
+    return s[:160]
+
+
+def _buffer_bytes(raw: bytes, buf, where: str, bi: int) -> Optional[bytes]:
+    if buf is None:
+        return None
+    off, size = int(buf.offset or 0), int(buf.size or 0)
+    if off > 1:  # data stored after the flatbuffer (models over 2 GB)
+        if off + size > len(raw):
+            raise ModelError(f"{where}: buffer {bi} points at bytes {off}..{off + size} past the end of the file")
+        return raw[off:off + size]
+    if buf.data is None:
+        return None
+    data = buf.data
+    return data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+
+
+def _validate(raw: bytes, obj, where: str) -> Model:
+    bufs = obj.buffers or []
+    codes = obj.operatorCodes or []
+    sgs = obj.subgraphs or []
+    if not sgs:
+        raise ModelError(f"{where}: model has no subgraph")
+    subgraphs = []
+    for si, sg in enumerate(sgs):
+        tensors = []
+        tlist = sg.tensors or []
+        nt = len(tlist)
+        for ti, t in enumerate(tlist):
+            shape = tuple(int(x) for x in (t.shape if t.shape is not None else ()))
+            sig = tuple(int(x) for x in t.shapeSignature) if t.shapeSignature is not None else shape
+            if any(d < 0 for d in shape):
+                raise ModelError(f"{where}: subgraph {si} tensor {ti} has a negative dimension {list(shape)}")
+            if len(sig) != len(shape) or any(s != -1 and s != d for s, d in zip(sig, shape)):
+                sig = shape if len(sig) != len(shape) else sig
+            if not 0 <= t.buffer < max(len(bufs), 1):
+                raise ModelError(f"{where}: subgraph {si} tensor {ti} names buffer {t.buffer}, model has {len(bufs)}")
+            dt = BY_TFLITE.get(int(t.type))
+            data = None
+            blob = _buffer_bytes(raw, bufs[t.buffer], where, t.buffer) if bufs and t.buffer > 0 else None
+            if blob:
+                if dt is None:
+                    data = None  # e.g. string constants: left to LiteRT
+                else:
+                    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+                    if count * dt.itemsize != len(blob):
+                        raise ModelError(
+                            f"{where}: subgraph {si} tensor {ti} ({t.name!r}) holds {len(blob)} bytes,"
+                            f" expected {count * dt.itemsize} for {dt.name}{list(shape)}")
+                    data = np.frombuffer(blob, dtype=dt.np).reshape(shape).copy()
+            q = t.quantization
+            scales = np.asarray(q.scale if q is not None and q.scale is not None else [], np.float32)
+            zps = np.asarray(q.zeroPoint if q is not None and q.zeroPoint is not None else [], np.int64)
+            qd = int(q.quantizedDimension) if q is not None else 0
+            name = t.name.decode("utf-8", "replace") if isinstance(t.name, bytes) else (t.name or "")
+            tensors.append(Tensor(ti, name, int(t.type), dt, shape, sig, int(t.buffer), data,
+                                  scales, zps, qd, bool(t.isVariable)))
+
+        def check_idx(lst, what, allow_optional=False):
+            out = tuple(int(x) for x in (lst if lst is not None else ()))
+            for x in out:
+                if not (0 <= x < nt or (allow_optional and x == -1)):
+                    raise ModelError(f"{where}: subgraph {si} {what} names tensor {x}, subgraph has {nt}")
+            return out
+
+        nodes = []
+        for ni, op in enumerate(sg.operators or []):
+            if not 0 <= op.opcodeIndex < len(codes):
+                raise ModelError(f"{where}: subgraph {si} operator {ni} has opcode index {op.opcodeIndex}, model has {len(codes)}")
+            oc = codes[op.opcodeIndex]
+            code = max(int(oc.builtinCode), int(oc.deprecatedBuiltinCode))
+            name = OP_NAMES.get(code, f"BUILTIN{code}")
+            if name == "CUSTOM":
+                cc = oc.customCode.decode("utf-8", "replace") if isinstance(oc.customCode, bytes) else oc.customCode
+                name = f"CUSTOM:{cc}"
+            node = Node(ni, code, name, check_idx(op.inputs, f"operator {ni} input", True),
+                        check_idx(op.outputs, f"operator {ni} output", True),
+                        op.builtinOptions, getattr(op, "builtinOptions2", None))
+            for ref in node.subgraph_refs():
+                if not 0 <= ref < len(sgs):
+                    raise ModelError(f"{where}: subgraph {si} operator {ni} ({name}) calls subgraph {ref}, model has {len(sgs)}")
+            nodes.append(node)
+        sname = sg.name.decode("utf-8", "replace") if isinstance(sg.name, bytes) else (sg.name or "")
+        subgraphs.append(Subgraph(si, sname, tensors, nodes,
+                                  check_idx(sg.inputs, "input"), check_idx(sg.outputs, "output")))
+    signatures = []
+    for sd in obj.signatureDefs or []:
+        key = sd.signatureKey.decode("utf-8", "replace") if isinstance(sd.signatureKey, bytes) else (sd.signatureKey or "")
+        if not 0 <= sd.subgraphIndex < len(subgraphs):
+            raise ModelError(f"{where}: signature {key!r} runs subgraph {sd.subgraphIndex}, model has {len(subgraphs)}")
+        sub = subgraphs[sd.subgraphIndex]
+        sig = Signature(key, int(sd.subgraphIndex))
+        for lst, dst in ((sd.inputs, sig.inputs), (sd.outputs, sig.outputs)):
+            for tm in lst or []:
+                nm = tm.name.decode("utf-8", "replace") if isinstance(tm.name, bytes) else (tm.name or "")
+                if not 0 <= tm.tensorIndex < len(sub.tensors):
+                    raise ModelError(f"{where}: signature {key!r} maps {nm!r} to tensor {tm.tensorIndex}, subgraph has {len(sub.tensors)}")
+                dst[nm] = int(tm.tensorIndex)
+        signatures.append(sig)
+    return Model(raw, obj, subgraphs, signatures, where if where != "model_content" else None)

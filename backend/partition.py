@@ -1,0 +1,131 @@
+"""Partitioning a subgraph into OpenCL and fallback segments, as TFLite delegates do.
+
+Every node gets a placement, "opencl" or "fallback", and every fallback a reason. Nodes
+are then ordered (a valid topological order that keeps same-placement nodes together,
+like TFLite's PartitionGraphIntoIndependentNodeSubsets) and maximal runs of one placement
+become segments. Stateful nodes (resource variables, hash tables, control flow) keep
+their relative order, and every node between the first and last resource-variable node is
+kept in the fallback so the variable lives in one LiteRT sub-interpreter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .lowering import why_not
+from .model import Subgraph
+
+__all__ = ["Placement", "Segment", "partition", "summary_lines", "STATEFUL_OPS"]
+
+OPENCL, FALLBACK = "opencl", "fallback"
+
+#: Ops whose effects are not visible in their tensors: their relative order is kept.
+STATEFUL_OPS = frozenset({
+    "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE", "HASHTABLE",
+    "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE", "WHILE", "IF", "CALL",
+    "RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL",
+})
+RESOURCE_OPS = frozenset({"VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "CALL_ONCE",
+                          "HASHTABLE", "HASHTABLE_FIND", "HASHTABLE_IMPORT", "HASHTABLE_SIZE"})
+
+
+@dataclass(frozen=True)
+class Placement:
+    subgraph: int
+    index: int
+    op: str
+    placement: str
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"subgraph": self.subgraph, "index": self.index, "op": self.op,
+                "placement": self.placement, "reason": self.reason}
+
+
+@dataclass
+class Segment:
+    """A maximal run of nodes with one placement, in execution order."""
+
+    placement: str
+    nodes: list = field(default_factory=list)
+
+
+def place(sg: Subgraph, caps, force_fallback: dict | None = None) -> dict[int, Placement]:
+    """Placement of every node of ``sg`` (index -> Placement)."""
+    force = dict(force_fallback or {})
+    res = [n.index for n in sg.nodes if n.op in RESOURCE_OPS]
+    if res:
+        for i in range(min(res), max(res) + 1):
+            force.setdefault(i, "kept with the resource variables in one fallback segment")
+    out = {}
+    for n in sg.nodes:
+        reason = force.get(n.index) or why_not(n, sg, caps)
+        out[n.index] = Placement(sg.index, n.index, n.op, FALLBACK if reason else OPENCL, reason or "")
+    return out
+
+
+def _order(sg: Subgraph, placements: dict[int, Placement]) -> list[int]:
+    """Topological order that prefers staying in the current placement."""
+    producer = {}
+    for n in sg.nodes:
+        for t in n.outputs:
+            if t >= 0:
+                producer[t] = n.index
+    deps: dict[int, set] = {n.index: set() for n in sg.nodes}
+    last_stateful = None
+    for n in sg.nodes:
+        for t in n.inputs:
+            if t >= 0 and t in producer and producer[t] != n.index:
+                deps[n.index].add(producer[t])
+        if n.op in STATEFUL_OPS or n.op.startswith("CUSTOM"):
+            if last_stateful is not None:
+                deps[n.index].add(last_stateful)
+            last_stateful = n.index
+    done: set = set()
+    order: list[int] = []
+    remaining = [n.index for n in sg.nodes]
+    current = None
+    while remaining:
+        ready = [i for i in remaining if deps[i] <= done]
+        if not ready:  # a cycle cannot happen in a valid model; keep file order then
+            ready = remaining[:1]
+        same = [i for i in ready if placements[i].placement == current]
+        pick = same[0] if same else ready[0]
+        current = placements[pick].placement
+        order.append(pick)
+        done.add(pick)
+        remaining.remove(pick)
+    return order
+
+
+def partition(sg: Subgraph, caps, force_fallback: dict | None = None):
+    """Return (placements in execution order, segments)."""
+    placements = place(sg, caps, force_fallback)
+    order = _order(sg, placements)
+    segments: list[Segment] = []
+    for i in order:
+        p = placements[i].placement
+        if not segments or segments[-1].placement != p:
+            segments.append(Segment(p))
+        segments[-1].nodes.append(i)
+    return [placements[i] for i in order], segments
+
+
+def summary_lines(placements: list[Placement], segments_by_subgraph: dict) -> list[str]:
+    """TFLite delegate-style log lines: the unsupported-op list and the replacement count."""
+    lines = []
+    reasons: dict[str, list] = {}
+    for p in placements:
+        if p.placement == FALLBACK:
+            reasons.setdefault(f"{p.op}: {p.reason}", []).append(p)
+    on = sum(p.placement == OPENCL for p in placements)
+    total = len(placements)
+    if reasons:
+        lines.append("Following operations are not supported by litecl OpenCL delegate:")
+        for r, ps in reasons.items():
+            lines.append(f"{r}" + (f" (x{len(ps)})" if len(ps) > 1 else ""))
+        lines.append(f"{on} operations will run on the GPU, and the remaining {total - on} "
+                     f"operations will run on the CPU.")
+    parts = sum(1 for segs in segments_by_subgraph.values() for s in segs if s.placement == OPENCL)
+    lines.append(f"Replacing {on} out of {total} node(s) with delegate (litecl OpenCL) node, "
+                 f"yielding {parts} partitions for the whole graph.")
+    return lines

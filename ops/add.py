@@ -1,0 +1,179 @@
+"""ADD: numpy broadcasting index arithmetic, fused activations, and the kernel text.
+
+Semantics follow tensorflow/lite/kernels/add.cc and reference_ops::Add:
+- float32: ``a + b`` in float, then min(max(x, lo), hi) in std::max/std::min order
+  (``x < lo ? lo : x``: a NaN passes through, unlike OpenCL's fmax).
+- int32 / int64: two's-complement wrap-around (computed in unsigned, which C defines),
+  then the activation clamp.
+- int8 / uint8 / int16 (quantized): the fixed-point path in ``add_quant``.
+Broadcasting follows numpy (up to 6-D in TFLite); index arithmetic is generated for the
+shapes known at allocate_tensors, with adjacent dimensions merged when they broadcast
+alike.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .codegen import float_literal, int_literal, pragmas, storage_type, tiled_kernel
+from .dtypes import dtype
+
+__all__ = ["broadcast_shape", "collapse", "index_code", "activation_range", "add_kernel",
+           "PLAIN_ADD_TYPES", "QUANT_ADD_TYPES", "add_why_not"]
+
+PLAIN_ADD_TYPES = ("float32", "int32", "int64")
+QUANT_ADD_TYPES = ("int8", "uint8", "int16")
+MAX_RANK = 6
+
+
+def broadcast_shape(a, b) -> tuple:
+    """numpy's broadcast of shapes a and b. Raises ValueError if they do not broadcast."""
+    try:
+        return tuple(int(x) for x in np.broadcast_shapes(tuple(a), tuple(b)))
+    except ValueError:
+        raise ValueError(f"shapes {list(a)} and {list(b)} do not broadcast") from None
+
+
+def collapse(out_shape, in_shapes) -> tuple[list[int], list[list[bool]]]:
+    """Merge adjacent output dims where every input broadcasts (or not) alike.
+
+    Returns (dims, flags): dims of the collapsed output, flags[k][d] True where input k
+    is broadcast (size 1) along collapsed dim d. Size-1 output dims are dropped.
+    """
+    r = len(out_shape)
+    padded = [(1,) * (r - len(s)) + tuple(s) for s in in_shapes]
+    dims: list[int] = []
+    flags: list[list[bool]] = [[] for _ in in_shapes]
+    for d in range(r):
+        n = out_shape[d]
+        if n == 1:
+            continue
+        f = [p[d] == 1 for p in padded]
+        if dims and all(flags[k][-1] == f[k] for k in range(len(f))):
+            dims[-1] *= n
+        else:
+            dims.append(n)
+            for k in range(len(f)):
+                flags[k].append(f[k])
+    return dims, flags
+
+
+def index_code(out_shape, in_shapes, i: str = "i") -> tuple[str, list[str]]:
+    """OpenCL C computing each input's element index from output index ``i``.
+
+    Returns (statements, [index expression per input]).
+    """
+    dims, flags = collapse(out_shape, in_shapes)
+    exprs: list[str] = []
+    need_coords = False
+    for f in flags:
+        if not any(f):
+            exprs.append(i)
+        elif all(f):
+            exprs.append("0")
+        else:
+            need_coords = True
+            exprs.append("")
+    if not need_coords:
+        return "", exprs
+    lines = [f"uint r_ = {i};"]
+    nd = len(dims)
+    for d in range(nd - 1, -1, -1):
+        if d == 0:
+            lines.append(f"const uint c{d} = r_;")
+        else:
+            lines.append(f"const uint c{d} = r_ % {dims[d]}u; r_ /= {dims[d]}u;")
+    for k, f in enumerate(flags):
+        if exprs[k]:
+            continue
+        terms, stride = [], 1
+        for d in range(nd - 1, -1, -1):
+            if not f[d]:
+                terms.append(f"c{d}" if stride == 1 else f"c{d} * {stride}u")
+                stride *= dims[d]
+        exprs[k] = "(" + " + ".join(reversed(terms)) + ")"
+    return "\n".join(lines), exprs
+
+
+def activation_range(dt: str, activation: str):
+    """(lo, hi) of a fused activation for a plain dtype; None where no clamp applies.
+
+    tflite::CalculateActivationRange: RELU [0, max], RELU6 [0, 6], RELU_N1_TO_1 [-1, 1];
+    NONE leaves the value unclamped (lowest..max: a no-op for integers; floats keep inf).
+    Raises ValueError for other activations (TANH, SIGN_BIT, ...).
+    """
+    if activation == "NONE":
+        return None
+    if activation == "RELU":
+        return (0, None)
+    if activation == "RELU6":
+        return (0, 6)
+    if activation == "RELU_N1_TO_1":
+        return (-1, 1)
+    raise ValueError(f"fused activation {activation} not supported for ADD")
+
+
+def add_why_not(dt: str, shapes, activation: str, caps, quant_ok: bool = True) -> str | None:
+    """Why ADD of dtype ``dt`` cannot be lowered (None when it can)."""
+    if dt not in PLAIN_ADD_TYPES + QUANT_ADD_TYPES:
+        return f"{dt} not supported"
+    if dt == "int64" and not caps.int64:
+        return "int64 needs 64-bit integers, which the device lacks"
+    if activation not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
+        return f"fused activation {activation} not supported"
+    if any(len(s) > MAX_RANK for s in shapes):
+        return f"rank above {MAX_RANK}"
+    if dt in QUANT_ADD_TYPES and not quant_ok:
+        return f"{dt} quantized not supported yet"
+    return None
+
+
+def _clamp(x: str, lo, hi, ctype: str) -> str:
+    lit = (lambda v: float_literal(v, ctype)) if ctype in ("float", "double") else (lambda v: int_literal(v, ctype))
+    if lo is not None:
+        x = f"({x} < {lit(lo)} ? {lit(lo)} : {x})"
+    if hi is not None:
+        x = f"({lit(hi)} < {x} ? {lit(hi)} : {x})"
+    return x
+
+
+def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
+               name: str = "litecl_add") -> str:
+    """OpenCL C of a tiled ADD ``name(a, b, out, n, former_num, ...)``.
+
+    dt: "float32" | "int32" | "int64" | "int8" | "uint8" | "int16"; shape1/shape2: input
+    shapes (broadcast like numpy); quant: add_quant.QuantAddParams for quantized types.
+    Raises ValueError for shapes that do not broadcast or an unsupported dtype.
+    """
+    d = dtype(dt)
+    out_shape = broadcast_shape(shape1, shape2)
+    pre_idx, (ia, ib) = index_code(out_shape, [shape1, shape2])
+    st = storage_type(d, caps)
+    helpers = ""
+    if dt == "float32":
+        val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
+        body = f"const float v = a[{ia}] + b[{ib}];\nout[i] = {val};"
+    elif dt in ("int32", "int64"):
+        ut, ct = ("uint", "int") if dt == "int32" else ("ulong", "long")
+        val = _clamp("v", *(activation_range(dt, activation) or (None, None)), ct)
+        body = f"const {ct} v = as_{ct}(({ut})a[{ia}] + ({ut})b[{ib}]);\nout[i] = {val};"
+    elif dt in QUANT_ADD_TYPES:
+        from .add_quant import quant_add_cl_expr, quant_add_cl_functions  # noqa: PLC0415
+
+        if quant is None:
+            raise ValueError(f"quantized ADD {dt} needs quantization parameters")
+        helpers = quant_add_cl_functions() + "\n"
+        body = (f"const int qa = (int)a[{ia}];\nconst int qb = (int)b[{ib}];\n"
+                f"out[i] = ({st})({quant_add_cl_expr(quant, 'qa', 'qb')});")
+    else:
+        raise ValueError(f"ADD of {dt} not supported")
+    if pre_idx:
+        body = pre_idx + "\n" + body
+    params = [f"__global const {st}* restrict a", f"__global const {st}* restrict b",
+              f"__global {st}* restrict out"]
+    return tiled_kernel(name, params, body, pragmas(caps) + helpers)
+
+
+def numel(shape) -> int:
+    return int(math.prod(shape)) if len(shape) else 1

@@ -1,0 +1,477 @@
+"""Quantized ADD (int8, uint8, int16) as LiteRT computes it, bit for bit.
+
+A port of TFLite's ``tensorflow/lite/kernels/add.cc`` (Prepare and EvalAddQuantized),
+``reference_integer_ops::AddFunc`` / ``reference_ops::AddElementwise`` (the general path),
+``reference_ops::Add`` for int16 with power-of-two scales (the POT path), and the fixed-point
+helpers of ``kernels/internal/common.h``, ``quantization_util.cc`` and gemmlowp
+(``SaturatingRoundingDoublingHighMul``, ``RoundingDivideByPOT``,
+``MultiplyByQuantizedMultiplier[SmallerThanOneExp]``, ``QuantizeMultiplier``,
+``CalculateActivationRangeQuantized``, ``CheckedLog2``).
+
+Three layers, all pure (no device access):
+
+- :func:`quant_add_params` does Prepare: every integer the kernel uses, or a
+  :class:`QuantizationError` for what LiteRT refuses.
+- :func:`quant_add_reference` is the kernel in numpy int64 arithmetic, with int32/int16
+  wrap-around emulated where the C++ stores into those types.
+- :func:`quant_add_cl_functions` / :func:`quant_add_cl_expr` give OpenCL C 1.2 text that
+  computes the same bits on a device (``int``/``long`` arithmetic only).
+
+What LiteRT 2.3.0 (ai-edge-litert, x86-64) does, measured here (tests/test_add_quant.py):
+
+- int8/uint8: general path, ``left_shift`` 20; int16 with ``pot_scale_int16`` false or any
+  scale not within 1e-3 (in log2) of a power of two: general path, ``left_shift`` 15.
+- int16, ``pot_scale_int16`` true (the schema default, and what the converter writes) and all
+  three scales within 1e-3 of a power of two: the POT path, which ignores the scales' exact
+  values and only shifts one input right by the difference of the rounded log2s.
+- ``MultiplyByQuantizedMultiplier`` is the *double rounding* variant (TFLITE_SINGLE_ROUNDING
+  is not defined in this build): rounding in SaturatingRoundingDoublingHighMul, then again
+  in RoundingDivideByPOT. The single-rounding variant (TFLM / CMSIS builds) is available with
+  ``rounding="single"``.
+- Every op resolver (AUTO with XNNPACK, BUILTIN, BUILTIN_REF,
+  BUILTIN_WITHOUT_DEFAULT_DELEGATES) gives the same bits.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "QuantizationError",
+    "QuantAddParams",
+    "quant_add_params",
+    "quant_add_reference",
+    "quant_add_cl_functions",
+    "quant_add_cl_expr",
+    "ACTIVATIONS",
+    "QUANT_DTYPES",
+    "LITERT_ROUNDING",
+]
+
+INT32_MIN = -(1 << 31)
+INT32_MAX = (1 << 31) - 1
+
+#: Output types of the quantized ADD and their storage range (numeric_limits in add.cc).
+QUANT_DTYPES: dict[str, tuple[int, int]] = {
+    "int8": (-128, 127),
+    "uint8": (0, 255),
+    "int16": (-32768, 32767),
+}
+_NUMPY = {"int8": np.int8, "uint8": np.uint8, "int16": np.int16}
+
+#: Fused activations TFLite's quantized ADD accepts (TfLiteFusedActivation names).
+ACTIVATIONS: tuple[str, ...] = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+
+#: The MultiplyByQuantizedMultiplier variant of the LiteRT build this port matches
+#: (ai-edge-litert 2.3.0: TFLITE_SINGLE_ROUNDING undefined, measured).
+LITERT_ROUNDING = "double"
+
+
+class QuantizationError(ValueError):
+    """Quantization parameters LiteRT's ADD kernel refuses (Prepare fails or aborts) or for
+    which its arithmetic is undefined. The message is a one-line reason."""
+
+
+@dataclass(frozen=True)
+class QuantAddParams:
+    """Every integer LiteRT's quantized ADD kernel uses (tflite::ArithmeticParams).
+
+    dtype: "int8", "uint8" or "int16" (both inputs and the output).
+    path: "general" (reference_integer_ops::AddFunc: rescale both inputs to a shared scale
+        with ``left_shift`` extra bits, add, rescale to the output) or "pot_int16"
+        (reference_ops::Add for int16 with power-of-two scales: shift one input right,
+        saturating add).
+    rounding: "double" (gemmlowp SaturatingRoundingDoublingHighMul + RoundingDivideByPOT,
+        LiteRT's) or "single" (TFLITE_SINGLE_ROUNDING: one 64-bit multiply and shift).
+    input1_offset, input2_offset: minus the input zero points; output_offset: the output
+        zero point (0 on the POT path).
+    left_shift: 20 for 8-bit, 15 for int16 general, 0 on the POT path.
+    input{1,2}_multiplier / input{1,2}_shift: Q31 multipliers and (<= 0) exponents of
+        scale_i / (2 * max(scale1, scale2)); on the POT path the multipliers are 0 and the
+        shifts are log2(scale_i) - log2(scale_out), rounded (<= 0, at least one is 0).
+    output_multiplier / output_shift: Q31 multiplier and exponent of
+        2 * max(scale1, scale2) / (2**left_shift * scale_out) (0 and 0 on the POT path).
+    activation_min, activation_max: the clamp (CalculateActivationRangeQuantized).
+    """
+
+    dtype: str
+    path: str
+    rounding: str
+    input1_offset: int
+    input2_offset: int
+    output_offset: int
+    left_shift: int
+    input1_multiplier: int
+    input1_shift: int
+    input2_multiplier: int
+    input2_shift: int
+    output_multiplier: int
+    output_shift: int
+    activation_min: int
+    activation_max: int
+
+
+# --------------------------------------------------------------------------------------
+# Prepare (add.cc) and quantization_util.cc
+# --------------------------------------------------------------------------------------
+
+def _round_half_away(x: float) -> int:
+    """TfLiteRound / std::round: half away from zero (x exact in a double)."""
+    r = math.floor(abs(x) + 0.5)
+    return int(-r if x < 0 else r)
+
+
+def quantize_multiplier(real: float, rounding: str = LITERT_ROUNDING) -> tuple[int, int]:
+    """tflite::QuantizeMultiplier: (q, shift) with real ~= q * 2**(shift - 31), q in
+    [2**30, 2**31) (or 0). std::frexp + std::round on a double; a shift below -31 flushes
+    to (0, 0); TFLITE_SINGLE_ROUNDING also saturates a shift above 30."""
+    if real == 0.0:
+        return 0, 0
+    mant, shift = math.frexp(real)
+    q = _round_half_away(mant * (1 << 31))
+    if q > (1 << 31):  # TFLITE_CHECK
+        raise QuantizationError(f"multiplier {real!r} does not quantize")
+    if q == (1 << 31):
+        q //= 2
+        shift += 1
+    if shift < -31:
+        shift, q = 0, 0
+    if rounding == "single" and shift > 30:
+        shift, q = 30, (1 << 31) - 1
+    return q, shift
+
+
+def quantize_multiplier_smaller_than_one_exp(real: float, rounding: str = LITERT_ROUNDING
+                                             ) -> tuple[int, int]:
+    """tflite::QuantizeMultiplierSmallerThanOneExp: QuantizeMultiplier for 0 < real < 1,
+    so the shift (a left shift, applied as a right shift) is <= 0."""
+    if not 0.0 < real < 1.0:  # TFLITE_CHECK_LT / TFLITE_CHECK_GT: LiteRT aborts
+        raise QuantizationError(f"input multiplier {real!r} outside (0, 1)")
+    q, shift = quantize_multiplier(real, rounding)
+    if shift > 0:
+        raise QuantizationError(f"input multiplier {real!r} has a positive shift")
+    return q, shift
+
+
+def _f32(x: float) -> np.float32:
+    return np.float32(x)
+
+
+def checked_log2(x: float) -> tuple[bool, int]:
+    """tflite::CheckedLog2 on a float: (|log2(x) - round(log2(x))| < 1e-3, round(log2(x))).
+
+    The C++ computes ``std::log(float) * (1.0f / std::log(2.0f))`` in float; std::log on a
+    float (glibc logf) is correctly rounded, so the float32 rounding of the exact double log
+    gives the same float."""
+    xf = _f32(x)
+    log_x = _f32(math.log(float(xf)))
+    inv_log2 = _f32(1.0) / _f32(math.log(2.0))  # std::log(2.0f) is a float too
+    x_log2 = _f32(log_x * inv_log2)
+    rounded = _f32(_round_half_away(float(x_log2)))
+    frac = _f32(x_log2 - rounded)
+    return bool(abs(float(frac)) < 1e-3), int(rounded)
+
+
+def activation_range(activation: str, dtype: str, scale: float, zero_point: int
+                     ) -> tuple[int, int]:
+    """tflite::CalculateActivationRangeQuantized: quantize(f) = zero_point +
+    static_cast<int32_t>(TfLiteRound(f / scale)) with f / scale in float."""
+    qmin, qmax = QUANT_DTYPES[dtype]
+
+    def quantize(f: float) -> int:
+        q = float(_f32(f) / _f32(scale))  # float division, as the C++ lambda does
+        r = _round_half_away(q)
+        if not INT32_MIN <= r <= INT32_MAX:  # static_cast<int32_t> of it is undefined
+            raise QuantizationError(
+                f"activation bound {f} / output scale {scale!r} overflows int32")
+        return zero_point + r
+
+    if activation == "NONE":
+        return qmin, qmax
+    if activation == "RELU":
+        return max(qmin, quantize(0.0)), qmax
+    if activation == "RELU6":
+        return max(qmin, quantize(0.0)), min(qmax, quantize(6.0))
+    if activation == "RELU_N1_TO_1":
+        return max(qmin, quantize(-1.0)), min(qmax, quantize(1.0))
+    raise QuantizationError(
+        f"fused activation {activation!r} unsupported by quantized ADD; expected one of "
+        f"{', '.join(ACTIVATIONS)}")
+
+
+def quant_add_params(dtype: str, in1: tuple[float, int], in2: tuple[float, int],
+                     out: tuple[float, int], activation: str = "NONE", *,
+                     pot_scale_int16: bool = True,
+                     rounding: str = LITERT_ROUNDING) -> QuantAddParams:
+    """Prepare of TFLite's quantized ADD (add.cc): the integers the kernel uses.
+
+    dtype: "int8", "uint8" or "int16" (inputs and output share it, as TFLite requires).
+    in1, in2, out: (scale, zero_point) of input 1, input 2 and the output; scales are
+    rounded to float32 first, since a TFLite tensor stores them as float.
+    activation: "NONE", "RELU", "RELU6" or "RELU_N1_TO_1" (the op's fused activation).
+    pot_scale_int16: AddOptions.pot_scale_int16 (schema default true): with int16 and all
+    three scales powers of two (CheckedLog2) LiteRT takes the POT path.
+    rounding: "double" (LiteRT 2.3.0's build) or "single" (TFLITE_SINGLE_ROUNDING builds).
+
+    Raises QuantizationError (a ValueError) with a one-line reason for what LiteRT refuses
+    (int16 zero point != 0, unsupported activation, POT shifts both nonzero or positive,
+    scale <= 0 where LiteRT's TFLITE_CHECK aborts) or where its arithmetic would be
+    undefined behaviour (zero point outside the type, shifts of 31 or more bits).
+    """
+    if dtype not in QUANT_DTYPES:
+        raise QuantizationError(
+            f"quantized ADD takes int8, uint8 or int16, got {dtype!r}")
+    if rounding not in ("double", "single"):
+        raise QuantizationError(f"rounding must be 'double' or 'single', got {rounding!r}")
+    qmin, qmax = QUANT_DTYPES[dtype]
+    scales = []
+    zps = []
+    for what, (scale, zp) in (("input1", in1), ("input2", in2), ("output", out)):
+        sf = float(_f32(scale))
+        if not (math.isfinite(sf) and sf > 0.0):
+            raise QuantizationError(f"{what} scale must be a positive finite float32, got "
+                                    f"{scale!r}")
+        if int(zp) != zp or not qmin <= int(zp) <= qmax:
+            raise QuantizationError(
+                f"{what} zero point {zp!r} outside the {dtype} range [{qmin}, {qmax}]")
+        if dtype == "int16" and zp != 0:
+            raise QuantizationError(
+                f"int16 ADD needs symmetric quantization: {what} zero point {zp}, expected 0")
+        scales.append(sf)
+        zps.append(int(zp))
+    s1, s2, so = scales
+    z1, z2, zo = zps
+    act_min, act_max = activation_range(activation, dtype, so, zo)
+
+    if dtype == "int16" and pot_scale_int16:
+        logs = [checked_log2(s) for s in scales]
+        if all(is_pot for is_pot, _ in logs):
+            (_, l1), (_, l2), (_, lo) = logs
+            sh1, sh2 = l1 - lo, l2 - lo
+            if not (sh1 == 0 or sh2 == 0):
+                raise QuantizationError(
+                    f"int16 power-of-two ADD shifts one input only; log2 scale differences "
+                    f"{sh1} and {sh2} are both nonzero")
+            if sh1 > 0 or sh2 > 0:
+                raise QuantizationError(
+                    f"int16 power-of-two ADD needs input scales <= the output scale; log2 "
+                    f"differences {sh1}, {sh2}")
+            if min(sh1, sh2) < -31:
+                raise QuantizationError(
+                    f"int16 power-of-two ADD right shift {-min(sh1, sh2)} exceeds 31 "
+                    f"(undefined in LiteRT)")
+            return QuantAddParams(dtype, "pot_int16", rounding, 0, 0, 0, 0, 0, sh1, 0, sh2,
+                                  0, 0, act_min, act_max)
+
+    # The general path: 8-bit, and int16 with general scales. 20 (8-bit) keeps
+    # 255 << 20 well inside int32; 15 (int16) keeps 65535 << 15 below 2**31.
+    left_shift = 15 if dtype == "int16" else 20
+    twice_max = 2.0 * max(s1, s2)
+    m1, sh1 = quantize_multiplier_smaller_than_one_exp(s1 / twice_max, rounding)
+    m2, sh2 = quantize_multiplier_smaller_than_one_exp(s2 / twice_max, rounding)
+    mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * so), rounding)
+    if sho > 30:  # 1 << 31 and beyond overflow in MultiplyByQuantizedMultiplier
+        raise QuantizationError(
+            f"output scale {so!r} is too small for the input scales (output shift {sho} > 30)")
+    return QuantAddParams(dtype, "general", rounding, -z1, -z2, zo, left_shift,
+                          m1, sh1, m2, sh2, mo, sho, act_min, act_max)
+
+
+# --------------------------------------------------------------------------------------
+# The kernel in numpy int64 arithmetic
+# --------------------------------------------------------------------------------------
+
+def _wrap32(x: np.ndarray) -> np.ndarray:
+    """Keep the low 32 bits, sign-extended (the int32 store of the C++)."""
+    return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def _wrap16(x: np.ndarray) -> np.ndarray:
+    return ((x + (1 << 15)) & 0xFFFF) - (1 << 15)
+
+
+def _srdhm(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp::SaturatingRoundingDoublingHighMul(int32 a, int32 b)."""
+    ab = a * np.int64(b)
+    nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    t = ab + nudge
+    q = np.where(t >= 0, t >> 31, -((-t) >> 31))  # C++ '/' truncates toward zero
+    overflow = (a == INT32_MIN) & (b == INT32_MIN)
+    return np.where(overflow, np.int64(INT32_MAX), q)
+
+
+def _rdbpot(x: np.ndarray, exponent: int) -> np.ndarray:
+    """gemmlowp::RoundingDivideByPOT(int32 x, exponent), 0 <= exponent <= 31: divide by
+    2**exponent rounding half away from zero."""
+    mask = (1 << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + (remainder > threshold)
+
+
+def _rdbpot16(x: np.ndarray, exponent: int) -> np.ndarray:
+    """gemmlowp::RoundingDivideByPOT<int16_t>: every intermediate is stored in int16_t,
+    so for exponent >= 16 the mask truncates to -1."""
+    mask = int(_wrap16(np.int64((1 << exponent) - 1)))
+    remainder = _wrap16(x & mask)
+    threshold = _wrap16((mask >> 1) + (x < 0))
+    return _wrap16((x >> exponent) + (remainder > threshold))
+
+
+def _mbqm(x: np.ndarray, m: int, shift: int, rounding: str) -> np.ndarray:
+    """tflite::MultiplyByQuantizedMultiplier(int32 x, int32 m, int shift)."""
+    if rounding == "single":
+        total = 31 - shift
+        return _wrap32((x * np.int64(m) + np.int64(1 << (total - 1))) >> total)
+    left = shift if shift > 0 else 0
+    right = 0 if shift > 0 else -shift
+    return _rdbpot(_srdhm(_wrap32(x << left), m), right)
+
+
+def _mbqm_lt1(x: np.ndarray, m: int, shift: int, rounding: str) -> np.ndarray:
+    """MultiplyByQuantizedMultiplierSmallerThanOneExp (shift <= 0)."""
+    if rounding == "single":
+        return _mbqm(x, m, shift, rounding)
+    return _rdbpot(_srdhm(x, m), -shift)
+
+
+def quant_add_reference(a: np.ndarray, b: np.ndarray, p: QuantAddParams) -> np.ndarray:
+    """LiteRT's quantized ADD on raw quantized values, in numpy int64 arithmetic.
+
+    a, b: integer arrays of p.dtype's values (any integer numpy dtype is accepted; values
+    outside the type raise ValueError), numpy-broadcastable to each other (TFLite
+    broadcasting is numpy's, up to 6-D). Returns an array of p.dtype with the broadcast
+    shape, bit-identical to LiteRT's output.
+    """
+    qmin, qmax = QUANT_DTYPES[p.dtype]
+    a64 = np.asarray(a).astype(np.int64)
+    b64 = np.asarray(b).astype(np.int64)
+    for name, v in (("a", a64), ("b", b64)):
+        if v.size and (v.min() < qmin or v.max() > qmax):
+            raise ValueError(f"operand {name} holds values outside {p.dtype} [{qmin}, {qmax}]")
+    a64, b64 = np.broadcast_arrays(a64, b64)
+
+    if p.path == "pot_int16":
+        if p.input1_shift == 0:
+            kept, shifted, e = a64, b64, -p.input2_shift
+        else:
+            kept, shifted, e = b64, a64, -p.input1_shift
+        raw = np.clip(kept + _rdbpot16(shifted, e), -32768, 32767)  # SaturatingAdd
+    else:
+        r = p.rounding
+        x1 = _wrap32((a64 + p.input1_offset) << p.left_shift)
+        x2 = _wrap32((b64 + p.input2_offset) << p.left_shift)
+        s1 = _mbqm_lt1(x1, p.input1_multiplier, p.input1_shift, r)
+        s2 = _mbqm_lt1(x2, p.input2_multiplier, p.input2_shift, r)
+        raw_sum = _wrap32(s1 + s2)
+        raw = _wrap32(_mbqm(raw_sum, p.output_multiplier, p.output_shift, r)
+                      + p.output_offset)
+    out = np.clip(raw, p.activation_min, p.activation_max)
+    return out.astype(_NUMPY[p.dtype])
+
+
+# --------------------------------------------------------------------------------------
+# OpenCL C
+# --------------------------------------------------------------------------------------
+
+_CL_FUNCTIONS = r"""
+/* Quantized ADD helpers: TFLite/gemmlowp fixed-point arithmetic (litecl.ops.add_quant). */
+
+/* gemmlowp::SaturatingRoundingDoublingHighMul: (a * b * 2 + 2^31) >> 32, rounded half away
+   from zero; INT_MIN * INT_MIN saturates to INT_MAX. */
+int litecl_srdhm(int a, int b) {
+    if (a == b && a == INT_MIN) return INT_MAX;
+    long ab = (long)a * (long)b;
+    long nudge = ab >= 0 ? (1L << 30) : (1L - (1L << 30));
+    return (int)((ab + nudge) / (1L << 31));   /* C division truncates, as in C++ */
+}
+
+/* gemmlowp::RoundingDivideByPOT(int32): x / 2^e rounded half away from zero, 0 <= e <= 31. */
+int litecl_rdbpot(int x, int e) {
+    int mask = (int)((1L << e) - 1);
+    int remainder = x & mask;
+    int threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return (x >> e) + (remainder > threshold ? 1 : 0);
+}
+
+/* gemmlowp::RoundingDivideByPOT<int16_t>: every intermediate stored in a short. */
+int litecl_rdbpot16(int x, int e) {
+    short mask = as_short((ushort)((1L << e) - 1));
+    short remainder = as_short((ushort)(x & mask));
+    short threshold = as_short((ushort)((mask >> 1) + (x < 0 ? 1 : 0)));
+    return (int)as_short((ushort)((x >> e) + (remainder > threshold ? 1 : 0)));
+}
+
+/* tflite::MultiplyByQuantizedMultiplier, double rounding (LiteRT's build). */
+int litecl_mbqm(int x, int m, int shift) {
+    int left = shift > 0 ? shift : 0;
+    int right = shift > 0 ? 0 : -shift;
+    return litecl_rdbpot(litecl_srdhm(as_int((uint)x << left), m), right);
+}
+
+/* MultiplyByQuantizedMultiplierSmallerThanOneExp, double rounding: shift <= 0. */
+int litecl_mbqm_lt1(int x, int m, int shift) {
+    return litecl_rdbpot(litecl_srdhm(x, m), -shift);
+}
+
+/* tflite::MultiplyByQuantizedMultiplier, TFLITE_SINGLE_ROUNDING: -31 <= shift <= 30. */
+int litecl_mbqm_single(int x, int m, int shift) {
+    int total = 31 - shift;
+    long round = 1L << (total - 1);
+    return as_int((uint)(((long)x * (long)m + round) >> total));
+}
+"""
+
+
+def quant_add_cl_functions() -> str:
+    """OpenCL C 1.2 helper functions used by :func:`quant_add_cl_expr`'s expressions
+    (``litecl_srdhm``, ``litecl_rdbpot``, ``litecl_rdbpot16``, ``litecl_mbqm``,
+    ``litecl_mbqm_lt1``, ``litecl_mbqm_single``). int and long arithmetic only (long is
+    core in the full profile); signed wrap-around is written with ``as_int``/``as_short``
+    of unsigned values, so nothing relies on undefined overflow."""
+    return _CL_FUNCTIONS
+
+
+def _lit(v: int) -> str:
+    """An int literal; INT_MIN cannot be written as one (2147483648 is a long)."""
+    v = int(v)
+    if v == INT32_MIN:
+        return "(-2147483647 - 1)"
+    return f"({v})" if v < 0 else str(v)
+
+
+def quant_add_cl_expr(p: QuantAddParams, a: str, b: str) -> str:
+    """An OpenCL C ``int`` expression: LiteRT's clamped quantized ADD of the raw operands.
+
+    a, b: OpenCL C expressions of type int holding the raw stored values (e.g.
+    ``(int)in1[i]``). Every constant of ``p`` is baked in as a literal, so equal params give
+    equal text. Needs :func:`quant_add_cl_functions` in the same program.
+    """
+    lo, hi = _lit(p.activation_min), _lit(p.activation_max)
+    if p.path == "pot_int16":
+        if p.input1_shift == 0:
+            kept, shifted, e = a, b, -p.input2_shift
+        else:
+            kept, shifted, e = b, a, -p.input1_shift
+        total = f"clamp(({kept}) + litecl_rdbpot16(({shifted}), {e}), -32768, 32767)"
+        return f"clamp({total}, {lo}, {hi})"
+    if p.rounding == "single":
+        lt1 = out = "litecl_mbqm_single"
+    else:
+        lt1, out = "litecl_mbqm_lt1", "litecl_mbqm"
+    # No int overflow: |x + offset| <= 510 times 2**20, or 32768 times 2**15; each scaled
+    # input is at most half of that, so their sum fits too.
+    x1 = f"((({a}) + {_lit(p.input1_offset)}) * {1 << p.left_shift})"
+    x2 = f"((({b}) + {_lit(p.input2_offset)}) * {1 << p.left_shift})"
+    s1 = f"{lt1}({x1}, {_lit(p.input1_multiplier)}, {_lit(p.input1_shift)})"
+    s2 = f"{lt1}({x2}, {_lit(p.input2_multiplier)}, {_lit(p.input2_shift)})"
+    scaled = f"{out}({s1} + {s2}, {_lit(p.output_multiplier)}, {_lit(p.output_shift)})"
+    if p.output_shift > 0:
+        # Only an output multiplier above 1 can bring the rescaled sum near INT_MAX:
+        # add the zero point with int32 wrap-around, as LiteRT's int32 addition does.
+        raw = f"as_int((uint)({scaled}) + (uint){_lit(p.output_offset)})"
+    else:
+        raw = f"{scaled} + {_lit(p.output_offset)}"
+    return f"clamp({raw}, {lo}, {hi})"

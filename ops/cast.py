@@ -1,0 +1,188 @@
+"""The cast planner: TFLite CAST semantics as a chain of exact OpenCL C steps.
+
+The seed (000_e024ac27fa04b36a.txt) converts src -> middle(src) -> middle(dst) -> dst,
+with duplicates removed, because OpenCL has no implicit vector conversions and some
+compilers cannot convert long or bool to half directly. Generalised here so no step loses
+range or precision that LiteRT's CAST keeps (tensorflow/lite/kernels/cast.cc):
+
+- middles: bool, 8/16/32-bit signed and unsigned <32-bit -> int; uint32 -> uint;
+  int64 -> long; float16/float32 -> float; float64 -> double (or its ulong bits on a
+  device without cl_khr_fp64); complex64 -> float (its real part, as cast.cc does).
+- -> bool is ``x != 0`` in the source's middle type (NaN -> true, -0.0 -> false); the
+  test is done on bits for floats so a flush-to-zero device still sees subnormals.
+- float -> integer truncates toward zero then saturates to the *destination* range, and
+  NaN gives the destination maximum (REFERENCE_FACTS.md; OpenCL's convert_T_sat maps NaN
+  to 0, so it is never used). The in-range conversion uses convert_T_rtz, defined there.
+- integer -> narrower integer keeps the low bits (through unsigned, which C defines).
+- -> float rounds to nearest even (convert_float_rte); float64 -> float16 goes through
+  float32 (two roundings, as LiteRT).
+
+A plan is data (a tuple of Steps); ``expr`` turns it into one OpenCL C expression with a
+hole for the operand. Same inputs, same text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .dtypes import DType, dtype
+
+__all__ = ["Step", "CastPlan", "plan_cast", "cast_why_not", "value_type", "load_type"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One conversion: from OpenCL C value type ``frm`` to ``to``, by rule ``how``."""
+
+    frm: str
+    to: str
+    how: str
+
+    def __str__(self) -> str:
+        return f"{self.frm} -> {self.to} ({self.how})"
+
+
+@dataclass(frozen=True)
+class CastPlan:
+    """How to convert one element: load as ``load``, apply ``steps``, store ``dst``."""
+
+    src: DType
+    dst: DType
+    load: str
+    steps: tuple[Step, ...]
+    store: str
+    helpers: tuple[str, ...]  # names of soft-float64 helper functions needed
+
+    def chain(self) -> list[str]:
+        """The value types in order, e.g. ['long', 'float', 'half'] (the seed's vector)."""
+        out = [self.load]
+        out += [s.to for s in self.steps]
+        return out
+
+    def describe(self) -> str:
+        lines = [f"CAST {self.src.name} -> {self.dst.name}",
+                 f"  load  {self.src.name} as {self.load}"]
+        lines += [f"  step  {s}" for s in self.steps]
+        lines.append(f"  store {self.store} as {self.dst.name}")
+        return "\n".join(lines)
+
+
+def _f64(caps) -> str:
+    return "double" if caps.fp64 else "f64bits"
+
+
+def load_type(d: DType, caps) -> str:
+    """The value type an element of ``d`` is loaded as (its middle)."""
+    if d.name == "float64":
+        return _f64(caps)
+    if d.name == "float16" and caps.fp16:
+        return "half"
+    return d.middle
+
+
+def value_type(d: DType, caps) -> str:
+    """The middle value type of ``d`` (what conversions target before storing)."""
+    if d.name == "float64":
+        return _f64(caps)
+    return d.middle
+
+
+def cast_why_not(src, dst, caps) -> str | None:
+    """Why CAST src -> dst cannot run on a device with ``caps`` (None: it can)."""
+    src, dst = dtype(src), dtype(dst)
+    if dst.kind == "complex":
+        return f"CAST to {dst.name} not supported"
+    if not caps.int64:
+        for d in (src, dst):
+            if d.name == "int64" or (d.name == "float64" and not caps.fp64):
+                return f"{d.name} needs 64-bit integers, which the device lacks"
+    return None
+
+
+_INT_FAMILY = ("int", "uint", "long")
+_FLOAT_FAMILY = ("float", "double", "f64bits", "half")
+
+
+def plan_cast(src, dst, caps) -> CastPlan:
+    """Plan CAST ``src`` -> ``dst`` (dtype names, codes or DTypes) for a device's caps.
+
+    Raises ValueError (UnsupportedCast) when ``cast_why_not`` gives a reason.
+    """
+    src, dst = dtype(src), dtype(dst)
+    reason = cast_why_not(src, dst, caps)
+    if reason:
+        raise ValueError(reason)
+    ld = load_type(src, caps)
+    steps: list[Step] = []
+    cur = ld
+    helpers: list[str] = []
+
+    def add(to: str, how: str):
+        nonlocal cur
+        steps.append(Step(cur, to, how))
+        cur = to
+
+    if cur == "half":
+        # native half: widen to float (exact) unless the store is native half too
+        if dst.name != "float16":
+            add("float", "exact")
+    if dst.kind == "bool":
+        if cur == "f64bits":
+            helpers.append("f64_nonzero")
+        add("int", "x != 0")
+        return CastPlan(src, dst, ld, tuple(steps), "int", tuple(helpers))
+
+    target = value_type(dst, caps)
+    if dst.name == "float16":
+        target = "half" if caps.fp16 else "float"
+    if src.kind == "bool" and cur == "int":
+        add("int", "x != 0")
+    direct = (not caps.strict_compiler and caps.fp16 and dst.name == "float16"
+              and cur in ("int", "uint", "long"))
+    if direct:
+        # convert_half_rte(long) rounds once; through float it rounds twice, but both give
+        # the same half: |x| < 2^24 is exact in float, larger magnitudes overflow to inf.
+        add("half", "rte")
+        return CastPlan(src, dst, ld, tuple(steps), "half", tuple(helpers))
+
+    if cur in _INT_FAMILY:
+        if target in _INT_FAMILY:
+            if cur != target:
+                add(target, "wrap" if _narrows(cur, target) else "extend")
+        else:  # int -> float family
+            if target == "f64bits":
+                helpers.append("long_to_f64" if cur != "uint" else "ulong32_to_f64")
+                add("f64bits", "rte")
+            elif target == "double":
+                add("double", "rte")
+            else:  # float (or half through float)
+                add("float", "rte")
+    else:  # float family source (float/double/f64bits)
+        if target in _INT_FAMILY:
+            lo, hi = int(dst.min), int(dst.max)
+            if cur == "f64bits":
+                helpers.append("f64_to_long_sat")
+                add("long", f"trunc, sat [{lo}, {hi}], NaN -> {hi}")
+                if target != "long":
+                    add(target, "in range")
+            else:
+                add(target, f"trunc, sat [{lo}, {hi}], NaN -> {hi}")
+        else:
+            want = "float" if target in ("float", "half") else target
+            if cur != want:
+                if cur == "f64bits" and want == "float":
+                    helpers.append("f64_to_f32")
+                elif cur == "float" and want == "f64bits":
+                    helpers.append("f32_to_f64")
+                add(want, "rte" if _narrows(cur, want) else "exact")
+    if target == "half" and cur != "half":
+        add("half", "rte")
+    # narrowing to the storage type happens at the store
+    store = cur
+    return CastPlan(src, dst, ld, tuple(steps), store, tuple(helpers))
+
+
+_RANK = {"int": 32, "uint": 32, "long": 64, "half": 16, "float": 32, "double": 64, "f64bits": 64}
+
+
+def _narrows(a: str, b: str) -> bool:
+    return _RANK[b] < _RANK[a]
