@@ -79,6 +79,7 @@ class Caps:
     mem_base_addr_align: int = 1024
     strict_compiler: bool = False
     profile: str = ""
+    compiler_error: str = ""  # non-empty when the device cannot build even a trivial kernel
 
     @property
     def key(self) -> str:
@@ -102,6 +103,11 @@ PROFILES: dict[str, dict] = {
 }
 
 
+def _is_gpu(d: "cl.Device") -> bool:
+    # Oclgrind reports every device type at once; a GPU is a GPU and nothing else
+    return d.type == cl.device_type.GPU
+
+
 def read_caps(device: "cl.Device", profile: str = "") -> Caps:
     """Read a device's capabilities once and apply ``profile`` (a key of PROFILES).
 
@@ -122,7 +128,7 @@ def read_caps(device: "cl.Device", profile: str = "") -> Caps:
         int64="EMBEDDED" not in device.profile.upper() or "cles_khr_int64" in ext,
         compute_units=int(device.max_compute_units),
         max_work_group_size=int(device.max_work_group_size),
-        is_gpu=bool(device.type & cl.device_type.GPU),
+        is_gpu=_is_gpu(device),
         mem_base_addr_align=int(device.mem_base_addr_align),
     )
     over = dict(PROFILES[profile])
@@ -198,10 +204,15 @@ def _select(base: str) -> "cl.Device":
         raise DeviceError("no OpenCL device found")
     key = base.lower()
     if key == "auto":
-        gpus = [d for d in devices if d.type & cl.device_type.GPU]
-        if gpus:
-            return gpus[0]
-        key = "pocl"
+        # a GPU first, then the CPU runtimes, the simulator last; each must compile
+        order = [d for d in devices if _is_gpu(d)]
+        for alias in ("pocl", "intel", "oclgrind"):
+            order += [d for d in devices if _ALIASES[alias] in d.platform.name.lower()]
+        order += [d for d in devices if d not in order]
+        for d in order:
+            if not probe_compiler(d):
+                return d
+        return order[0]
     needle = _ALIASES.get(key, key)
     for d in devices:
         if needle in d.platform.name.lower() or needle in d.name.lower():
@@ -211,6 +222,32 @@ def _select(base: str) -> "cl.Device":
 
 
 _OPEN: dict[tuple[str, str], Device] = {}
+_PROBES: dict[str, str] = {}
+_PROBE_SOURCE = "__kernel void litecl_probe(__global int* a) { a[get_global_id(0)] = 1; }"
+
+
+def probe_compiler(d: "cl.Device") -> str:
+    """'' if ``d`` builds a trivial kernel, else the first line of the build error.
+
+    Measured: PoCL 3.0 (pocl-binary-distribution, LLVM 14) cannot build anything on AMD
+    Zen 5 hosts ("unknown target CPU 'generic'"), so a device is tried before use.
+    """
+    key = f"{d.platform.name}|{d.name}|{d.int_ptr}"
+    if key not in _PROBES:
+        import warnings  # noqa: PLC0415
+
+        try:
+            ctx = cl.Context([d])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cl.Program(ctx, _PROBE_SOURCE).build()
+            _PROBES[key] = ""
+        except Exception as e:  # cl.RuntimeError with the build log, or a driver error
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            err = next((ln for ln in lines if "error" in ln.lower() and "build" not in ln.lower()),
+                       lines[0] if lines else type(e).__name__)
+            _PROBES[key] = err[:200]
+    return _PROBES[key]
 
 
 def open_device(spec: str | Device | None = None) -> Device:
@@ -229,5 +266,6 @@ def open_device(spec: str | Device | None = None) -> Device:
     if k not in _OPEN:
         ctx = cl.Context([d])
         queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        _OPEN[k] = Device(d, ctx, queue, read_caps(d, profile))
+        caps = replace(read_caps(d, profile), compiler_error=probe_compiler(d))
+        _OPEN[k] = Device(d, ctx, queue, caps)
     return _OPEN[k]

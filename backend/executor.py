@@ -10,6 +10,7 @@ at ``allocate``.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,7 +38,9 @@ def build_program(device, source: str) -> "cl.Program":
     prg = _PROGRAMS.get(key)
     if prg is None:
         try:
-            prg = cl.Program(device.context, source).build()
+            with warnings.catch_warnings():  # pyopencl warns on any compiler chatter
+                warnings.simplefilter("ignore")
+                prg = cl.Program(device.context, source).build()
         except cl.Error as e:  # RuntimeError subclasses carry the log in their text
             log = str(e)
             first = next((ln.strip() for ln in log.splitlines() if "error" in ln.lower()), log.splitlines()[0] if log else "")

@@ -125,6 +125,8 @@ def why_not(node: Node, sg: Subgraph, caps) -> str | None:
     low = LOWERINGS.get(node.op)
     if low is None:
         return "not a lowered operator"
+    if caps.compiler_error:
+        return f"the device cannot build kernels ({caps.compiler_error})"
     return low.why_not(node, sg, caps)
 
 
