@@ -179,7 +179,9 @@ ulong litecl_long_to_f64(long v)
         return 0UL;
     }
     ulong sign = v < 0L ? 0x8000000000000000UL : 0UL;
-    ulong mag = v < 0L ? 0UL - (ulong)v : (ulong)v;   /* LONG_MIN -> 2^63, no overflow */
+    /* the builtin abs returns ulong: LONG_MIN -> 2^63, no overflow. (A hand-written
+       v < 0 ? -v : v becomes llvm.abs.i64, which Oclgrind 21.10 cannot run.) */
+    ulong mag = abs(v);
     uint lz = (uint)clz(mag);
     uint msb = 63u - lz;                 /* value in [2^msb, 2^(msb+1)) */
     /* Put the leading 1 at bit 63, keep 53 bits. q in [2^52, 2^53]; a carry out of
