@@ -1,0 +1,78 @@
+"""Shared fixtures: the OpenCL devices this machine offers, real models, the builders."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # models/ (builders) is not an installed package
+    sys.path.insert(0, str(ROOT))
+
+import litecl  # noqa: E402  (wires the Intel ICD before pyopencl loads)
+from litecl.device import _all_devices, probe_compiler  # noqa: E402
+
+SHARED_MODELS = Path(os.environ.get("LITECL_SHARED_MODELS", ROOT.parent / "shared" / "models"))
+
+#: (spec, human name) of each platform litecl knows how to reach.
+KNOWN = [("pocl", "Portable Computing Language"), ("intel", "Intel(R) OpenCL"),
+         ("oclgrind", "Oclgrind")]
+
+
+def _device_status() -> dict[str, str]:
+    """spec -> '' when usable, else why not (named in skip reasons)."""
+    out = {}
+    devs = _all_devices()
+    for spec, name in KNOWN:
+        found = [d for d in devs if name.lower() in d.platform.name.lower()]
+        if not found:
+            out[spec] = f"no {name} platform installed"
+        else:
+            err = probe_compiler(found[0])
+            out[spec] = f"{name} cannot build kernels here: {err}" if err else ""
+    return out
+
+
+DEVICE_STATUS = _device_status()
+FAST_DEVICES = [s for s in ("pocl", "intel") ]
+
+
+def device_params(specs, profiles=("",)):
+    """pytest params over device specs x profiles, skipping unusable devices with reason."""
+    out = []
+    for spec in specs:
+        for prof in profiles:
+            full = spec + (f":profile={prof}" if prof else "")
+            marks = [pytest.mark.skip(reason=DEVICE_STATUS[spec])] if DEVICE_STATUS.get(spec) else []
+            out.append(pytest.param(full, id=full, marks=marks))
+    return out
+
+
+def any_fast_device() -> str:
+    for s in ("pocl", "intel"):
+        if not DEVICE_STATUS.get(s):
+            return s
+    pytest.skip("no fast OpenCL device (PoCL or Intel) can build kernels here: "
+                + "; ".join(f"{k}: {v}" for k, v in DEVICE_STATUS.items()))
+
+
+@pytest.fixture(scope="session")
+def fast_device() -> str:
+    """A spec of a usable fast CPU device (PoCL, else Intel)."""
+    return any_fast_device()
+
+
+@pytest.fixture(scope="session")
+def shared_models() -> Path:
+    if not SHARED_MODELS.is_dir():
+        pytest.skip(f"real models folder {SHARED_MODELS} is absent (CI lays ../shared beside the checkout)")
+    return SHARED_MODELS
+
+
+def shared_model(name: str) -> Path:
+    p = SHARED_MODELS / name
+    if not p.exists():
+        pytest.skip(f"real model {p} is absent")
+    return p
