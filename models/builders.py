@@ -33,6 +33,7 @@ __all__ = [
     "op_counts",
     "cast_pairs",
     "builtin_name",
+    "cast_version",
 ]
 
 #: The TFLite tensor types the builders accept (CAST takes all of them).
