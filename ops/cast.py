@@ -127,7 +127,7 @@ def plan_cast(src, dst, caps) -> CastPlan:
             add("float", "exact")
     if dst.kind == "bool":
         if cur == "f64bits":
-            helpers.append("f64_nonzero")
+            helpers.append("litecl_f64_nonzero")
         add("int", "x != 0")
         return CastPlan(src, dst, ld, tuple(steps), "int", tuple(helpers))
 
@@ -150,7 +150,7 @@ def plan_cast(src, dst, caps) -> CastPlan:
                 add(target, "wrap" if _narrows(cur, target) else "extend")
         else:  # int -> float family
             if target == "f64bits":
-                helpers.append("long_to_f64" if cur != "uint" else "ulong32_to_f64")
+                helpers.append("litecl_long_to_f64" if cur != "uint" else "litecl_ulong32_to_f64")
                 add("f64bits", "rte")
             elif target == "double":
                 add("double", "rte")
@@ -160,7 +160,7 @@ def plan_cast(src, dst, caps) -> CastPlan:
         if target in _INT_FAMILY:
             lo, hi = int(dst.min), int(dst.max)
             if cur == "f64bits":
-                helpers.append("f64_to_long_sat")
+                helpers.append("litecl_f64_to_long_sat")
                 add("long", f"trunc, sat [{lo}, {hi}], NaN -> {hi}")
                 if target != "long":
                     add(target, "in range")
@@ -170,9 +170,9 @@ def plan_cast(src, dst, caps) -> CastPlan:
             want = "float" if target in ("float", "half") else target
             if cur != want:
                 if cur == "f64bits" and want == "float":
-                    helpers.append("f64_to_f32")
+                    helpers.append("litecl_f64_to_f32")
                 elif cur == "float" and want == "f64bits":
-                    helpers.append("f32_to_f64")
+                    helpers.append("litecl_f32_to_f64")
                 add(want, "rte" if _narrows(cur, want) else "exact")
     if target == "half" and cur != "half":
         add("half", "rte")

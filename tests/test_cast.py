@@ -1,0 +1,169 @@
+"""CAST: every pair x edge values x tail sizes x devices x capability profiles, bit for bit
+against LiteRT (any NaN equals any NaN), and every CAST placed on OpenCL."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+import litecl
+from litecl.compare import mismatches
+from litecl.fallback import make_interpreter
+from litecl.ops.dtypes import CAST_TYPES
+from models.builders import cast_model
+
+from conftest import device_params
+
+NAMES = [d.name for d in CAST_TYPES]
+PAIRS = [(s, d) for s in NAMES for d in NAMES if s != d] + [("complex64", d) for d in NAMES]
+SIZES = (1, 31, 33, 1999)
+
+_F = [0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.999, 127.9, 128.0, -128.9,
+      -129.0, 255.5, 256.0, 300.0, -300.0, 32767.5, 32768.0, -32769.0, 65504.0, 65519.0,
+      65519.99, 65520.0, -65520.0, 1e-8, 1e-40, -1e-40, 1e-45, 6e-8, 3e-5, 2.0**24 + 1,
+      2.0**31, -2.0**31, 2.0**31 - 64, 2.0**32, 4294967295.0, 2.0**53 + 1, 2.0**63, -2.0**63,
+      2.0**64, 1e10, -1e10, 1e39, -1e39, 3.4028234663852886e38, 3.4028235677973366e38,
+      1e300, 1e-310, 1 + 2.0**-11, 1 + 3 * 2.0**-11, 2049.0, 4097.0]
+_SPECIAL = [np.nan, -np.nan, np.inf, -np.inf]
+_I = [0, 1, -1, 2, 127, 128, -128, -129, 255, 256, 32767, 32768, -32768, 65519, 65520,
+      65535, 65536, 2**24 + 1, 2**31 - 1, -2**31, 2**32 - 1, 2**53 + 1, 2**62, 2**63 - 1,
+      -2**63, -(2**53 + 1)]
+
+
+@functools.lru_cache(maxsize=None)
+def edge_values(src: str, n: int) -> np.ndarray:
+    """n values of src: the edge values first, then random bits (floats) / values."""
+    rng = np.random.default_rng(n)
+    dt = np.dtype(src)
+    if src == "bool":
+        base = np.array([0, 1], np.bool_)
+        rand = rng.integers(0, 2, n).astype(np.bool_)
+    elif dt.kind in "iu":
+        info = np.iinfo(dt)
+        vals = [v for v in _I if info.min <= v <= info.max] + [info.min, info.max]
+        base = np.array(vals, dtype=object).astype(dt)
+        rand = rng.integers(info.min, int(info.max) + 1, n, dtype=dt)
+    elif dt.kind == "f":
+        with np.errstate(over="ignore"):
+            base = np.array(_F + _SPECIAL, np.float64).astype(dt)
+        u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
+        rand = rng.integers(0, np.iinfo(u).max, n, dtype=u, endpoint=True).view(dt)
+    else:  # complex64: real parts from the float edge values
+        with np.errstate(over="ignore"):
+            re = np.array(_F + _SPECIAL, np.float64).astype(np.float32)
+        base = (re + 1j * np.float32(3.0)).astype(np.complex64)
+        rand = (rng.standard_normal(n) * 1e3 + 1j * rng.standard_normal(n)).astype(np.complex64)
+    out = np.concatenate([base, rand])[:n] if n > len(base) else base[:n]
+    if n > len(base):
+        return out
+    # small sizes: rotate so different sizes see different edge values
+    return np.roll(base, n)[:n].copy()
+
+
+def _out_of_reference_contract(src: str, dst: str, x: np.ndarray) -> np.ndarray:
+    """complex64 -> integer is static_cast of the real part in cast.cc: undefined behaviour
+    when out of range or NaN (x86 gives INT_MIN), so only in-range values are compared."""
+    if src != "complex64" or dst in ("bool",) or np.dtype(dst).kind == "f":
+        return np.zeros(x.shape, bool)
+    re = x.real.astype(np.float64)
+    info = np.iinfo(np.dtype(dst))
+    with np.errstate(invalid="ignore"):
+        return ~((re > info.min - 1) & (re < info.max + 1))
+
+
+@functools.lru_cache(maxsize=None)
+def _model(src, dst, n):
+    return cast_model(src, dst, [n])
+
+
+@functools.lru_cache(maxsize=None)
+def reference(src: str, dst: str, n: int) -> np.ndarray:
+    ref = make_interpreter(_model(src, dst, n))
+    ref.allocate_tensors()
+    ref.set_tensor(ref.get_input_details()[0]["index"], edge_values(src, n))
+    ref.invoke()
+    return ref.get_tensor(ref.get_output_details()[0]["index"])
+
+
+def check_pair(device: str, src: str, dst: str, sizes=SIZES) -> None:
+    for n in sizes:
+        it = litecl.Interpreter(model_content=_model(src, dst, n), device=device)
+        pl = it.placement()
+        assert [p["placement"] for p in pl] == ["opencl"], pl
+        it.allocate_tensors()
+        x = edge_values(src, n)
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        got = it.get_tensor(it.get_output_details()[0]["index"])
+        want = reference(src, dst, n)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        bad = mismatches(got, want) & ~_out_of_reference_contract(src, dst, x)
+        if bad.any():
+            i = np.flatnonzero(bad)[:8]
+            pytest.fail(f"CAST {src}->{dst} n={n} on {device}: {int(bad.sum())} mismatches; "
+                        f"in={x[i]!r} got={got[i]!r} want={want[i]!r}")
+
+
+@pytest.mark.parametrize("device", device_params(["pocl", "intel"], ["", "mobile", "mobile-fp16"]))
+@pytest.mark.parametrize("src", NAMES + ["complex64"])
+def test_cast_all_pairs(device, src):
+    for s, d in PAIRS:
+        if s == src:
+            check_pair(device, s, d)
+
+
+ORACLE_SUBSET = [("float32", "int8"), ("float32", "float16"), ("float64", "float16"),
+                 ("int64", "float16"), ("bool", "float16"), ("uint8", "float32"),
+                 ("float16", "uint32"), ("float64", "int64"), ("int64", "float64"),
+                 ("float32", "float64"), ("complex64", "int32"), ("int32", "bool")]
+
+
+@pytest.mark.parametrize("device", device_params(["oclgrind"], ["", "mobile"]))
+def test_cast_subset_under_oclgrind(device, capfd):
+    for s, d in ORACLE_SUBSET:
+        check_pair(device, s, d, sizes=(1, 33, 81))
+    err = capfd.readouterr().err
+    assert "Invalid read" not in err and "Invalid write" not in err, err[-2000:]
+
+
+def test_rank5_and_rank6_cast(fast_device):
+    for shape in ([2, 3, 1, 4, 5], [1, 2, 3, 2, 2, 3]):
+        m = cast_model("int64", "float16", shape)
+        it = litecl.Interpreter(model_content=m, device=fast_device)
+        assert it.placement()[0]["placement"] == "opencl"
+        it.allocate_tensors()
+        x = np.arange(np.prod(shape), dtype=np.int64).reshape(shape) * 1000 - 30000
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        ref = make_interpreter(m)
+        ref.allocate_tensors()
+        ref.set_tensor(0, x)
+        ref.invoke()
+        assert not mismatches(it.get_tensor(it.get_output_details()[0]["index"]),
+                              ref.get_tensor(ref.get_output_details()[0]["index"])).any()
+
+
+def test_constant_input_cast_computed_once_at_allocate(fast_device):
+    const = np.array([[1.5, -2.5, np.nan, 70000.0]], np.float32)
+    m = cast_model("float32", "float16", [1, 4], constant=const)
+    it = litecl.Interpreter(model_content=m, device=fast_device)
+    assert it.placement()[0]["placement"] == "opencl"
+    it.allocate_tensors()
+    ex = it._main.ex
+    assert ex.folded == {0}  # computed at allocate_tensors, skipped at invoke
+    it.invoke()
+    got = it.get_tensor(it.get_output_details()[0]["index"])
+    ref = make_interpreter(m)
+    ref.allocate_tensors()
+    ref.invoke()
+    assert not mismatches(got, ref.get_tensor(ref.get_output_details()[0]["index"])).any()
+
+
+def test_zero_size_tensor(fast_device):
+    m = cast_model("float32", "int8", [0])
+    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], np.zeros([0], np.float32))
+    it.invoke()
+    assert it.get_tensor(it.get_output_details()[0]["index"]).shape == (0,)
