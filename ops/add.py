@@ -99,14 +99,17 @@ def index_code(out_shape, in_shapes, i: str = "i") -> tuple[str, list[str]]:
 def activation_range(dt: str, activation: str):
     """(lo, hi) of a fused activation for a plain dtype; None where no clamp applies.
 
-    tflite::CalculateActivationRange: RELU [0, max], RELU6 [0, 6], RELU_N1_TO_1 [-1, 1];
-    NONE leaves the value unclamped (lowest..max: a no-op for integers; floats keep inf).
-    Raises ValueError for other activations (TANH, SIGN_BIT, ...).
+    tflite::CalculateActivationRange: NONE [lowest, max], RELU [0, max], RELU6 [0, 6],
+    RELU_N1_TO_1 [-1, 1]. For integers lowest..max is a no-op; for float32 it clamps to
+    +-FLT_MAX, so LiteRT's builtin ADD turns inf + 1 into FLT_MAX even with NONE
+    (measured, models/LITERT_FACTS.md; XNNPACK keeps inf). Raises ValueError for other
+    activations (TANH, SIGN_BIT, ...).
     """
+    big = float(np.finfo(np.float32).max) if dt == "float32" else None
     if activation == "NONE":
-        return None
+        return None if big is None else (-big, big)
     if activation == "RELU":
-        return (0, None)
+        return (0, big)
     if activation == "RELU6":
         return (0, 6)
     if activation == "RELU_N1_TO_1":

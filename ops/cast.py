@@ -8,6 +8,8 @@ range or precision that LiteRT's CAST keeps (tensorflow/lite/kernels/cast.cc):
 - middles: bool, 8/16/32-bit signed and unsigned <32-bit -> int; uint32 -> uint;
   int64 -> long; float16/float32 -> float; float64 -> double (or its ulong bits on a
   device without cl_khr_fp64); complex64 -> float (its real part, as cast.cc does).
+- bool -> float is 0/1 (``x != 0``); bool -> integer keeps the stored byte, as LiteRT
+  does for bytes other than 0/1.
 - -> bool is ``x != 0`` in the source's middle type (NaN -> true, -0.0 -> false); the
   test is done on bits for floats so a flush-to-zero device still sees subnormals.
 - float -> integer truncates toward zero then saturates to the *destination* range, and
@@ -134,7 +136,9 @@ def plan_cast(src, dst, caps) -> CastPlan:
     target = value_type(dst, caps)
     if dst.name == "float16":
         target = "half" if caps.fp16 else "float"
-    if src.kind == "bool" and cur == "int":
+    if src.kind == "bool" and cur == "int" and dst.kind == "float":
+        # LiteRT's static_cast<float>(bool) tests the byte; static_cast<int>(bool) keeps the
+        # raw byte (measured with bytes 0..255, models/LITERT_FACTS.md)
         add("int", "x != 0")
     direct = (not caps.strict_compiler and caps.fp16 and dst.name == "float16"
               and cur in ("int", "uint", "long"))

@@ -5,6 +5,8 @@ without a device. Nothing here queries a device; capabilities arrive as a ``Caps
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .cast import CastPlan, Step, plan_cast
 from .dtypes import DType, dtype
 
@@ -39,8 +41,11 @@ def int_literal(v: int, ctype: str) -> str:
 
 
 def float_literal(v: float, ctype: str) -> str:
-    """An exact OpenCL C literal for v (a power of two or small integer) of float/double."""
-    s = repr(float(v))
+    """An exact OpenCL C literal for v (a float32-representable value) of float/double."""
+    v = float(v)
+    if abs(v) == float(np.finfo(np.float32).max):
+        return ("-" if v < 0 else "") + ("FLT_MAX" if ctype == "float" else "0x1.fffffep127")
+    s = repr(v)
     if "e" not in s and "." not in s:
         s += ".0"
     return s + ("f" if ctype == "float" else "")
