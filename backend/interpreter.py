@@ -31,7 +31,8 @@ def _details(t, shape) -> dict:
         "dtype": t.dtype.np.type if t.dtype is not None else None,
         "quantization": q,
         "quantization_parameters": {"scales": scales, "zero_points": zps,
-                                    "quantized_dimension": t.quantized_dimension},
+                                    "quantized_dimension": t.quantized_dimension,
+                                    "block_size": t.block_size},
         "sparsity_parameters": {},
     }
 

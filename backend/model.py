@@ -51,6 +51,7 @@ class Tensor:
     zero_points: np.ndarray
     quantized_dimension: int
     is_variable: bool
+    block_size: int = 0  # blockwise quantization (LiteRT's detail key)
 
     @property
     def type_name(self) -> str:
@@ -241,9 +242,10 @@ def _validate(raw: bytes, obj, where: str) -> Model:
             scales = np.asarray(q.scale if q is not None and q.scale is not None else [], np.float32)
             zps = np.asarray(q.zeroPoint if q is not None and q.zeroPoint is not None else [], np.int64)
             qd = int(q.quantizedDimension) if q is not None else 0
+            bs = int(getattr(getattr(q, "details", None), "blockSize", 0) or 0) if q is not None else 0
             name = t.name.decode("utf-8", "replace") if isinstance(t.name, bytes) else (t.name or "")
             tensors.append(Tensor(ti, name, int(t.type), dt, shape, sig, int(t.buffer), data,
-                                  scales, zps, qd, bool(t.isVariable)))
+                                  scales, zps, qd, bool(t.isVariable), bs))
 
         def check_idx(lst, what, allow_optional=False):
             out = tuple(int(x) for x in (lst if lst is not None else ()))

@@ -1,0 +1,203 @@
+"""The Interpreter API (LiteRT's names and detail-dict keys) and the CLI."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import litecl
+from litecl.fallback import make_interpreter
+from models.builders import add_model, cast_model, multi_op_model
+
+from conftest import shared_model
+
+CLI = [sys.executable, "-m", "litecl.cli"]
+
+
+def test_detail_dicts_match_litert(shared_models, fast_device):
+    path = shared_model("movenet_singlepose_lightning_int8.tflite")
+    it = litecl.Interpreter(model_path=path, device=fast_device)
+    ref = make_interpreter(open(path, "rb").read())
+    it.allocate_tensors()
+    ref.allocate_tensors()
+    for ours, theirs in ((it.get_input_details(), ref.get_input_details()),
+                         (it.get_output_details(), ref.get_output_details())):
+        assert len(ours) == len(theirs)
+        for a, b in zip(ours, theirs):
+            assert set(a) == set(b)
+            for k in ("name", "index", "dtype", "quantization"):
+                assert a[k] == b[k], k
+            for k in ("shape", "shape_signature"):
+                assert np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype
+            qa, qb = a["quantization_parameters"], b["quantization_parameters"]
+            assert set(qa) == set(qb)
+            assert np.array_equal(qa["scales"], qb["scales"])
+            assert np.array_equal(qa["zero_points"], qb["zero_points"])
+
+
+def _interp(device, model=None):
+    it = litecl.Interpreter(model_content=model or cast_model("float32", "int8", [2, 3]), device=device)
+    it.allocate_tensors()
+    return it
+
+
+def test_set_tensor_errors_name_the_tensor(fast_device):
+    it = _interp(fast_device)
+    idx = it.get_input_details()[0]["index"]
+    with pytest.raises(litecl.InputError, match=r"'input'.*expects float32, got int32"):
+        it.set_tensor(idx, np.zeros([2, 3], np.int32))
+    with pytest.raises(litecl.InputError, match=r"expects shape \[2, 3\], got \[3, 2\]"):
+        it.set_tensor(idx, np.zeros([3, 2], np.float32))
+    with pytest.raises(litecl.InputError, match="out of range"):
+        it.set_tensor(99, np.zeros([2, 3], np.float32))
+    with pytest.raises(litecl.InputError, match="not an input"):
+        it.set_tensor(it.get_output_details()[0]["index"], np.zeros([2, 3], np.int8))
+    assert issubclass(litecl.InputError, ValueError)
+
+
+def test_invoke_before_allocate_and_unset_input(fast_device):
+    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [4]), device=fast_device)
+    with pytest.raises(litecl.InputError, match="allocate_tensors"):
+        it.invoke()
+    it.allocate_tensors()
+    with pytest.raises(litecl.InputError, match="was not set"):
+        it.invoke()
+
+
+def test_signature_runner_errors(shared_models, fast_device):
+    it = litecl.Interpreter(model_path=shared_model("multi_signature_model.tflite"), device=fast_device)
+    with pytest.raises(litecl.InputError, match="3 signatures"):
+        it.get_signature_runner()
+    with pytest.raises(litecl.InputError, match="invalid signature_key"):
+        it.get_signature_runner("nope")
+    r = it.get_signature_runner("add")
+    with pytest.raises(litecl.InputError, match="missing"):
+        r(a=np.zeros([10, 10], np.float32))
+    with pytest.raises(litecl.InputError, match="expects float32"):
+        r(a=np.zeros([10, 10], np.float64), b=np.zeros([10, 10], np.float32))
+    out = r(a=np.ones([10, 10], np.float32), b=np.full([10, 10], 2, np.float32))
+    assert set(out) == {"output"} and (out["output"] == 3).all()
+
+
+def test_bad_device_spec():
+    with pytest.raises(litecl.DeviceError, match="no OpenCL device matches"):
+        litecl.open_device("no-such-device-xyz")
+    with pytest.raises(litecl.DeviceError, match="unknown profile"):
+        litecl.open_device("intel:profile=nope")
+    with pytest.raises(litecl.DeviceError, match="bad device option"):
+        litecl.open_device("intel:foo=bar")
+
+
+def test_device_caps_are_data(fast_device):
+    d = litecl.open_device(fast_device)
+    assert d.caps.compute_units >= 1 and d.caps.max_work_group_size >= 1
+    m = litecl.open_device(fast_device + ":profile=mobile")
+    assert not m.caps.fp16 and not m.caps.fp64 and m.caps.strict_compiler
+    with pytest.raises(Exception):
+        m.caps.fp16 = True  # frozen
+
+
+def test_context_manager_and_close(fast_device):
+    with litecl.Interpreter(model_content=cast_model("int32", "float32", [3]), device=fast_device) as it:
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], np.array([1, 2, 3], np.int32))
+        it.invoke()
+        assert it.get_tensor(it.get_output_details()[0]["index"]).tolist() == [1.0, 2.0, 3.0]
+
+
+# ----------------------------------------------------------------------------- CLI
+def run_cli(*args, env=None):
+    e = dict(os.environ, **(env or {}))
+    return subprocess.run(CLI + list(args), capture_output=True, text=True, env=e, timeout=600)
+
+
+def test_cli_devices_json():
+    r = run_cli("devices", "--json")
+    assert r.returncode == 0, r.stderr
+    devs = json.loads(r.stdout)
+    assert devs and {"platform", "name", "fp16", "fp64", "compute_units"} <= set(devs[0])
+
+
+def test_cli_inspect(fast_device, tmp_path):
+    p = tmp_path / "m.tflite"
+    p.write_bytes(multi_op_model("cast_mul_cast"))
+    r = run_cli("inspect", str(p), "--device", fast_device)
+    assert r.returncode == 0, r.stderr
+    assert "MUL: not a lowered operator" in r.stdout
+    assert "Replacing 3 out of 4 node(s) with delegate (litecl OpenCL) node" in r.stdout
+    r = run_cli("inspect", str(p), "--device", fast_device, "--json")
+    nodes = json.loads(r.stdout)["nodes"]
+    assert [n["placement"] for n in nodes] == ["opencl", "fallback", "opencl", "opencl"]
+
+
+def test_cli_run_and_compare_with_inputs(fast_device, tmp_path):
+    p = tmp_path / "m.tflite"
+    p.write_bytes(add_model("int32", [2, 3], [3], activation="RELU6"))
+    inp = tmp_path / "in.npz"
+    np.savez(inp, input1=np.arange(6, dtype=np.int32).reshape(2, 3) - 3,
+             input2=np.array([1, 2, 2**31 - 1], np.int32))
+    out = tmp_path / "out.npz"
+    r = run_cli("run", str(p), "--device", fast_device, "--inputs", str(inp), "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    with np.load(out) as z:
+        assert z["output"].tolist() == [[0, 0, 0], [1, 3, 0]] or z["output"].shape == (2, 3)
+    r = run_cli("compare", str(p), "--device", fast_device, "--inputs", str(inp), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["all_bit_exact"] and rep["opencl_nodes"] == 1
+
+
+def test_cli_compare_real_model(shared_models, fast_device):
+    r = run_cli("compare", str(shared_model("rope.tflite")), "--device", fast_device)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "all outputs bit-exact with LiteRT" in r.stdout
+
+
+def test_cli_compare_exit_1_on_difference(fast_device, tmp_path):
+    # against XNNPACK (which keeps inf where the builtin ADD clamps to FLT_MAX) it differs
+    p = tmp_path / "m.tflite"
+    p.write_bytes(add_model("float32", [4], [4]))
+    inp = tmp_path / "in.npz"
+    np.savez(inp, input1=np.array([np.inf, 1, 2, 3], np.float32), input2=np.ones(4, np.float32))
+    r = run_cli("compare", str(p), "--device", fast_device, "--inputs", str(inp), "--xnnpack")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "DIFFER" in r.stdout
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["run", "/nonexistent/model.tflite"], "not found"),
+    (["inspect", "/"], "directory"),
+    (["run", "{model}", "--inputs", "/nonexistent.npz"], "inputs file not found"),
+    (["run", "{model}", "--inputs", "{garbage}"], "cannot read inputs file"),
+    (["run", "{model}", "--inputs", "{wrongname}"], "unknown input name"),
+    (["run", "{model}", "--device", "nonexistent-dev"], "no OpenCL device matches"),
+    (["kernel", "cast", "float32", "bfloat16"], "unknown tensor type"),
+    (["bogus-command"], "invalid choice"),
+    (["run", "{text}"], "not a TFLite model"),
+])
+def test_cli_errors_one_line_exit_2(tmp_path, args, msg):
+    model = tmp_path / "m.tflite"
+    model.write_bytes(cast_model("float32", "int8", [3]))
+    garbage = tmp_path / "g.npz"
+    garbage.write_bytes(b"not a zip")
+    wrong = tmp_path / "w.npz"
+    np.savez(wrong, nope=np.zeros(3, np.float32))
+    text = tmp_path / "t.tflite"
+    text.write_text("hello, this is text " * 10)
+    args = [a.format(model=model, garbage=garbage, wrongname=wrong, text=text) for a in args]
+    r = run_cli(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and msg in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_cli_kernel_cast_prints_chain(fast_device):
+    r = run_cli("kernel", "cast", "int64", "float16", "--device", fast_device + ":profile=mobile", "--build")
+    assert r.returncode == 0, r.stderr
+    assert "// chain: long -> float" in r.stdout and "vstore_half_rte" in r.stdout
+    assert "built OK" in r.stdout
