@@ -17,19 +17,31 @@ Three layers, all pure (no device access):
 - :func:`quant_add_cl_functions` / :func:`quant_add_cl_expr` give OpenCL C 1.2 text that
   computes the same bits on a device (``int``/``long`` arithmetic only).
 
-What LiteRT 2.3.0 (ai-edge-litert, x86-64) does, measured here (tests/test_add_quant.py):
+What LiteRT 2.3.0 (ai-edge-litert, x86-64) computes, measured here with the reference
+kernels (``OpResolverType.BUILTIN_REF``; tests/test_add_quant.py re-checks each point):
 
-- int8/uint8: general path, ``left_shift`` 20; int16 with ``pot_scale_int16`` false or any
-  scale not within 1e-3 (in log2) of a power of two: general path, ``left_shift`` 15.
-- int16, ``pot_scale_int16`` true (the schema default, and what the converter writes) and all
+- int8/uint8: the general path with ``left_shift`` 20. int16: the general path with
+  ``left_shift`` 15 when ``pot_scale_int16`` is false or a scale is not within 1e-3 (in log2)
+  of a power of two -- the a16w8 model's scales (3.0492e-05 = 2**-15.0012) just miss it.
+- int16 with ``pot_scale_int16`` true (the schema default; every model here has it) and all
   three scales within 1e-3 of a power of two: the POT path, which ignores the scales' exact
-  values and only shifts one input right by the difference of the rounded log2s.
+  values and shifts one input right by the difference of the rounded log2s. LiteRT aborts
+  the process on a broadcasting POT ADD (MatchingElementsSize): see :func:`quant_add_why_not`.
 - ``MultiplyByQuantizedMultiplier`` is the *double rounding* variant (TFLITE_SINGLE_ROUNDING
-  is not defined in this build): rounding in SaturatingRoundingDoublingHighMul, then again
-  in RoundingDivideByPOT. The single-rounding variant (TFLM / CMSIS builds) is available with
-  ``rounding="single"``.
-- Every op resolver (AUTO with XNNPACK, BUILTIN, BUILTIN_REF,
-  BUILTIN_WITHOUT_DEFAULT_DELEGATES) gives the same bits.
+  undefined): on thousands of elements where the two variants differ, LiteRT gave the
+  double-rounding value every time. ``rounding="single"`` gives the TFLM/CMSIS variant.
+- Prepare aborts (TFLITE_CHECK) when 2 * max input scale / (2**left_shift * output scale)
+  >= 1, and fails on an activation bound that overflows int32 and on int16 zero points != 0.
+
+LiteRT's other kernels compute other bits on some inputs, so the peer is BUILTIN_REF:
+- BUILTIN_WITHOUT_DEFAULT_DELEGATES (optimized kernels): 8-bit results whose exact value is
+  far outside the type come out with the wrong sign (e.g. 127 instead of -128 when the
+  output scale is ~1000x below the inputs', as if narrowed to int16 without saturation);
+  int16 general ADDs follow neither rounding variant throughout (on ~350 operands where the
+  variants differ: 309 double, 24 single, 11 neither).
+- AUTO and BUILTIN (the default) hand int8/uint8 ADDs to XNNPACK, which differs by 1 on
+  some near-ties (8 of 865536 elements over Coral's ADD configurations, 6 of 1.28M over
+  MoveNet's); int16 ADDs stay on the optimized kernel.
 """
 from __future__ import annotations
 
@@ -45,6 +57,7 @@ __all__ = [
     "quant_add_reference",
     "quant_add_cl_functions",
     "quant_add_cl_expr",
+    "quant_add_why_not",
     "ACTIVATIONS",
     "QUANT_DTYPES",
     "LITERT_ROUNDING",
@@ -212,13 +225,15 @@ def quant_add_params(dtype: str, in1: tuple[float, int], in2: tuple[float, int],
     rounded to float32 first, since a TFLite tensor stores them as float.
     activation: "NONE", "RELU", "RELU6" or "RELU_N1_TO_1" (the op's fused activation).
     pot_scale_int16: AddOptions.pot_scale_int16 (schema default true): with int16 and all
-    three scales powers of two (CheckedLog2) LiteRT takes the POT path.
+    three scales powers of two to within 1e-3 in log2 (CheckedLog2) LiteRT takes the POT
+    path.
     rounding: "double" (LiteRT 2.3.0's build) or "single" (TFLITE_SINGLE_ROUNDING builds).
 
-    Raises QuantizationError (a ValueError) with a one-line reason for what LiteRT refuses
-    (int16 zero point != 0, unsupported activation, POT shifts both nonzero or positive,
-    scale <= 0 where LiteRT's TFLITE_CHECK aborts) or where its arithmetic would be
-    undefined behaviour (zero point outside the type, shifts of 31 or more bits).
+    Raises QuantizationError (a ValueError) with a one-line reason for what LiteRT refuses:
+    Prepare fails (int16 zero point != 0, unsupported activation, an activation bound
+    overflowing int32, POT shifts both nonzero or positive) or aborts the process (scale
+    <= 0, output multiplier >= 1); and for what litecl refuses because LiteRT's arithmetic
+    is undefined or the model malformed (zero point outside the type, POT shift > 31).
     """
     if dtype not in QUANT_DTYPES:
         raise QuantizationError(
@@ -271,10 +286,12 @@ def quant_add_params(dtype: str, in1: tuple[float, int], in2: tuple[float, int],
     twice_max = 2.0 * max(s1, s2)
     m1, sh1 = quantize_multiplier_smaller_than_one_exp(s1 / twice_max, rounding)
     m2, sh2 = quantize_multiplier_smaller_than_one_exp(s2 / twice_max, rounding)
-    mo, sho = quantize_multiplier(twice_max / ((1 << left_shift) * so), rounding)
-    if sho > 30:  # 1 << 31 and beyond overflow in MultiplyByQuantizedMultiplier
+    real_out = twice_max / ((1 << left_shift) * so)
+    if not real_out < 1.0:  # LiteRT 2.3.0 aborts in Prepare (measured)
         raise QuantizationError(
-            f"output scale {so!r} is too small for the input scales (output shift {sho} > 30)")
+            f"output scale {so!r} too small for input scales {s1!r}, {s2!r}: "
+            f"2 * max input scale / (2**{left_shift} * output scale) = {real_out!r} >= 1")
+    mo, sho = quantize_multiplier_smaller_than_one_exp(real_out, rounding)
     return QuantAddParams(dtype, "general", rounding, -z1, -z2, zo, left_shift,
                           m1, sh1, m2, sh2, mo, sho, act_min, act_max)
 
@@ -293,7 +310,8 @@ def _wrap16(x: np.ndarray) -> np.ndarray:
 
 
 def _srdhm(a: np.ndarray, b: int) -> np.ndarray:
-    """gemmlowp::SaturatingRoundingDoublingHighMul(int32 a, int32 b)."""
+    """gemmlowp::SaturatingRoundingDoublingHighMul(int32 a, int32 b): a * b / 2**31 to
+    nearest, ties up for positive products and toward zero for negative ones."""
     ab = a * np.int64(b)
     nudge = np.where(ab >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
     t = ab + nudge
@@ -321,7 +339,8 @@ def _rdbpot16(x: np.ndarray, exponent: int) -> np.ndarray:
 
 
 def _mbqm(x: np.ndarray, m: int, shift: int, rounding: str) -> np.ndarray:
-    """tflite::MultiplyByQuantizedMultiplier(int32 x, int32 m, int shift)."""
+    """tflite::MultiplyByQuantizedMultiplier(int32 x, int32 m, int shift). With shift <= 0
+    (all ADD uses) it is also MultiplyByQuantizedMultiplierSmallerThanOneExp."""
     if rounding == "single":
         total = 31 - shift
         return _wrap32((x * np.int64(m) + np.int64(1 << (total - 1))) >> total)
@@ -330,11 +349,23 @@ def _mbqm(x: np.ndarray, m: int, shift: int, rounding: str) -> np.ndarray:
     return _rdbpot(_srdhm(_wrap32(x << left), m), right)
 
 
-def _mbqm_lt1(x: np.ndarray, m: int, shift: int, rounding: str) -> np.ndarray:
-    """MultiplyByQuantizedMultiplierSmallerThanOneExp (shift <= 0)."""
-    if rounding == "single":
-        return _mbqm(x, m, shift, rounding)
-    return _rdbpot(_srdhm(x, m), -shift)
+def quant_add_why_not(p: QuantAddParams, shape1, shape2) -> str | None:
+    """Why LiteRT cannot run this ADD on operands of these shapes, or None if it can.
+
+    Shapes must broadcast (numpy rules). The int16 POT path has no broadcasting: its
+    kernel takes MatchingElementsSize, which aborts LiteRT unless both operands and the
+    output hold the same number of elements (measured: [1,10,1] + [1,10,3] aborts;
+    [1,3] + [3] runs)."""
+    try:
+        out = np.broadcast_shapes(tuple(shape1), tuple(shape2))
+    except ValueError:
+        return f"ADD operand shapes {tuple(shape1)} and {tuple(shape2)} do not broadcast"
+    if p.path == "pot_int16":
+        sizes = {math.prod(shape1), math.prod(shape2), math.prod(out)}
+        if len(sizes) > 1:
+            return (f"int16 power-of-two-scale ADD cannot broadcast {tuple(shape1)} with "
+                    f"{tuple(shape2)} (LiteRT aborts in MatchingElementsSize)")
+    return None
 
 
 def quant_add_reference(a: np.ndarray, b: np.ndarray, p: QuantAddParams) -> np.ndarray:
@@ -342,8 +373,9 @@ def quant_add_reference(a: np.ndarray, b: np.ndarray, p: QuantAddParams) -> np.n
 
     a, b: integer arrays of p.dtype's values (any integer numpy dtype is accepted; values
     outside the type raise ValueError), numpy-broadcastable to each other (TFLite
-    broadcasting is numpy's, up to 6-D). Returns an array of p.dtype with the broadcast
-    shape, bit-identical to LiteRT's output.
+    broadcasting is numpy's). Returns an array of p.dtype with the broadcast shape,
+    bit-identical to LiteRT's reference kernel. Raises QuantizationError for shapes
+    :func:`quant_add_why_not` refuses.
     """
     qmin, qmax = QUANT_DTYPES[p.dtype]
     a64 = np.asarray(a).astype(np.int64)
@@ -351,6 +383,9 @@ def quant_add_reference(a: np.ndarray, b: np.ndarray, p: QuantAddParams) -> np.n
     for name, v in (("a", a64), ("b", b64)):
         if v.size and (v.min() < qmin or v.max() > qmax):
             raise ValueError(f"operand {name} holds values outside {p.dtype} [{qmin}, {qmax}]")
+    reason = quant_add_why_not(p, a64.shape, b64.shape)
+    if reason:
+        raise QuantizationError(reason)
     a64, b64 = np.broadcast_arrays(a64, b64)
 
     if p.path == "pot_int16":
@@ -363,8 +398,8 @@ def quant_add_reference(a: np.ndarray, b: np.ndarray, p: QuantAddParams) -> np.n
         r = p.rounding
         x1 = _wrap32((a64 + p.input1_offset) << p.left_shift)
         x2 = _wrap32((b64 + p.input2_offset) << p.left_shift)
-        s1 = _mbqm_lt1(x1, p.input1_multiplier, p.input1_shift, r)
-        s2 = _mbqm_lt1(x2, p.input2_multiplier, p.input2_shift, r)
+        s1 = _mbqm(x1, p.input1_multiplier, p.input1_shift, r)
+        s2 = _mbqm(x2, p.input2_multiplier, p.input2_shift, r)
         raw_sum = _wrap32(s1 + s2)
         raw = _wrap32(_mbqm(raw_sum, p.output_multiplier, p.output_shift, r)
                       + p.output_offset)
@@ -379,8 +414,9 @@ def quant_add_reference(a: np.ndarray, b: np.ndarray, p: QuantAddParams) -> np.n
 _CL_FUNCTIONS = r"""
 /* Quantized ADD helpers: TFLite/gemmlowp fixed-point arithmetic (litecl.ops.add_quant). */
 
-/* gemmlowp::SaturatingRoundingDoublingHighMul: (a * b * 2 + 2^31) >> 32, rounded half away
-   from zero; INT_MIN * INT_MIN saturates to INT_MAX. */
+/* gemmlowp::SaturatingRoundingDoublingHighMul: a * b / 2^31 to nearest; a tie rounds up
+   for a positive product, toward zero for a negative one (-0.5 -> 0); INT_MIN * INT_MIN
+   saturates to INT_MAX. */
 int litecl_srdhm(int a, int b) {
     if (a == b && a == INT_MIN) return INT_MAX;
     long ab = (long)a * (long)b;
@@ -404,16 +440,13 @@ int litecl_rdbpot16(int x, int e) {
     return (int)as_short((ushort)((x >> e) + (remainder > threshold ? 1 : 0)));
 }
 
-/* tflite::MultiplyByQuantizedMultiplier, double rounding (LiteRT's build). */
+/* tflite::MultiplyByQuantizedMultiplier, double rounding (LiteRT's build), shift <= 30;
+   for shift <= 0 also MultiplyByQuantizedMultiplierSmallerThanOneExp. x << shift wraps as
+   in LiteRT's int32 multiply. */
 int litecl_mbqm(int x, int m, int shift) {
     int left = shift > 0 ? shift : 0;
     int right = shift > 0 ? 0 : -shift;
     return litecl_rdbpot(litecl_srdhm(as_int((uint)x << left), m), right);
-}
-
-/* MultiplyByQuantizedMultiplierSmallerThanOneExp, double rounding: shift <= 0. */
-int litecl_mbqm_lt1(int x, int m, int shift) {
-    return litecl_rdbpot(litecl_srdhm(x, m), -shift);
 }
 
 /* tflite::MultiplyByQuantizedMultiplier, TFLITE_SINGLE_ROUNDING: -31 <= shift <= 30. */
@@ -428,9 +461,9 @@ int litecl_mbqm_single(int x, int m, int shift) {
 def quant_add_cl_functions() -> str:
     """OpenCL C 1.2 helper functions used by :func:`quant_add_cl_expr`'s expressions
     (``litecl_srdhm``, ``litecl_rdbpot``, ``litecl_rdbpot16``, ``litecl_mbqm``,
-    ``litecl_mbqm_lt1``, ``litecl_mbqm_single``). int and long arithmetic only (long is
-    core in the full profile); signed wrap-around is written with ``as_int``/``as_short``
-    of unsigned values, so nothing relies on undefined overflow."""
+    ``litecl_mbqm_single``). int and long arithmetic only (long is core in the full
+    profile); wrap-around is written with ``as_int``/``as_short`` of unsigned values, so
+    nothing relies on signed overflow. The same text every call (a cache key)."""
     return _CL_FUNCTIONS
 
 
@@ -455,23 +488,17 @@ def quant_add_cl_expr(p: QuantAddParams, a: str, b: str) -> str:
             kept, shifted, e = a, b, -p.input2_shift
         else:
             kept, shifted, e = b, a, -p.input1_shift
-        total = f"clamp(({kept}) + litecl_rdbpot16(({shifted}), {e}), -32768, 32767)"
+        total = f"clamp(({kept}) + litecl_rdbpot16(({shifted}), {e}), (-32768), 32767)"
         return f"clamp({total}, {lo}, {hi})"
-    if p.rounding == "single":
-        lt1 = out = "litecl_mbqm_single"
-    else:
-        lt1, out = "litecl_mbqm_lt1", "litecl_mbqm"
-    # No int overflow: |x + offset| <= 510 times 2**20, or 32768 times 2**15; each scaled
-    # input is at most half of that, so their sum fits too.
+    mbqm = "litecl_mbqm_single" if p.rounding == "single" else "litecl_mbqm"
+    # No int overflow: |x + offset| <= 255 times 2**20, or 32768 times 2**15 (zero points
+    # lie in the type); each scaled input is at most half of that, so the sum fits too.
     x1 = f"((({a}) + {_lit(p.input1_offset)}) * {1 << p.left_shift})"
     x2 = f"((({b}) + {_lit(p.input2_offset)}) * {1 << p.left_shift})"
-    s1 = f"{lt1}({x1}, {_lit(p.input1_multiplier)}, {_lit(p.input1_shift)})"
-    s2 = f"{lt1}({x2}, {_lit(p.input2_multiplier)}, {_lit(p.input2_shift)})"
-    scaled = f"{out}({s1} + {s2}, {_lit(p.output_multiplier)}, {_lit(p.output_shift)})"
-    if p.output_shift > 0:
-        # Only an output multiplier above 1 can bring the rescaled sum near INT_MAX:
-        # add the zero point with int32 wrap-around, as LiteRT's int32 addition does.
-        raw = f"as_int((uint)({scaled}) + (uint){_lit(p.output_offset)})"
-    else:
-        raw = f"{scaled} + {_lit(p.output_offset)}"
+    s1 = f"{mbqm}({x1}, {_lit(p.input1_multiplier)}, {_lit(p.input1_shift)})"
+    s2 = f"{mbqm}({x2}, {_lit(p.input2_multiplier)}, {_lit(p.input2_shift)})"
+    # The output multiplier is < 1 (Prepare refuses others), so the rescaled sum is at
+    # most 2**30 in magnitude and adding the zero point cannot overflow either.
+    raw = (f"{mbqm}({s1} + {s2}, {_lit(p.output_multiplier)}, {_lit(p.output_shift)})"
+           f" + {_lit(p.output_offset)}")
     return f"clamp({raw}, {lo}, {hi})"
