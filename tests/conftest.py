@@ -76,3 +76,19 @@ def shared_model(name: str) -> Path:
     if not p.exists():
         pytest.skip(f"real model {p} is absent")
     return p
+
+
+def tf_model(name: str) -> bytes:
+    """Build a models/tf_models.py model in a subprocess (TensorFlow and LLVM-based OpenCL
+    ICDs crash when loaded in one process). Skips when TensorFlow is not installed."""
+    import importlib.util
+    import subprocess
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("tensorflow is not installed (the test extra has it)")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-m", "models.tf_models", name], capture_output=True,
+                       env=env, cwd=ROOT, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"building {name} failed: {r.stderr.decode()[-2000:]}")
+    return r.stdout

@@ -10,7 +10,7 @@ from litecl.fallback import build_submodel, make_interpreter
 from litecl.model import load_model
 from models.builders import add_model, cast_model, chain_model, multi_op_model
 
-from conftest import shared_model
+from conftest import shared_model, tf_model
 
 
 # ----------------------------------------------------------------------------- reading
@@ -209,25 +209,8 @@ def test_real_models_equal_litert(shared_models, fast_device, name):
     assert all(p["placement"] == "opencl" for p in it.placement() if p["op"] == "CAST")
 
 
-def _tf_model(fn, specs, resource_variables=False):
-    tf = pytest.importorskip("tensorflow")
-    conc = tf.function(fn, input_signature=specs).get_concrete_function()
-    conv = tf.lite.TFLiteConverter.from_concrete_functions([conc])
-    if resource_variables:
-        conv.experimental_enable_resource_variables = True
-    return conv.convert()
-
-
 def test_control_flow_stays_in_one_fallback_segment(fast_device):
-    tf = pytest.importorskip("tensorflow")
-
-    def f(x, n):
-        xi = tf.cast(x, tf.int32)
-        i = tf.constant(0)
-        _, acc = tf.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a + xi), [i, xi])
-        return tf.cast(acc, tf.float16)
-
-    m = _tf_model(f, [tf.TensorSpec([5], tf.float32), tf.TensorSpec([], tf.int32)])
+    m = tf_model("while_cast")
     it = litecl.Interpreter(model_content=m, device=fast_device)
     assert len(it._model.subgraphs) >= 3
     pl = it.placement()
@@ -249,21 +232,7 @@ def test_control_flow_stays_in_one_fallback_segment(fast_device):
 
 
 def test_resource_variables_keep_state_in_one_segment(fast_device):
-    tf = pytest.importorskip("tensorflow")
-
-    class M(tf.Module):
-        def __init__(self):
-            self.v = tf.Variable(tf.zeros([4], tf.float32))
-
-        @tf.function(input_signature=[tf.TensorSpec([4], tf.int32)])
-        def step(self, x):
-            self.v.assign_add(tf.cast(x, tf.float32))
-            return tf.cast(self.v.read_value(), tf.int64)
-
-    mod = M()
-    conv = tf.lite.TFLiteConverter.from_concrete_functions([mod.step.get_concrete_function()], mod)
-    conv.experimental_enable_resource_variables = True
-    m = conv.convert()
+    m = tf_model("variable_cast")
     it = litecl.Interpreter(model_content=m, device=fast_device)
     ops = [p["op"] for p in it.placement()]
     assert "ASSIGN_VARIABLE" in ops or "VAR_HANDLE" in ops
