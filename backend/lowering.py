@@ -74,7 +74,10 @@ class AddLowering:
 
         a, b, o = (sg.tensors[t] for t in (node.inputs[0], node.inputs[1], node.outputs[0]))
         qp = [(float(t.scales[0]), int(t.zero_points[0]) if t.zero_points.size else 0) for t in (a, b, o)]
-        return quant_add_params(o.dtype.name, qp[0], qp[1], qp[2], node.activation)
+        # AddOptions.pot_scale_int16 defaults to true in the schema (and when options are absent)
+        pot = bool(getattr(node.options, "potScaleInt16", True)) if node.options is not None else True
+        return quant_add_params(o.dtype.name, qp[0], qp[1], qp[2], node.activation,
+                                pot_scale_int16=pot)
 
     @staticmethod
     def why_not(node: Node, sg: Subgraph, caps) -> str | None:
@@ -97,9 +100,14 @@ class AddLowering:
             except ImportError:
                 return f"{dt} quantized not supported yet"
             try:
-                AddLowering._quant_params(node, sg)
+                p = AddLowering._quant_params(node, sg)
             except ValueError as e:
                 return str(e)
+            from .ops.add_quant import quant_add_why_not  # noqa: PLC0415
+
+            r = quant_add_why_not(p, ts[0].shape_signature, ts[1].shape_signature)
+            if r:
+                return r
         return add_ops.add_why_not(dt, [t.shape_signature for t in ts], node.activation, caps)
 
     @staticmethod
