@@ -66,7 +66,8 @@ def _open(args):
     from .interpreter import Interpreter  # noqa: PLC0415
 
     return Interpreter(model_path=args.model, device=args.device,
-                       strict=getattr(args, "strict", False))
+                       strict=getattr(args, "strict", False),
+                       reference=getattr(args, "reference", "builtin"))
 
 
 def _details_by_name(interp, signature):
@@ -161,7 +162,7 @@ def cmd_compare(args) -> int:
     details = _details_by_name(interp, sig)
     inputs = _inputs_for(details, _load_npz(args.inputs) if args.inputs else None, args.seed)
     got = _run_litecl(interp, inputs, sig)
-    want = run_reference(interp._model.raw, inputs, sig, xnnpack=args.xnnpack)
+    want = run_reference(interp._model.raw, inputs, sig, reference=args.reference)
     reps = [diff_report(k, got.get(k, np.array([])), v) for k, v in want.items()]
     ok = all(r["bit_exact"] for r in reps)
     pl = interp.placement()
@@ -236,6 +237,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--signature", help="signature key to run (default: subgraph 0)")
     s.add_argument("--strict", action="store_true", help="fail instead of falling back when a kernel does not build")
+    s.add_argument("--reference", choices=("builtin", "ref", "xnnpack"), default="builtin",
+                   help="LiteRT op resolver for the fallback segments (default builtin)")
     s.set_defaults(fn=cmd_run)
 
     s = sub.add_parser("compare", help="run litecl and LiteRT on the same inputs; exit 1 on any difference")
@@ -245,8 +248,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--signature")
     s.add_argument("--json", action="store_true")
-    s.add_argument("--xnnpack", action="store_true",
-                   help="compare with LiteRT's default configuration (XNNPACK) instead of its builtin kernels")
+    s.add_argument("--reference", choices=("builtin", "ref", "xnnpack"), default="builtin",
+                   help="LiteRT op resolver to compare with (it also runs litecl's fallback "
+                   "segments): builtin kernels without XNNPACK (default), reference kernels, "
+                   "or LiteRT's default configuration with XNNPACK")
     s.add_argument("--strict", action="store_true")
     s.set_defaults(fn=cmd_compare)
 

@@ -95,12 +95,12 @@ def random_inputs(details, seed: int = 0) -> dict:
 
 
 def run_reference(model_content: bytes, inputs: dict, signature: str | None = None,
-                  num_threads=None, xnnpack: bool = False) -> dict:
+                  num_threads=None, reference: str = "builtin") -> dict:
     """Run the whole model on LiteRT; inputs and outputs keyed by tensor (or signature)
     name. Raises RuntimeError from LiteRT on a failed invoke."""
     from .fallback import make_interpreter  # noqa: PLC0415
 
-    ref = make_interpreter(model_content, num_threads, xnnpack)
+    ref = make_interpreter(model_content, num_threads, reference)
     if signature is not None:
         return dict(ref.get_signature_runner(signature)(**inputs))
     details = ref.get_input_details()

@@ -100,12 +100,14 @@ class Executor:
     """
 
     def __init__(self, model: Model, subgraph: int, device, num_threads=None,
-                 strict: bool = False, force_fallback: dict | None = None):
+                 strict: bool = False, force_fallback: dict | None = None,
+                 reference: str = "builtin"):
         self.model = model
         self.sg = model.subgraphs[subgraph]
         self.device = device
         self.caps = device.caps
         self.num_threads = num_threads
+        self.reference = reference
         self.strict = strict
         self.placements, self.segments = partition(self.sg, self.caps, force_fallback)
         self.build_failures: dict[int, str] = {}
@@ -222,7 +224,7 @@ class Executor:
         if f.interp is None or f.shapes_key != shapes:
             if f.interp is None:
                 content = build_submodel(self.model, self.sg.index, f.nodes, f.inputs, f.outputs)
-                f.interp = make_interpreter(content, self.num_threads)
+                f.interp = make_interpreter(content, self.num_threads, self.reference)
             details = f.interp.get_input_details()
             f.in_index = [d["index"] for d in details]
             for d, s in zip(details, shapes):

@@ -124,15 +124,21 @@ def build_submodel(model: Model, subgraph: int, nodes: list[int], inputs: list[i
     return bytes(b.Output())
 
 
-def make_interpreter(content: bytes, num_threads=None, xnnpack: bool = False):
-    """A LiteRT Interpreter over model bytes.
+#: LiteRT op resolvers litecl can run against (``reference=``):
+#: "builtin": LiteRT's builtin (optimized) kernels without the default XNNPACK delegate,
+#:   the default; "ref": LiteRT's reference kernels (BUILTIN_REF: slow, the definition of
+#:   each op); "xnnpack": LiteRT's default configuration (XNNPACK delegate).
+REFERENCES = ("builtin", "ref", "xnnpack")
 
-    By default LiteRT's builtin kernels without its default delegate (XNNPACK), the
-    deterministic reference litecl matches bit for bit; ``xnnpack=True`` gives LiteRT's
-    default configuration (XNNPACK may differ in NaN handling of clamps).
-    """
+
+def make_interpreter(content: bytes, num_threads=None, reference: str = "builtin"):
+    """A LiteRT Interpreter over model bytes, with the op resolver named by ``reference``
+    (see REFERENCES). Raises ValueError for an unknown reference."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
 
-    kind = OpResolverType.AUTO if xnnpack else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    kinds = {"builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+             "ref": OpResolverType.BUILTIN_REF, "xnnpack": OpResolverType.AUTO}
+    if reference not in kinds:
+        raise ValueError(f"unknown reference {reference!r}; expected one of {', '.join(REFERENCES)}")
     return Interpreter(model_content=content, num_threads=num_threads,
-                       experimental_op_resolver_type=kind)
+                       experimental_op_resolver_type=kinds[reference])

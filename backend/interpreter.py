@@ -51,7 +51,8 @@ class _Graph:
 
     def _executor(self) -> Executor:
         i = self.interp
-        return Executor(i._model, self.index, i._device, i._num_threads, i._strict, self.forced)
+        return Executor(i._model, self.index, i._device, i._num_threads, i._strict, self.forced,
+                        i._reference)
 
     def allocate(self) -> None:
         for _ in range(len(self.sg.nodes) + 1):
@@ -102,11 +103,18 @@ class Interpreter:
         (``LITECL_DEVICE`` or auto).
       num_threads: threads for the LiteRT fallback sub-interpreters.
       strict: raise instead of falling back when a generated kernel fails to build.
+      reference: the LiteRT op resolver that runs fallback segments: "builtin" (default,
+        LiteRT's kernels without XNNPACK), "ref" (reference kernels) or "xnnpack".
     Raises ModelError (bad model), DeviceError (no such device): both ValueError.
     """
 
     def __init__(self, model_path=None, model_content=None, *, device=None, num_threads=None,
-                 strict: bool = False):
+                 strict: bool = False, reference: str = "builtin"):
+        from .fallback import REFERENCES  # noqa: PLC0415
+
+        if reference not in REFERENCES:
+            raise LiteclError(f"unknown reference {reference!r}; expected one of {', '.join(REFERENCES)}")
+        self._reference = reference
         self._model = load_model(model_path, model_content)
         self._device = open_device(device)
         self._num_threads = num_threads

@@ -163,7 +163,7 @@ def test_cli_compare_exit_1_on_difference(fast_device, tmp_path):
     p.write_bytes(add_model("float32", [4], [4]))
     inp = tmp_path / "in.npz"
     np.savez(inp, input1=np.array([np.inf, 1, 2, 3], np.float32), input2=np.ones(4, np.float32))
-    r = run_cli("compare", str(p), "--device", fast_device, "--inputs", str(inp), "--xnnpack")
+    r = run_cli("compare", str(p), "--device", fast_device, "--inputs", str(inp), "--reference", "xnnpack")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "DIFFER" in r.stdout
 
