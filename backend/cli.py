@@ -182,6 +182,57 @@ def cmd_compare(args) -> int:
     return 0 if ok else 1
 
 
+def cmd_bench(args) -> int:
+    import time  # noqa: PLC0415
+
+    from .bench import benchmark_interpreter, format_stats, node_profile  # noqa: PLC0415
+    from .compare import random_inputs  # noqa: PLC0415
+    from .interpreter import Interpreter  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    interp = Interpreter(model_path=args.model, device=args.device, num_threads=args.num_threads)
+    interp.allocate_tensors()
+    init_ms = (time.perf_counter() - t0) * 1e3
+    details = interp.get_input_details()
+    by_name = _inputs_for(details, _load_npz(args.inputs) if args.inputs else None, args.seed)
+    inputs = {d["index"]: by_name[d["name"]] for d in details}
+    caps = interp.device.caps
+    print(f"INFO: litecl device: {caps.platform}: {caps.name}" + (f" (profile {caps.profile})" if caps.profile else ""))
+    print(f"INFO: Initialized session in {init_ms:.3f}ms.")
+    print(f"INFO: Running benchmark for at least {args.warmup_runs} iterations and at least "
+          f"{args.warmup_min_secs} seconds but terminate if exceeding {args.max_secs} seconds.")
+    res = benchmark_interpreter(interp, inputs, warmup_runs=args.warmup_runs,
+                                warmup_min_secs=args.warmup_min_secs, num_runs=args.num_runs,
+                                min_secs=args.min_secs, max_secs=args.max_secs)
+    print(f"INFO: {format_stats(res['warmup'])}")
+    print(f"INFO: Running benchmark for at least {args.num_runs} iterations and at least "
+          f"{args.min_secs} seconds but terminate if exceeding {args.max_secs} seconds.")
+    print(f"INFO: {format_stats(res['runs'])}")
+    w, r = res["warmup"], res["runs"]
+    print(f"INFO: Inference timings in us: Init: {init_ms * 1e3:.0f}, First inference: "
+          f"{w['first']:.0f}, Warmup (avg): {w['avg']:.0f}, Inference (avg): {r['avg']:.0f}")
+    rows = node_profile(interp, inputs, runs=args.profile_runs)
+    print()
+    print("============================== Run Order ==============================")
+    print(f"{'[node type]':>24} {'[placement]':>11} {'[avg ms]':>10} {'[%]':>8} {'[cdf%]':>8}  [what]")
+    for row in rows:
+        what = row["what"] + (" (computed once at allocate_tensors)" if row["folded"] else "")
+        print(f"{row['node']:>24} {row['placement']:>11} {row['avg_ms']:>10.3f} "
+              f"{row['pct']:>7.2f}% {row['cdf']:>7.2f}%  {what}")
+    other = r["avg"] / 1e3 - sum(row["avg_ms"] for row in rows)
+    print(f"{'(other)':>24} {'host':>11} {max(other, 0.0):>10.3f}  transfers, launches, "
+          "Python overhead (inference avg minus the rows above)")
+    print("(OpenCL rows: event-profiled kernel time; fallback rows: wall time of the LiteRT "
+          "sub-interpreter's invoke; profiled runs wait for each kernel)")
+    if args.json:
+        import json  # noqa: PLC0415
+
+        with open(args.json, "w") as f:
+            json.dump({"model": args.model, "device": repr(interp.device), "init_ms": init_ms,
+                       **res, "nodes": rows}, f, indent=2)
+    return 0
+
+
 def cmd_kernel(args) -> int:
     from .device import open_device  # noqa: PLC0415
     from .ops.codegen import cast_kernel  # noqa: PLC0415
@@ -254,6 +305,21 @@ def _parser() -> argparse.ArgumentParser:
                    "or LiteRT's default configuration with XNNPACK")
     s.add_argument("--strict", action="store_true")
     s.set_defaults(fn=cmd_compare)
+
+    s = sub.add_parser("bench", help="benchmark_model-style timings and a per-node table")
+    s.add_argument("model")
+    s.add_argument("--device", help=dev_help)
+    s.add_argument("--inputs", help=".npz of inputs keyed by input name (default: seeded random)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--num_threads", type=int, default=None, help="threads of the LiteRT fallback segments")
+    s.add_argument("--warmup_runs", type=int, default=1)
+    s.add_argument("--warmup_min_secs", type=float, default=0.5)
+    s.add_argument("--num_runs", type=int, default=50)
+    s.add_argument("--min_secs", type=float, default=1.0)
+    s.add_argument("--max_secs", type=float, default=150.0)
+    s.add_argument("--profile_runs", type=int, default=10, help="runs for the per-node table")
+    s.add_argument("--json", help="also write the results to this JSON file")
+    s.set_defaults(fn=cmd_bench)
 
     s = sub.add_parser("kernel", help="print a generated kernel")
     ks = s.add_subparsers(dest="kind", metavar="KIND", parser_class=_Parser)

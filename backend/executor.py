@@ -347,6 +347,8 @@ class Executor:
                 if shapes != step.shapes_key:
                     self._plan_fallback(step)
                 self._run_fallback(step)
+        # synchronous like LiteRT's Invoke(): outputs are complete when invoke returns
+        self.device.queue.finish()
 
     def get(self, t: int) -> np.ndarray:
         """A host copy of tensor ``t``'s current value."""
