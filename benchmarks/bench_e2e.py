@@ -1,0 +1,139 @@
+"""End-to-end: litecl vs LiteRT on the same model in the same process, alternating rounds.
+
+One inference = set inputs, invoke, read outputs (what a user pays). LiteRT runs with the
+same op resolver litecl matches (builtin kernels, no XNNPACK; --reference to change).
+Also cold start: interpreter creation + allocate_tensors + first inference, vs warm.
+
+    python benchmarks/bench_e2e.py --device intel --size 16777216 --out bench_out
+
+Writes e2e.json, e2e.md and e2e.png under --out.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from common import SHARED, progress, write_outputs
+
+import litecl  # noqa: E402
+from litecl.bench import make_run  # noqa: E402
+from litecl.compare import random_inputs  # noqa: E402
+from litecl.fallback import make_interpreter  # noqa: E402
+from models.builders import add_model, cast_model, chain_model  # noqa: E402
+
+REAL = ["movenet_singlepose_lightning_int8.tflite", "lyra_quantizer.tflite",
+        "recommendation_cnn_i10i32o100.tflite", "rope.tflite", "frontend_sl_v1.tflite"]
+
+
+def synthetic(n: int) -> dict[str, bytes]:
+    return {
+        "CAST f32->f16": cast_model("float32", "float16", [n]),
+        "CAST u8->f32": cast_model("uint8", "float32", [n]),
+        "CAST i64->f16": cast_model("int64", "float16", [n]),
+        "ADD f32": add_model("float32", [n], [n]),
+        "u8->f32 +1 ->f16": chain_model(["uint8", "float32", ("add", np.full([n], 1.0, np.float32)), "float16"], [n]),
+    }
+
+
+def _inputs(interp, seed=0):
+    ins = random_inputs(interp.get_input_details(), seed)
+    return {d["index"]: ins[d["name"]] for d in interp.get_input_details()}
+
+
+def cold_start(model: bytes, device, reference) -> tuple[float, float]:
+    t0 = time.perf_counter()
+    it = litecl.Interpreter(model_content=model, device=device, reference=reference)
+    it.allocate_tensors()
+    run = make_run(it, _inputs(it))
+    run()
+    t_l = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ref = make_interpreter(model, reference=reference)
+    ref.allocate_tensors()
+    make_run(ref, _inputs(ref))()
+    t_r = time.perf_counter() - t0
+    return t_l, t_r
+
+
+def compare(model: bytes, device, reference: str, rounds: int, per_round: int) -> dict:
+    it = litecl.Interpreter(model_content=model, device=device, reference=reference)
+    it.allocate_tensors()
+    ref = make_interpreter(model, reference=reference)
+    ref.allocate_tensors()
+    run_l, run_r = make_run(it, _inputs(it)), make_run(ref, _inputs(ref))
+    run_l()
+    run_r()  # warm-up
+    tl, tr = [], []
+    for _ in range(rounds):  # alternate so drift (thermal, other load) hits both
+        for run, acc in ((run_l, tl), (run_r, tr)):
+            for _ in range(per_round):
+                t0 = time.perf_counter_ns()
+                run()
+                acc.append((time.perf_counter_ns() - t0) / 1e3)
+    ex = it._main.ex
+    on = sum(p["placement"] == "opencl" for p in it.placement())
+    segs = sum(s.placement == "opencl" for s in ex.segments)
+    it.close()
+    ml, mr = statistics.median(tl), statistics.median(tr)
+    return {"litecl_us": ml, "litert_us": mr, "ratio": ml / mr, "opencl_nodes": on,
+            "opencl_segments": segs}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--size", type=int, default=1 << 24, help="elements of the synthetic models")
+    ap.add_argument("--small", type=int, default=4096, help="elements of the small-model overhead run")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--per-round", type=int, default=4)
+    ap.add_argument("--reference", default="builtin", choices=("builtin", "ref", "xnnpack"))
+    ap.add_argument("--no-real", action="store_true", help="skip ../shared/models")
+    ap.add_argument("--out", default="bench_out", type=Path)
+    args = ap.parse_args(argv)
+    dev = litecl.open_device(args.device)
+    cases = [(f"{k} [{args.size}]", m) for k, m in synthetic(args.size).items()]
+    cases += [(f"{k} [{args.small}]", m) for k, m in synthetic(args.small).items()]
+    if not args.no_real and SHARED.is_dir():
+        cases += [(name, (SHARED / name).read_bytes()) for name in REAL if (SHARED / name).exists()]
+    rows = []
+    for name, m in progress(cases, desc=f"e2e on {dev.caps.name}"):
+        r = compare(m, args.device, args.reference, args.rounds, args.per_round)
+        cl, cr = cold_start(m, args.device, args.reference)
+        r.update(case=name, cold_litecl_ms=cl * 1e3, cold_litert_ms=cr * 1e3)
+        rows.append(r)
+    md = [f"Device: {dev.caps.platform}: {dev.caps.name}; reference: LiteRT {args.reference}; "
+          f"median of {args.rounds}x{args.per_round} alternating runs (set inputs + invoke + read outputs)\n",
+          "| model | litecl (us) | LiteRT (us) | litecl / LiteRT | cold start litecl / LiteRT (ms) |",
+          "|---|---|---|---|---|"]
+    for r in rows:
+        md.append(f"| {r['case']} | {r['litecl_us']:.0f} | {r['litert_us']:.0f} | {r['ratio']:.2f}x | "
+                  f"{r['cold_litecl_ms']:.1f} / {r['cold_litert_ms']:.1f} |")
+    write_outputs(args.out, "e2e", {"device": dev.caps.name, "rows": rows}, "\n".join(md) + "\n")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
+        ys = np.arange(len(rows))
+        ax.barh(ys - 0.2, [r["litecl_us"] / 1e3 for r in rows], 0.4, label="litecl")
+        ax.barh(ys + 0.2, [r["litert_us"] / 1e3 for r in rows], 0.4, label="LiteRT")
+        ax.set_yticks(ys, [r["case"] for r in rows], fontsize=8)
+        ax.set_xscale("log")
+        ax.set_xlabel("ms per inference (set + invoke + read), log scale")
+        ax.set_title(f"litecl vs LiteRT on {dev.caps.name}")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.out / "e2e.png", dpi=110)
+    except ImportError:
+        print("matplotlib not installed (bench extra): no plot")
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""Roofline of litecl's lowered kernels: GB/s (bytes read + written) of every CAST pair and
+of ADD, from OpenCL profiling events, against the device's own float4 copy bandwidth.
+
+    python benchmarks/bench_roofline.py --device intel --sizes 10,14,18,22,24 --out bench_out
+
+Writes roofline.json, roofline.md and roofline.png under --out.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import numpy as np
+
+from common import copy_bandwidth, progress, write_outputs
+
+import litecl  # noqa: E402  (after common.py set sys.path)
+from litecl.ops.dtypes import CAST_TYPES  # noqa: E402
+from models.builders import add_model, cast_model  # noqa: E402
+
+
+def kernel_seconds(model: bytes, device: str, repeats: int) -> float:
+    it = litecl.Interpreter(model_content=model, device=device)
+    it.allocate_tensors()
+    rng = np.random.default_rng(0)
+    for d in it.get_input_details():
+        dt = np.dtype(d["dtype"])
+        v = (rng.random(d["shape"]) * 100).astype(dt) if dt.kind != "b" else rng.random(d["shape"]) < 0.5
+        it.set_tensor(d["index"], v)
+    ex = it._main.ex
+    it.invoke()  # warm-up (and first upload)
+    ex.profile = True
+    times = []
+    for _ in range(repeats):
+        ex.kernel_times_ns.clear()
+        it.invoke()
+        times.append(sum(ex.kernel_times_ns.values()) * 1e-9)
+    it.close()
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default=None, help="litecl device spec (default: auto)")
+    ap.add_argument("--sizes", default="10,14,18,22,24",
+                    help="comma-separated log2 element counts (issue range: 10..26)")
+    ap.add_argument("--pairs", default="all", help="'all' or comma-separated src:dst CAST pairs")
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--out", default="bench_out", type=Path)
+    args = ap.parse_args(argv)
+    dev = litecl.open_device(args.device)
+    roof = copy_bandwidth(dev)
+    sizes = [1 << int(s) for s in args.sizes.split(",")]
+    names = [d.name for d in CAST_TYPES]
+    if args.pairs == "all":
+        pairs = [(s, d) for s in names for d in names if s != d]
+    else:
+        pairs = [tuple(p.split(":")) for p in args.pairs.split(",")]
+    cases = [("CAST", s, d) for s, d in pairs] + [("ADD", t, t) for t in ("float32", "int32", "int64")]
+    rows = []
+    for op, s, d in progress(cases, desc=f"roofline on {dev.caps.name}"):
+        for n in sizes:
+            if op == "CAST":
+                m = cast_model(s, d, [n])
+                nbytes = n * (np.dtype(s).itemsize + np.dtype(d).itemsize)
+            else:
+                m = add_model(s, [n], [n])
+                nbytes = 3 * n * np.dtype(s).itemsize
+            sec = kernel_seconds(m, args.device, args.repeats)
+            rows.append({"op": op, "src": s, "dst": d, "n": n, "seconds": sec,
+                         "gbps": nbytes / sec / 1e9 if sec else float("nan"),
+                         "roof_pct": 100 * nbytes / sec / 1e9 / roof if sec else float("nan")})
+    big = max(sizes)
+    md = [f"Device: {dev.caps.platform}: {dev.caps.name}; float4 copy roof {roof:.1f} GB/s\n",
+          f"| op | src -> dst | GB/s at 2^{big.bit_length() - 1} | % of copy roof |", "|---|---|---|---|"]
+    for r in rows:
+        if r["n"] == big:
+            md.append(f"| {r['op']} | {r['src']} -> {r['dst']} | {r['gbps']:.1f} | {r['roof_pct']:.0f}% |")
+    write_outputs(args.out, "roofline", {"device": dev.caps.name, "copy_gbps": roof, "rows": rows},
+                  "\n".join(md) + "\n")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for key in sorted({(r["op"], r["src"], r["dst"]) for r in rows}):
+            pts = [(r["n"], r["gbps"]) for r in rows if (r["op"], r["src"], r["dst"]) == key]
+            ax.plot(*zip(*pts), alpha=0.35, lw=1)
+        ax.axhline(roof, color="k", ls="--", label=f"float4 copy {roof:.0f} GB/s")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("elements")
+        ax.set_ylabel("GB/s (read + written)")
+        ax.set_title(f"litecl CAST/ADD kernels on {dev.caps.name}")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.out / "roofline.png", dpi=110)
+    except ImportError:
+        print("matplotlib not installed (bench extra): no plot")
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""Shared pieces of the benchmark scripts: paths, the device's own copy bandwidth, output.
+
+Honest-benchmark rules (STYLE.md 9): warm up, queue.finish() around timed regions,
+medians, event-profiled kernel time next to end-to-end time, the peer (LiteRT) measured in
+the same process in alternating rounds.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # for models.builders
+
+SHARED = Path(os.environ.get("LITECL_SHARED_MODELS", ROOT.parent / "shared" / "models"))
+
+
+def copy_bandwidth(device, n_bytes: int = 1 << 28, repeats: int = 10) -> float:
+    """GB/s (bytes read + written) of a float4 copy kernel on ``device`` (a litecl Device):
+    the roof every elementwise kernel is measured against."""
+    import pyopencl as cl
+
+    n4 = n_bytes // 16
+    src = "__kernel void copy4(__global const float4* a, __global float4* b) " \
+          "{ size_t i = get_global_id(0); b[i] = a[i]; }"
+    prg = cl.Program(device.context, src).build()
+    a = cl.Buffer(device.context, cl.mem_flags.READ_ONLY, n4 * 16)
+    b = cl.Buffer(device.context, cl.mem_flags.WRITE_ONLY, n4 * 16)
+    cl.enqueue_fill_buffer(device.queue, a, np.float32(1), 0, n4 * 16)
+    k = prg.copy4
+    times = []
+    for i in range(repeats + 2):
+        ev = k(device.queue, (n4,), None, a, b)
+        ev.wait()
+        if i >= 2:
+            times.append((ev.profile.end - ev.profile.start) * 1e-9)
+    return 2 * n4 * 16 / statistics.median(times) / 1e9
+
+
+def write_outputs(out_dir: Path, name: str, data, table_md: str) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(data, indent=2, default=float))
+    (out_dir / f"{name}.md").write_text(table_md)
+
+
+def progress(it, **kw):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm is in the bench extra
+        return it
+    return tqdm(it, **kw)
