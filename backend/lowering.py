@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import InputError
 from .model import Node, Subgraph
 from .ops import add as add_ops
 from .ops.cast import cast_why_not
@@ -105,7 +106,9 @@ class AddLowering:
                 return str(e)
             from .ops.add_quant import quant_add_why_not  # noqa: PLC0415
 
-            r = quant_add_why_not(p, ts[0].shape_signature, ts[1].shape_signature)
+            # shape_signature marks dynamic dims -1 (single_add a8w8: [-1, 32, 32]): check
+            # the shapes the model declares now; kernel() re-checks the allocated ones
+            r = quant_add_why_not(p, ts[0].shape, ts[1].shape)
             if r:
                 return r
         return add_ops.add_why_not(dt, [t.shape_signature for t in ts], node.activation, caps)
@@ -118,6 +121,13 @@ class AddLowering:
     def kernel(node: Node, sg: Subgraph, shapes, caps) -> KernelSpec:
         dt = sg.tensors[node.outputs[0]].dtype
         quant = AddLowering._quant_params(node, sg) if dt.name in add_ops.QUANT_ADD_TYPES else None
+        if quant is not None:
+            from .ops.add_quant import quant_add_why_not  # noqa: PLC0415
+
+            # after a resize: LiteRT aborts the process on a broadcasting int16 POT ADD
+            r = quant_add_why_not(quant, shapes[0], shapes[1])
+            if r:
+                raise InputError(f"ADD node {node.index}: {r}")
         src = add_ops.add_kernel(dt.name, shapes[0], shapes[1], node.activation, caps, quant)
         out = add_ops.broadcast_shape(shapes[0], shapes[1])
         bc = " (broadcast)" if tuple(shapes[0]) != tuple(shapes[1]) else ""
