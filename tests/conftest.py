@@ -18,7 +18,10 @@ SHARED_MODELS = Path(os.environ.get("LITECL_SHARED_MODELS", ROOT.parent / "share
 
 #: (spec, human name) of each platform litecl knows how to reach.
 KNOWN = [("pocl", "Portable Computing Language"), ("intel", "Intel(R) OpenCL"),
-         ("oclgrind", "Oclgrind")]
+         ("oclgrind", "Oclgrind"), ("nvidia", "NVIDIA CUDA")]
+
+#: The real devices device tests run on (each skipped with its reason when unusable).
+REAL_DEVICES = ["pocl", "intel", "nvidia"]
 
 
 def _device_status() -> dict[str, str]:
@@ -36,7 +39,6 @@ def _device_status() -> dict[str, str]:
 
 
 DEVICE_STATUS = _device_status()
-FAST_DEVICES = [s for s in ("pocl", "intel") ]
 
 
 def device_params(specs, profiles=("",)):
@@ -51,7 +53,7 @@ def device_params(specs, profiles=("",)):
 
 
 def any_fast_device() -> str:
-    for s in ("pocl", "intel"):
+    for s in ("nvidia", "pocl", "intel"):
         if not DEVICE_STATUS.get(s):
             return s
     pytest.skip("no fast OpenCL device (PoCL or Intel) can build kernels here: "

@@ -13,7 +13,7 @@ from litecl.fallback import make_interpreter
 from litecl.ops.dtypes import CAST_TYPES
 from models.builders import cast_model
 
-from conftest import device_params
+from conftest import REAL_DEVICES, device_params
 
 NAMES = [d.name for d in CAST_TYPES]
 PAIRS = [(s, d) for s in NAMES for d in NAMES if s != d] + [("complex64", d) for d in NAMES]
@@ -105,7 +105,7 @@ def check_pair(device: str, src: str, dst: str, sizes=SIZES) -> None:
                         f"in={x[i]!r} got={got[i]!r} want={want[i]!r}")
 
 
-@pytest.mark.parametrize("device", device_params(["pocl", "intel"], ["", "mobile", "mobile-fp16"]))
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["", "mobile", "mobile-fp16"]))
 @pytest.mark.parametrize("src", NAMES + ["complex64"])
 def test_cast_all_pairs(device, src):
     for s, d in PAIRS:
