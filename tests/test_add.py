@@ -5,8 +5,8 @@ LiteRT's (``litecl.compare.mismatches``: bits, any NaN equals any NaN, -0.0 != +
 
 - the matrix: float32, int32, int64, int8, uint8, int16 x broadcast shapes (same shape,
   scalars, rank mismatch, 5-D and 6-D, sizes that divide nothing) x the four fused
-  activations x Intel's CPU runtime (and PoCL where it can build) in the default and
-  ``mobile`` profiles; a small subset under Oclgrind, which reports invalid accesses;
+  activations x every real device (Intel's CPU runtime here; PoCL and NVIDIA where they
+  build) in the default and ``mobile`` profiles; a small subset under Oclgrind, which reports invalid accesses;
 - float edge cases (inf + -inf, NaN through every activation at every position, signed
   zeros, FLT_MAX saturation, subnormals) and integer wrap-around, each also checked
   against the value LiteRT documents (models/LITERT_FACTS.md);
@@ -36,7 +36,7 @@ from litecl.fallback import make_interpreter
 from litecl.ops.add_quant import quant_add_params, quant_add_reference
 from models.builders import add_model
 
-from conftest import device_params, shared_model
+from conftest import REAL_DEVICES, device_params, shared_model
 
 DTYPES = ("float32", "int32", "int64", "int8", "uint8", "int16")
 ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
@@ -150,7 +150,7 @@ def assert_same(got: np.ndarray, want: np.ndarray, what: str, inputs=()) -> None
 # The matrix
 # ------------------------------------------------------------------------------------------
 
-FAST = device_params(["pocl", "intel"], ["", "mobile"])
+FAST = device_params(REAL_DEVICES, ["", "mobile"])
 
 
 @pytest.mark.parametrize("dt", DTYPES)
@@ -308,7 +308,7 @@ DEPARTING = {
 }
 
 
-@pytest.mark.parametrize("device", device_params(["pocl", "intel"], [""]))
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES, [""]))
 def test_quantized_follows_reference_kernels_where_optimized_departs(device):
     """litecl computes what BUILTIN_REF computes (reference="ref" then compares and falls
     back with the same kernels): every element, every activation, broadcast or not."""
@@ -412,6 +412,46 @@ def _with_pot(content: bytes, pot: bool) -> bytes:
     return bytes(b.Output())
 
 
+def test_no_code_generation_per_invoke(fast_device, monkeypatch):
+    """Index arithmetic and kernels are generated at allocate_tensors for the concrete
+    shapes; invoke() only launches."""
+    import litecl.executor as executor_mod  # noqa: PLC0415
+    import litecl.ops.add as add_mod  # noqa: PLC0415
+
+    m = model("int8", (2, 1, 3, 1, 5), (1, 4, 3, 7, 1), "RELU")
+    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it.allocate_tensors()
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("code generated at invoke")
+
+    for mod, name in [(executor_mod, "kernel_spec"), (add_mod, "add_kernel"),
+                      (add_mod, "index_code")]:
+        monkeypatch.setattr(mod, name, forbidden)
+    for seed in (1, 2, 3):
+        ins = [values("int8", (2, 1, 3, 1, 5), seed), values("int8", (1, 4, 3, 7, 1), seed + 9)]
+        for d, x in zip(it.get_input_details(), ins):
+            it.set_tensor(d["index"], x)
+        it.invoke()
+        got = it.get_tensor(it.get_output_details()[0]["index"])
+        assert_same(got, litert(m, ins, "ref"), f"invoke {seed}", ins)
+
+
+def test_same_tensor_on_both_inputs(fast_device):
+    """x + x: one buffer bound to both (read-only, restrict-qualified) arguments."""
+    for dt in ("float32", "int32", "int8"):
+        obj = schema.ModelT.InitFromPackedBuf(model(dt, (757,), (757,), "NONE"), 0)
+        sg = obj.subgraphs[0]
+        sg.operators[0].inputs = [0, 0]
+        sg.inputs = [0]
+        b = flatbuffers.Builder(1024)
+        b.Finish(obj.Pack(b), file_identifier=b"TFL3")
+        m = bytes(b.Output())
+        x = values(dt, [757], 31)
+        got, _ = litecl_run(m, [x], fast_device, "ref")
+        assert_same(got, litert(m, [x], "ref"), f"{dt} x + x", [x, x])
+
+
 # ------------------------------------------------------------------------------------------
 # Constant operands: uploaded once, all-constant nodes folded at allocate_tensors
 # ------------------------------------------------------------------------------------------
@@ -420,7 +460,7 @@ CONST_CASES = [("float32", [33], [1, 33]), ("int32", [], [81]), ("int64", [2, 1,
                ("int8", [757], []), ("uint8", [31, 1], [1, 33]), ("int16", [3, 27], [27])]
 
 
-@pytest.mark.parametrize("device", device_params(["pocl", "intel"], [""]))
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES, [""]))
 def test_constant_operand_uploaded_once(device, monkeypatch):
     from litecl.executor import Executor  # noqa: PLC0415
 
@@ -450,7 +490,7 @@ def test_constant_operand_uploaded_once(device, monkeypatch):
             monkeypatch.undo()
 
 
-@pytest.mark.parametrize("device", device_params(["pocl", "intel"], [""]))
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES, [""]))
 def test_all_constant_add_computed_once_at_allocate(device):
     for dt, s1, s2 in CONST_CASES:
         c1, c2 = values(dt, s1, 21), values(dt, s2, 22)
