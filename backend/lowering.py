@@ -81,6 +81,15 @@ class AddLowering:
                                 pot_scale_int16=pot)
 
     @staticmethod
+    def _quantized(node: Node, sg: Subgraph) -> bool:
+        """int8/uint8 ADD is always quantized; int16 only with quantization parameters on
+        some tensor: LiteRT runs an int16 ADD without any as plain wrapping arithmetic
+        (measured: [32767, -32768] + [1, -1] = [-32768, 32767], then the activation)."""
+        ts = [sg.tensors[t] for t in (*node.inputs, node.outputs[0])]
+        dt = ts[-1].dtype.name
+        return dt in ("int8", "uint8") or (dt == "int16" and any(t.scales.size for t in ts))
+
+    @staticmethod
     def why_not(node: Node, sg: Subgraph, caps) -> str | None:
         if len(node.inputs) != 2 or len(node.outputs) != 1 or min(node.inputs) < 0:
             return "expects two inputs and one output"
@@ -90,7 +99,7 @@ class AddLowering:
         if len({t.dtype.name for t in ts}) != 1:
             return "mixed input and output types"
         dt = ts[0].dtype.name
-        quant = dt in add_ops.QUANT_ADD_TYPES
+        quant = AddLowering._quantized(node, sg)
         if quant:
             if any(t.scales.size != 1 for t in ts):
                 return f"{dt} ADD without per-tensor quantization"
@@ -120,7 +129,7 @@ class AddLowering:
     @staticmethod
     def kernel(node: Node, sg: Subgraph, shapes, caps) -> KernelSpec:
         dt = sg.tensors[node.outputs[0]].dtype
-        quant = AddLowering._quant_params(node, sg) if dt.name in add_ops.QUANT_ADD_TYPES else None
+        quant = AddLowering._quant_params(node, sg) if AddLowering._quantized(node, sg) else None
         if quant is not None:
             from .ops.add_quant import quant_add_why_not  # noqa: PLC0415
 

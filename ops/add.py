@@ -3,8 +3,8 @@
 Semantics follow tensorflow/lite/kernels/add.cc and reference_ops::Add:
 - float32: ``a + b`` in float, then min(max(x, lo), hi) in std::max/std::min order
   (``x < lo ? lo : x``: a NaN passes through, unlike OpenCL's fmax).
-- int32 / int64: two's-complement wrap-around (computed in unsigned, which C defines),
-  then the activation clamp.
+- int32 / int64, and int16 without quantization parameters: two's-complement
+  wrap-around (computed in unsigned, which C defines), then the activation clamp.
 - int8 / uint8 / int16 (quantized): the fixed-point path in ``add_quant``.
 Broadcasting follows numpy (up to 6-D in TFLite); index arithmetic is generated for the
 shapes known at allocate_tensors, with adjacent dimensions merged when they broadcast
@@ -25,6 +25,10 @@ __all__ = ["broadcast_shape", "collapse", "index_code", "activation_range", "add
 PLAIN_ADD_TYPES = ("float32", "int32", "int64")
 QUANT_ADD_TYPES = ("int8", "uint8", "int16")
 MAX_RANK = 6
+
+#: Wrapping integer ADD: (unsigned, signed) OpenCL C types per type. int16 is here for an
+#: ADD without quantization parameters, which LiteRT runs as plain wrapping arithmetic.
+_WRAP_TYPES = {"int16": ("ushort", "short"), "int32": ("uint", "int"), "int64": ("ulong", "long")}
 
 
 def broadcast_shape(a, b) -> tuple:
@@ -146,7 +150,9 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
     """OpenCL C of a tiled ADD ``name(a, b, out, n, former_num, ...)``.
 
     dt: "float32" | "int32" | "int64" | "int8" | "uint8" | "int16"; shape1/shape2: input
-    shapes (broadcast like numpy); quant: add_quant.QuantAddParams for quantized types.
+    shapes (broadcast like numpy); quant: add_quant.QuantAddParams for
+    quantized types (None with int16: plain wrapping arithmetic, as LiteRT runs an int16 ADD
+    without quantization parameters).
     Raises ValueError for shapes that do not broadcast or an unsupported dtype.
     """
     d = dtype(dt)
@@ -157,10 +163,10 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
     if dt == "float32":
         val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
         body = f"const float v = a[{ia}] + b[{ib}];\nout[i] = {val};"
-    elif dt in ("int32", "int64"):
-        ut, ct = ("uint", "int") if dt == "int32" else ("ulong", "long")
+    elif dt in ("int32", "int64") or (dt == "int16" and quant is None):
+        ut, ct = _WRAP_TYPES[dt]
         val = _clamp("v", *(activation_range(dt, activation) or (None, None)), ct)
-        body = f"const {ct} v = as_{ct}(({ut})a[{ia}] + ({ut})b[{ib}]);\nout[i] = {val};"
+        body = f"const {ct} v = as_{ct}(({ut})(({ut})a[{ia}] + ({ut})b[{ib}]));\nout[i] = {val};"
     elif dt in QUANT_ADD_TYPES:
         from .add_quant import quant_add_cl_expr, quant_add_cl_functions  # noqa: PLC0415
 

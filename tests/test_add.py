@@ -194,7 +194,6 @@ def test_add_subset_under_oclgrind(device, capfd):
 # float32 and integer edge cases, checked against LiteRT and against the documented values
 # ------------------------------------------------------------------------------------------
 
-_bits = functools.partial(np.array, dtype=np.uint32)
 NAN = np.float32(np.nan)
 
 #: (a, b, {activation: expected}) measured in LiteRT's builtin kernels (LITERT_FACTS.md);
@@ -283,6 +282,40 @@ def test_integer_overflow_wraps_then_clamps(device, dt):
         assert_same(got, litert(mb, [a, one]), f"{dt} wrap bcast {act}", [a, one])
 
 
+def _unquantized(content: bytes) -> bytes:
+    """The model with every tensor's quantization parameters removed."""
+    obj = schema.ModelT.InitFromPackedBuf(content, 0)
+    for t in obj.subgraphs[0].tensors:
+        t.quantization = None
+    b = flatbuffers.Builder(1024)
+    b.Finish(obj.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+@pytest.mark.parametrize("device", FAST)
+def test_unquantized_int16_add_wraps(device):
+    """An int16 ADD without quantization parameters is plain wrapping arithmetic in LiteRT
+    (then the activation clamp), like int32: measured, and run on OpenCL the same way.
+    (int8/uint8 without them abort LiteRT: never built here.)"""
+    a = np.array([32767, -32768, 5, -7, 7, 0, 1, -1, 3], np.int16)
+    b = np.array([1, -1, 6, 0, 0, 0, 0, 0, 4], np.int16)
+    expect = {"NONE": [-32768, 32767, 11, -7, 7, 0, 1, -1, 7],
+              "RELU": [0, 32767, 11, 0, 7, 0, 1, 0, 7], "RELU6": [0, 6, 6, 0, 6, 0, 1, 0, 6],
+              "RELU_N1_TO_1": [-1, 1, 1, -1, 1, 0, 1, -1, 1]}
+    q = ((1.0, 0), (1.0, 0), (1.0, 0))
+    for act in ACTIVATIONS:
+        m = _unquantized(model("int16", (9,), (9,), act, q))
+        got, _ = litecl_run(m, [a, b], device)
+        assert got.tolist() == expect[act], (act, got)
+        assert_same(got, litert(m, [a, b]), f"int16 plain {act}", [a, b])
+        for s1, s2 in [([1999], [1999]), ([3, 1, 33], [1, 4, 1]), ([], [757])]:
+            m = _unquantized(model("int16", tuple(s1), tuple(s2), act, q))
+            ins = [values("int16", s1, 40), values("int16", s2, 41)]
+            got, _ = litecl_run(m, ins, device)
+            for ref in ("builtin", "ref"):
+                assert_same(got, litert(m, ins, ref), f"int16 plain {act} {s1}+{s2} {ref}", ins)
+
+
 @pytest.mark.parametrize("shapes", [([0], [0]), ([3, 0], [1]), ([0, 4], [4])])
 def test_zero_size_operands(fast_device, shapes):
     for dt in ("float32", "int32", "int8"):
@@ -298,9 +331,11 @@ def test_zero_size_operands(fast_device, shapes):
 # ------------------------------------------------------------------------------------------
 
 #: Scale configurations on which LiteRT's optimized ADD departs from its reference kernel:
-#: a smaller-scale input that is not a power-of-two fraction of the larger (rounding), and
-#: output scales ~1000x below the inputs' (the optimized kernel narrows to int16 without
-#: saturation, so a saturated result comes out with the wrong sign).
+#: unequal input scales where the optimized kernel's single rounding of the rescaled
+#: smaller-scale input (one shift before the multiply) differs from the reference kernel's
+#: two (multiply, then divide by a power of two), and output scales ~1000x below the
+#: inputs' (the optimized kernel narrows to int16 without saturation, so a saturated
+#: result comes out with the wrong sign).
 DEPARTING = {
     "int8": [((0.05, -3), (0.08, 10), (0.1, -5)), ((0.5, 3), (0.5, -3), (0.0004, 0)),
              ((1.0, 0), (0.001, 0), (0.002, 0))],
