@@ -40,10 +40,36 @@ def _load_npz(path: str) -> dict:
         raise _Usage(f"cannot read inputs file {path} as .npz: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
 
 
+def _available_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _check_fits(details: list[dict]) -> None:
+    """Refuse random inputs that cannot fit in memory (a mutated or absurd input shape),
+    rather than being killed by the kernel's OOM killer half-way."""
+    need = sum(int(np.prod(d["shape"], dtype=np.float64)) * np.dtype(d["dtype"]).itemsize
+               for d in details)
+    avail = _available_bytes()
+    # numpy draws float64 before converting, and LiteRT and the device hold copies
+    if avail is not None and 4 * need > avail:
+        big = max(details, key=lambda d: float(np.prod(d["shape"], dtype=np.float64)))
+        raise _Usage(f"random inputs need {need / 2**30:.1f} GiB (input {big['name']!r} "
+                     f"{[int(x) for x in big['shape']]}) and {avail / 2**30:.1f} GiB is available; "
+                     "pass --inputs")
+
+
 def _inputs_for(details: list[dict], given: dict | None, seed: int) -> dict:
     from .compare import random_inputs  # noqa: PLC0415
 
     if given is None:
+        _check_fits(details)
         return random_inputs(details, seed)
     names = [d["name"] for d in details]
     unknown = sorted(set(given) - set(names))
@@ -120,6 +146,11 @@ def cmd_devices(args) -> int:
 
 def cmd_inspect(args) -> int:
     interp = _open(args)
+    # allocating builds the kernels: a node whose kernel fails to build shows as a
+    # fallback with the build log in its reason
+    interp.allocate_tensors()
+    for key in interp.get_signature_list():
+        interp.get_signature_runner(key).allocate_tensors()
     pl = interp.placement()
     if args.json:
         print(json.dumps({"model": args.model, "device": repr(interp.device),
@@ -345,6 +376,8 @@ def main(argv=None) -> int:
         return _fail(str(e))
     except RuntimeError as e:  # LiteRT reports failed fallback invokes this way
         return _fail(f"LiteRT: {' '.join(str(e).split())[:300]}")
+    except MemoryError:
+        return _fail("out of memory (does the model or an input hold a huge tensor?)")
     except KeyboardInterrupt:
         return _fail("interrupted")
     except BrokenPipeError:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyopencl as cl
 
-from .errors import KernelBuildError, InputError
-from .fallback import build_submodel, make_interpreter
+from .errors import InputError, KernelBuildError, LiteclError, ModelError, UnsupportedError
+from .fallback import build_submodel, litert_abort_reason, make_interpreter
 from .lowering import KernelSpec, kernel_spec, output_shapes
 from .model import Model
 from .ops.tiling import plan as tiling_plan
@@ -125,6 +125,8 @@ class Executor:
         self.segment_times_ns: dict[int, int] = {}
         self.profile = False
         self.allocated = False
+        self.buffers_created = 0      # cl.Buffer allocations over this executor's life
+        self._writes: dict = {}       # tensor -> event of its last non-blocking upload
         self._boundaries()
 
     # ----------------------------------------------------------------- planning
@@ -195,7 +197,12 @@ class Executor:
     def _plan_kernel(self, i: int) -> None:
         n = self.sg.nodes[i]
         shapes = [self._shape_of(t) for t in n.inputs]
-        out = output_shapes(n, self.sg, shapes)
+        try:
+            out = output_shapes(n, self.sg, shapes)
+        except ValueError as e:  # e.g. ADD inputs that do not broadcast
+            if isinstance(e, LiteclError):
+                raise
+            raise ModelError(f"node {i} ({n.op}): {e}") from None
         for t, s in zip(n.outputs, out):
             self.shapes[t] = tuple(s)
         k = self._kernels.get(i)
@@ -208,9 +215,16 @@ class Executor:
         except KernelBuildError as e:
             if self.strict:
                 raise
-            self.build_failures[i] = f"kernel build failed: {e}; log: {e.log.strip()[:500]}"
+            log = " ".join(e.log.split())
+            self.build_failures[i] = f"{e}; build log: {log[:600]}" + ("..." if len(log) > 600 else "")
             raise _Replan(i, self.build_failures[i]) from None
-        tiling, gsize, lsize = launch_geometry(self.caps, spec.n, spec.tile_bytes)
+        try:
+            tiling, gsize, lsize = launch_geometry(self.caps, spec.n, spec.tile_bytes)
+        except ValueError as e:  # e.g. more elements than the kernels' indices reach
+            if self.strict:
+                raise UnsupportedError(f"node {i} ({n.op}): {e}") from None
+            self.build_failures[i] = f"no OpenCL launch: {e}"
+            raise _Replan(i, self.build_failures[i]) from None
         kern = cl.Kernel(prg, spec.name)
         kobj = _Kernel(spec, kern, tiling, gsize, lsize)
         kobj.in_shapes = shapes  # type: ignore[attr-defined]
@@ -219,18 +233,42 @@ class Executor:
             if self.sg.tensors[t].data is not None and t not in self.const_dev:
                 self.const_dev[t] = self._upload_new(self.sg.tensors[t].data)
 
+    def _check_aborts(self, f: _Fallback) -> None:
+        """ModelError where LiteRT would abort the process preparing the segment: its
+        nodes at the shapes known now (segment inputs, constants), and every node of
+        the subgraphs it calls at their declared shapes."""
+        for i in f.nodes:
+            r = litert_abort_reason(self.sg.nodes[i], self.sg, self.shapes)
+            if r:
+                raise ModelError(f"node {i} ({self.sg.nodes[i].op}): {r}")
+        if any(self.sg.nodes[i].subgraph_refs() for i in f.nodes):
+            for sub in self.model.subgraphs:
+                for n in sub.nodes:
+                    r = litert_abort_reason(n, sub, {t: sub.tensors[t].shape for t in n.inputs})
+                    if r:
+                        raise ModelError(f"subgraph {sub.index} node {n.index} ({n.op}): {r}")
+
     def _plan_fallback(self, f: _Fallback) -> None:
         shapes = tuple(self._shape_of(t) for t in f.inputs)
         if f.interp is None or f.shapes_key != shapes:
-            if f.interp is None:
-                content = build_submodel(self.model, self.sg.index, f.nodes, f.inputs, f.outputs)
-                f.interp = make_interpreter(content, self.num_threads, self.reference)
-            details = f.interp.get_input_details()
-            f.in_index = [d["index"] for d in details]
-            for d, s in zip(details, shapes):
-                if tuple(d["shape"]) != s:
-                    f.interp.resize_tensor_input(d["index"], list(s), strict=False)
-            f.interp.allocate_tensors()
+            self._check_aborts(f)
+            try:
+                if f.interp is None:
+                    content = build_submodel(self.model, self.sg.index, f.nodes, f.inputs, f.outputs)
+                    f.interp = make_interpreter(content, self.num_threads, self.reference)
+                details = f.interp.get_input_details()
+                f.in_index = [d["index"] for d in details]
+                for d, s in zip(details, shapes):
+                    if tuple(d["shape"]) != s:
+                        f.interp.resize_tensor_input(d["index"], list(s), strict=False)
+                f.interp.allocate_tensors()
+            except (RuntimeError, ValueError) as e:  # LiteRT refuses the segment
+                if isinstance(e, LiteclError):
+                    raise
+                ops = sorted({self.sg.nodes[i].op for i in f.nodes})
+                msg = " ".join(str(e).split())[:300] or type(e).__name__
+                raise ModelError(f"LiteRT cannot prepare nodes {_ranges(f.nodes)} ({', '.join(ops)}): "
+                                 f"{msg}") from None
             f.out_index = [d["index"] for d in f.interp.get_output_details()]
             f.shapes_key = shapes
         for t, d in zip(f.outputs, f.interp.get_output_details()):
@@ -240,12 +278,17 @@ class Executor:
     def _upload_new(self, arr: np.ndarray) -> "cl.Buffer":
         a = np.ascontiguousarray(arr)
         mf = cl.mem_flags
+        self.buffers_created += 1
         if a.nbytes == 0:
             return cl.Buffer(self.device.context, mf.READ_ONLY, 1)
         return cl.Buffer(self.device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
 
     def _dev_buffer(self, t: int, nbytes: int) -> "cl.Buffer":
         if self._dev_cap.get(t, -1) < nbytes:
+            old = self.dev.pop(t, None)
+            if old is not None:
+                old.release()  # OpenCL keeps it alive until queued commands are done
+            self.buffers_created += 1
             self.dev[t] = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, max(nbytes, 1))
             self._dev_cap[t] = nbytes
         return self.dev[t]
@@ -269,7 +312,7 @@ class Executor:
         a = np.ascontiguousarray(self.host[t])
         buf = self._dev_buffer(t, a.nbytes)
         if a.nbytes:
-            cl.enqueue_copy(self.device.queue, buf, a, is_blocking=False)
+            self._writes[t] = cl.enqueue_copy(self.device.queue, buf, a, is_blocking=False)
         self.on_device.add(t)
         return buf
 
@@ -290,6 +333,9 @@ class Executor:
 
     # ----------------------------------------------------------------- running
     def set_input(self, t: int, value: np.ndarray) -> None:
+        ev = self._writes.pop(t, None)
+        if ev is not None:
+            ev.wait()  # a queued upload may still be reading the host array
         a = self._host_array(t)
         np.copyto(a, value, casting="no")
         self.on_host.add(t)
@@ -357,12 +403,48 @@ class Executor:
     def finish(self) -> None:
         self.device.queue.finish()
 
+    def live_buffers(self) -> int:
+        """Device buffers this executor holds now."""
+        return len(self.dev) + len(self.const_dev)
+
+    def close(self) -> None:
+        """Release device buffers, kernels and LiteRT sub-interpreters (idempotent). Built
+        programs stay in the process-wide cache (keyed by source), as pyopencl's do."""
+        for ev in self._writes.values():
+            ev.wait()
+        self._writes.clear()
+        for buf in (*self.dev.values(), *self.const_dev.values()):
+            buf.release()
+        self.dev.clear()
+        self.const_dev.clear()
+        self._dev_cap.clear()
+        self._kernels.clear()
+        for kind, step in self._steps:
+            if kind == "f":
+                step.interp = None
+        self.host.clear()
+        self.on_device, self.on_host = set(), set()
+        self.allocated = False
+
 
 class _Replan(Exception):
     def __init__(self, node: int, reason: str):
         super().__init__(reason)
         self.node = node
         self.reason = reason
+
+
+def _ranges(nodes, limit: int = 6) -> str:
+    """[3, 4, 5, 9] -> '3-5, 9'; at most ``limit`` runs, then '...'."""
+    out, run = [], []
+    for i in sorted(nodes):
+        if run and i != run[-1] + 1:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
+            run = []
+        run.append(i)
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
+    return ", ".join(out[:limit]) + (", ..." if len(out) > limit else "")
 
 
 def _numel(shape) -> int:

@@ -17,7 +17,7 @@ from ai_edge_litert import schema_py_generated as schema
 
 from .model import Model
 
-__all__ = ["build_submodel", "make_interpreter"]
+__all__ = ["build_submodel", "make_interpreter", "litert_abort_reason"]
 
 
 def _shift_refs(op, delta: int) -> None:
@@ -122,6 +122,44 @@ def build_submodel(model: Model, subgraph: int, nodes: list[int], inputs: list[i
     b = flatbuffers.Builder(1024)
     b.Finish(new.Pack(b), file_identifier=b"TFL3")
     return bytes(b.Output())
+
+
+def litert_abort_reason(node, sg, shapes: dict) -> str | None:
+    """Why LiteRT would abort the process (SIGABRT, not an error) preparing ``node`` with
+    input shapes ``shapes`` (tensor -> shape; unknown ones may be missing), or None.
+
+    Measured with LiteRT 2.3.0 (tests/test_hardening.py): a quantized ADD whose output
+    rescale multiplier 2 * max(input scales) / (2**shift * output scale) is >= 1 (shift 20
+    for 8-bit, 15 for int16) aborts in QuantizeMultiplierSmallerThanOneExp; an int16 ADD
+    on the power-of-two path (pot_scale_int16 and every scale a power of two, by
+    tflite::CheckedLog2) whose operands hold different element counts aborts in
+    MatchingElementsSize. Non-positive or non-finite scales are refused by model.py.
+    """
+    from .ops.add_quant import checked_log2  # noqa: PLC0415
+
+    if node.op != "ADD" or len(node.inputs) != 2 or len(node.outputs) != 1 or min(node.inputs) < 0:
+        return None
+    ts = [sg.tensors[t] for t in (*node.inputs, node.outputs[0])]
+    kind = ts[2].type_name
+    if kind not in ("INT8", "UINT8", "INT16") or any(t.scales.size == 0 for t in ts):
+        return None
+    s1, s2, so = (float(t.scales[0]) for t in ts)
+    if not all(np.isfinite(x) and x > 0 for x in (s1, s2, so)):
+        return None  # model.py refuses these scales
+    pot = getattr(node.options, "potScaleInt16", True) is not False
+    if kind == "INT16" and pot and all(checked_log2(x)[0] for x in (s1, s2, so)):
+        known = [shapes.get(t) for t in node.inputs]
+        if all(s is not None for s in known):
+            n1, n2 = (int(np.prod(s, dtype=np.int64)) for s in known)
+            if n1 != n2:
+                return (f"int16 power-of-two-scale ADD of {list(known[0])} and {list(known[1])} "
+                        "(LiteRT aborts in MatchingElementsSize on broadcasting)")
+        return None
+    shift = 15 if kind == "INT16" else 20
+    if 2 * max(s1, s2) / (2**shift * so) >= 1:
+        return (f"output scale {so:g} is too small for input scales {s1:g}, {s2:g} "
+                "(LiteRT aborts on an output multiplier >= 1)")
+    return None
 
 
 #: LiteRT op resolvers litecl can run against (``reference=``):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .device import open_device
-from .errors import InputError, LiteclError
+from .errors import InputError, LiteclError, ModelError
 from .executor import Executor, _Replan
 from .model import load_model
 from .partition import summary_lines
@@ -61,9 +61,40 @@ class _Graph:
                 self.allocated = True
                 return
             except _Replan as r:  # a kernel failed to build: that node falls back
-                self.forced[r.node] = r.reason
-                self.ex = self._executor()
+                self._replan(r)
+            except ModelError as e:  # shapes LiteRT or a kernel refuses
+                resized = {t: s for t, s in self.input_shapes.items() if s != self.sg.tensors[t].shape}
+                if not resized:
+                    raise
+                shown = ", ".join(f"tensor {t} ({self.sg.tensors[t].name!r}) from "
+                                  f"{list(self.sg.tensors[t].shape)} to {list(s)}"
+                                  for t, s in resized.items())
+                raise InputError(f"after resizing {shown}: {e}") from None
         raise LiteclError("could not place the graph after repeated kernel build failures")
+
+    def _replan(self, r: "_Replan") -> None:
+        self.forced[r.node] = r.reason
+        self.ex.close()
+        self.ex = self._executor()
+        self.allocated = False
+
+    def invoke(self) -> None:
+        if not self.allocated:
+            raise InputError("call allocate_tensors() before invoke()")
+        try:
+            self.ex.invoke()
+        except _Replan as r:  # a shape known only now gave a kernel that does not build
+            old = self.ex
+            inputs = {t: old.host[t].copy() for t in self.sg.inputs if t in old.on_host}
+            self._replan(r)
+            self.allocate()
+            for t, v in inputs.items():
+                self.ex.set_input(t, v)
+            self.ex.invoke()
+
+    def close(self) -> None:
+        self.ex.close()
+        self.allocated = False
 
     def tensor_index(self, index) -> int:
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
@@ -83,10 +114,32 @@ class _Graph:
             raise InputError(f"tensor {t} ({tensor.name!r}) expects {tensor.dtype.name}, got {arr.dtype}")
         want = self.input_shapes.get(t, tensor.shape)
         if tuple(arr.shape) != tuple(want):
-            if resize_ok and _fits_signature(arr.shape, tensor.shape_signature):
+            if resize_ok:  # LiteRT's SignatureRunner resizes to whatever it is given
                 return arr
             raise InputError(f"tensor {t} ({tensor.name!r}) expects shape {list(want)}, got {list(arr.shape)}")
         return arr
+
+
+def _parse_shape(g: _Graph, t: int, tensor_size, strict: bool) -> tuple:
+    """A new shape for input ``t`` as LiteRT's resize_tensor_input takes it: a 1-D
+    sequence of non-negative int32 values; with ``strict``, the rank and every dimension
+    that is not -1 in shape_signature must stay."""
+    tensor = g.sg.tensors[t]
+    what = f"tensor {t} ({tensor.name!r})"
+    try:
+        a = np.asarray(tensor_size)
+    except Exception:  # ragged nesting and the like
+        a = np.asarray([None])
+    if a.ndim != 1 or not (a.dtype.kind in "iu" or (a.dtype.kind == "f" and a.size == 0)):
+        raise InputError(f"{what}: new shape must be a 1-D sequence of integers, got {tensor_size!r}")
+    shape = tuple(int(x) for x in a)
+    if any(not 0 <= d < 2**31 for d in shape):
+        raise InputError(f"{what}: dimensions must be in [0, 2**31), got {list(shape)}")
+    sig = tensor.shape_signature
+    if strict and not _fits_signature(shape, sig):
+        raise InputError(f"{what}: strict resize may change only the dimensions that are -1 in "
+                         f"shape_signature {list(sig)}, got {list(shape)}")
+    return shape
 
 
 def _fits_signature(shape, sig) -> bool:
@@ -95,6 +148,15 @@ def _fits_signature(shape, sig) -> bool:
 
 class Interpreter:
     """Run a .tflite model with CAST/ADD on OpenCL and every other node on LiteRT.
+
+    Threading: use an Interpreter (and its signature runners) from one thread at a time.
+    Separate Interpreters may run concurrently in separate threads, on the same device or
+    not: each owns its tensors, device buffers, kernels and LiteRT sub-interpreters; they
+    share only the device's context and in-order queue (OpenCL calls are thread-safe)
+    and the cache of built programs. LiteRT's Interpreter has the same rule.
+
+    Lifetime: ``close()`` (or leaving a ``with`` block) releases device buffers, kernels
+    and LiteRT sub-interpreters at once; any later call raises LiteclError.
 
     Args:
       model_path: path of a .tflite file; or model_content: its bytes (exactly one).
@@ -106,6 +168,8 @@ class Interpreter:
       reference: the LiteRT op resolver that runs fallback segments: "builtin" (default,
         LiteRT's kernels without XNNPACK), "ref" (reference kernels) or "xnnpack".
     Raises ModelError (bad model), DeviceError (no such device): both ValueError.
+    allocate_tensors() raises ModelError when LiteRT or a kernel refuses the model's own
+    shapes, InputError when they refuse shapes set by resize_tensor_input().
     """
 
     def __init__(self, model_path=None, model_content=None, *, device=None, num_threads=None,
@@ -120,21 +184,37 @@ class Interpreter:
         self._num_threads = num_threads
         self._strict = strict
         self._graphs: dict[int, _Graph] = {}
-        self._main = self._graph(0)
+        self._closed = False
+        self._graph(0)
 
     # ------------------------------------------------------------------ internals
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LiteclError("this Interpreter was closed; create a new one")
+
+    @property
+    def _main(self) -> _Graph:
+        return self._graph(0)
+
     def _graph(self, index: int) -> _Graph:
+        self._check_open()
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) \
+                or not 0 <= index < len(self._model.subgraphs):
+            raise InputError(f"subgraph index {index!r} out of range; model has "
+                             f"{len(self._model.subgraphs)} subgraphs")
         if index not in self._graphs:
             self._graphs[index] = _Graph(self, index)
         return self._graphs[index]
 
     def _entry_subgraphs(self) -> list[int]:
+        self._check_open()
         out = [0] + [s.subgraph for s in self._model.signatures]
         return list(dict.fromkeys(out))
 
     # ------------------------------------------------------------------ LiteRT API
     @property
     def device(self):
+        self._check_open()
         return self._device
 
     def allocate_tensors(self) -> None:
@@ -183,29 +263,25 @@ class Interpreter:
         g = self._main
         t = g.tensor_index(input_index)
         if t not in g.sg.inputs:
-            raise InputError(f"tensor {t} is not an input; inputs are {list(g.sg.inputs)}")
-        shape = tuple(int(x) for x in np.asarray(tensor_size).reshape(-1))
-        if any(d < 0 for d in shape):
-            raise InputError(f"tensor {t} ({g.sg.tensors[t].name!r}): negative dimension in {list(shape)}")
-        sig = g.sg.tensors[t].shape_signature
-        if strict and not _fits_signature(shape, sig):
-            raise InputError(f"tensor {t} ({g.sg.tensors[t].name!r}): only dimensions that are -1 in "
-                             f"shape_signature {list(sig)} may change, got {list(shape)}")
-        g.input_shapes[t] = shape
-        g.allocated = False
+            raise InputError(f"tensor {t} ({g.sg.tensors[t].name!r}) is not an input; inputs are "
+                             f"{list(g.sg.inputs)}")
+        shape = _parse_shape(g, t, tensor_size, strict)
+        if shape != g.input_shapes[t]:
+            g.input_shapes[t] = shape
+            g.allocated = False
 
     def invoke(self) -> None:
-        """Run subgraph 0. Raises InputError when allocate_tensors() was not called."""
-        g = self._main
-        if not g.allocated:
-            raise InputError("call allocate_tensors() before invoke()")
-        g.ex.invoke()
+        """Run subgraph 0. Raises InputError when allocate_tensors() was not called or an
+        input was not set; RuntimeError when LiteRT fails in a fallback node (as LiteRT)."""
+        self._main.invoke()
 
     def get_signature_list(self) -> dict:
+        self._check_open()
         return {s.key: {"inputs": list(s.inputs), "outputs": list(s.outputs)}
                 for s in self._model.signatures}
 
     def get_signature_runner(self, signature_key=None) -> "SignatureRunner":
+        self._check_open()
         sigs = {s.key: s for s in self._model.signatures}
         if signature_key is None:
             if len(sigs) != 1:
@@ -242,9 +318,15 @@ class Interpreter:
         return summary_lines(ps, segs)
 
     def close(self) -> None:
-        """Release device buffers, kernels and LiteRT sub-interpreters."""
+        """Release device buffers, kernels and LiteRT sub-interpreters now (idempotent).
+        Any later call on this Interpreter or its signature runners raises LiteclError."""
+        if self._closed:
+            return
+        for g in self._graphs.values():
+            g.close()
         self._graphs.clear()
-        self._main = None
+        self._model = None  # the file's bytes and its object tree
+        self._closed = True
 
     def __enter__(self):
         return self
@@ -259,7 +341,12 @@ class SignatureRunner:
     def __init__(self, interp: Interpreter, sig):
         self._interp = interp
         self._sig = sig
-        self._g = interp._graph(sig.subgraph)
+        self._graph = interp._graph(sig.subgraph)
+
+    @property
+    def _g(self) -> _Graph:
+        self._interp._check_open()
+        return self._graph
 
     def get_input_details(self) -> dict:
         g = self._g
@@ -274,10 +361,14 @@ class SignatureRunner:
         self._g.allocate()
 
     def resize_input(self, input_name: str, new_shape) -> None:
+        g = self._g
         if input_name not in self._sig.inputs:
             raise InputError(f"invalid input name {input_name!r}; signature has {list(self._sig.inputs)}")
-        self._g.input_shapes[self._sig.inputs[input_name]] = tuple(int(x) for x in new_shape)
-        self._g.allocated = False
+        t = self._sig.inputs[input_name]
+        shape = _parse_shape(g, t, new_shape, strict=False)
+        if shape != g.input_shapes[t]:
+            g.input_shapes[t] = shape
+            g.allocated = False
 
     def __call__(self, **kwargs) -> dict:
         g, sig = self._g, self._sig
@@ -299,5 +390,5 @@ class SignatureRunner:
             g.allocate()
         for t, arr in values.items():
             g.ex.set_input(t, arr)
-        g.ex.invoke()
+        g.invoke()
         return {k: g.ex.get(t) for k, t in sig.outputs.items()}

@@ -2,13 +2,15 @@
 module), validated before anything else touches them.
 
 Python's flatbuffers has no verifier: on a corrupt buffer it raises odd exceptions or
-returns garbage (REFERENCE_FACTS.md). So parsing is wrapped, and every index the rest of
-litecl follows (tensor, buffer, opcode, subgraph, signature) is bounds-checked here;
-failures raise ModelError with a one-line reason. Only models litecl re-packed itself are
-handed to LiteRT.
+returns garbage (REFERENCE_FACTS.md). So the bytes go through litecl's own bounds-checking
+verifier (verify.py) before the schema's object API unpacks them, and every index the rest
+of litecl follows (tensor, buffer, opcode, subgraph, signature) is bounds-checked here;
+failures raise ModelError with a one-line reason. Only models that passed both reach
+LiteRT (whose C++ verifier checks them once more).
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ from ai_edge_litert import schema_py_generated as schema
 
 from .errors import ModelError
 from .ops.dtypes import BY_TFLITE, TFLITE_TYPE_NAMES, DType
+from .verify import VerifyError, verify
 
 __all__ = ["Model", "Subgraph", "Tensor", "Node", "Signature", "load_model", "OP_NAMES",
            "ACTIVATIONS"]
@@ -32,6 +35,19 @@ ACTIVATIONS: dict[int, str] = {
     v: k for k, v in vars(schema.ActivationFunctionType).items() if not k.startswith("_") and isinstance(v, int)
 }
 MAX_MODEL_BYTES = 2**31 - 1  # flatbuffers' 32-bit offsets
+SCHEMA_VERSION = 3  # the only one LiteRT accepts
+_TENSOR_TYPES = frozenset(v for k, v in vars(schema.TensorType).items()
+                          if not k.startswith("_") and isinstance(v, int))
+#: Builtin ops whose kernels accept an omitted (-1) input: TFLite's optional operands
+#: (biases, LSTM/RNN gates, states and auxiliary inputs, LSH weights). Other kernels use
+#: the missing tensor: LiteRT 2.3.0 segfaults preparing a RESHAPE whose shape input is -1
+#: (measured), so such nodes are refused. StableHLO and custom ops are not checked.
+OPTIONAL_INPUT_OPS = frozenset({
+    "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "CONV_3D",
+    "CONV_3D_TRANSPOSE", "SVDF", "RNN", "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM",
+    "BIDIRECTIONAL_SEQUENCE_LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_RNN",
+    "LSH_PROJECTION",
+})
 
 
 @dataclass
@@ -173,6 +189,10 @@ def load_model(model_path=None, model_content: bytes | None = None) -> Model:
     if root < 8 or root + 4 > len(raw):
         raise ModelError(f"{where}: corrupt model (root table offset {root} outside the {len(raw)}-byte file)")
     try:
+        verify(raw)  # every offset, vector and string in bounds before the object API walks them
+    except VerifyError as e:
+        raise ModelError(f"{where}: corrupt model ({e})") from None
+    try:
         obj = schema.ModelT.InitFromPackedBuf(raw, 0)
     except ModelError:
         raise
@@ -205,15 +225,69 @@ def _buffer_bytes(raw: bytes, buf, where: str, bi: int) -> Optional[bytes]:
     return data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
 
 
+def _text(b, where: str, what: str) -> str:
+    """A flatbuffer string as str. The schema's strings are UTF-8, and LiteRT's Python API
+    fails on names that are not (UnicodeDecodeError in get_input_details)."""
+    if not isinstance(b, bytes):
+        return b or ""
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ModelError(f"{where}: {what} is not UTF-8 ({_short(e)})") from None
+
+
+def _check_sources(sub: "Subgraph", has_value: set, where: str) -> None:
+    """Every tensor an operator reads, and every output, must get a value: be an input, a
+    constant, a variable, empty, or some operator's output. (LiteRT would read
+    uninitialised memory; litecl refuses the model.)"""
+    ok = has_value | set(sub.inputs) | {t for n in sub.nodes for t in n.outputs}
+    for n in sub.nodes:
+        if -1 in n.inputs and n.op not in OPTIONAL_INPUT_OPS \
+                and not n.op.startswith(("CUSTOM", "STABLEHLO_")):
+            raise ModelError(f"{where}: subgraph {sub.index} operator {n.index} ({n.op}) omits input "
+                             f"{n.inputs.index(-1)} (-1), which {n.op} does not allow")
+        for t in n.inputs:
+            if t >= 0 and t not in ok:
+                raise ModelError(
+                    f"{where}: subgraph {sub.index} operator {n.index} ({n.op}) reads tensor {t} "
+                    f"({sub.tensors[t].name!r}), which is no input, constant, variable or "
+                    "operator output")
+    for t in sub.outputs:
+        if t not in ok:
+            raise ModelError(f"{where}: subgraph {sub.index} output tensor {t} "
+                             f"({sub.tensors[t].name!r}) is no input, constant, variable or "
+                             "operator output")
+
+
+_QUANT_TYPES = ("INT8", "UINT8", "INT16")
+
+
+
+def _check_litert_aborts(sub: "Subgraph", where: str) -> None:
+    """Refuse an 8/16-bit quantized tensor whose scale is not a positive finite number:
+    LiteRT aborts the whole process on it (SIGABRT in ADD's and SUB's Prepare, measured
+    with LiteRT 2.3.0) instead of returning an error. Shape-dependent abort cases are
+    checked before each fallback segment is prepared (fallback.litert_abort_reason)."""
+    for t in sub.tensors:
+        if t.type_name in _QUANT_TYPES and t.scales.size and not (
+                np.all(np.isfinite(t.scales)) and np.all(t.scales > 0)):
+            raise ModelError(f"{where}: subgraph {sub.index} tensor {t.index} ({t.name!r}) has "
+                             f"quantization scale {t.scales.tolist()[:4]}; scales must be "
+                             "positive and finite")
+
+
 def _validate(raw: bytes, obj, where: str) -> Model:
     bufs = obj.buffers or []
     codes = obj.operatorCodes or []
     sgs = obj.subgraphs or []
+    if obj.version != SCHEMA_VERSION:
+        raise ModelError(f"{where}: schema version {obj.version}, expected {SCHEMA_VERSION}")
     if not sgs:
         raise ModelError(f"{where}: model has no subgraph")
     subgraphs = []
     for si, sg in enumerate(sgs):
         tensors = []
+        has_value: set = set()  # constants, variables and empty tensors need no producer
         tlist = sg.tensors or []
         nt = len(tlist)
         for ti, t in enumerate(tlist):
@@ -221,6 +295,14 @@ def _validate(raw: bytes, obj, where: str) -> Model:
             sig = tuple(int(x) for x in t.shapeSignature) if t.shapeSignature is not None else shape
             if any(d < 0 for d in shape):
                 raise ModelError(f"{where}: subgraph {si} tensor {ti} has a negative dimension {list(shape)}")
+            if int(t.type) not in _TENSOR_TYPES:
+                raise ModelError(f"{where}: subgraph {si} tensor {ti} has unknown type {t.type}")
+            size = BY_TFLITE[int(t.type)].itemsize if int(t.type) in BY_TFLITE else 1
+            for d in shape:  # LiteRT refuses a running product that overflows size_t
+                size *= d
+                if size >= 2**63:  # nor can numpy address it
+                    raise ModelError(f"{where}: subgraph {si} tensor {ti} shape {list(shape)} "
+                                     "is larger than any memory")
             if len(sig) != len(shape) or any(s != -1 and s != d for s, d in zip(sig, shape)):
                 sig = shape if len(sig) != len(shape) else sig
             if not 0 <= t.buffer < max(len(bufs), 1):
@@ -232,7 +314,7 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                 if dt is None:
                     data = None  # e.g. string constants: left to LiteRT
                 else:
-                    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+                    count = math.prod(shape)
                     if count * dt.itemsize != len(blob):
                         raise ModelError(
                             f"{where}: subgraph {si} tensor {ti} ({t.name!r}) holds {len(blob)} bytes,"
@@ -243,7 +325,9 @@ def _validate(raw: bytes, obj, where: str) -> Model:
             zps = np.asarray(q.zeroPoint if q is not None and q.zeroPoint is not None else [], np.int64)
             qd = int(q.quantizedDimension) if q is not None else 0
             bs = int(getattr(getattr(q, "details", None), "blockSize", 0) or 0) if q is not None else 0
-            name = t.name.decode("utf-8", "replace") if isinstance(t.name, bytes) else (t.name or "")
+            name = _text(t.name, where, f"subgraph {si} tensor {ti} name")
+            if blob or t.isVariable or 0 in shape:
+                has_value.add(ti)
             tensors.append(Tensor(ti, name, int(t.type), dt, shape, sig, int(t.buffer), data,
                                   scales, zps, qd, bool(t.isVariable), bs))
 
@@ -260,7 +344,9 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                 raise ModelError(f"{where}: subgraph {si} operator {ni} has opcode index {op.opcodeIndex}, model has {len(codes)}")
             oc = codes[op.opcodeIndex]
             code = max(int(oc.builtinCode), int(oc.deprecatedBuiltinCode))
-            name = OP_NAMES.get(code, f"BUILTIN{code}")
+            if code not in OP_NAMES:
+                raise ModelError(f"{where}: subgraph {si} operator {ni} has unknown builtin code {code}")
+            name = OP_NAMES[code]
             if name == "CUSTOM":
                 cc = oc.customCode.decode("utf-8", "replace") if isinstance(oc.customCode, bytes) else oc.customCode
                 name = f"CUSTOM:{cc}"
@@ -272,18 +358,21 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                     raise ModelError(f"{where}: subgraph {si} operator {ni} ({name}) calls subgraph {ref}, model has {len(sgs)}")
             nodes.append(node)
         sname = sg.name.decode("utf-8", "replace") if isinstance(sg.name, bytes) else (sg.name or "")
-        subgraphs.append(Subgraph(si, sname, tensors, nodes,
-                                  check_idx(sg.inputs, "input"), check_idx(sg.outputs, "output")))
+        sub = Subgraph(si, sname, tensors, nodes, check_idx(sg.inputs, "input"),
+                       check_idx(sg.outputs, "output"))
+        _check_sources(sub, has_value, where)
+        _check_litert_aborts(sub, where)
+        subgraphs.append(sub)
     signatures = []
     for sd in obj.signatureDefs or []:
-        key = sd.signatureKey.decode("utf-8", "replace") if isinstance(sd.signatureKey, bytes) else (sd.signatureKey or "")
+        key = _text(sd.signatureKey, where, "signature key")
         if not 0 <= sd.subgraphIndex < len(subgraphs):
             raise ModelError(f"{where}: signature {key!r} runs subgraph {sd.subgraphIndex}, model has {len(subgraphs)}")
         sub = subgraphs[sd.subgraphIndex]
         sig = Signature(key, int(sd.subgraphIndex))
         for lst, dst in ((sd.inputs, sig.inputs), (sd.outputs, sig.outputs)):
             for tm in lst or []:
-                nm = tm.name.decode("utf-8", "replace") if isinstance(tm.name, bytes) else (tm.name or "")
+                nm = _text(tm.name, where, f"signature {key!r} tensor name")
                 if not 0 <= tm.tensorIndex < len(sub.tensors):
                     raise ModelError(f"{where}: signature {key!r} maps {nm!r} to tensor {tm.tensorIndex}, subgraph has {len(sub.tensors)}")
                 dst[nm] = int(tm.tensorIndex)

@@ -1,0 +1,124 @@
+"""Fuzzing: seeded byte mutants of small real and built models through the API and the
+CLI (no crash, hang or traceback; errors are ModelError/InputError, or LiteRT's
+RuntimeError from a failed invoke), and a hypothesis search over byte edits of one model
+checking that whatever the verifier accepts, the schema's object API can unpack.
+
+benchmarks/fuzz_run.py runs the CLI part at scale and reports counts."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from ai_edge_litert import schema_py_generated as schema
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import litecl
+from litecl.compare import random_inputs
+from litecl.model import load_model
+from litecl.verify import VerifyError, verify
+from models.builders import add_model, cast_model, chain_model, multi_op_model
+from models.mutate import mutant
+
+from conftest import SHARED_MODELS
+
+SMALL = 64_000  # bytes: the shared models small enough to run hundreds of times
+
+
+def _seeds() -> list[tuple[str, bytes]]:
+    out = [("cast", cast_model("float32", "int8", [2, 3])),
+           ("cast_dynamic", cast_model("int64", "float16", [3, 4], dynamic=True)),
+           ("add_quant", add_model("int8", [2, 3], [3], quant=((0.5, 1), (0.25, 0), (1.0, -3)))),
+           ("chain", chain_model(["uint8", "float32", ("mul", 0.5), ("add", 1.0), "float16"], [4])),
+           ("fanout", multi_op_model("fanout_mixed"))]
+    if SHARED_MODELS.is_dir():
+        out += [(p.name, p.read_bytes()) for p in sorted(SHARED_MODELS.glob("*.tflite"))
+                if p.stat().st_size <= SMALL]
+    return out
+
+
+def _exercise(content: bytes, device: str) -> str:
+    """Load and, when it loads, run one mutant; returns how it ended. Raises on anything
+    that is not one of litecl's errors or LiteRT's invoke RuntimeError."""
+    try:
+        it = litecl.Interpreter(model_content=content, device=device)
+    except litecl.ModelError:
+        return "rejected"
+    try:
+        with it:
+            it.allocate_tensors()
+            details = it.get_input_details()
+            if any(int(np.prod(d["shape"])) > 1 << 22 for d in details):
+                return "huge input"  # a mutated dimension; not worth the memory here
+            for name, v in random_inputs(details, 0).items():
+                it.set_tensor(next(d["index"] for d in details if d["name"] == name), v)
+            it.invoke()
+            for d in it.get_output_details():
+                it.get_tensor(d["index"])
+    except litecl.LiteclError:
+        return "error"
+    except RuntimeError as e:  # LiteRT's failed invoke, as LiteRT reports it
+        assert "litecl" not in type(e).__module__, e
+        return "litert error"
+    return "ok"
+
+
+def test_api_survives_400_mutants(fast_device):
+    seeds = _seeds()
+    counts: dict = {}
+    for k in range(400):
+        name, buf = seeds[k % len(seeds)]
+        m, what = mutant(buf, 7919 * k + 1)
+        t0 = time.perf_counter()
+        try:
+            kind = _exercise(m, fast_device)
+        except Exception as e:  # pragma: no cover - the failure message is the point
+            pytest.fail(f"mutant {k} of {name} ({what}): {type(e).__name__}: {e}")
+        assert time.perf_counter() - t0 < 30, f"mutant {k} of {name} ({what}) took too long"
+        counts[kind] = counts.get(kind, 0) + 1
+    assert counts.get("rejected", 0) > 100 and counts.get("ok", 0) > 20, counts
+
+
+def test_cli_survives_mutants(tmp_path, fast_device):
+    """A subset through `litecl run` in subprocesses: exit 0, or exit 2 with one error line."""
+    seeds = _seeds()
+    for k in range(12):
+        name, buf = seeds[(5 * k) % len(seeds)]
+        m, what = mutant(buf, 104729 * k + 3)
+        p = tmp_path / f"mutant{k}.tflite"
+        p.write_bytes(m)
+        r = subprocess.run([sys.executable, "-m", "litecl.cli", "run", str(p), "--device", fast_device],
+                           capture_output=True, text=True, timeout=120)
+        where = f"mutant {k} of {name} ({what}): rc={r.returncode} {r.stderr[-1000:]}"
+        assert r.returncode in (0, 2), where
+        assert "Traceback" not in r.stderr, where
+        if r.returncode == 2:
+            lines = r.stderr.strip().splitlines()
+            assert len(lines) == 1 and lines[0].startswith("error: "), where
+            assert "internal error" not in lines[0], where
+
+
+_BASE = cast_model("float32", "int8", [2, 3])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edits=st.lists(st.tuples(st.integers(0, len(_BASE) - 1), st.integers(0, 255)), max_size=6),
+       cut=st.one_of(st.none(), st.integers(0, len(_BASE))))
+def test_verified_means_unpackable(edits, cut):
+    b = bytearray(_BASE)
+    for pos, v in edits:
+        b[pos] = v
+    blob = bytes(b[:cut] if cut is not None else b)
+    try:
+        load_model(model_content=blob)
+    except litecl.ModelError:
+        pass
+    if len(blob) >= 8 and blob[4:8] == b"TFL3":
+        try:
+            verify(blob)
+        except VerifyError:
+            return
+        schema.ModelT.InitFromPackedBuf(blob, 0)  # must not raise once verified
