@@ -20,7 +20,7 @@ from .errors import InputError, KernelBuildError, LiteclError, ModelError, Unsup
 from .fallback import build_submodel, litert_abort_reason, make_interpreter
 from .lowering import KernelSpec, kernel_spec, output_shapes
 from .model import Model
-from .ops.tiling import plan as tiling_plan
+from .ops.tiling import launch as tiling_launch
 from .partition import FALLBACK, OPENCL, partition
 
 __all__ = ["Executor", "build_program", "launch_geometry"]
@@ -51,25 +51,9 @@ def build_program(device, source: str) -> "cl.Program":
 
 
 def launch_geometry(caps, n: int, tile_bytes: int, block_dim: int | None = None):
-    """(tiling, global size, local size) for ``n`` elements.
-
-    GPUs: 256 work-items per work-group striding over the chunk (coalesced), 8
-    work-groups per compute unit to hide latency. CPUs: one work-item per work-group that
-    walks its chunk contiguously, which the CPU compiler vectorises as a plain loop; 4
-    chunks per compute unit for load balance. Never more cores than 32-byte blocks.
-    """
-    if caps.is_gpu:
-        local = min(256, caps.max_work_group_size)
-        per_cu = 8
-    else:
-        local = 1
-        per_cu = 4
-    if block_dim is None:
-        block_dim = max(1, caps.compute_units * per_cu)
-    blocks = max(1, -(-n // (32 // tile_bytes)))
-    block_dim = max(1, min(block_dim, blocks))
-    t = tiling_plan(n, tile_bytes, block_dim)
-    return t, (block_dim * local,), (local,)
+    """(tiling, global size, local size) for ``n`` elements: ``ops.tiling.launch`` with the
+    device type's measured ``LAUNCH`` row (local size, work-groups per compute unit)."""
+    return tiling_launch(caps, n, tile_bytes, block_dim)
 
 
 @dataclass

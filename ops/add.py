@@ -16,7 +16,8 @@ import math
 
 import numpy as np
 
-from .codegen import float_literal, int_literal, pragmas, storage_type, tiled_kernel
+from .codegen import (elementwise_kernel, float_literal, int_literal, load_expr, pragmas,
+                      storage_type, tiled_kernel)
 from .dtypes import dtype
 
 __all__ = ["broadcast_shape", "collapse", "index_code", "activation_range", "add_kernel",
@@ -146,42 +147,56 @@ def _clamp(x: str, lo, hi, ctype: str) -> str:
 
 
 def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
-               name: str = "litecl_add") -> str:
+               name: str = "litecl_add", vec_bytes: int | None = None,
+               skeleton: str = "tiled") -> str:
     """OpenCL C of a tiled ADD ``name(a, b, out, n, former_num, ...)``.
 
     dt: "float32" | "int32" | "int64" | "int8" | "uint8" | "int16"; shape1/shape2: input
     shapes (broadcast like numpy); quant: add_quant.QuantAddParams for
     quantized types (None with int16: plain wrapping arithmetic, as LiteRT runs an int16 ADD
     without quantization parameters).
+    The per-element arithmetic is one function ``name_op(a, b)``; same-shape ADD loads
+    ``vector_width`` elements at a time (vec_bytes defaults to the device type's LAUNCH
+    row), broadcasting ADD indexes element by element. skeleton: see elementwise_kernel.
     Raises ValueError for shapes that do not broadcast or an unsupported dtype.
     """
+    from .tiling import launch_config, vector_width  # noqa: PLC0415
+
     d = dtype(dt)
     out_shape = broadcast_shape(shape1, shape2)
     pre_idx, (ia, ib) = index_code(out_shape, [shape1, shape2])
     st = storage_type(d, caps)
     helpers = ""
+    fn = f"{name}_op"
     if dt == "float32":
         val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
-        body = f"const float v = a[{ia}] + b[{ib}];\nout[i] = {val};"
+        op = f"float {fn}(const float x, const float y)\n{{\n    const float v = x + y;\n    return {val};\n}}\n"
     elif dt in ("int32", "int64") or (dt == "int16" and quant is None):
         ut, ct = _WRAP_TYPES[dt]
         val = _clamp("v", *(activation_range(dt, activation) or (None, None)), ct)
-        body = f"const {ct} v = as_{ct}(({ut})(({ut})a[{ia}] + ({ut})b[{ib}]));\nout[i] = {val};"
+        op = (f"{ct} {fn}(const {ct} x, const {ct} y)\n{{\n"
+              f"    const {ct} v = as_{ct}(({ut})(({ut})x + ({ut})y));\n    return {val};\n}}\n")
     elif dt in QUANT_ADD_TYPES:
         from .add_quant import quant_add_cl_expr, quant_add_cl_functions  # noqa: PLC0415
 
         if quant is None:
             raise ValueError(f"quantized ADD {dt} needs quantization parameters")
         helpers = quant_add_cl_functions() + "\n"
-        body = (f"const int qa = (int)a[{ia}];\nconst int qb = (int)b[{ib}];\n"
-                f"out[i] = ({st})({quant_add_cl_expr(quant, 'qa', 'qb')});")
+        op = (f"{st} {fn}(const int qa, const int qb)\n{{\n"
+              f"    return ({st})({quant_add_cl_expr(quant, 'qa', 'qb')});\n}}\n")
     else:
         raise ValueError(f"ADD of {dt} not supported")
+    pre = pragmas(caps) + helpers + op + "\n"
+    if ia == "i" and ib == "i":  # same shape: vector loads
+        vb = vec_bytes if vec_bytes is not None else launch_config(caps).vec_bytes
+        return elementwise_kernel(name, [("a", d), ("b", d)], ("out", d), fn, d.middle, caps,
+                                  pre, vector_width((d.itemsize,), vb), skeleton)
+    body = f"out[i] = {fn}({load_expr(d, caps, 'a', ia)}, {load_expr(d, caps, 'b', ib)});"
     if pre_idx:
         body = pre_idx + "\n" + body
     params = [f"__global const {st}* restrict a", f"__global const {st}* restrict b",
               f"__global {st}* restrict out"]
-    return tiled_kernel(name, params, body, pragmas(caps) + helpers)
+    return tiled_kernel(name, params, body, pre)
 
 
 def numel(shape) -> int:

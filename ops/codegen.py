@@ -11,8 +11,10 @@ from .cast import CastPlan, Step, plan_cast
 from .dtypes import DType, dtype
 
 __all__ = [
-    "storage_type", "load_expr", "step_expr", "store_stmt", "cast_expr", "pragmas",
-    "tiled_kernel", "cast_kernel", "int_literal", "float_literal", "TILING_PARAMS",
+    "storage_type", "load_expr", "step_expr", "store_stmt", "store_value", "store_ctype",
+    "scalar_store", "vector_load", "vector_store", "component", "cast_expr", "pragmas",
+    "tiled_kernel", "ndrange_kernel", "grid_stride_kernel", "elementwise_kernel",
+    "cast_kernel", "int_literal", "float_literal", "TILING_PARAMS", "SKELETONS",
 ]
 
 #: Kernel parameters every tiled kernel takes after its buffers (see ops/tiling.py).
@@ -65,18 +67,79 @@ def load_expr(d: DType, caps, ptr: str, idx: str) -> str:
 _SIGNED_NARROW = {"char": "uchar", "short": "ushort"}
 
 
-def store_stmt(d: DType, caps, ptr: str, idx: str, value: str, vtype: str) -> str:
-    """Statement storing ``value`` (of OpenCL value type ``vtype``) as element ``idx``."""
+def store_value(d: DType, caps, value: str, vtype: str) -> str:
+    """``value`` (of OpenCL value type ``vtype``) as the component that is stored for ``d``.
+
+    float16 keeps the value (float: rounded by vstore_half_rte; half: stored as is);
+    signed 8/16-bit integers keep the low bits (through unsigned, which C defines)."""
     st = storage_type(d, caps)
     if d.name == "float16":
-        if vtype == "half":
-            return f"{ptr}[{idx}] = {value};"
-        return f"vstore_half_rte({value}, {idx}, {ptr});"
-    if st in _SIGNED_NARROW:  # keep the low bits: C defines conversion to unsigned
-        return f"{ptr}[{idx}] = as_{st}(({_SIGNED_NARROW[st]})({value}));"
+        return value
+    if st in _SIGNED_NARROW:
+        return f"as_{st}(({_SIGNED_NARROW[st]})({value}))"
     if st in ("uchar", "ushort"):
-        return f"{ptr}[{idx}] = ({st})({value});"
+        return f"({st})({value})"
+    return value
+
+
+def store_ctype(d: DType, caps, vtype: str) -> str:
+    """The OpenCL C type of what ``store_value`` returns (float for half storage)."""
+    if d.name == "float16":
+        return "half" if vtype == "half" else "float"
+    return storage_type(d, caps)
+
+
+def store_stmt(d: DType, caps, ptr: str, idx: str, value: str, vtype: str) -> str:
+    """Statement storing ``value`` (of OpenCL value type ``vtype``) as element ``idx``."""
+    return scalar_store(d, caps, ptr, idx, store_value(d, caps, value, vtype), vtype)
+
+
+def scalar_store(d: DType, caps, ptr: str, idx: str, value: str, vtype: str) -> str:
+    """Statement storing an already converted component (``store_value``) at ``idx``."""
+    if d.name == "float16" and vtype != "half":
+        return f"vstore_half_rte({value}, {idx}, {ptr});"
     return f"{ptr}[{idx}] = {value};"
+
+
+def _vec(ctype: str, w: int) -> str:
+    return f"{ctype}{w}"
+
+
+def vector_load(d: DType, caps, ptr: str, idx: str, w: int) -> tuple[str, str]:
+    """(vector type, expression) loading elements idx .. idx+w-1 of ``ptr`` in one access.
+
+    ``idx`` must be a multiple of ``w`` and the buffer aligned to its vector size, as
+    tiled kernels guarantee (ops/tiling.py: chunks start on 32-byte boundaries, vectors
+    never straddle them): the access goes through a vector pointer (an aligned vector
+    load, one 128-bit LDG on NVIDIA), or vloada_halfN for half storage without
+    cl_khr_fp16. complex64 loads 2w floats (real, imaginary interleaved).
+    """
+    st = storage_type(d, caps)
+    if d.name == "float16" and not caps.fp16:
+        return _vec("float", w), f"vloada_half{w}(0, {ptr} + {idx})"
+    if d.kind == "complex":
+        vt = _vec("float", 2 * w)
+        return vt, f"*(__global const {vt}*)({ptr} + {idx})"
+    vt = _vec(st, w)
+    return vt, f"*(__global const {vt}*)({ptr} + {idx})"
+
+
+def component(d: DType, caps, var: str, c: int) -> str:
+    """Component ``c`` of a ``vector_load`` variable as the value ``load_expr`` gives."""
+    if d.kind == "complex":
+        return f"{var}.s{2 * c:x}"  # real part (cast.cc: std::real)
+    if d.middle == "int" and d.cl != "int":
+        return f"(int){var}.s{c:x}"
+    return f"{var}.s{c:x}"
+
+
+def vector_store(d: DType, caps, ptr: str, idx: str, value: str, w: int, vtype: str) -> tuple[str, str]:
+    """(vector type of ``value``, statement storing it at idx .. idx+w-1); see vector_load."""
+    ct = store_ctype(d, caps, vtype)
+    vt = _vec(ct, w)
+    if d.name == "float16" and ct == "float":
+        return vt, f"vstorea_half{w}_rte({value}, 0, {ptr} + {idx});"
+    return vt, f"*(__global {vt}*)({ptr} + {idx}) = {value};"
 
 
 def _sat_expr(x: str, frm: str, to: str, lo: int, hi: int) -> str:
@@ -143,51 +206,159 @@ def pragmas(caps, *, half: bool = False, double: bool = False) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-def tiled_kernel(name: str, params: list[str], body: str, preamble: str = "") -> str:
+def tiled_kernel(name: str, params: list[str], body: str, preamble: str = "",
+                 vec_body: str | None = None, width: int = 1) -> str:
     """A kernel whose work-group g is core g of a former/tail plan (ops/tiling.py).
 
-    Work-items stride over the chunk by the local size so adjacent work-items touch
-    adjacent elements (coalesced on GPUs, vectorisable by CPU compilers). The chunk's end
-    is clipped to ``n``: the padded tail of the aligned length is never read or written.
-    ``body`` uses the element index ``i`` (uint).
+    ``body`` handles the element index ``i`` (uint). With ``width`` > 1 and ``vec_body``
+    (which handles elements i .. i+width-1, i a multiple of width), the chunk is walked in
+    width-element vectors, then a scalar tail of fewer than width elements (only the last
+    non-empty chunk has one: every other chunk is a whole number of 32-byte blocks).
+    Work-items stride by the local size so adjacent work-items touch adjacent vectors
+    (coalesced on GPUs; one contiguous stream per core on CPUs with one work-item per
+    group). The chunk's end is clipped to ``n`` (and an empty chunk past ``n`` does
+    nothing): the padded tail of the aligned length is never read or written.
     """
     plist = ",\n    ".join(params + [f"const uint {p}" for p in TILING_PARAMS])
-    body = "\n".join("        " + line for line in body.strip().splitlines())
-    return (
+    head = (
         f"{preamble}"
         f"__kernel void {name}(\n    {plist})\n"
         "{\n"
         "    const uint g = get_group_id(0);\n"
         "    const uint start = g < former_num ? g * former_len\n"
         "                                       : former_num * former_len + (g - former_num) * tail_len;\n"
-        "    const uint stop = min(start + (g < former_num ? former_len : tail_len), n);\n"
-        "    for (uint i = start + get_local_id(0); i < stop; i += get_local_size(0)) {\n"
-        f"{body}\n"
+        "    const uint stop = max(start, min(start + (g < former_num ? former_len : tail_len), n));\n"
+        "    const uint lid = get_local_id(0), lsize = get_local_size(0);\n"
+    )
+    scalar = _indent(body, 8)
+    if width > 1 and vec_body is not None:
+        return (
+            head
+            + f"    const uint nvec = (stop - start) / {width}u;\n"
+            "    for (uint k = lid; k < nvec; k += lsize) {\n"
+            f"        const uint i = start + k * {width}u;\n"
+            f"{_indent(vec_body, 8)}\n"
+            "    }\n"
+            f"    for (uint i = start + nvec * {width}u + lid; i < stop; i += lsize) {{\n"
+            f"{scalar}\n"
+            "    }\n"
+            "}\n"
+        )
+    return (
+        head
+        + "    for (uint i = start + lid; i < stop; i += lsize) {\n"
+        f"{scalar}\n"
         "    }\n"
         "}\n"
     )
+
+
+def ndrange_kernel(name: str, params: list[str], body: str, preamble: str = "") -> str:
+    """Baseline (benchmarks): one work-item per element, ``if (i < n)``; takes ``n``."""
+    plist = ",\n    ".join(params + ["const uint n"])
+    return (f"{preamble}__kernel void {name}(\n    {plist})\n{{\n"
+            "    const uint i = get_global_id(0);\n"
+            f"    if (i < n) {{\n{_indent(body, 8)}\n    }}\n}}\n")
+
+
+def grid_stride_kernel(name: str, params: list[str], body: str, preamble: str = "") -> str:
+    """Baseline (benchmarks): a grid-stride loop over [0, n); takes ``n``."""
+    plist = ",\n    ".join(params + ["const uint n"])
+    return (f"{preamble}__kernel void {name}(\n    {plist})\n{{\n"
+            "    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {\n"
+            f"{_indent(body, 8)}\n    }}\n}}\n")
+
+
+SKELETONS = ("tiled", "ndrange", "grid_stride")
+
+
+def _indent(text: str, n: int) -> str:
+    return "\n".join(" " * n + line for line in text.strip().splitlines())
+
+
+def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
+                       preamble: str = "", width: int = 1, skeleton: str = "tiled") -> str:
+    """A kernel applying the scalar OpenCL C function ``fn`` element by element.
+
+    inputs: [(buffer name, DType)]; output: (buffer name, DType). ``fn`` takes each
+    input element as ``load_expr`` gives it and returns the stored component
+    (``store_value``, of ``store_ctype(output, caps, out_vtype)``); it is defined in
+    ``preamble``. The vector path applies ``fn`` per component of one aligned vector load
+    per input and stores one vector, so both paths compute exactly the same values. A
+    buffer named both as an input and the output is one read-write parameter (no
+    ``restrict``). skeleton: "tiled" (former/tail, ops/tiling.py), or the benchmarks'
+    baselines "ndrange" / "grid_stride" (scalar, take ``n``).
+    """
+    oname, od = output
+    params, seen = [], set()
+    for pname, d in list(inputs) + [output]:
+        if pname in seen:
+            continue
+        seen.add(pname)
+        both = pname == oname and any(p == oname for p, _ in inputs)
+        st = storage_type(d, caps)
+        if both:
+            params.append(f"__global {st}* {pname}")
+        elif pname == oname:
+            params.append(f"__global {st}* restrict {pname}")
+        else:
+            params.append(f"__global const {st}* restrict {pname}")
+    call = f"{fn}({', '.join(load_expr(d, caps, p, 'i') for p, d in inputs)})"
+    body = scalar_store(od, caps, oname, "i", call, out_vtype)
+    if skeleton == "ndrange":
+        return ndrange_kernel(name, params, body, preamble)
+    if skeleton == "grid_stride":
+        return grid_stride_kernel(name, params, body, preamble)
+    if skeleton != "tiled":
+        raise ValueError(f"unknown skeleton {skeleton!r}; known: {', '.join(SKELETONS)}")
+    if width <= 1:
+        return tiled_kernel(name, params, body, preamble)
+    lines = []
+    for k, (p, d) in enumerate(inputs):
+        vt, expr = vector_load(d, caps, p, "i", width)
+        lines.append(f"const {vt} v{k} = {expr};")
+    comps = ", ".join(f"{fn}({', '.join(component(d, caps, f'v{k}', c) for k, (p, d) in enumerate(inputs))})"
+                      for c in range(width))
+    vt, store = vector_store(od, caps, oname, "i", "r", width, out_vtype)
+    lines.append(f"const {vt} r = ({vt})({comps});")
+    lines.append(store)
+    return tiled_kernel(name, params, body, preamble, vec_body="\n".join(lines), width=width)
 
 
 def uses_half(*types: str) -> bool:
     return "half" in types
 
 
-def cast_kernel(src, dst, caps, name: str = "litecl_cast") -> tuple[str, CastPlan]:
+def _ctype(t: str) -> str:
+    return "ulong" if t == "f64bits" else t
+
+
+def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None = None,
+                skeleton: str = "tiled") -> tuple[str, CastPlan]:
     """OpenCL C source of a tiled CAST kernel ``name(src, dst, n, former_num, ...)``.
 
-    Returns (source, plan). Raises ValueError when the pair cannot run on ``caps``.
+    The conversion is one function ``name_op`` (``cast_expr`` on a scalar) applied per
+    element; the tiled kernel loads ``vector_width`` elements at a time (vec_bytes
+    defaults to the device type's ``LAUNCH`` row). Chunks are planned with the smaller
+    itemsize (KernelSpec.tile_bytes), so they start on 32-byte boundaries of both
+    buffers. Returns (source, plan). Raises ValueError when the pair cannot run on
+    ``caps``.
     """
+    from .tiling import launch_config, vector_width  # noqa: PLC0415
+
     src, dst = dtype(src), dtype(dst)
     plan = plan_cast(src, dst, caps)
-    x = load_expr(src, caps, "src", "i")
-    value = cast_expr(plan, x)
-    body = store_stmt(dst, caps, "dst", "i", value, plan.store)
+    out_ct = store_ctype(dst, caps, plan.store)
+    value = store_value(dst, caps, cast_expr(plan, "x"), plan.store)
+    fn = f"{name}_op"
     types = plan.chain()
     pre = pragmas(caps, half="half" in types, double="double" in types)
     if plan.helpers:
         from .softf64 import source as soft_source  # noqa: PLC0415
 
         pre += soft_source(plan.helpers) + "\n"
-    params = [f"__global const {storage_type(src, caps)}* restrict src",
-              f"__global {storage_type(dst, caps)}* restrict dst"]
-    return tiled_kernel(name, params, body, pre), plan
+    pre += f"{out_ct} {fn}(const {_ctype(plan.load)} x)\n{{\n    return {value};\n}}\n\n"
+    vb = vec_bytes if vec_bytes is not None else launch_config(caps).vec_bytes
+    width = vector_width((src.itemsize, dst.itemsize), vb)
+    return elementwise_kernel(name, [("src", src)], ("dst", dst), fn, plan.store, caps, pre,
+                              width, skeleton), plan

@@ -9,17 +9,32 @@ r * align_num < block_dim (REFERENCE_FACTS.md), e.g. 528 halves on 32 cores.
 
 Lengths are in elements. Chunks cover [0, total_length_aligned); kernels mask at
 ``total_length`` so the padding past the tensor is never read or written.
+
+Kernels whose input and output itemsizes differ (CAST) are planned with the *smaller*
+itemsize s_min: align_num = 32 / s_min elements is 32 * s / s_min bytes on a side of
+itemsize s, a multiple of 32, so every chunk starts on a 32-byte boundary of every
+buffer. Inside a chunk each work-item moves ``vector_width`` elements per access, a width
+that divides align_num: every vector is naturally aligned on both sides (one aligned
+vector load and store), and only the last non-empty chunk has a scalar tail.
+
+``LAUNCH`` holds the measured launch constants per device type (local size, work-groups
+per compute unit, vector bytes) and ``launch`` turns them into a plan and NDRange.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Tiling", "plan", "align_up", "divide_round_up", "BLOCK_BYTES"]
+__all__ = ["Tiling", "plan", "align_up", "divide_round_up", "BLOCK_BYTES", "LaunchConfig", "LAUNCH",
+           "MAX_ELEMENTS", "launch_config", "launch", "vector_width"]
 
 #: 32 bytes: the seed's datablock (Ascend unified-buffer alignment); on OpenCL devices it
 #: is a full 256-bit vector and a divisor of every cache line, so chunks never share one
 #: partial vector.
 BLOCK_BYTES = 32
+
+#: Kernels index with 32-bit ``uint``; 2^31 leaves room for ``i + local size`` and the
+#: 32-byte padding without wrapping.
+MAX_ELEMENTS = 1 << 31
 
 
 def divide_round_up(a: int, b: int) -> int:
@@ -100,3 +115,77 @@ def plan(total_length: int, dtype_bytes: int, block_dim: int, block_bytes: int =
         former_length=(q + 1) * align_num,
         tail_length=q * align_num,
     )
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How a device type runs a tiled kernel (measured: benchmarks/bench_tiling.py).
+
+    local_size: work-items per work-group (one work-group is one core of the plan);
+    groups_per_cu: work-groups per compute unit (block_dim = compute_units * this);
+    vec_bytes: bytes of the widest operand each work-item moves per vector access (the
+    vector width in elements is vec_bytes / the largest itemsize, see ``vector_width``).
+    """
+
+    local_size: int
+    groups_per_cu: int
+    vec_bytes: int
+
+
+#: Launch constants keyed by device type ("gpu" or "cpu"; Oclgrind reports every type at
+#: once and runs as "cpu"), each with its one-line reason. The numbers behind them are
+#: README.md's "## Tiling" tables (benchmarks/bench_tiling.py --geometry).
+LAUNCH: dict[str, LaunchConfig] = {
+    "gpu": LaunchConfig(
+        local_size=256,   # 8 warps: adjacent work-items read adjacent vectors (coalesced)
+        groups_per_cu=8,  # 8 x 256 = 2048 threads, an SM's resident maximum (NVIDIA Hopper)
+        vec_bytes=16,     # one 128-bit access per work-item, the widest a GPU thread issues
+    ),
+    "cpu": LaunchConfig(
+        local_size=1,      # measured: one work-item walking its chunk; a 2nd one costs ~30%
+        groups_per_cu=16,  # measured: 16..32 top in each case (finer chunks), 1..8 up to 7% lower
+        vec_bytes=32,      # measured: an AVX2 register; f32->f16 +30..60% over 16 bytes, rest tie
+    ),
+}
+
+
+def launch_config(caps) -> LaunchConfig:
+    """The LAUNCH row for a device's caps (``caps.is_gpu``)."""
+    return LAUNCH["gpu" if caps.is_gpu else "cpu"]
+
+
+def vector_width(itemsizes, vec_bytes: int) -> int:
+    """Elements per vector access for a kernel touching buffers of ``itemsizes`` bytes.
+
+    vec_bytes / the largest itemsize (so the widest operand moves vec_bytes per access),
+    a power of two in [1, 16] (OpenCL vector widths), and never above the plan's align_num
+    (block_bytes / the smallest itemsize), so a vector never straddles a 32-byte block and
+    every vector access is naturally aligned on both sides: chunks start on 32-byte
+    boundaries and the vector index within a chunk is a multiple of the width.
+    """
+    big, small = max(itemsizes), min(itemsizes)
+    w = max(1, min(16, vec_bytes // big, BLOCK_BYTES // small))
+    return 1 << (w.bit_length() - 1)
+
+
+def launch(caps, n: int, tile_bytes: int, block_dim: int | None = None,
+           local_size: int | None = None) -> tuple[Tiling, tuple[int], tuple[int]]:
+    """(tiling, global size, local size) of a tiled kernel over ``n`` elements.
+
+    tile_bytes: the smallest itemsize the kernel touches (chunks start on 32-byte
+    boundaries of every buffer). block_dim / local_size default to ``launch_config(caps)``
+    (block_dim = compute units x groups_per_cu); local_size is capped at the device's
+    max_work_group_size. Never more cores than 32-byte blocks, so no core is empty unless
+    ``block_dim`` is given explicitly larger (tests use that to prove empty chunks safe).
+    Raises ValueError above MAX_ELEMENTS elements.
+    """
+    if not 0 <= n <= MAX_ELEMENTS:
+        raise ValueError(f"{n} elements: tiled kernels index with uint, at most {MAX_ELEMENTS}")
+    cfg = launch_config(caps)
+    local = max(1, min(local_size or cfg.local_size, caps.max_work_group_size))
+    if block_dim is None:
+        block_dim = max(1, caps.compute_units * cfg.groups_per_cu)
+        blocks = max(1, divide_round_up(n, BLOCK_BYTES // tile_bytes))
+        block_dim = min(block_dim, blocks)
+    t = plan(n, tile_bytes, block_dim)
+    return t, (block_dim * local,), (local,)
