@@ -33,7 +33,7 @@ export PYTHONPATH=$T/site:$T/shim:$PWD PYTHONUNBUFFERED=1
 ${PYTHON:-python3} -c "import pyopencl as cl; print([(p.name, [d.name for d in p.get_devices()]) for p in cl.get_platforms()])"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv 2>/dev/null
 # 1. kernels vs baselines, 2^16..2^24, plus the local size x groups/CU x vector-bytes sweep
-timeout 420 ${PYTHON:-python3} benchmarks/bench_tiling.py --device "$DEVICE" --sizes "${LITECL_BENCH_SIZES:-16,18,20,22,24}" \
+timeout 360 ${PYTHON:-python3} benchmarks/bench_tiling.py --device "$DEVICE" --sizes "${LITECL_BENCH_SIZES:-16,18,20,22,24}" \
     --repeats 30 --geometry --out "$OUT"
 echo "bench rc=$?"
 # 2. exactly-once and guard elements on the real GPU (GPU-sized groups), a representative subset
