@@ -5,6 +5,8 @@ without a device. Nothing here queries a device; capabilities arrive as a ``Caps
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .cast import CastPlan, Step, plan_cast
@@ -333,6 +335,56 @@ def _ctype(t: str) -> str:
     return "ulong" if t == "f64bits" else t
 
 
+@dataclass(frozen=True)
+class NodeOp:
+    """One lowered node as a scalar OpenCL C function, the unit kernels are built from.
+
+    ``fn(x0, x1, ...)`` takes each input element as ``load_expr`` gives it and returns the
+    component that is stored for the output (``store_value``, of
+    ``store_ctype(out, caps, out_vtype)``). ``text`` defines it; ``soft`` names the
+    soft-float64 helpers it calls, ``quant`` whether it calls the quantized-ADD helpers,
+    ``half``/``double`` whether it needs those extensions.
+    """
+
+    fn: str
+    text: str
+    inputs: tuple
+    out: DType
+    out_vtype: str
+    soft: tuple = ()
+    quant: bool = False
+    half: bool = False
+    double: bool = False
+
+
+def op_preamble(ops, caps) -> str:
+    """Pragmas, then every helper the ops need (each once), then the ops' functions."""
+    pre = pragmas(caps, half=any(o.half for o in ops), double=any(o.double for o in ops))
+    soft = [h for o in ops for h in o.soft]
+    if soft:
+        from .softf64 import source as soft_source  # noqa: PLC0415
+
+        pre += soft_source(list(dict.fromkeys(soft))) + "\n"
+    if any(o.quant for o in ops):
+        from .add_quant import quant_add_cl_functions  # noqa: PLC0415
+
+        pre += quant_add_cl_functions() + "\n"
+    return pre + "".join(o.text + "\n" for o in ops)
+
+
+def cast_op(src, dst, caps, fn: str = "litecl_cast_op") -> tuple[NodeOp, CastPlan]:
+    """CAST src -> dst as a NodeOp (and its plan). Raises ValueError when the pair cannot
+    run on ``caps``."""
+    src, dst = dtype(src), dtype(dst)
+    plan = plan_cast(src, dst, caps)
+    out_ct = store_ctype(dst, caps, plan.store)
+    value = store_value(dst, caps, cast_expr(plan, "x"), plan.store)
+    types = plan.chain()
+    text = f"{out_ct} {fn}(const {_ctype(plan.load)} x)\n{{\n    return {value};\n}}\n"
+    return NodeOp(fn, text, (src,), dst, plan.store, tuple(plan.helpers), False,
+                  "half" in types, "double" in types), plan
+
+
 def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None = None,
                 skeleton: str = "tiled") -> tuple[str, CastPlan]:
     """OpenCL C source of a tiled CAST kernel ``name(src, dst, n, former_num, ...)``.
@@ -346,19 +398,10 @@ def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None
     """
     from .tiling import launch_config, vector_width  # noqa: PLC0415
 
-    src, dst = dtype(src), dtype(dst)
-    plan = plan_cast(src, dst, caps)
-    out_ct = store_ctype(dst, caps, plan.store)
-    value = store_value(dst, caps, cast_expr(plan, "x"), plan.store)
-    fn = f"{name}_op"
-    types = plan.chain()
-    pre = pragmas(caps, half="half" in types, double="double" in types)
-    if plan.helpers:
-        from .softf64 import source as soft_source  # noqa: PLC0415
-
-        pre += soft_source(plan.helpers) + "\n"
-    pre += f"{out_ct} {fn}(const {_ctype(plan.load)} x)\n{{\n    return {value};\n}}\n\n"
+    op, plan = cast_op(src, dst, caps, f"{name}_op")
+    src, dst = op.inputs[0], op.out
+    pre = op_preamble([op], caps) + "\n"
     vb = vec_bytes if vec_bytes is not None else launch_config(caps).vec_bytes
     width = vector_width((src.itemsize, dst.itemsize), vb)
-    return elementwise_kernel(name, [("src", src)], ("dst", dst), fn, plan.store, caps, pre,
+    return elementwise_kernel(name, [("src", src)], ("dst", dst), op.fn, plan.store, caps, pre,
                               width, skeleton), plan
