@@ -128,20 +128,35 @@ def litert_abort_reason(node, sg, shapes: dict) -> str | None:
     """Why LiteRT would abort the process (SIGABRT, not an error) preparing ``node`` with
     input shapes ``shapes`` (tensor -> shape; unknown ones may be missing), or None.
 
-    Measured with LiteRT 2.3.0 (tests/test_hardening.py): a quantized ADD whose output
-    rescale multiplier 2 * max(input scales) / (2**shift * output scale) is >= 1 (shift 20
-    for 8-bit, 15 for int16) aborts in QuantizeMultiplierSmallerThanOneExp; an int16 ADD
-    on the power-of-two path (pot_scale_int16 and every scale a power of two, by
-    tflite::CheckedLog2) whose operands hold different element counts aborts in
-    MatchingElementsSize. Non-positive or non-finite scales are refused by model.py.
+    Measured with LiteRT 2.3.0 (tests/test_hardening.py): a quantized-type SUB with an
+    input lacking quantization parameters, an 8-bit ADD with any tensor lacking them, an
+    int16 ADD whose output lacks them while an input has them; a quantized ADD
+    whose output rescale multiplier 2 * max(input scales) / (2**shift * output scale) is
+    >= 1 (shift 20 for 8-bit, 15 for int16: QuantizeMultiplierSmallerThanOneExp); an int16
+    ADD on the power-of-two path (pot_scale_int16 and every scale a power of two, by
+    tflite::CheckedLog2) whose operands hold different element counts
+    (MatchingElementsSize). Non-positive or non-finite scales are refused by model.py.
     """
     from .ops.add_quant import checked_log2  # noqa: PLC0415
 
-    if node.op != "ADD" or len(node.inputs) != 2 or len(node.outputs) != 1 or min(node.inputs) < 0:
+    if node.op not in ("ADD", "SUB") or len(node.inputs) != 2 or len(node.outputs) != 1 \
+            or min(node.inputs) < 0:
         return None
     ts = [sg.tensors[t] for t in (*node.inputs, node.outputs[0])]
     kind = ts[2].type_name
-    if kind not in ("INT8", "UINT8", "INT16") or any(t.scales.size == 0 for t in ts):
+    if kind not in ("INT8", "UINT8", "INT16"):
+        return None
+    q1, q2, qo = (t.scales.size > 0 for t in ts)  # LiteRT reads a missing scale as 0
+    if node.op == "SUB":
+        aborts = not (q1 and q2)
+    elif kind == "INT16":  # without any quantization: plain int16 arithmetic
+        aborts = not qo and (q1 or q2)
+    else:
+        aborts = not (q1 and q2 and qo)
+    if aborts:
+        return (f"{kind.lower()} {node.op} with quantization parameters on "
+                f"{sum((q1, q2, qo))} of its 3 tensors (LiteRT aborts on it)")
+    if node.op == "SUB" or not (q1 and q2 and qo):
         return None
     s1, s2, so = (float(t.scales[0]) for t in ts)
     if not all(np.isfinite(x) and x > 0 for x in (s1, s2, so)):

@@ -74,6 +74,20 @@ def reason_key(stderr: str) -> str:
     return line[:120]
 
 
+def stage(stderr: str) -> str:
+    """Which layer refused a rejected mutant, from its error line."""
+    line = stderr.strip().splitlines()[0] if stderr.strip() else ""
+    if "corrupt model (" in line or "root table offset" in line:
+        return "flatbuffer verifier"
+    if any(k in line for k in ("not a TFLite model", "too short", "empty file")):
+        return "file identifier / size"
+    if "LiteRT" in line:
+        return "LiteRT (prepare or invoke)"
+    if "random inputs need" in line:
+        return "random inputs too large"
+    return "model / shape validation"
+
+
 def run_one(i: int, model: Path, seed: int, args, workdir: str) -> dict:
     buf, what = mutant(model.read_bytes(), seed)
     path = os.path.join(workdir, f"mutant_{i}.tflite")
@@ -89,7 +103,8 @@ def run_one(i: int, model: Path, seed: int, args, workdir: str) -> dict:
                            cwd=workdir, errors="replace")
         rc, err = p.returncode, p.stderr
     except subprocess.TimeoutExpired as e:
-        rc, err = None, (e.stderr.decode("utf-8", "replace") if isinstance(e.stderr, bytes) else e.stderr or "")
+        err = e.stderr.decode("utf-8", "replace") if isinstance(e.stderr, bytes) else e.stderr
+        rc, err = None, err or ""
     kind = classify(rc, err, args.command)
     out = {"i": i, "model": model.name, "seed": seed, "mutation": what, "kind": kind, "rc": rc,
            "seconds": round(time.perf_counter() - t0, 3), "stderr": err[-2000:]}
@@ -146,6 +161,10 @@ def main(argv=None) -> int:
     print("per model (rejected/ok/other):")
     for m, c in sorted(per_model.items()):
         print(f"  {m:<52} {c['rejected']:>4} {c['ok']:>4} {sum(c.values()) - c['rejected'] - c['ok']:>4}")
+    stages = collections.Counter(stage(r["stderr"]) for r in results if r["kind"] == "rejected")
+    print("rejected by:")
+    for k, n in stages.most_common():
+        print(f"  {n:>4}  {k}")
     reasons = collections.Counter(reason_key(r["stderr"]) for r in results if r["kind"] == "rejected")
     print("most common rejection reasons:")
     for k, n in reasons.most_common(12):

@@ -89,7 +89,8 @@ def test_layouts_derived_for_every_schema_table():
 
 
 def test_verifier_accepts_real_and_built_models():
-    blobs = [cast_model("float32", "int8", [3]), add_model("int8", [2, 3], [3], quant=((0.5, 1), (0.25, 0), (1.0, -3))),
+    blobs = [cast_model("float32", "int8", [3]),
+             add_model("int8", [2, 3], [3], quant=((0.5, 1), (0.25, 0), (1.0, -3))),
              multi_op_model("fanout_mixed")]
     if SHARED_MODELS.is_dir():
         blobs += [p.read_bytes() for p in sorted(SHARED_MODELS.glob("*.tflite"))]
@@ -243,6 +244,51 @@ def test_litert_abort_cases_are_errors(fast_device):
     assert p["placement"] == "fallback"
     with pytest.raises(litecl.ModelError, match="LiteRT aborts"):
         it.allocate_tensors()
+    it = litecl.Interpreter(model_content=_binary_model("sub", "int8", (None, _Q, _Q)), device=fast_device)
+    with pytest.raises(litecl.ModelError, match=r"int8 SUB with quantization parameters on 2 of its 3"):
+        it.allocate_tensors()
+
+
+_Q = (0.01, 0)
+_LITERT_PREPARE = """
+import sys
+from litecl.fallback import make_interpreter
+m = make_interpreter(open(sys.argv[1], "rb").read())
+try:
+    m.allocate_tensors()
+except Exception:
+    pass
+"""
+
+
+def _binary_model(kind: str, dtype: str, q) -> bytes:
+    from models.builders import _Graph  # noqa: PLC0415
+
+    g = _Graph()
+    a, b = g.tensor("a", dtype, [4], quant=q[0]), g.tensor("b", dtype, [4], quant=q[1])
+    g.inputs += [a, b]
+    g.outputs = [g.binary(kind, a, b, "y", out_quant=q[2])]
+    return g.finish()
+
+
+@pytest.mark.parametrize("kind,dtype,q", [
+    ("add", "int8", (_Q, _Q, None)), ("add", "uint8", (None, _Q, _Q)), ("add", "int8", (_Q, _Q, _Q)),
+    ("add", "int16", (_Q, _Q, None)), ("add", "int16", (None, _Q, _Q)), ("add", "int16", (None, None, None)),
+    ("sub", "int8", (_Q, _Q, None)), ("sub", "int16", (None, None, None)),
+    ("add", "int8", (_Q, _Q, (1e-12, 0))), ("sub", "int8", (_Q, _Q, (1e-12, 0))),
+])
+def test_abort_guard_matches_litert(tmp_path, kind, dtype, q):
+    """fallback.litert_abort_reason says "aborts" exactly where LiteRT's Prepare kills
+    the process (run in a subprocess)."""
+    from litecl.fallback import litert_abort_reason  # noqa: PLC0415
+
+    m = _binary_model(kind, dtype, q)
+    p = tmp_path / "m.tflite"
+    p.write_bytes(m)
+    r = subprocess.run([sys.executable, "-c", _LITERT_PREPARE, str(p)], capture_output=True, timeout=120)
+    sg = load_model(model_content=m).subgraphs[0]
+    predicted = litert_abort_reason(sg.nodes[0], sg, {t: sg.tensors[t].shape for t in sg.nodes[0].inputs})
+    assert (r.returncode < 0) == (predicted is not None), (r.returncode, predicted)
 
 
 def test_cli_model_errors_one_line(tmp_path):
@@ -413,7 +459,8 @@ def test_build_failure_at_a_new_shape(monkeypatch, fast_device):
 # ----------------------------------------------------------------------------- dynamic shapes
 @pytest.mark.parametrize("content", [
     pytest.param(lambda: cast_model("float32", "int8", [2, 3], dynamic=True), id="cast"),
-    pytest.param(lambda: _dynamic(chain_model(["uint8", "float32", ("mul", 0.5), ("add", 1.0), "float16"], [2, 3])),
+    pytest.param(lambda: _dynamic(chain_model(["uint8", "float32", ("mul", 0.5), ("add", 1.0), "float16"],
+                                              [2, 3])),
                  id="chain_cast_mul_add_cast"),
     pytest.param(lambda: _dynamic(chain_model(["int64", "int32", ("add", 7), "float32", "float16"], [4, 1])),
                  id="chain_cl_only"),
@@ -441,7 +488,8 @@ def test_resizes_match_litert(content, fast_device):
 
 
 def test_resize_errors_as_litert(fast_device):
-    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [2, 3], dynamic=True), device=fast_device)
+    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [2, 3], dynamic=True),
+                            device=fast_device)
     i = it.get_input_details()[0]["index"]
     o = it.get_output_details()[0]["index"]
     with pytest.raises(litecl.InputError, match=r"strict resize .* shape_signature \[-1, 3\], got \[5, 4\]"):
