@@ -193,7 +193,11 @@ def cmd_compare(args) -> int:
     details = _details_by_name(interp, sig)
     inputs = _inputs_for(details, _load_npz(args.inputs) if args.inputs else None, args.seed)
     got = _run_litecl(interp, inputs, sig)
-    want = run_reference(interp._model.raw, inputs, sig, reference=args.reference)
+    try:
+        want = run_reference(interp._model.raw, inputs, sig, reference=args.reference)
+    except (RuntimeError, ValueError) as e:  # e.g. an op version this LiteRT lacks
+        msg = " ".join(str(e).split())[:300]
+        raise _Usage(f"LiteRT cannot run the model as the reference: {msg}") from None
     reps = [diff_report(k, got.get(k, np.array([])), v) for k, v in want.items()]
     ok = all(r["bit_exact"] for r in reps)
     pl = interp.placement()
