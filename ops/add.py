@@ -16,11 +16,11 @@ import math
 
 import numpy as np
 
-from .codegen import (elementwise_kernel, float_literal, int_literal, load_expr, pragmas,
-                      storage_type, tiled_kernel)
+from .codegen import (NodeOp, elementwise_kernel, float_literal, int_literal, load_expr,
+                      op_preamble, storage_type, tiled_kernel)
 from .dtypes import dtype
 
-__all__ = ["broadcast_shape", "collapse", "index_code", "activation_range", "add_kernel",
+__all__ = ["broadcast_shape", "collapse", "index_code", "activation_range", "add_kernel", "add_op",
            "PLAIN_ADD_TYPES", "QUANT_ADD_TYPES", "add_why_not"]
 
 PLAIN_ADD_TYPES = ("float32", "int32", "int64")
@@ -146,6 +146,34 @@ def _clamp(x: str, lo, hi, ctype: str) -> str:
     return x
 
 
+def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op") -> NodeOp:
+    """ADD as a NodeOp: ``fn(x, y)`` over two elements as ``load_expr`` gives them,
+    returning the stored output element. Raises ValueError for an unsupported dtype or a
+    quantized type without ``quant`` (add_quant.QuantAddParams)."""
+    d = dtype(dt)
+    st = storage_type(d, caps)
+    quant_helpers = False
+    if dt == "float32":
+        val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
+        text = f"float {fn}(const float x, const float y)\n{{\n    const float v = x + y;\n    return {val};\n}}\n"
+    elif dt in ("int32", "int64") or (dt == "int16" and quant is None):
+        ut, ct = _WRAP_TYPES[dt]
+        val = _clamp("v", *(activation_range(dt, activation) or (None, None)), ct)
+        text = (f"{ct} {fn}(const {ct} x, const {ct} y)\n{{\n"
+                f"    const {ct} v = as_{ct}(({ut})(({ut})x + ({ut})y));\n    return {val};\n}}\n")
+    elif dt in QUANT_ADD_TYPES:
+        from .add_quant import quant_add_cl_expr  # noqa: PLC0415
+
+        if quant is None:
+            raise ValueError(f"quantized ADD {dt} needs quantization parameters")
+        quant_helpers = True
+        text = (f"{st} {fn}(const int qa, const int qb)\n{{\n"
+                f"    return ({st})({quant_add_cl_expr(quant, 'qa', 'qb')});\n}}\n")
+    else:
+        raise ValueError(f"ADD of {dt} not supported")
+    return NodeOp(fn, text, (d, d), d, d.middle, (), quant_helpers)
+
+
 def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
                name: str = "litecl_add", vec_bytes: int | None = None,
                skeleton: str = "tiled") -> str:
@@ -166,27 +194,9 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
     out_shape = broadcast_shape(shape1, shape2)
     pre_idx, (ia, ib) = index_code(out_shape, [shape1, shape2])
     st = storage_type(d, caps)
-    helpers = ""
-    fn = f"{name}_op"
-    if dt == "float32":
-        val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
-        op = f"float {fn}(const float x, const float y)\n{{\n    const float v = x + y;\n    return {val};\n}}\n"
-    elif dt in ("int32", "int64") or (dt == "int16" and quant is None):
-        ut, ct = _WRAP_TYPES[dt]
-        val = _clamp("v", *(activation_range(dt, activation) or (None, None)), ct)
-        op = (f"{ct} {fn}(const {ct} x, const {ct} y)\n{{\n"
-              f"    const {ct} v = as_{ct}(({ut})(({ut})x + ({ut})y));\n    return {val};\n}}\n")
-    elif dt in QUANT_ADD_TYPES:
-        from .add_quant import quant_add_cl_expr, quant_add_cl_functions  # noqa: PLC0415
-
-        if quant is None:
-            raise ValueError(f"quantized ADD {dt} needs quantization parameters")
-        helpers = quant_add_cl_functions() + "\n"
-        op = (f"{st} {fn}(const int qa, const int qb)\n{{\n"
-              f"    return ({st})({quant_add_cl_expr(quant, 'qa', 'qb')});\n}}\n")
-    else:
-        raise ValueError(f"ADD of {dt} not supported")
-    pre = pragmas(caps) + helpers + op + "\n"
+    op = add_op(dt, activation, caps, quant, f"{name}_op")
+    fn = op.fn
+    pre = op_preamble([op], caps) + "\n"
     if ia == "i" and ib == "i":  # same shape: vector loads
         vb = vec_bytes if vec_bytes is not None else launch_config(caps).vec_bytes
         return elementwise_kernel(name, [("a", d), ("b", d)], ("out", d), fn, d.middle, caps,
