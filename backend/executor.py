@@ -18,7 +18,7 @@ import pyopencl as cl
 
 from .errors import InputError, KernelBuildError, LiteclError, ModelError, UnsupportedError
 from .fallback import build_submodel, litert_abort_reason, make_interpreter
-from .lowering import KernelSpec, kernel_spec, output_shapes
+from .lowering import KernelSpec, kernel_spec, node_op, output_shapes
 from .model import Model
 from .ops.tiling import launch as tiling_launch
 from .partition import FALLBACK, OPENCL, partition
@@ -66,6 +66,21 @@ class _Kernel:
 
 
 @dataclass
+class _Fused:
+    """A run of lowered nodes over one element space, launched as one kernel."""
+
+    nodes: list           # member nodes in order; nodes[0] launches the group
+    inputs: list          # external input tensors (kernel parameters in0..)
+    outputs: list         # tensors written to global memory (out0..)
+    in_shapes: list       # the inputs' shapes this kernel was generated for
+    kernel: object = None
+    tiling: object = None
+    gsize: tuple = ()
+    lsize: tuple = ()
+    source: str = ""
+
+
+@dataclass
 class _Fallback:
     nodes: list
     inputs: list
@@ -85,8 +100,13 @@ class Executor:
 
     def __init__(self, model: Model, subgraph: int, device, num_threads=None,
                  strict: bool = False, force_fallback: dict | None = None,
-                 reference: str = "builtin"):
+                 reference: str = "builtin", fuse: bool = True,
+                 preserve_all_tensors: bool = False):
         self.model = model
+        self.fuse = fuse
+        self.preserve_all_tensors = preserve_all_tensors
+        self._groups: dict[int, _Fused] = {}   # leader node -> group
+        self._member: dict[int, int] = {}      # node -> its group's leader
         self.sg = model.subgraphs[subgraph]
         self.device = device
         self.caps = device.caps
@@ -169,6 +189,94 @@ class Executor:
                 if all(t in self.const_dev or self._is_folded_tensor(t) for t in n.inputs):
                     self._run_kernel(step)
                     self.folded.add(step)
+        self._fuse_all()
+
+    # ----------------------------------------------------------------- fusion
+    def _fuse_all(self) -> None:
+        """Group consecutive lowered nodes with one output shape into fused kernels.
+
+        Each member's inputs are either produced inside the group (same element space) or
+        read from global memory, broadcast if need be; an intermediate tensor is written
+        only if a node outside the group or a subgraph output needs it. A group whose
+        kernel does not build is left unfused (each node keeps its own kernel)."""
+        self._groups, self._member = {}, {}
+        if not self.fuse:
+            return
+        run: list = []
+        shape = None
+        for kind, step in self._steps + [("end", None)]:
+            if kind == "k" and step not in self.folded:
+                out = tuple(self.shapes[self.sg.nodes[step].outputs[0]])
+                if run and out == shape:
+                    run.append(step)
+                    continue
+                self._make_group(run)
+                run, shape = [step], out
+            else:
+                self._make_group(run)
+                run, shape = [], None
+
+    def _make_group(self, nodes: list) -> None:
+        if len(nodes) < 2:
+            return
+        from .ops.fusion import FusedSpec, fused_kernel  # noqa: PLC0415
+
+        sg = self.sg
+        members = set(nodes)
+        produced = {t: j for j, i in enumerate(nodes) for t in sg.nodes[i].outputs}
+        needed_outside = set(sg.outputs) | (set(produced) if self.preserve_all_tensors else set())
+        for n in sg.nodes:
+            if n.index not in members:
+                needed_outside.update(t for t in n.inputs if t >= 0)
+        inputs: list = []
+        steps = []
+        for j, i in enumerate(nodes):
+            n = sg.nodes[i]
+            args = []
+            for t in n.inputs:
+                if t in produced and produced[t] < j:
+                    args.append(("t", produced[t]))
+                else:
+                    if t not in inputs:
+                        inputs.append(t)
+                    args.append(("in", inputs.index(t)))
+            shapes = [tuple(self.shapes[t]) for t in n.inputs]
+            steps.append((node_op(n, sg, shapes, self.caps, f"litecl_n{i}_op"), tuple(args)))
+        outputs = [t for t in produced if t in needed_outside]
+        dts = lambda ts: [sg.tensors[t].dtype for t in ts]  # noqa: E731
+        spec = FusedSpec(tuple(self.shapes[sg.nodes[nodes[0]].outputs[0]]),
+                         tuple((d, tuple(self.shapes[t])) for d, t in zip(dts(inputs), inputs)),
+                         tuple(steps),
+                         tuple((produced[t], d) for d, t in zip(dts(outputs), outputs)))
+        try:
+            source = fused_kernel(spec, self.caps)
+            prg = build_program(self.device, source)
+            n_el = _numel(spec.out_shape)
+            tile = min(d.itemsize for d in dts(inputs) + dts(outputs))
+            tiling, gsize, lsize = launch_geometry(self.caps, n_el, tile)
+        except (KernelBuildError, ValueError):
+            return  # stay unfused: every member has its own kernel already
+        g = _Fused(list(nodes), inputs, outputs, [tuple(self.shapes[t]) for t in inputs],
+                   cl.Kernel(prg, "litecl_fused"), tiling, gsize, lsize, source)
+        self._groups[nodes[0]] = g
+        for i in nodes:
+            self._member[i] = nodes[0]
+
+    def _run_fused(self, g: _Fused) -> None:
+        ins = [self._device_in(t) for t in g.inputs]
+        outs = []
+        for t in g.outputs:
+            nbytes = _numel(self.shapes[t]) * self.sg.tensors[t].dtype.itemsize
+            outs.append(self._dev_buffer(t, nbytes))
+        if g.tiling.total_length:
+            args = (*ins, *outs, *(np.uint32(v) for v in g.tiling.kernel_args()))
+            ev = g.kernel(self.device.queue, g.gsize, g.lsize, *args)
+            if self.profile:
+                ev.wait()
+                self.kernel_times_ns[g.nodes[0]] = ev.profile.end - ev.profile.start
+        for t in g.outputs:
+            self.on_device.add(t)
+            self.on_host.discard(t)
 
     def _is_folded_tensor(self, t: int) -> bool:
         return any(t in self.sg.nodes[i].outputs for i in self.folded)
@@ -363,11 +471,21 @@ class Executor:
         for t in self.sg.inputs:
             if t not in self.on_host and t not in self.on_device and self.sg.tensors[t].data is None:
                 raise InputError(f"input tensor {t} ({self.sg.tensors[t].name!r}) was not set")
+        refuse = False
         for kind, step in self._steps:
             if kind == "k":
                 n = self.sg.nodes[step]
                 if step in self.folded:
                     continue
+                lead = self._member.get(step)
+                if lead is not None:
+                    g = self._groups[lead]
+                    if [tuple(self.shapes[t]) for t in g.inputs] == g.in_shapes:
+                        if lead == step:
+                            self._run_fused(g)
+                        continue
+                    # a dynamic shape changed: run unfused now, fuse again afterwards
+                    self._groups, self._member, refuse = {}, {}, True
                 shapes = [tuple(self.shapes[t]) for t in n.inputs]
                 if shapes != getattr(self._kernels[step], "in_shapes", None):
                     self._plan_kernel(step)  # a dynamic shape changed
@@ -379,6 +497,8 @@ class Executor:
                 self._run_fallback(step)
         # synchronous like LiteRT's Invoke(): outputs are complete when invoke returns
         self.device.queue.finish()
+        if refuse:
+            self._fuse_all()
 
     def get(self, t: int) -> np.ndarray:
         """A host copy of tensor ``t``'s current value."""
@@ -403,6 +523,7 @@ class Executor:
         self.const_dev.clear()
         self._dev_cap.clear()
         self._kernels.clear()
+        self._groups, self._member = {}, {}
         for kind, step in self._steps:
             if kind == "f":
                 step.interp = None

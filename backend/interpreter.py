@@ -52,7 +52,7 @@ class _Graph:
     def _executor(self) -> Executor:
         i = self.interp
         return Executor(i._model, self.index, i._device, i._num_threads, i._strict, self.forced,
-                        i._reference)
+                        i._reference, fuse=i._fuse, preserve_all_tensors=i._preserve)
 
     def allocate(self) -> None:
         for _ in range(len(self.sg.nodes) + 1):
@@ -167,14 +167,22 @@ class Interpreter:
       strict: raise instead of falling back when a generated kernel fails to build.
       reference: the LiteRT op resolver that runs fallback segments: "builtin" (default,
         LiteRT's kernels without XNNPACK), "ref" (reference kernels) or "xnnpack".
+      fuse: compile each run of lowered nodes over one element space into one kernel
+        (default). Fused intermediates that nothing outside the group reads are never
+        written, so get_tensor() on them fails unless experimental_preserve_all_tensors
+        (LiteRT's flag of the same name) is set, which writes every tensor.
     Raises ModelError (bad model), DeviceError (no such device): both ValueError.
     allocate_tensors() raises ModelError when LiteRT or a kernel refuses the model's own
     shapes, InputError when they refuse shapes set by resize_tensor_input().
     """
 
     def __init__(self, model_path=None, model_content=None, *, device=None, num_threads=None,
-                 strict: bool = False, reference: str = "builtin"):
+                 strict: bool = False, reference: str = "builtin", fuse: bool = True,
+                 experimental_preserve_all_tensors: bool = False):
         from .fallback import REFERENCES  # noqa: PLC0415
+
+        self._fuse = bool(fuse)
+        self._preserve = bool(experimental_preserve_all_tensors)
 
         if reference not in REFERENCES:
             raise LiteclError(f"unknown reference {reference!r}; expected one of {', '.join(REFERENCES)}")

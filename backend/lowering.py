@@ -65,6 +65,13 @@ class CastLowering:
                           min(src.itemsize, dst.itemsize),
                           f"CAST {src.name}->{dst.name} via {' -> '.join(plan.chain())}")
 
+    @staticmethod
+    def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):
+        from .ops.codegen import cast_op  # noqa: PLC0415
+
+        src, dst = sg.tensors[node.inputs[0]].dtype, sg.tensors[node.outputs[0]].dtype
+        return cast_op(src, dst, caps, fn)[0]
+
 
 class AddLowering:
     op = "ADD"
@@ -143,6 +150,12 @@ class AddLowering:
         return KernelSpec(src, "litecl_add", _numel(out), dt.itemsize,
                           f"ADD {dt.name} {node.activation}{bc}")
 
+    @staticmethod
+    def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):
+        dt = sg.tensors[node.outputs[0]].dtype
+        quant = AddLowering._quant_params(node, sg) if AddLowering._quantized(node, sg) else None
+        return add_ops.add_op(dt.name, node.activation, caps, quant, fn)
+
 
 LOWERINGS = {cls.op: cls for cls in (CastLowering, AddLowering)}
 
@@ -163,3 +176,8 @@ def output_shapes(node: Node, sg: Subgraph, shapes) -> list[tuple]:
 
 def kernel_spec(node: Node, sg: Subgraph, shapes, caps) -> KernelSpec:
     return LOWERINGS[node.op].kernel(node, sg, shapes, caps)
+
+
+def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):
+    """The node as a NodeOp (ops/codegen.py) named ``fn``, for fused kernels."""
+    return LOWERINGS[node.op].node_op(node, sg, shapes, caps, fn)
