@@ -105,6 +105,9 @@ class Executor:
         self.model = model
         self.fuse = fuse
         self.preserve_all_tensors = preserve_all_tensors
+        # CPU devices: tensors live in host-allocatable buffers that set_tensor/get_tensor
+        # map (no upload or download copy); GPUs copy across the bus
+        self.zero_copy = not device.caps.is_gpu
         self._groups: dict[int, _Fused] = {}   # leader node -> group
         self._member: dict[int, int] = {}      # node -> its group's leader
         self.sg = model.subgraphs[subgraph]
@@ -381,7 +384,8 @@ class Executor:
             if old is not None:
                 old.release()  # OpenCL keeps it alive until queued commands are done
             self.buffers_created += 1
-            self.dev[t] = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, max(nbytes, 1))
+            flags = cl.mem_flags.READ_WRITE | (cl.mem_flags.ALLOC_HOST_PTR if self.zero_copy else 0)
+            self.dev[t] = cl.Buffer(self.device.context, flags, max(nbytes, 1))
             self._dev_cap[t] = nbytes
         return self.dev[t]
 
@@ -424,10 +428,27 @@ class Executor:
         raise InputError(f"tensor {t} ({self.sg.tensors[t].name!r}) has no value yet")
 
     # ----------------------------------------------------------------- running
+    def _mapped(self, t: int, flags):
+        """The device buffer of ``t`` mapped as an array of its shape (zero-copy devices)."""
+        d = self.sg.tensors[t].dtype.np
+        shape = tuple(self.shapes[t])
+        buf = self._dev_buffer(t, _numel(shape) * d.itemsize)
+        arr, _ = cl.enqueue_map_buffer(self.device.queue, buf, flags, 0, shape, d, is_blocking=True)
+        return arr
+
     def set_input(self, t: int, value: np.ndarray) -> None:
         ev = self._writes.pop(t, None)
         if ev is not None:
             ev.wait()  # a queued upload may still be reading the host array
+        if self.zero_copy and value.size and self._only_kernels_read(t):
+            arr = self._mapped(t, cl.map_flags.WRITE_INVALIDATE_REGION)
+            try:
+                np.copyto(arr, value, casting="no")
+            finally:
+                arr.base.release(self.device.queue)
+            self.on_device.add(t)
+            self.on_host.discard(t)
+            return
         a = self._host_array(t)
         np.copyto(a, value, casting="no")
         self.on_host.add(t)
@@ -500,8 +521,30 @@ class Executor:
         if refuse:
             self._fuse_all()
 
+    def _only_kernels_read(self, t: int) -> bool:
+        """True when no fallback segment reads ``t`` (so it need not stay on the host)."""
+        ro = getattr(self, "_host_readers", None)
+        if ro is None:
+            ro = self._host_readers = {x for kind, f in self._steps if kind == "f" for x in f.inputs}
+        return t not in ro
+
     def get(self, t: int) -> np.ndarray:
-        """A host copy of tensor ``t``'s current value."""
+        """A host copy of tensor ``t``'s current value (one copy: mapped on CPU devices,
+        read straight into the result on GPUs)."""
+        if t in self.on_device and t not in self.on_host and t in self.dev:
+            d = self.sg.tensors[t].dtype.np
+            shape = tuple(self.shapes[t])
+            if not _numel(shape):
+                return np.empty(shape, d)
+            if self.zero_copy:
+                arr = self._mapped(t, cl.map_flags.READ)
+                try:
+                    return np.array(arr, copy=True)
+                finally:
+                    arr.base.release(self.device.queue)
+            out = np.empty(shape, d)
+            cl.enqueue_copy(self.device.queue, out, self.dev[t], is_blocking=True)
+            return out
         return np.array(self._to_host(t), copy=True)
 
     def finish(self) -> None:

@@ -85,7 +85,7 @@ class _Graph:
             self.ex.invoke()
         except _Replan as r:  # a shape known only now gave a kernel that does not build
             old = self.ex
-            inputs = {t: old.host[t].copy() for t in self.sg.inputs if t in old.on_host}
+            inputs = {t: old.get(t) for t in self.sg.inputs if t in old.on_host or t in old.on_device}
             self._replan(r)
             self.allocate()
             for t, v in inputs.items():

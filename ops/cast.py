@@ -159,6 +159,11 @@ def plan_cast(src, dst, caps) -> CastPlan:
             elif target == "double":
                 add("double", "rte")
             else:  # float (or half through float)
+                if dst.name == "float16" and src.bits > 16:
+                    # |x| >= 65520 becomes inf in half either way; clamping to +-2^16 first
+                    # makes the int -> float step exact (no long/uint rounding, which some
+                    # compilers emulate slowly) and gives the same half
+                    add("int", "clamp [-65536, 65536]")
                 add("float", "rte")
     else:  # float family source (float/double/f64bits)
         if target in _INT_FAMILY:

@@ -169,6 +169,12 @@ def step_expr(step: Step, x: str) -> str:
         if f == "f64bits":
             return f"litecl_f64_to_long_sat({x}, {int_literal(lo, 'long')}, {int_literal(hi, 'long')})"
         return _sat_expr(x, f, t, lo, hi)
+    if how.startswith("clamp"):
+        if f == "long":
+            return f"(int)clamp({x}, -65536L, 65536L)"
+        if f == "uint":
+            return f"(int)min({x}, 65536u)"
+        return f"clamp({x}, -65536, 65536)"
     if how == "in range":
         return f"({t})({x})"
     if how == "extend":
