@@ -23,14 +23,21 @@ ln -sfn "$PWD/ops" $T/shim/litecl/ops
 export PYTHONPATH=$T/site:$T/shim:$PWD PYTHONUNBUFFERED=1 LITECL_SHARED_MODELS=$PWD/.shared_models
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv 2>/dev/null
 python3 -m litecl.cli devices
-# 1. correctness matrices on the GPU, compared with LiteRT run on the host CPU there
-timeout 230 python3 -m pytest -q -p no:cacheprovider tests/test_cast.py tests/test_add.py -k "nvidia" \
-    -o junit_family=xunit2 --junitxml="$OUT/pytest.xml" > "$OUT/pytest.txt" 2>&1
-echo "pytest rc=$?"; tail -15 "$OUT/pytest.txt"
-# 2. former/tail vs baselines, and the local size x groups/CU x vector-bytes sweep
-timeout 150 python3 benchmarks/bench_tiling.py --device nvidia --sizes 16,20,24,26 --repeats 20 --geometry --out "$OUT"
-echo "tiling rc=$?"
-# 3. roofline of every CAST pair and ADD
-timeout 120 python3 benchmarks/bench_roofline.py --device nvidia --sizes 16,20,24,26 --repeats 5 --out "$OUT" 2>/dev/null | tail -130
-echo "roofline rc=$?"
+STEPS=${LITECL_H200_STEPS:-tests tiling roofline}   # any of: tests tiling roofline e2e
+TESTS=${LITECL_H200_TESTS:-tests/test_cast.py tests/test_add.py}
+for step in $STEPS; do case $step in
+tests)  # correctness matrices on the GPU, compared with LiteRT run on the host CPU there
+    timeout 230 python3 -m pytest -q -p no:cacheprovider $TESTS -k "nvidia" \
+        -o junit_family=xunit2 --junitxml="$OUT/pytest.xml" > "$OUT/pytest.txt" 2>&1
+    echo "pytest rc=$?"; tail -15 "$OUT/pytest.txt";;
+tiling)  # former/tail vs baselines, and the local size x groups/CU x vector-bytes sweep
+    timeout 150 python3 benchmarks/bench_tiling.py --device nvidia --sizes 16,20,24,26 --repeats 20 --geometry --out "$OUT"
+    echo "tiling rc=$?";;
+roofline)  # every CAST pair and ADD
+    timeout 120 python3 benchmarks/bench_roofline.py --device nvidia --sizes ${LITECL_ROOF_SIZES:-16,20,24,26} --repeats 5 --out "$OUT" 2>/dev/null | tail -130
+    echo "roofline rc=$?";;
+e2e)  # litecl vs LiteRT (host CPU there), synthetic and real models
+    timeout 200 python3 benchmarks/bench_e2e.py --device nvidia --out "$OUT" 2>/dev/null | tail -30
+    echo "e2e rc=$?";;
+esac; done
 ls -l "$OUT"
