@@ -425,6 +425,20 @@ class Executor:
                 cl.enqueue_copy(self.device.queue, a, src, is_blocking=True)
             self.on_host.add(t)
             return a
+        shape = self.shapes.get(t)
+        if shape is not None and _numel(shape) == 0 and self.sg.tensors[t].dtype is not None:
+            return np.empty(shape, self.sg.tensors[t].dtype.np)  # nothing to compute
+        inside = [f.nodes for kind, f in self._steps if kind == "f"
+                  and any(t in self.sg.nodes[i].outputs for i in f.nodes) and t not in f.outputs]
+        if inside:
+            raise InputError(f"tensor {t} ({self.sg.tensors[t].name!r}) is internal to a LiteRT "
+                             "fallback segment; litecl keeps only the tensors that cross a "
+                             "segment boundary")
+        inner = [g for g in self._groups.values()
+                 if any(t in self.sg.nodes[i].outputs for i in g.nodes) and t not in g.outputs]
+        if inner:
+            raise InputError(f"tensor {t} ({self.sg.tensors[t].name!r}) is an intermediate of a fused "
+                             "kernel and is not written; pass experimental_preserve_all_tensors=True")
         raise InputError(f"tensor {t} ({self.sg.tensors[t].name!r}) has no value yet")
 
     # ----------------------------------------------------------------- running

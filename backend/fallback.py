@@ -146,6 +146,9 @@ def litert_abort_reason(node, sg, shapes: dict) -> str | None:
     kind = ts[2].type_name
     if kind not in ("INT8", "UINT8", "INT16"):
         return None
+    if node.op == "ADD" and any(t.scales.size > 1 for t in ts):
+        return (f"per-channel quantization on a {kind.lower()} ADD tensor (LiteRT aborts on it; "
+                "ADD takes per-tensor scales)")
     q1, q2, qo = (t.scales.size > 0 for t in ts)  # LiteRT reads a missing scale as 0
     if node.op == "SUB":
         aborts = not (q1 and q2)

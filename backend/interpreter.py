@@ -170,8 +170,12 @@ class Interpreter:
       fuse: compile each run of lowered nodes over one element space into one kernel
         (default). Fused intermediates that nothing outside the group reads are never
         written, so get_tensor() on them fails unless experimental_preserve_all_tensors
-        (LiteRT's flag of the same name) is set, which writes every tensor.
-    Raises ModelError (bad model), DeviceError (no such device): both ValueError.
+        (LiteRT's flag of the same name) is set, which writes every tensor computed on
+        OpenCL. Tensors internal to a LiteRT fallback segment are never kept.
+      num_threads: None or an int >= 1 (LiteRT's rule), for the fallback sub-interpreters.
+    Raises ModelError (bad model), DeviceError (no such device), LiteclError (bad
+    num_threads/reference), KernelBuildError (strict on a device that cannot build
+    kernels): all ValueError.
     allocate_tensors() raises ModelError when LiteRT or a kernel refuses the model's own
     shapes, InputError when they refuse shapes set by resize_tensor_input().
     """
@@ -188,9 +192,19 @@ class Interpreter:
             raise LiteclError(f"unknown reference {reference!r}; expected one of {', '.join(REFERENCES)}")
         self._reference = reference
         self._model = load_model(model_path, model_content)
+        if num_threads is not None:  # LiteRT's own checks, at construction
+            if isinstance(num_threads, bool) or not isinstance(num_threads, int):
+                raise LiteclError(f"num_threads must be an int or None, got {type(num_threads).__name__}")
+            if num_threads < 1:
+                raise LiteclError(f"num_threads must be >= 1, got {num_threads}")
         self._device = open_device(device)
         self._num_threads = num_threads
         self._strict = strict
+        if strict and self._device.caps.compiler_error:
+            from .errors import KernelBuildError  # noqa: PLC0415
+
+            raise KernelBuildError(f"strict: {self._device.caps.platform}: {self._device.caps.name} "
+                                   f"cannot build kernels ({self._device.caps.compiler_error})")
         self._graphs: dict[int, _Graph] = {}
         self._closed = False
         self._graph(0)
@@ -262,6 +276,14 @@ class Interpreter:
         if not g.allocated:
             raise InputError("call allocate_tensors() before get_tensor()")
         return g.ex.get(t)
+
+    def tensor(self, tensor_index):
+        """LiteRT's ``tensor(i)``: a function returning tensor ``i``'s current value.
+
+        Unlike LiteRT's (a view into the interpreter's memory), the array returned is a
+        copy: device tensors cannot be viewed in place."""
+        self._graph(0).tensor_index(tensor_index)
+        return lambda: self.get_tensor(tensor_index)
 
     def resize_tensor_input(self, input_index, tensor_size, strict: bool = False) -> None:
         """Change an input's shape; takes effect at the next allocate_tensors().

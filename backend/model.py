@@ -362,6 +362,10 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                        check_idx(sg.outputs, "output"))
         _check_sources(sub, has_value, where)
         _check_litert_aborts(sub, where)
+        for t in sub.inputs:
+            if sub.tensors[t].data is not None:  # LiteRT segfaults in set_tensor on these
+                raise ModelError(f"{where}: subgraph {si} input tensor {t} ({sub.tensors[t].name!r}) "
+                                 "also holds constant data")
         subgraphs.append(sub)
     signatures = []
     for sd in obj.signatureDefs or []:

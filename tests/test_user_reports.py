@@ -1,0 +1,92 @@
+"""Regression tests for problems a first-time user found (trial of 2026-11-29)."""
+from __future__ import annotations
+
+import flatbuffers
+import numpy as np
+import pytest
+from ai_edge_litert import schema_py_generated as schema
+
+import litecl
+from models.builders import add_model, cast_model
+
+
+def _pack(m) -> bytes:
+    b = flatbuffers.Builder(0)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_per_channel_quantized_add_is_refused_not_aborted(which, fast_device):
+    # LiteRT aborts the process (SIGABRT) preparing such an ADD; litecl must refuse first
+    m = schema.ModelT.InitFromPackedBuf(add_model("int8", (2, 3), (2, 3), quant=((0.1, 0), (0.1, 0), (0.2, 0))), 0)
+    t = [m.subgraphs[0].inputs[0], m.subgraphs[0].inputs[1], m.subgraphs[0].outputs[0]][which]
+    q = m.subgraphs[0].tensors[t].quantization
+    q.scale, q.zeroPoint, q.quantizedDimension = [0.1, 0.2, 0.3], [0, 0, 0], 1
+    with pytest.raises(litecl.ModelError, match="per-channel"):
+        it = litecl.Interpreter(model_content=_pack(m), device=fast_device)
+        it.allocate_tensors()
+
+
+def test_input_with_constant_data_is_refused():
+    m = schema.ModelT.InitFromPackedBuf(cast_model("float32", "int8", [4]), 0)
+    sg = m.subgraphs[0]
+    buf = schema.BufferT()
+    buf.data = np.arange(4, dtype=np.float32).view(np.uint8)
+    m.buffers.append(buf)
+    sg.tensors[sg.inputs[0]].buffer = len(m.buffers) - 1
+    with pytest.raises(litecl.ModelError, match="constant data"):
+        litecl.Interpreter(model_content=_pack(m), device="intel")
+
+
+def test_strict_on_a_device_that_cannot_build():
+    bad = [c for c in litecl.list_devices() if "Portable" in c.platform]
+    try:
+        d = litecl.open_device("pocl")
+    except litecl.DeviceError:
+        pytest.skip("PoCL is not installed")
+    if not d.caps.compiler_error:
+        pytest.skip("PoCL builds kernels here: nothing to refuse")
+    assert bad
+    with pytest.raises(litecl.KernelBuildError, match="cannot build kernels"):
+        litecl.Interpreter(model_content=cast_model("float32", "int8", [4]), device="pocl", strict=True)
+
+
+@pytest.mark.parametrize("n,msg", [(0, ">= 1"), (-5, ">= 1"), ("4", "must be an int")])
+def test_num_threads_checked_at_construction(n, msg, fast_device):
+    with pytest.raises(litecl.LiteclError, match=msg):
+        litecl.Interpreter(model_content=cast_model("float32", "int8", [4]), device=fast_device, num_threads=n)
+
+
+def test_tensor_accessor(fast_device):
+    it = litecl.Interpreter(model_content=cast_model("int32", "float32", [3]), device=fast_device)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], np.array([1, -2, 3], np.int32))
+    it.invoke()
+    f = it.tensor(it.get_output_details()[0]["index"])
+    assert f().tolist() == [1.0, -2.0, 3.0]
+
+
+def test_zero_size_output_without_producer_reads_empty(fast_device):
+    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [0, 4]), device=fast_device)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], np.zeros([0, 4], np.float32))
+    it.invoke()
+    assert it.get_tensor(it.get_output_details()[0]["index"]).shape == (0, 4)
+
+
+def test_fallback_internal_tensor_message(fast_device):
+    from models.builders import multi_op_model
+
+    it = litecl.Interpreter(model_content=multi_op_model("alternating"), device=fast_device)
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+    it.invoke()
+    ex = it._main.ex
+    inner = [t for kind, f in ex._steps if kind == "f" for i in f.nodes
+             for t in ex.sg.nodes[i].outputs if t not in f.outputs]
+    if not inner:
+        pytest.skip("this model's fallback segments have no internal tensors")
+    with pytest.raises(litecl.InputError, match="internal to a LiteRT fallback segment"):
+        it.get_tensor(inner[0])
