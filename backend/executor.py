@@ -25,6 +25,11 @@ from .partition import FALLBACK, OPENCL, partition
 
 __all__ = ["Executor", "build_program", "launch_geometry"]
 
+# litecl reports build failures itself (KernelBuildError, fallback reasons); pyopencl's
+# warning about any compiler chatter (Intel prints remarks) would only be noise, and
+# warnings.catch_warnings() is not thread-safe for concurrent builds
+warnings.filterwarnings("ignore", category=cl.CompilerWarning)
+
 _PROGRAMS: dict = {}
 
 
