@@ -1,14 +1,40 @@
 """OpenCL devices: discovery, selection by spec, and capabilities read once as data.
 
-Specs (``open_device(spec)`` and ``LITECL_DEVICE``): ``auto`` (default: a GPU if one
-exists, else PoCL), ``pocl``, ``intel``, ``oclgrind``, ``nvidia``, or any substring of a
-platform or device name (case-insensitive). A spec may carry a capability profile,
+Specs (``open_device(spec)`` and ``LITECL_DEVICE``): ``auto`` (the default: a GPU if one
+exists, else the first CPU runtime that can build kernels, tried in the order PoCL, Intel,
+Oclgrind), ``pocl``, ``intel``, ``oclgrind``, ``nvidia``, or any substring of a platform
+or device name (case-insensitive). A spec may carry a capability profile,
 ``SPEC:profile=NAME`` (see ``PROFILES``), which restricts a real device to what mobile
-GPUs offer so the mobile code paths run on a desktop device.
+GPUs offer so the mobile code paths run on a desktop device. Profiles combine with ``+``
+(``intel:profile=mobile+noint64`` applies both; a profile only ever removes capabilities).
+
+Environment variables:
+
+``LITECL_DEVICE``
+    The spec used when ``open_device`` (or an Interpreter) gets no device; default ``auto``.
+``LITECL_NO_INTEL_ICD``
+    When set (non-empty), importing litecl leaves ``OCL_ICD_VENDORS`` alone, so the Intel
+    CPU runtime of the pip package ``intel-opencl-rt`` is not made visible (see below).
+``LITECL_ICD_SYSTEM_VENDORS``
+    For testing: the folder taken as the loader's default vendors folder (normally
+    ``/etc/OpenCL/vendors``, see ``SYSTEM_VENDORS``).
+
+Intel ICD wiring (at import, before the first OpenCL call): intel-opencl-rt installs
+``<sys.prefix>/lib/libintelocl.so`` with an .icd file naming a placeholder path, so litecl
+points ``OCL_ICD_VENDORS`` at a folder holding an .icd naming the real library **plus**
+every .icd the loader would otherwise have read: the ``*.icd`` files of ``OCL_ICD_VENDORS``
+when it is a folder, the one it names when it is an .icd file or a library, else those of
+``OPENCL_VENDOR_PATH`` or ``/etc/OpenCL/vendors`` (where system GPU drivers register).
+The folder is ``<tmp>/litecl-icd-<uid>-<hash of its content>``, so every distinct set of
+vendors has its own folder, kept exactly in sync on each import. PoCL and Oclgrind shipped
+inside pyopencl are found by pyopencl's loader itself (``PYOPENCL_HOME``) and not copied.
 """
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass, replace
@@ -18,35 +44,177 @@ from .errors import DeviceError
 
 __all__ = ["Caps", "Device", "open_device", "list_devices", "PROFILES", "parse_spec"]
 
+#: The ICD loader's default vendors folder (used when neither OCL_ICD_VENDORS nor
+#: OPENCL_VENDOR_PATH is set). Tests override it with LITECL_ICD_SYSTEM_VENDORS.
+SYSTEM_VENDORS = "/etc/OpenCL/vendors"
+#: The .icd litecl writes for the Intel CPU runtime.
+_INTEL_ICD = "litecl-intel.icd"
+
+
+def _intel_lib() -> Path:
+    return Path(sys.prefix) / "lib" / "libintelocl.so"
+
+
+def _vendor_path() -> Path:
+    """The folder ocl-icd reads when OCL_ICD_VENDORS is unset (OPENCL_VENDOR_PATH first)."""
+    return Path(os.environ.get("OPENCL_VENDOR_PATH") or os.environ.get("LITECL_ICD_SYSTEM_VENDORS")
+                or SYSTEM_VENDORS)
+
+
+def _icd_target(data: bytes) -> str:
+    """The library an .icd names: its first line (what ocl-icd dlopens)."""
+    return data.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+
+
+def _bundled_targets() -> set[str]:
+    """Libraries named by the .icd files shipped in pyopencl's wheel (PoCL, Oclgrind): its
+    loader finds those by itself through PYOPENCL_HOME, so copying them would list them
+    twice. Found without importing pyopencl (the wiring must precede that)."""
+    import importlib.util  # noqa: PLC0415
+
+    try:
+        spec = importlib.util.find_spec("pyopencl")
+    except (ImportError, ValueError):
+        return set()
+    out = set()
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        for f in Path(loc, ".libs").glob("*.icd"):
+            try:
+                out.add(_icd_target(f.read_bytes()))
+            except OSError:
+                continue
+    return out
+
+
+def _loader_vendors() -> list[tuple[str, bytes]]:
+    """(file name, content) of every .icd the loader would read without litecl, following
+    ocl-icd: OCL_ICD_VENDORS a folder (its *.icd), an .icd file (by name in the vendors
+    path first when it has no slash, then as a path) or a library name; unset or empty,
+    the vendors path."""
+    value = os.environ.get("OCL_ICD_VENDORS", "")
+    if not value:
+        folder = _vendor_path()
+    elif Path(value).is_dir():
+        folder = Path(value)
+    elif value.endswith(".icd"):
+        tries = ([_vendor_path() / value] if "/" not in value else []) + [Path(value)]
+        for f in tries:
+            try:
+                return [(f.name, f.read_bytes())] if f.is_file() else []
+            except OSError:
+                continue
+        return []
+    else:  # a library the loader dlopens directly: an .icd naming it is equivalent
+        name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(value).name) or "lib"
+        return [(f"user-{name}.icd", value.encode() + b"\n")]
+    out = []
+    try:
+        files = sorted(f for f in folder.iterdir() if f.name.endswith(".icd") and f.is_file())
+    except OSError:
+        return []
+    for f in files:
+        try:
+            out.append((f.name, f.read_bytes()))
+        except OSError:
+            continue
+    return out
+
+
+def _desired_icds(lib: Path) -> dict[str, bytes]:
+    """Our Intel .icd plus the loader's own vendors, without duplicate libraries: a file
+    naming the same library as an earlier one (ours first), or one of pyopencl's bundled
+    ICDs, is left out. A ``litecl-intel.icd`` already there (inherited from a litecl
+    process, maybe of another environment) is replaced by ours."""
+    ours = str(lib)
+    files = {_INTEL_ICD: ours.encode() + b"\n"}
+    seen = {ours} | _bundled_targets()
+    for name, data in _loader_vendors():
+        target = _icd_target(data)
+        if name == _INTEL_ICD or not target or target in seen:
+            continue
+        seen.add(target)
+        files[name] = data
+    return files
+
+
+def _icd_folder_name(files: dict[str, bytes]) -> str:
+    """``litecl-icd-<uid>-<sha1[:12]>`` of the exact content (names and bytes)."""
+    h = hashlib.sha1()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name] + b"\0")
+    return f"litecl-icd-{os.getuid()}-{h.hexdigest()[:12]}"
+
+
+def _owned_dir(p: Path) -> bool:
+    """A real folder of ours that no one else can write (not a link someone planted)."""
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def _sync_icd_folder(folder: Path, files: dict[str, bytes]) -> None:
+    """Make ``folder``'s .icd files exactly ``files``: strays removed, each file replaced
+    atomically when its content differs."""
+    for f in folder.iterdir():
+        if f.name.endswith(".icd") and f.name not in files:
+            f.unlink(missing_ok=True)
+    for name, data in files.items():
+        dst = folder / name
+        try:
+            if dst.read_bytes() == data:
+                continue
+        except OSError:
+            pass
+        tmp = folder / f".{name}.tmp-{os.getpid()}"  # not *.icd: the loader never reads it
+        tmp.write_bytes(data)
+        os.replace(tmp, dst)
+
+
+def _materialize_icd_folder(files: dict[str, bytes], base: Path | None = None) -> Path:
+    """The folder holding exactly ``files``, created atomically (written under a private
+    temporary name, then renamed) or brought back in sync when it exists."""
+    base = Path(base or tempfile.gettempdir())
+    final = base / _icd_folder_name(files)
+    if not os.path.lexists(final):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=base))
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        try:
+            os.rename(tmp, final)
+            return final
+        except OSError:  # another process made it first
+            for f in tmp.iterdir():
+                f.unlink()
+            tmp.rmdir()
+    if _owned_dir(final):
+        _sync_icd_folder(final, files)
+        return final
+    # someone else's folder (or a link) under our name: use a private one instead
+    tmp = Path(tempfile.mkdtemp(prefix=f"{final.name}-", dir=base))
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    return tmp
+
 
 def _wire_intel_icd() -> None:
-    """Make intel-opencl-rt visible to pyopencl's bundled ICD loader.
-
-    The pip package installs ``<prefix>/lib/libintelocl.so`` but an .icd file naming a
-    placeholder path (OPENCL_DEVICES.md); the loader reads OCL_ICD_VENDORS, so we point it
-    at a folder holding a correct .icd. Must run before the first OpenCL call.
-    """
+    """Make intel-opencl-rt visible to pyopencl's bundled ICD loader without hiding any
+    vendor the loader would otherwise have read (module docstring). Must run before the
+    first OpenCL call."""
     if os.environ.get("LITECL_NO_INTEL_ICD"):
         return
-    lib = Path(sys.prefix) / "lib" / "libintelocl.so"
+    lib = _intel_lib()
     if not lib.exists():
         return
-    existing = os.environ.get("OCL_ICD_VENDORS")
-    if existing and Path(existing, "litecl-intel.icd").exists():
+    try:
+        folder = _materialize_icd_folder(_desired_icds(lib))
+    except OSError as e:  # no writable temporary folder: the loader's own vendors stay
+        import warnings  # noqa: PLC0415
+
+        warnings.warn(f"litecl: cannot write an ICD folder for the Intel CPU runtime ({e}); "
+                      "it will not be listed", RuntimeWarning, stacklevel=2)
         return
-    folder = Path(tempfile.gettempdir()) / f"litecl-icd-{os.getuid()}"
-    folder.mkdir(exist_ok=True)
-    icd = folder / "litecl-intel.icd"
-    if not icd.exists() or icd.read_text().strip() != str(lib):
-        tmp = folder / f".tmp-{os.getpid()}"
-        tmp.write_text(str(lib) + "\n")
-        tmp.replace(icd)
-    if existing and Path(existing).is_dir() and existing != str(folder):
-        # keep the user's vendors: copy their .icd files beside ours
-        for f in Path(existing).glob("*.icd"):
-            dst = folder / f.name
-            if not dst.exists():
-                dst.write_text(f.read_text())
     os.environ["OCL_ICD_VENDORS"] = str(folder)
 
 
@@ -103,18 +271,44 @@ PROFILES: dict[str, dict] = {
 }
 
 
+def _known_profiles() -> str:
+    return ", ".join(p for p in PROFILES if p)
+
+
+def profile_overrides(profile: str, where: str = "") -> dict:
+    """The cap overrides of ``profile``: a key of PROFILES or several joined by ``+``
+    (``mobile+noint64``). Overrides only remove capabilities, so combining takes the
+    stricter value of each: False for fp16/fp64/int64, True for strict_compiler.
+
+    Raises DeviceError for an unknown or empty part.
+    """
+    if not isinstance(profile, str):
+        raise DeviceError(f"profile must be a string, got {type(profile).__name__}")
+    if profile == "":
+        return {}
+    over: dict = {}
+    for part in profile.split("+"):
+        part = part.strip()
+        if part not in PROFILES or not part:
+            what = f"unknown profile {part!r}" if part else f"empty profile name in {profile!r}"
+            raise DeviceError(f"{what}{where}; known: {_known_profiles()} (combine with '+')")
+        for k, v in PROFILES[part].items():
+            over[k] = (over.get(k, False) or v) if k == "strict_compiler" else (over.get(k, True) and v)
+    return over
+
+
 def _is_gpu(d: "cl.Device") -> bool:
     # Oclgrind reports every device type at once; a GPU is a GPU and nothing else
     return d.type == cl.device_type.GPU
 
 
 def read_caps(device: "cl.Device", profile: str = "") -> Caps:
-    """Read a device's capabilities once and apply ``profile`` (a key of PROFILES).
+    """Read a device's capabilities once and apply ``profile`` (a key of PROFILES, or
+    several joined by ``+``).
 
     Raises DeviceError for an unknown profile.
     """
-    if profile not in PROFILES:
-        raise DeviceError(f"unknown profile {profile!r}; known: {', '.join(p for p in PROFILES if p)}")
+    over = profile_overrides(profile)
     ext = frozenset(device.extensions.split())
     caps = Caps(
         platform=device.platform.name.strip(),
@@ -131,7 +325,6 @@ def read_caps(device: "cl.Device", profile: str = "") -> Caps:
         is_gpu=_is_gpu(device),
         mem_base_addr_align=int(device.mem_base_addr_align),
     )
-    over = dict(PROFILES[profile])
     # a profile only ever removes capabilities
     for k in ("fp16", "fp64", "int64"):
         if k in over:
@@ -162,20 +355,39 @@ _ALIASES = {
 }
 
 
+def _type_error(spec) -> DeviceError:
+    return DeviceError(f"device must be a spec string or a litecl Device, got {type(spec).__name__}")
+
+
 def parse_spec(spec: str | None) -> tuple[str, str]:
-    """Split ``"pocl:profile=mobile"`` into ("pocl", "mobile"). Raises DeviceError."""
+    """Split ``"pocl:profile=mobile"`` into ("pocl", "mobile"); ``profile=a+b`` combines
+    profiles. None reads ``LITECL_DEVICE`` (default ``auto``). Raises DeviceError."""
+    origin = ""
     if spec is None:
         spec = os.environ.get("LITECL_DEVICE", "") or "auto"
+        origin = " (from LITECL_DEVICE)" if os.environ.get("LITECL_DEVICE") else ""
+    if not isinstance(spec, str):
+        raise _type_error(spec)
     spec = spec.strip()
     base, _, opts = spec.partition(":")
-    profile = ""
-    for opt in filter(None, opts.split(",")):
+    profile = None
+    for opt in filter(None, (o.strip() for o in opts.split(","))):
         k, eq, v = opt.partition("=")
+        if not eq and profile is not None and all(p.strip() and p.strip() in PROFILES for p in k.split("+")):
+            # "profile=mobile,noint64": the comma separates options, not profiles
+            raise DeviceError(f"bad device option {opt!r} in {spec!r}{origin}: profiles combine "
+                              f"with '+', e.g. profile={'+'.join(filter(None, (profile, k.strip())))}")
         if k.strip() != "profile" or not eq:
-            raise DeviceError(f"bad device option {opt!r} in {spec!r}; expected profile=NAME")
+            raise DeviceError(f"bad device option {opt!r} in {spec!r}{origin}; expected profile=NAME")
+        if profile is not None:
+            raise DeviceError(f"profile given twice in {spec!r}{origin}; combine profiles with '+', "
+                              f"e.g. profile={profile}+{v.strip()}")
         profile = v.strip()
-    if profile not in PROFILES:
-        raise DeviceError(f"unknown profile {profile!r}; known: {', '.join(p for p in PROFILES if p)}")
+        if not profile:
+            raise DeviceError(f"empty profile in {spec!r}{origin}; known: {_known_profiles()} "
+                              "(combine with '+')")
+        profile_overrides(profile, where=f" in {spec!r}{origin}")
+    profile = "+".join(p.strip() for p in profile.split("+")) if profile else ""
     return (base.strip() or "auto"), profile
 
 
@@ -184,17 +396,34 @@ def _all_devices() -> list:
         platforms = cl.get_platforms()
     except Exception as e:  # the loader raises when no ICD is installed at all
         raise DeviceError(f"no OpenCL platform found ({e})") from None
-    out = []
+    out, seen = [], set()
     for p in platforms:
         try:
-            out.extend(p.get_devices())
+            devices = p.get_devices()
         except Exception:
             continue  # a platform with no devices
+        count: dict = {}
+        for d in devices:
+            # the same library registered twice (two .icd files naming it) lists its
+            # platform twice: a device whose platform name, device name and driver version
+            # an earlier platform listed is dropped (identical devices of one platform,
+            # like two GPUs of a kind, are all kept: the index within the platform counts)
+            try:
+                sig = (p.name.strip(), d.name.strip(), d.driver_version.strip())
+            except Exception:
+                out.append(d)  # unreadable: keep it
+                continue
+            count[sig] = count.get(sig, 0) + 1
+            key = (*sig, count[sig])
+            if key not in seen:
+                seen.add(key)
+                out.append(d)
     return out
 
 
 def list_devices() -> list[Caps]:
-    """Capabilities of every OpenCL device the loader sees."""
+    """Capabilities of every OpenCL device the loader sees (a platform registered twice
+    is listed once)."""
     return [read_caps(d) for d in _all_devices()]
 
 
@@ -254,12 +483,16 @@ def open_device(spec: str | Device | None = None) -> Device:
     """Open (or reuse) the device named by ``spec``.
 
     spec: None (read ``LITECL_DEVICE``, default ``auto``), a Device (returned as is), or
-    ``NAME[:profile=PROFILE]`` with NAME in auto/pocl/intel/oclgrind/nvidia or a platform
-    or device name substring. One context and queue per (device, profile) per process.
-    Raises DeviceError when nothing matches or the spec is malformed.
+    ``NAME[:profile=PROFILE[+PROFILE...]]`` with NAME in auto/pocl/intel/oclgrind/nvidia
+    or a platform or device name substring. ``auto`` takes a GPU if one exists, else the
+    first CPU runtime that builds kernels (PoCL, Intel, then Oclgrind). One context and
+    queue per (device, profile) per process. Raises DeviceError when nothing matches or
+    the spec is malformed (or not a string).
     """
     if isinstance(spec, Device):
         return spec
+    if spec is not None and not isinstance(spec, str):
+        raise _type_error(spec)
     base, profile = parse_spec(spec)
     d = _select(base)
     k = (f"{d.platform.name}|{d.name}|{d.int_ptr}", profile)
