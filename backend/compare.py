@@ -68,18 +68,25 @@ def diff_report(name: str, got: np.ndarray, want: np.ndarray) -> dict:
     return rep
 
 
-def random_inputs(details, seed: int = 0) -> dict:
+def random_inputs(details, seed: int = 0, full_range: bool = False) -> dict:
     """Seeded inputs for a list of LiteRT-style detail dicts, keyed by tensor name.
 
     floats: standard normal; bool: fair coin; 8-bit integers: their full range (images,
     quantized activations); wider integers: [0, 10) so they are valid indices and ids.
+
+    full_range: 8- and 16-bit integers uniform over all their values, floats and complex
+    numbers random bit patterns (so NaN, inf and subnormals appear); bool and wider
+    integers as above.
     """
     rng = np.random.default_rng(seed)
     out = {}
     for d in details:
         dt = np.dtype(d["dtype"])
         shape = tuple(int(x) for x in d["shape"])
-        if dt.kind == "f":
+        if full_range and (dt.kind in "fc" or (dt.kind in "iu" and dt.itemsize <= 2)):
+            n = int(np.prod(shape, dtype=np.int64))
+            v = np.frombuffer(rng.bytes(n * dt.itemsize), dtype=dt).reshape(shape).copy()
+        elif dt.kind == "f":
             v = rng.standard_normal(shape).astype(dt)
         elif dt.kind == "c":
             v = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dt)

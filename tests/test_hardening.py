@@ -359,12 +359,15 @@ def test_cli_input_errors(tmp_path, fast_device):
         "missing": ({"input1": good["input1"]}, r"missing input\(s\) \['input2'\]"),
         "unknown": (dict(good, nope=good["input2"]), r"unknown input name\(s\) \['nope'\]"),
         "shape": (dict(good, input2=np.zeros([4], np.float32)),
-                  r"tensor 1 \('input2'\) from \[3\] to \[4\].*do not broadcast"),
+                  r"input 'input2' expects shape \[3\], got \[4\].*--resize"),
     }
     for name, (arrays, match) in cases.items():
         npz = tmp_path / f"{name}.npz"
         np.savez(npz, **arrays)
         _one_error_line(_run_cli("run", model, "--device", fast_device, "--inputs", npz), match)
+    # --resize resizes the fixed-shape input; then the shapes do not broadcast
+    _one_error_line(_run_cli("run", model, "--device", fast_device, "--inputs", tmp_path / "shape.npz",
+                             "--resize"), r"tensor 1 \('input2'\) from \[3\] to \[4\].*do not broadcast")
 
 
 def test_cli_litert_invoke_error_is_one_line(shared_models, tmp_path, fast_device):

@@ -1,0 +1,285 @@
+"""CLI details: argument validation, inputs files, output paths, signatures, --version,
+help texts, fixed-shape inputs (--resize) and --full-range inputs."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # models/ (builders) is not an installed package
+    sys.path.insert(0, str(ROOT))
+
+from ai_edge_litert import schema_py_generated as schema  # noqa: E402
+import flatbuffers  # noqa: E402
+
+import litecl  # noqa: E402
+from litecl.cli import _parser  # noqa: E402
+from litecl.compare import random_inputs  # noqa: E402
+from models.builders import _AlignedBufferT, add_model, cast_model, multi_op_model  # noqa: E402
+
+from conftest import DEVICE_STATUS  # noqa: E402
+
+CLI = [sys.executable, "-m", "litecl.cli"]
+DEV = "intel"
+
+needs_intel = pytest.mark.skipif(bool(DEVICE_STATUS.get(DEV)), reason=DEVICE_STATUS.get(DEV) or "")
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True,
+                          env=dict(os.environ), timeout=600, cwd=cwd)
+
+
+def one_error(r, *fragments):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    assert "internal error" not in lines[0] and "Traceback" not in r.stderr
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+    return lines[0]
+
+
+def two_signature_model() -> bytes:
+    """Signature "add" runs subgraph 0 (one ADD: 1/1 node on OpenCL), "norm" runs
+    subgraph 1 (CAST, MUL, ADD, CAST: 3/4 on OpenCL)."""
+    a = schema.ModelT.InitFromPackedBuf(bytearray(add_model("float32", [4], [4])), 0)
+    b = schema.ModelT.InitFromPackedBuf(bytearray(multi_op_model("cast_mul_cast", (4,))), 0)
+    nbuf, nops = len(a.buffers), len(a.operatorCodes)
+    sg = b.subgraphs[0]
+    for t in sg.tensors:
+        if t.buffer:
+            t.buffer += nbuf
+    for op in sg.operators:
+        op.opcodeIndex += nops
+    a.subgraphs.append(sg)
+    a.operatorCodes += b.operatorCodes
+    bufs = []
+    for buf in a.buffers + b.buffers:  # keep constant data 16-byte aligned
+        if buf.data is not None and len(buf.data):
+            nb = _AlignedBufferT()
+            nb.data = np.asarray(buf.data, dtype=np.uint8)
+            buf = nb
+        bufs.append(buf)
+    a.buffers = bufs
+    a.signatureDefs[0].signatureKey = "add"
+    sd = b.signatureDefs[0]
+    sd.signatureKey = "norm"
+    sd.subgraphIndex = 1
+    a.signatureDefs.append(sd)
+    builder = flatbuffers.Builder(0)
+    builder.Finish(a.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+@pytest.fixture
+def model(tmp_path):
+    p = tmp_path / "cast.tflite"
+    p.write_bytes(cast_model("float32", "int8", [4]))
+    return p
+
+
+@pytest.fixture
+def sigmodel(tmp_path):
+    p = tmp_path / "sigs.tflite"
+    p.write_bytes(two_signature_model())
+    return p
+
+
+# ------------------------------------------------------------------ 1, 5: argument checks
+@pytest.mark.parametrize("args,fragment", [
+    (["run", "{m}", "--seed", "-1"], "argument --seed"),
+    (["compare", "{m}", "--seed", "-3"], "argument --seed"),
+    (["bench", "{m}", "--seed", "x"], "argument --seed"),
+    (["bench", "{m}", "--num_runs", "0"], "argument --num_runs"),
+    (["bench", "{m}", "--num_runs", "-5"], "argument --num_runs"),
+    (["bench", "{m}", "--warmup_runs", "-1"], "argument --warmup_runs"),
+    (["bench", "{m}", "--min_secs", "-1"], "argument --min_secs"),
+    (["bench", "{m}", "--min_secs", "nan"], "argument --min_secs"),
+    (["bench", "{m}", "--warmup_min_secs", "-0.5"], "argument --warmup_min_secs"),
+    (["bench", "{m}", "--max_secs", "inf"], "argument --max_secs"),
+    (["bench", "{m}", "--profile_runs", "0"], "argument --profile_runs"),
+    (["bench", "{m}", "--num_threads", "0"], "argument --num_threads"),
+])
+def test_bad_numbers_are_usage_errors(model, args, fragment):
+    line = one_error(run_cli(*[a.format(m=model) for a in args]), fragment)
+    assert ">= 0" in line or ">= 1" in line
+
+
+# ------------------------------------------------------------------ 2: inputs files
+def test_npy_and_non_npz_inputs(model, tmp_path):
+    npy = tmp_path / "x.npy"
+    np.save(npy, np.zeros(4, np.float32))
+    one_error(run_cli("run", model, "--device", DEV, "--inputs", npy),
+              "expected a .npz archive of arrays keyed by input name", ".npy")
+    line = one_error(run_cli("compare", model, "--device", DEV, "--inputs", model),
+                     "not an .npz archive", "expected a .npz archive of arrays keyed by input name")
+    assert "pickle" not in line
+    one_error(run_cli("run", model, "--device", DEV, "--inputs", tmp_path), "directory")
+
+
+# ------------------------------------------------------------------ 3, 4: output paths
+def test_unwritable_outputs_fail_before_running(model, tmp_path):
+    r = run_cli("bench", model, "--device", DEV, "--json", "/nonexistent/dir/x.json")
+    one_error(r, "/nonexistent/dir/x.json", "does not exist")
+    assert "Running benchmark" not in r.stdout
+    r = run_cli("run", model, "--device", DEV, "--output", tmp_path / "missing" / "o.npz")
+    one_error(r, "does not exist")
+    assert r.stdout == ""
+    r = run_cli("run", model, "--device", DEV, "--output", tmp_path)
+    one_error(r, "directory")
+
+
+@needs_intel
+def test_output_without_extension_reports_real_path(model, tmp_path):
+    r = run_cli("run", model, "--device", DEV, "--output", "out_noext", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "out_noext.npz").exists() and not (tmp_path / "out_noext").exists()
+    assert "wrote out_noext.npz" in r.stdout
+    r = run_cli("run", model, "--device", DEV, "--output", "o.npz", cwd=tmp_path)
+    assert r.returncode == 0 and "wrote o.npz\n" in r.stdout
+    with np.load(tmp_path / "o.npz") as z:
+        assert z["output"].dtype == np.int8 and z["output"].shape == (4,)
+
+
+# ------------------------------------------------------------------ 6: signatures, device
+@needs_intel
+def test_compare_counts_the_signature_subgraph(sigmodel):
+    r = run_cli("compare", sigmodel, "--device", DEV, "--signature", "norm")
+    assert r.returncode == 0, r.stdout + r.stderr
+    head = r.stdout.splitlines()[0]
+    assert "nodes on OpenCL: 3/4" in head and "signature: norm" in head
+    caps = litecl.open_device(DEV).caps
+    assert f"device: {caps.platform}: {caps.name}" in head
+    r = run_cli("compare", sigmodel, "--device", DEV, "--signature", "add", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["opencl_nodes"] == 1 and rep["nodes"] == 1 and rep["signature"] == "add"
+    assert rep["device"] == {"platform": caps.platform, "name": caps.name, "profile": None}
+
+
+@needs_intel
+def test_inspect_signature(sigmodel):
+    r = run_cli("inspect", sigmodel, "--device", DEV, "--signature", "norm")
+    assert r.returncode == 0, r.stderr
+    assert "Replacing 3 out of 4 node(s)" in r.stdout
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.split()[3:4] in (["opencl"], ["fallback"])]
+    assert [row[0] for row in rows] == ["1"] * 4
+    r = run_cli("inspect", sigmodel, "--device", DEV, "--signature", "add", "--json")
+    rep = json.loads(r.stdout)
+    assert [n["subgraph"] for n in rep["nodes"]] == [0] and isinstance(rep["device"], dict)
+    assert set(rep["device"]) == {"platform", "name", "profile"}
+    r = run_cli("inspect", sigmodel, "--device", DEV + ":profile=mobile", "--json")
+    rep = json.loads(r.stdout)
+    assert len(rep["nodes"]) == 5 and rep["device"]["profile"] == "mobile"
+    one_error(run_cli("inspect", sigmodel, "--device", DEV, "--signature", "nope"), "nope")
+
+
+@needs_intel
+def test_bench_json_device_object(model, tmp_path):
+    out = tmp_path / "b.json"
+    r = run_cli("bench", model, "--device", DEV, "--json", out, "--num_runs", "1", "--warmup_runs", "0",
+                "--min_secs", "0", "--warmup_min_secs", "0", "--profile_runs", "1")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(out.read_text())
+    assert set(rep["device"]) == {"platform", "name", "profile"} and rep["runs"]["count"] >= 1
+
+
+# ------------------------------------------------------------------ 7, 8: version, help
+def test_version():
+    r = run_cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"litecl {litecl.__version__}"
+
+
+def _all_parsers(p, path=("litecl",)):
+    yield path, p
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for name, sp in a.choices.items():
+                yield from _all_parsers(sp, path + (name,))
+
+
+def test_every_argument_has_help():
+    seen = 0
+    for path, p in _all_parsers(_parser()):
+        for a in p._actions:
+            if isinstance(a, argparse._HelpAction):
+                continue
+            assert a.help and a.help.strip(), (path, a.dest)
+            seen += 1
+    assert seen > 30
+    names = {path: {o for a in p._actions for o in a.option_strings} for path, p in _all_parsers(_parser())}
+    assert {"--signature", "--json"} <= names[("litecl", "inspect")]
+    assert {"--resize", "--full-range"} <= names[("litecl", "run")] & names[("litecl", "compare")]
+
+
+# ------------------------------------------------------------------ 9: fixed shapes
+@needs_intel
+@pytest.mark.parametrize("cmd", ["run", "compare"])
+def test_fixed_shape_input_needs_resize(model, tmp_path, cmd):
+    inp = tmp_path / "s.npz"
+    np.savez(inp, input=np.float32(1.5))
+    one_error(run_cli(cmd, model, "--device", DEV, "--inputs", inp), "'input'", "[4]", "got []", "--resize")
+    r = run_cli(cmd, model, "--device", DEV, "--inputs", inp, "--resize")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@needs_intel
+def test_dynamic_dimension_resizes(tmp_path):
+    m = tmp_path / "d.tflite"
+    m.write_bytes(cast_model("float32", "int8", [4, 2], dynamic=True))
+    inp = tmp_path / "d.npz"
+    np.savez(inp, input=np.arange(14, dtype=np.float32).reshape(7, 2))
+    r = run_cli("compare", m, "--device", DEV, "--inputs", inp)
+    assert r.returncode == 0, r.stdout + r.stderr
+    np.savez(inp, input=np.zeros((7, 3), np.float32))  # dimension 1 is fixed
+    one_error(run_cli("run", m, "--device", DEV, "--inputs", inp), "'input'", "[4, 2]", "[7, 3]", "[-1, 2]")
+
+
+@needs_intel
+def test_signature_fixed_shape(sigmodel, tmp_path):
+    inp = tmp_path / "s.npz"
+    np.savez(inp, input1=np.zeros([2, 4], np.float32), input2=np.zeros([4], np.float32))
+    one_error(run_cli("run", sigmodel, "--device", DEV, "--signature", "add", "--inputs", inp),
+              "'input1'", "[4]", "[2, 4]")
+
+
+# ------------------------------------------------------------------ 10: --full-range
+def test_random_inputs_full_range():
+    details = [{"name": n, "dtype": np.dtype(t), "shape": np.array([1 << 20])}
+               for n, t in (("f32", "float32"), ("f16", "float16"), ("i16", "int16"),
+                            ("u16", "uint16"), ("i32", "int32"), ("b", "bool"), ("c", "complex64"))]
+    mild = random_inputs(details, 0)
+    full = random_inputs(details, 0, full_range=True)
+    assert all(np.isfinite(mild[n]).all() for n in ("f32", "f16"))
+    assert mild["i16"].max() < 10
+    assert np.isinf(full["f16"]).any()  # 2 of 2^16 patterns (f32: 2 of 2^32, too rare to test)
+    for n in ("f32", "f16"):
+        v = full[n]
+        assert np.isnan(v).any() and (np.abs(v[np.isfinite(v)]) > 1e4).any()
+        assert ((v != 0) & (np.abs(v) < np.finfo(v.dtype).tiny)).any()  # subnormals
+    assert (np.signbit(full["f16"]) & (full["f16"] == 0)).any()  # -0.0
+    assert full["i16"].min() < -10000 and full["i16"].max() > 10000 and full["u16"].max() > 60000
+    assert 0 <= full["i32"].min() and full["i32"].max() < 10
+    assert full["b"].dtype == np.bool_ and full["c"].dtype == np.complex64
+    again = random_inputs(details, 0, full_range=True)
+    assert all(np.array_equal(full[k].view(np.uint8), again[k].view(np.uint8)) for k in full)
+
+
+@needs_intel
+@pytest.mark.parametrize("src,dst", [("float16", "float32"), ("float32", "int16"), ("int16", "float16")])
+def test_compare_full_range(tmp_path, src, dst):
+    m = tmp_path / "m.tflite"
+    m.write_bytes(cast_model(src, dst, [2048]))
+    r = run_cli("compare", m, "--device", DEV, "--full-range", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["all_bit_exact"]
+    r = run_cli("run", m, "--device", DEV, "--full-range", "--seed", "3")
+    assert r.returncode == 0, r.stderr
