@@ -25,24 +25,13 @@ import pytest
 
 
 def wire_intel_icd() -> None:
-    """Let the OpenCL ICD loader find Intel's CPU runtime (OPENCL_DEVICES.md, section 2).
-
-    intel-opencl-rt installs ``<sys.prefix>/lib/libintelocl.so`` but an .icd file naming a
-    placeholder path, so write a folder holding one ``intel.icd`` naming the real library
-    and point ``OCL_ICD_VENDORS`` at it. Only when the variable is unset (a user's or the
-    device machine's choice wins) and the library exists. It must run before the first
-    OpenCL call of the process; if another test module made one first, the Intel platform
-    is simply not found and its tests skip.
-    """
-    if os.environ.get("OCL_ICD_VENDORS"):
-        return
-    lib = Path(sys.prefix) / "lib" / "libintelocl.so"
-    if not lib.exists():
-        return
-    folder = Path(tempfile.gettempdir()) / f"litecl-icd-{os.getuid()}"
-    folder.mkdir(exist_ok=True)
-    (folder / "intel.icd").write_text(f"{lib}\n")
-    os.environ["OCL_ICD_VENDORS"] = str(folder)
+    """Let the OpenCL ICD loader find Intel's CPU runtime: litecl.device does it at import
+    (backend/device.py, OPENCL_DEVICES.md section 2). Must run before the first OpenCL
+    call of the process."""
+    try:
+        import litecl.device  # noqa: F401,PLC0415
+    except ImportError:  # litecl not installed: Intel's platform is simply not found
+        pass
 
 
 wire_intel_icd()
