@@ -409,5 +409,7 @@ def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None
     pre = op_preamble([op], caps) + "\n"
     vb = vec_bytes if vec_bytes is not None else launch_config(caps).vec_bytes
     width = vector_width((src.itemsize, dst.itemsize), vb)
+    if "float16" in (src.name, dst.name) and not caps.fp16 and vec_bytes is None:
+        width = min(width, launch_config(caps).half_width)
     return elementwise_kernel(name, [("src", src)], ("dst", dst), op.fn, plan.store, caps, pre,
                               width, skeleton), plan

@@ -130,6 +130,7 @@ class LaunchConfig:
     local_size: int
     groups_per_cu: int
     vec_bytes: int
+    half_width: int = 16  # most elements per vloada_halfN / vstorea_halfN access
 
 
 #: Launch constants keyed by device type ("gpu" or "cpu"; Oclgrind reports every type at
@@ -140,6 +141,7 @@ LAUNCH: dict[str, LaunchConfig] = {
         local_size=512,    # measured on the H200: 512 > 256 > 128 in every case (16 warps, coalesced)
         groups_per_cu=32,  # measured on the H200: 32 best (f32->f16 3908 GB/s = 96% of copy at 2^26)
         vec_bytes=16,      # measured: one 128-bit access per work-item; 32 bytes 3x slower on f32->f16
+        half_width=4,      # measured on the H200: 8-wide half loads/stores (1-2 byte <-> f16) ran at 16-22% of copy
     ),
     "cpu": LaunchConfig(
         local_size=1,      # measured: one work-item walking its chunk; a 2nd one costs ~30%
