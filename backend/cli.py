@@ -363,7 +363,6 @@ def cmd_bench(args) -> int:
     import time  # noqa: PLC0415
 
     from .bench import benchmark_interpreter, format_stats, node_profile  # noqa: PLC0415
-    from .compare import random_inputs  # noqa: PLC0415
     from .interpreter import Interpreter  # noqa: PLC0415
 
     if args.json:

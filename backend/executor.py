@@ -21,7 +21,7 @@ from .fallback import build_submodel, litert_abort_reason, make_interpreter
 from .lowering import KernelSpec, kernel_spec, node_op, output_shapes
 from .model import Model
 from .ops.tiling import launch as tiling_launch
-from .partition import FALLBACK, OPENCL, partition
+from .partition import OPENCL, partition
 
 __all__ = ["Executor", "build_program", "launch_geometry"]
 

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # models/ (builders) is not an installed package
     sys.path.insert(0, str(ROOT))
 
-import litecl  # noqa: E402  (wires the Intel ICD before pyopencl loads)
+import litecl  # noqa: E402,F401  (wires the Intel ICD before pyopencl loads)
 from litecl.device import _all_devices, probe_compiler  # noqa: E402
 
 SHARED_MODELS = Path(os.environ.get("LITECL_SHARED_MODELS", ROOT.parent / "shared" / "models"))

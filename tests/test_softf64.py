@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np

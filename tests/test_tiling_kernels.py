@@ -18,12 +18,11 @@ import numpy as np
 import pytest
 
 from litecl.ops.codegen import cast_kernel
-from litecl.ops.dtypes import CAST_TYPES
 from litecl.ops.tiling import (BLOCK_BYTES, LAUNCH, MAX_ELEMENTS, launch, launch_config, plan,
                                vector_width)
 
 from conftest import DEVICE_STATUS, device_params
-from tiling_sweep import PAIRS, increment_kernel, sweep
+from tiling_sweep import PAIRS, sweep
 
 SIZES = (1, 2, 4, 8)
 
