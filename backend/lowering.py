@@ -167,6 +167,8 @@ def why_not(node: Node, sg: Subgraph, caps) -> str | None:
         return "not a lowered operator"
     if caps.compiler_error:
         return f"the device cannot build kernels ({caps.compiler_error})"
+    if any(t >= 0 and sg.tensors[t].is_variable for t in (*node.inputs, *node.outputs)):
+        return "touches a variable tensor (its state lives in LiteRT)"
     return low.why_not(node, sg, caps)
 
 

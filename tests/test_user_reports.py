@@ -90,3 +90,30 @@ def test_fallback_internal_tensor_message(fast_device):
         pytest.skip("this model's fallback segments have no internal tensors")
     with pytest.raises(litecl.InputError, match="internal to a LiteRT fallback segment"):
         it.get_tensor(inner[0])
+
+
+def test_add_reading_a_variable_tensor_falls_back(fast_device):
+    from litecl.compare import bit_equal
+    from litecl.fallback import make_interpreter
+
+    m = schema.ModelT.InitFromPackedBuf(add_model("float32", [3], [3]), 0)
+    sg = m.subgraphs[0]
+    var = sg.inputs[1]
+    sg.tensors[var].isVariable = True
+    sg.inputs = [sg.inputs[0]]
+    m.signatureDefs = []
+    content = _pack(m)
+    it = litecl.Interpreter(model_content=content, device=fast_device)
+    p = it.placement()[0]
+    assert p["placement"] == "fallback" and "variable" in p["reason"]
+    it.allocate_tensors()
+    ref = make_interpreter(content)
+    ref.allocate_tensors()
+    x = np.array([1.5, -2.0, 3.0], np.float32)
+    for _ in range(2):
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        ref.set_tensor(ref.get_input_details()[0]["index"], x)
+        ref.invoke()
+        assert bit_equal(it.get_tensor(it.get_output_details()[0]["index"]),
+                         ref.get_tensor(ref.get_output_details()[0]["index"]))
