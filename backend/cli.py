@@ -487,18 +487,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="print JSON: model, device {platform, name, profile}, signature, nodes, summary")
     s.set_defaults(fn=cmd_inspect)
 
+    def add_input_args(s):  # what run and compare share: the inputs and how the model runs
+        s.add_argument("--inputs", metavar="NPZ",
+                       help=".npz of inputs keyed by input tensor (or signature input) name")
+        s.add_argument("--seed", type=_NON_NEGATIVE, default=0, help=seed_help)
+        s.add_argument("--full-range", action="store_true", help=full_range_help)
+        s.add_argument("--resize", action="store_true", help=resize_help)
+        s.add_argument("--signature", metavar="KEY", help=sig_help)
+        s.add_argument("--strict", action="store_true",
+                       help="fail instead of falling back when a kernel does not build")
+
     s = sub.add_parser("run", help="run a model (seeded random inputs unless --inputs)")
     s.add_argument("model", help=model_help)
     s.add_argument("--device", help=dev_help)
-    s.add_argument("--inputs", metavar="NPZ",
-                   help=".npz of inputs keyed by input tensor (or signature input) name")
+    add_input_args(s)
     s.add_argument("--output", metavar="NPZ",
                    help="write outputs to this .npz, keyed by output name (.npz is appended when missing)")
-    s.add_argument("--seed", type=_NON_NEGATIVE, default=0, help=seed_help)
-    s.add_argument("--full-range", action="store_true", help=full_range_help)
-    s.add_argument("--resize", action="store_true", help=resize_help)
-    s.add_argument("--signature", metavar="KEY", help=sig_help)
-    s.add_argument("--strict", action="store_true", help="fail instead of falling back when a kernel does not build")
     s.add_argument("--reference", choices=ref_choices, default="builtin",
                    help="LiteRT op resolver for the fallback segments (default builtin)")
     s.set_defaults(fn=cmd_run)
@@ -506,12 +510,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("compare", help="run litecl and LiteRT on the same inputs; exit 1 on any difference")
     s.add_argument("model", help=model_help)
     s.add_argument("--device", help=dev_help)
-    s.add_argument("--inputs", metavar="NPZ",
-                   help=".npz of inputs keyed by input tensor (or signature input) name")
-    s.add_argument("--seed", type=_NON_NEGATIVE, default=0, help=seed_help)
-    s.add_argument("--full-range", action="store_true", help=full_range_help)
-    s.add_argument("--resize", action="store_true", help=resize_help)
-    s.add_argument("--signature", metavar="KEY", help=sig_help)
+    add_input_args(s)
     s.add_argument("--json", action="store_true",
                    help="print JSON: model, device {platform, name, profile}, signature, "
                    "all_bit_exact, opencl_nodes, nodes, outputs")
@@ -519,8 +518,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="LiteRT op resolver to compare with (it also runs litecl's fallback "
                    "segments): builtin kernels without XNNPACK (default), reference kernels, "
                    "or LiteRT's default configuration with XNNPACK")
-    s.add_argument("--strict", action="store_true",
-                   help="fail instead of falling back when a kernel does not build")
     s.set_defaults(fn=cmd_compare)
 
     s = sub.add_parser("bench", help="benchmark_model-style timings and a per-node table")
