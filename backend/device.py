@@ -443,9 +443,11 @@ def _select(base: str) -> "cl.Device":
                 return d
         return order[0]
     needle = _ALIASES.get(key, key)
-    for d in devices:
-        if needle in d.platform.name.lower() or needle in d.name.lower():
-            return d
+    matches = [d for d in devices if needle in d.platform.name.lower() or needle in d.name.lower()]
+    if matches:
+        # two installs of one runtime (PoCL from PyPI and from the OS) both match: take
+        # the first that builds kernels
+        return next((d for d in matches if not probe_compiler(d)), matches[0])
     names = "; ".join(f"{d.platform.name.strip()}: {d.name.strip()}" for d in devices)
     raise DeviceError(f"no OpenCL device matches {base!r}; available: {names}")
 

@@ -33,8 +33,10 @@ def _device_status() -> dict[str, str]:
         if not found:
             out[spec] = f"no {name} platform installed"
         else:
-            err = probe_compiler(found[0])
-            out[spec] = f"{name} cannot build kernels here: {err}" if err else ""
+            # two installs of one runtime (PoCL from PyPI and from the OS): usable when
+            # any builds kernels, as open_device takes the first that does
+            errs = [probe_compiler(d) for d in found]
+            out[spec] = "" if "" in errs else f"{name} cannot build kernels here: {errs[0]}"
     return out
 
 
