@@ -43,6 +43,37 @@ def copy_bandwidth(device, n_bytes: int = 1 << 28, repeats: int = 10) -> float:
     return 2 * n4 * 16 / statistics.median(times) / 1e9
 
 
+class CopyProbe:
+    """A float4 copy kernel moving a given number of bytes (read + written), timed next to
+    the kernel under test so both see the same machine state (a shared VM's bandwidth
+    drifts by 2x between minutes: measured 42..77 GB/s on the 2-core CI machine)."""
+
+    def __init__(self, device):
+        import pyopencl as cl
+
+        self.cl, self.device = cl, device
+        src = "__kernel void copy4(__global const float4* a, __global float4* b) " \
+              "{ size_t i = get_global_id(0); b[i] = a[i]; }"
+        self.kernel = cl.Program(device.context, src).build().copy4
+        self.bufs: dict = {}
+
+    def seconds(self, n_bytes: int) -> float:
+        """Device seconds of one copy of ``n_bytes`` / 2 bytes (profiling event)."""
+        cl = self.cl
+        n4 = max(1, n_bytes // 32)
+        if n4 not in self.bufs:
+            self.bufs.clear()  # one size at a time: large buffers are 2 x 512 MiB
+            a = cl.Buffer(self.device.context, cl.mem_flags.READ_ONLY, n4 * 16)
+            b = cl.Buffer(self.device.context, cl.mem_flags.WRITE_ONLY, n4 * 16)
+            cl.enqueue_fill_buffer(self.device.queue, a, np.float32(1), 0, n4 * 16)
+            self.bufs[n4] = (a, b)
+            self.seconds(n_bytes)  # first touch
+        a, b = self.bufs[n4]
+        ev = self.kernel(self.device.queue, (n4,), None, a, b)
+        ev.wait()
+        return (ev.profile.end - ev.profile.start) * 1e-9
+
+
 def write_outputs(out_dir: Path, name: str, data, table_md: str) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}.json").write_text(json.dumps(data, indent=2, default=float))

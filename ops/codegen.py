@@ -17,6 +17,7 @@ __all__ = [
     "scalar_store", "vector_load", "vector_store", "component", "cast_expr", "pragmas",
     "tiled_kernel", "ndrange_kernel", "grid_stride_kernel", "elementwise_kernel",
     "cast_kernel", "int_literal", "float_literal", "TILING_PARAMS", "SKELETONS",
+    "step_vexpr", "store_vvalue", "vcomponent", "cast_vector_fn",
 ]
 
 #: Kernel parameters every tiled kernel takes after its buffers (see ops/tiling.py).
@@ -197,6 +198,109 @@ def step_expr(step: Step, x: str) -> str:
     raise AssertionError(f"unhandled step {step}")
 
 
+_WIDTH_BITS = {"char": 8, "uchar": 8, "short": 16, "ushort": 16, "half": 16, "int": 32, "uint": 32,
+               "float": 32, "long": 64, "ulong": 64, "double": 64}
+_MASK_TYPE = {8: "char", 16: "short", 32: "int", 64: "long"}
+
+
+def _mask(cmp: str, operand_type: str, result_type: str, w: int) -> str:
+    """A vector comparison of ``operand_type`` operands (a -1/0 mask of that width) as the
+    mask ``select`` needs for ``result_type`` components (same width)."""
+    if _WIDTH_BITS[operand_type] == _WIDTH_BITS[result_type]:
+        return cmp
+    return f"convert_{_MASK_TYPE[_WIDTH_BITS[result_type]]}{w}({cmp})"
+
+
+def _below(v: int, ctype: str) -> str:
+    """The largest ``ctype`` (float/double) value below the power of two ``v`` (exact)."""
+    f = np.float32 if ctype == "float" else np.float64
+    return float_literal(float(np.nextafter(f(v), f(0))), ctype) if ctype == "float" else \
+        repr(float(np.nextafter(np.float64(v), 0.0)))
+
+
+def step_vexpr(step: Step, x: str, w: int) -> str | None:
+    """``step`` on a ``w``-wide vector ``x`` of ``step.frm`` components: the same values as
+    ``step_expr`` gives per component, in vector built-ins (select, clamp, convert_TN),
+    which compilers keep in SIMD registers. None where no vector form exists (the soft
+    float64 helpers are scalar functions). Bounds are vectors, not scalars: Oclgrind
+    21.10 computes clamp(long4, long, long) wrongly (measured)."""
+    f, t, how = step.frm, step.to, step.how
+    if "f64bits" in (f, t):
+        return None
+    if how == "x != 0":
+        if f in ("int", "uint", "long"):
+            return f"-convert_int{w}(({x}) != ({f}{w})0)"
+        if f == "float":
+            return f"-((as_uint{w}({x}) & 0x7fffffffu) != 0u)"
+        if f == "double":
+            return f"-convert_int{w}((as_ulong{w}({x}) & 0x7fffffffffffffffUL) != 0UL)"
+        return None
+    if how.startswith("trunc"):
+        lo, hi = (int(v) for v in how.split("[")[1].split("]")[0].split(","))
+        # clamp into range first (so the conversion is always defined), then lanes at or
+        # above hi + 1 (beyond the clamp when hi + 1 is not representable below it) and
+        # NaN lanes (clamp's fmax/fmin drop NaN) take hi
+        lo_f = float_literal(lo, f)
+        top = _below(hi + 1, f)
+        conv = f"convert_{t}{w}_rtz(clamp({x}, ({f}{w})({lo_f}), ({f}{w})({top})))"
+        hot = f"((({x}) >= {float_literal(hi + 1, f)}) | isnan({x}))"
+        return f"select({conv}, ({t}{w})({int_literal(hi, t)}), {_mask(hot, f, t, w)})"
+    if how.startswith("clamp"):
+        if f == "long":
+            return f"convert_int{w}(clamp({x}, (long{w})(-65536L), (long{w})(65536L)))"
+        if f == "uint":
+            return f"convert_int{w}(min({x}, (uint{w})(65536u)))"
+        return f"clamp({x}, (int{w})(-65536), (int{w})(65536))"
+    if how == "in range":
+        return f"convert_{t}{w}({x})"
+    if how == "extend":
+        if t == "long":
+            return f"convert_long{w}({x})"
+        return f"as_{t}{w}({x})"
+    if how == "wrap":
+        return f"as_int{w}(convert_uint{w}({x}))" if t == "int" else f"convert_{t}{w}({x})"
+    if how in ("rte", "exact"):
+        suffix = "_rte" if how == "rte" else ""
+        return f"convert_{t}{w}{suffix}({x})"
+    return None
+
+
+def store_vvalue(d: DType, caps, value: str, w: int) -> str:
+    """``store_value`` for a ``w``-wide vector (conversions to unsigned keep the low bits:
+    C99 6.3.1.3, which OpenCL's convert_T follows out of range)."""
+    st = storage_type(d, caps)
+    if d.name == "float16":
+        return value
+    if st in _SIGNED_NARROW:
+        return f"as_{st}{w}(convert_{_SIGNED_NARROW[st]}{w}({value}))"
+    if st in ("uchar", "ushort"):
+        return f"convert_{st}{w}({value})"
+    return value
+
+
+def vcomponent(d: DType, caps, var: str, w: int) -> str:
+    """A ``vector_load`` variable as a vector of the value ``load_expr`` gives."""
+    if d.kind == "complex":
+        return f"{var}.even"  # real parts (cast.cc: std::real)
+    if d.middle == "int" and d.cl != "int":
+        return f"convert_int{w}({var})"
+    return var
+
+
+def cast_vector_fn(plan: CastPlan, caps, fn: str, w: int) -> str | None:
+    """The CAST of ``plan`` on ``w``-wide vectors as a function ``fn`` (source text), or
+    None when a step has no vector form. Takes what ``vcomponent`` gives; returns the
+    vector ``vector_store`` stores."""
+    x = "x"
+    for s in plan.steps:
+        x = step_vexpr(s, x, w)
+        if x is None:
+            return None
+    value = store_vvalue(plan.dst, caps, x, w)
+    out_t = store_ctype(plan.dst, caps, plan.store)
+    return f"{out_t}{w} {fn}(const {_ctype(plan.load)}{w} x)\n{{\n    return {value};\n}}\n"
+
+
 def cast_expr(plan: CastPlan, x: str) -> str:
     """The whole conversion of a loaded element ``x`` as one expression."""
     for s in plan.steps:
@@ -285,14 +389,17 @@ def _indent(text: str, n: int) -> str:
 
 
 def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
-                       preamble: str = "", width: int = 1, skeleton: str = "tiled") -> str:
+                       preamble: str = "", width: int = 1, skeleton: str = "tiled",
+                       vfn: str | None = None) -> str:
     """A kernel applying the scalar OpenCL C function ``fn`` element by element.
 
     inputs: [(buffer name, DType)]; output: (buffer name, DType). ``fn`` takes each
     input element as ``load_expr`` gives it and returns the stored component
     (``store_value``, of ``store_ctype(output, caps, out_vtype)``); it is defined in
     ``preamble``. The vector path applies ``fn`` per component of one aligned vector load
-    per input and stores one vector, so both paths compute exactly the same values. A
+    per input and stores one vector, so both paths compute exactly the same values; with
+    ``vfn`` (a ``width``-wide vector form of ``fn``, also in ``preamble``, taking each
+    load as ``vcomponent`` gives it) it calls that once per vector instead. A
     buffer named both as an input and the output is one read-write parameter (no
     ``restrict``). skeleton: "tiled" (former/tail, ops/tiling.py), or the benchmarks'
     baselines "ndrange" / "grid_stride" (scalar, take ``n``).
@@ -325,10 +432,14 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
     for k, (p, d) in enumerate(inputs):
         vt, expr = vector_load(d, caps, p, "i", width)
         lines.append(f"const {vt} v{k} = {expr};")
-    comps = ", ".join(f"{fn}({', '.join(component(d, caps, f'v{k}', c) for k, (p, d) in enumerate(inputs))})"
-                      for c in range(width))
     vt, store = vector_store(od, caps, oname, "i", "r", width, out_vtype)
-    lines.append(f"const {vt} r = ({vt})({comps});")
+    if vfn:
+        args = ", ".join(vcomponent(d, caps, f"v{k}", width) for k, (p, d) in enumerate(inputs))
+        lines.append(f"const {vt} r = {vfn}({args});")
+    else:
+        comps = ", ".join(f"{fn}({', '.join(component(d, caps, f'v{k}', c) for k, (p, d) in enumerate(inputs))})"
+                          for c in range(width))
+        lines.append(f"const {vt} r = ({vt})({comps});")
     lines.append(store)
     return tiled_kernel(name, params, body, preamble, vec_body="\n".join(lines), width=width)
 
@@ -392,15 +503,17 @@ def cast_op(src, dst, caps, fn: str = "litecl_cast_op") -> tuple[NodeOp, CastPla
 
 
 def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None = None,
-                skeleton: str = "tiled") -> tuple[str, CastPlan]:
+                skeleton: str = "tiled", vector_ops: bool = True) -> tuple[str, CastPlan]:
     """OpenCL C source of a tiled CAST kernel ``name(src, dst, n, former_num, ...)``.
 
     The conversion is one function ``name_op`` (``cast_expr`` on a scalar) applied per
     element; the tiled kernel loads ``vector_width`` elements at a time (vec_bytes
     defaults to the device type's ``LAUNCH`` row). Chunks are planned with the smaller
     itemsize (KernelSpec.tile_bytes), so they start on 32-byte boundaries of both
-    buffers. Returns (source, plan). Raises ValueError when the pair cannot run on
-    ``caps``.
+    buffers. With ``vector_ops`` the vectors are converted by a vector form of the
+    function (``cast_vector_fn``: select/clamp/convert_TN, what SIMD compilers keep in
+    registers) where every step has one. Returns (source, plan). Raises ValueError when
+    the pair cannot run on ``caps``.
     """
     from .tiling import launch_config, vector_width  # noqa: PLC0415
 
@@ -411,5 +524,11 @@ def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None
     width = vector_width((src.itemsize, dst.itemsize), vb)
     if "float16" in (src.name, dst.name) and not caps.fp16 and vec_bytes is None:
         width = min(width, launch_config(caps).half_width)
+    vfn = None
+    if width > 1 and vector_ops:
+        vtext = cast_vector_fn(plan, caps, f"{name}_op{width}", width)
+        if vtext is not None:
+            pre += vtext + "\n"
+            vfn = f"{name}_op{width}"
     return elementwise_kernel(name, [("src", src)], ("dst", dst), op.fn, plan.store, caps, pre,
-                              width, skeleton), plan
+                              width, skeleton, vfn), plan
