@@ -171,7 +171,31 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
                 f"    return ({st})({quant_add_cl_expr(quant, 'qa', 'qb')});\n}}\n")
     else:
         raise ValueError(f"ADD of {dt} not supported")
-    return NodeOp(fn, text, (d, d), d, d.middle, (), quant_helpers)
+    vec = None if quant_helpers else (lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w))
+    return NodeOp(fn, text, (d, d), d, d.middle, (), quant_helpers, vec=vec)
+
+
+def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int) -> str:
+    """The plain (not quantized) ADD on ``w``-wide vectors: the values add_op's scalar
+    function gives, per component. Inputs as loaded (int for int16), result in the storage
+    type. The activation clamp is two selects with the scalar's comparisons, so NaN passes
+    through as it does there (and in LiteRT's ActivationFunctionWithMinMax)."""
+    lo, hi = activation_range(dt, activation) or (None, None)
+    if dt == "float32":
+        ct, body = "float", f"    {'float'}{w} v = x + y;\n"
+        lit = lambda v: float_literal(v, "float")  # noqa: E731
+        args = f"const float{w} x, const float{w} y"
+    else:
+        ut, ct = _WRAP_TYPES[dt]
+        lt = dtype(dt).middle  # what a load gives (int for int16)
+        body = f"    {ct}{w} v = as_{ct}{w}(convert_{ut}{w}(x) + convert_{ut}{w}(y));\n"
+        lit = lambda v: int_literal(v, ct)  # noqa: E731
+        args = f"const {lt}{w} x, const {lt}{w} y"
+    if lo is not None:
+        body += f"    v = select(v, ({ct}{w})({lit(lo)}), v < ({ct}{w})({lit(lo)}));\n"
+    if hi is not None:
+        body += f"    v = select(v, ({ct}{w})({lit(hi)}), ({ct}{w})({lit(hi)}) < v);\n"
+    return f"{ct}{w} {fn}({args})\n{{\n{body}    return v;\n}}\n"
 
 
 def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
@@ -199,8 +223,20 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
     pre = op_preamble([op], caps) + "\n"
     if ia == "i" and ib == "i":  # same shape: vector loads
         vb = vec_bytes if vec_bytes is not None else launch_config(caps).vec_bytes
+        w = vector_width((d.itemsize,), vb)
+        vtext = op.vec(w) if (op.vec and w > 1 and skeleton == "tiled") else None
+        if vtext:
+            pre += vtext + "\n"
         return elementwise_kernel(name, [("a", d), ("b", d)], ("out", d), fn, d.middle, caps,
-                                  pre, vector_width((d.itemsize,), vb), skeleton)
+                                  pre, w, skeleton, op.vfn(w) if vtext else None)
+    if skeleton == "tiled" and vec_bytes is None and (numel(shape1) == 1 or numel(shape2) == 1):
+        # one operand is a single element (x + scalar constant, a common pattern): the
+        # fused kernel generator splats it across vectors
+        from .fusion import FusedSpec, fused_kernel  # noqa: PLC0415
+
+        spec = FusedSpec(tuple(out_shape), ((d, tuple(shape1)), (d, tuple(shape2))),
+                         ((op, (("in", 0), ("in", 1))),), ((0, d),))
+        return fused_kernel(spec, caps, name)
     body = f"out[i] = {fn}({load_expr(d, caps, 'a', ia)}, {load_expr(d, caps, 'b', ib)});"
     if pre_idx:
         body = pre_idx + "\n" + body

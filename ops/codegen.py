@@ -5,7 +5,8 @@ without a device. Nothing here queries a device; capabilities arrive as a ``Caps
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -460,7 +461,9 @@ class NodeOp:
     component that is stored for the output (``store_value``, of
     ``store_ctype(out, caps, out_vtype)``). ``text`` defines it; ``soft`` names the
     soft-float64 helpers it calls, ``quant`` whether it calls the quantized-ADD helpers,
-    ``half``/``double`` whether it needs those extensions.
+    ``half``/``double`` whether it needs those extensions. ``vec(w)``, where given, is the
+    text of ``fn_vW``: the same function on ``w``-wide vectors (inputs as ``vcomponent``
+    gives them, the result as ``vector_store`` stores it), or None when it has none.
     """
 
     fn: str
@@ -472,6 +475,10 @@ class NodeOp:
     quant: bool = False
     half: bool = False
     double: bool = False
+    vec: Callable[[int], str | None] | None = field(default=None, compare=False, repr=False)
+
+    def vfn(self, w: int) -> str:
+        return f"{self.fn}_v{w}"
 
 
 def op_preamble(ops, caps) -> str:
@@ -499,7 +506,8 @@ def cast_op(src, dst, caps, fn: str = "litecl_cast_op") -> tuple[NodeOp, CastPla
     types = plan.chain()
     text = f"{out_ct} {fn}(const {_ctype(plan.load)} x)\n{{\n    return {value};\n}}\n"
     return NodeOp(fn, text, (src,), dst, plan.store, tuple(plan.helpers), False,
-                  "half" in types, "double" in types), plan
+                  "half" in types, "double" in types,
+                  lambda w: cast_vector_fn(plan, caps, f"{fn}_v{w}", w)), plan
 
 
 def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None = None,
@@ -526,9 +534,9 @@ def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None
         width = min(width, launch_config(caps).half_width)
     vfn = None
     if width > 1 and vector_ops:
-        vtext = cast_vector_fn(plan, caps, f"{name}_op{width}", width)
+        vtext = op.vec(width)
         if vtext is not None:
             pre += vtext + "\n"
-            vfn = f"{name}_op{width}"
+            vfn = op.vfn(width)
     return elementwise_kernel(name, [("src", src)], ("dst", dst), op.fn, plan.store, caps, pre,
                               width, skeleton, vfn), plan

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 from .add import index_code
-from .codegen import NodeOp, load_expr, op_preamble, scalar_store, storage_type, tiled_kernel
+from .codegen import (NodeOp, load_expr, op_preamble, scalar_store, storage_type, tiled_kernel,
+                      vcomponent, vector_load, vector_store)
 from .dtypes import DType
 
 __all__ = ["FusedSpec", "fused_kernel", "HALF_ROUND"]
@@ -48,6 +51,23 @@ class FusedSpec:
     outputs: tuple
 
 
+def half_round_v(w: int) -> str:
+    """HALF_ROUND on ``w``-wide vectors (``litecl_half_round_vW``)."""
+    return (f"float{w} litecl_half_round_v{w}(const float{w} x)\n{{\n    ushort{w} h;\n"
+            f"    vstore_half{w}_rte(x, 0, (__private half*)&h);\n"
+            f"    return vload_half{w}(0, (const __private half*)&h);\n}}\n")
+
+
+def _vreload(op: NodeOp, caps, var: str, w: int) -> str:
+    """``_reload`` on a ``w``-wide vector."""
+    d = op.out
+    if d.name == "float16":
+        return var if (caps.fp16 and op.out_vtype == "half") else f"litecl_half_round_v{w}({var})"
+    if d.middle == "int" and d.cl != "int":
+        return f"convert_int{w}({var})"
+    return var
+
+
 def _reload(op: NodeOp, caps, var: str) -> str:
     """The value a load of ``op``'s stored result would give (load_expr semantics)."""
     d = op.out
@@ -64,9 +84,30 @@ def _ctype(op: NodeOp, caps) -> str:
     return store_ctype(op.out, caps, op.out_vtype)
 
 
+def _vector_width(spec: FusedSpec, caps, idx: list) -> int:
+    """The vector width of the group's vector path, or 1 when it has none: every input
+    is read element by element (same shape) or is a single element (splatted), and
+    every member has a vector form."""
+    from .tiling import launch_config, vector_width  # noqa: PLC0415
+
+    if any(e != "i" and math.prod(s) != 1 for e, (_, s) in zip(idx, spec.inputs)):
+        return 1
+    types = [d for d, _ in spec.inputs] + [d for _, d in spec.outputs]
+    cfg = launch_config(caps)
+    w = vector_width([d.itemsize for d in types], cfg.vec_bytes)
+    if not caps.fp16 and any(d.name == "float16" for d in types):
+        w = min(w, cfg.half_width)
+    if w < 2 or any(op.vec is None or op.vec(w) is None for op, _ in spec.steps):
+        return 1
+    return w
+
+
 def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
-    """OpenCL C of the fused group ``name(in0.., out0.., n, former_num, ...)``; scalar
-    element loop in the former/tail skeleton (ops/codegen.py tiled_kernel)."""
+    """OpenCL C of the fused group ``name(in0.., out0.., n, former_num, ...)`` in the
+    former/tail skeleton (ops/codegen.py tiled_kernel). Where every input is same-shape
+    or a single element and every member has a vector form (NodeOp.vec), chunks are
+    walked in aligned vectors (single elements splatted) with a scalar tail; otherwise
+    element by element, broadcast inputs indexed with ``add.index_code``."""
     ops = [op for op, _ in spec.steps]
     pre = op_preamble(list({op.fn: op for op in ops}.values()), caps)
     needs_round = any(op.out.name == "float16" and not (caps.fp16 and op.out_vtype == "half")
@@ -75,6 +116,11 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
     if needs_round:
         pre += HALF_ROUND
     idx_stmts, idx = index_code(spec.out_shape, [s for _, s in spec.inputs])
+    w = _vector_width(spec, caps, idx)
+    if w > 1:
+        pre += "".join(dict.fromkeys(op.vec(w) for op, _ in spec.steps))
+        if needs_round:
+            pre += half_round_v(w)
     lines = [idx_stmts] if idx_stmts else []
     used = {a[1] for _, args in spec.steps for a in args if a[0] == "in"}
     for k, (d, _) in enumerate(spec.inputs):
@@ -88,7 +134,26 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
         lines.append(scalar_store(d, caps, f"out{m}", "i", f"t{j}", spec.steps[j][0].out_vtype))
     params = [f"__global const {storage_type(d, caps)}* restrict in{k}" for k, (d, _) in enumerate(spec.inputs)]
     params += [f"__global {storage_type(d, caps)}* restrict out{m}" for m, (_, d) in enumerate(spec.outputs)]
-    return tiled_kernel(name, params, "\n".join(lines), pre + "\n")
+    if w < 2:
+        return tiled_kernel(name, params, "\n".join(lines), pre + "\n")
+    vlines = []
+    for k, (d, shape) in enumerate(spec.inputs):
+        if k not in used:
+            continue
+        if idx[k] == "i":
+            vt, expr = vector_load(d, caps, f"in{k}", "i", w)
+            vlines.append(f"const {vt} l{k} = {expr};")
+            vlines.append(f"const {_load_ctype(d, caps)}{w} x{k} = {vcomponent(d, caps, f'l{k}', w)};")
+        else:  # a single element, splatted
+            lt = _load_ctype(d, caps)
+            vlines.append(f"const {lt}{w} x{k} = ({lt}{w})({load_expr(d, caps, f'in{k}', '0')});")
+    for j, (op, args) in enumerate(spec.steps):
+        vals = [f"x{a[1]}" if a[0] == "in" else _vreload(spec.steps[a[1]][0], caps, f"t{a[1]}", w)
+                for a in args]
+        vlines.append(f"const {_ctype(op, caps)}{w} t{j} = {op.vfn(w)}({', '.join(vals)});")
+    for m, (j, d) in enumerate(spec.outputs):
+        vlines.append(vector_store(d, caps, f"out{m}", "i", f"t{j}", w, spec.steps[j][0].out_vtype)[1])
+    return tiled_kernel(name, params, "\n".join(lines), pre + "\n", vec_body="\n".join(vlines), width=w)
 
 
 def _load_ctype(d: DType, caps) -> str:

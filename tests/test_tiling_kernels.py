@@ -81,7 +81,7 @@ def test_kernel_text_uses_aligned_vector_access():
     src = cast_kernel("float16", "uint8", caps, vec_bytes=32)[0]
     assert "vloada_half16(0, src + i)" in src
     src = cast_kernel("complex64", "int32", caps)[0]
-    assert "litecl_cast_op2(v0.even)" in src  # real parts of interleaved complex
+    assert "litecl_cast_op_v2(v0.even)" in src  # real parts of interleaved complex
     src = cast_kernel("complex64", "int32", caps, vector_ops=False)[0]
     assert "(v0.s0), litecl_cast_op(v0.s2)" in src  # per component: the same real parts
     assert "for (uint i = start + lid; i < stop" in cast_kernel("int8", "uint8", caps, vec_bytes=1)[0]

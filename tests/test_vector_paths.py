@@ -1,0 +1,100 @@
+"""The vector forms of lowered nodes (select/clamp/convert_TN on whole vectors) against
+LiteRT: random CAST/ADD chains, fused and unfused, with scalar and same-shape ADD
+operands, edge values in every vector lane, and a tail that divides no vector width."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import litecl
+from conftest import REAL_DEVICES, device_params
+from litecl.compare import mismatches, run_reference
+from litecl.ops.dtypes import CAST_TYPES
+from models.builders import chain_model
+from test_cast import edge_values
+
+TYPES = [d.name for d in CAST_TYPES]
+ACTIVATIONS = ["NONE", "RELU", "RELU6", "RELU_N1_TO_1"]
+N = 1999  # 1999 = 124 * 16 + 15: vectors in every chunk, then a scalar tail
+
+
+def random_chain(seed: int) -> list:
+    """chain_model steps: an input type, then 2..5 CASTs and plain ADDs (float32 with an
+    activation, int32/int64 wrapping), constants either one element or same-shape."""
+    rng = np.random.default_rng(seed)
+    cur = str(rng.choice(TYPES))
+    steps: list = [cur]
+    for _ in range(int(rng.integers(2, 6))):
+        if cur in ("float32", "int32", "int64") and rng.random() < 0.4:
+            if cur == "float32":
+                v = np.float32(rng.standard_normal() * 100)
+                act = str(rng.choice(ACTIVATIONS))
+            else:
+                v = np.array(rng.integers(-1000, 1000), dtype=cur)
+                act = "NONE"
+            const = v if rng.random() < 0.5 else np.full([N], v, dtype=cur)
+            steps.append(("add", const, act))
+        else:
+            nxt = str(rng.choice([t for t in TYPES if t != cur]))
+            steps.append(nxt)
+            cur = nxt
+    return steps
+
+
+SEEDS = list(range(24))
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["", "mobile"]))
+def test_random_chains_vector_paths_match_litert(device, fuse):
+    checked = 0
+    for seed in SEEDS:
+        steps = random_chain(seed)
+        if not any(isinstance(s, str) for s in steps[1:]):
+            continue
+        m = chain_model(steps, [N])
+        x = edge_values(steps[0], N)
+        it = litecl.Interpreter(model_content=m, device=device, fuse=fuse)
+        assert all(p["placement"] == "opencl" for p in it.placement()), (steps, it.placement())
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        want = run_reference(m, {it.get_input_details()[0]["name"]: x})
+        for o in it.get_output_details():
+            got = it.get_tensor(o["index"])
+            bad = mismatches(got, want[o["name"]])
+            assert not bad.any(), (seed, steps[0], [s if isinstance(s, str) else s[0] for s in steps[1:]],
+                                   x[bad][:4], got[bad][:4], want[o["name"]][bad][:4])
+        checked += 1
+        it.close()
+    assert checked >= 20
+
+
+def test_vector_forms_are_used():
+    # the kernel text calls the vector function (not one scalar call per component)
+    from types import SimpleNamespace
+
+    from litecl.ops.add import add_kernel
+    from litecl.ops.codegen import cast_kernel
+    from litecl.ops.fusion import FusedSpec, fused_kernel
+    from litecl.ops.add import add_op
+    from litecl.ops.codegen import cast_op
+    from litecl.ops.dtypes import dtype
+
+    caps = SimpleNamespace(fp16=False, fp64=True, int64=True, strict_compiler=False, is_gpu=False, profile="")
+    assert "litecl_cast_op_v8(v0)" in cast_kernel("float32", "int8", caps)[0]
+    assert "litecl_add_op_v8(" in add_kernel("float32", [64], [64], "RELU", caps)
+    src = add_kernel("int32", [64], [], "NONE", caps)
+    assert "(int8)(in1[0])" in src and "litecl_add_op_v8(x0, x1)" in src
+    c, _ = cast_op("uint8", "float32", caps, "c0")
+    a = add_op("float32", "NONE", caps, fn="a1")
+    h, _ = cast_op("float32", "float16", caps, "c2")
+    f32, u8 = dtype("float32"), dtype("uint8")
+    spec = FusedSpec((100,), ((u8, (100,)), (f32, ())),
+                     ((c, (("in", 0),)), (a, (("t", 0), ("in", 1))), (h, (("t", 1),))),
+                     ((2, dtype("float16")),))
+    src = fused_kernel(spec, caps)
+    assert "c0_v8(x0)" in src and "a1_v8(t0, x1)" in src and "vstorea_half8_rte(t2, 0, out0 + i)" in src
+    # a broadcast that is not a single element stays element by element
+    spec2 = FusedSpec((4, 25), ((f32, (4, 25)), (f32, (4, 1))), ((a, (("in", 0), ("in", 1))),), ((0, f32),))
+    assert "_v" not in fused_kernel(spec2, caps).split("__kernel")[1]
