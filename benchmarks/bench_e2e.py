@@ -77,10 +77,23 @@ def compare(model: bytes, device, reference: str, rounds: int, per_round: int) -
     ex = it._main.ex
     on = sum(p["placement"] == "opencl" for p in it.placement())
     segs = sum(s.placement == "opencl" for s in ex.segments)
+    # where the time goes: event-profiled kernel time and the fallback sub-interpreters'
+    # wall time (profiled runs, medians); the rest is litecl's overhead
+    ex.profile = True
+    kern, fall = [], []
+    for _ in range(max(3, per_round)):
+        ex.kernel_times_ns.clear()
+        ex.segment_times_ns.clear()
+        run_l()
+        kern.append(sum(ex.kernel_times_ns.values()) / 1e3)
+        fall.append(sum(ex.segment_times_ns.values()) / 1e3)
+    ex.profile = False
     it.close()
     ml, mr = statistics.median(tl), statistics.median(tr)
+    k_us, f_us = statistics.median(kern), statistics.median(fall)
     return {"litecl_us": ml, "litert_us": mr, "ratio": ml / mr, "opencl_nodes": on,
-            "opencl_segments": segs}
+            "opencl_segments": segs, "kernel_us": k_us, "fallback_us": f_us,
+            "overhead_per_segment_us": (ml - k_us - f_us) / segs if segs else float("nan")}
 
 
 def main(argv=None) -> int:
@@ -107,11 +120,16 @@ def main(argv=None) -> int:
         rows.append(r)
     md = [f"Device: {dev.caps.platform}: {dev.caps.name}; reference: LiteRT {args.reference}; "
           f"median of {args.rounds}x{args.per_round} alternating runs (set inputs + invoke + read outputs)\n",
-          "| model | litecl (us) | LiteRT (us) | litecl / LiteRT | cold start litecl / LiteRT (ms) |",
-          "|---|---|---|---|---|"]
+          "| model | litecl (us) | LiteRT (us) | litecl / LiteRT | OpenCL segments | kernels (us) | "
+          "fallback (us) | overhead per OpenCL segment (us) | cold start litecl / LiteRT (ms) |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         md.append(f"| {r['case']} | {r['litecl_us']:.0f} | {r['litert_us']:.0f} | {r['ratio']:.2f}x | "
+                  f"{r['opencl_segments']} | {r['kernel_us']:.0f} | {r['fallback_us']:.0f} | "
+                  f"{r['overhead_per_segment_us']:.0f} | "
                   f"{r['cold_litecl_ms']:.1f} / {r['cold_litert_ms']:.1f} |")
+    md.append("\noverhead per OpenCL segment = (litecl - kernels - fallback) / OpenCL segments: "
+              "set/read copies, launches, waits and Python, per segment.")
     write_outputs(args.out, "e2e", {"device": dev.caps.name, "rows": rows}, "\n".join(md) + "\n")
     try:
         import matplotlib

@@ -24,7 +24,7 @@ export PYTHONPATH=$T/site:$T/shim:$PWD PYTHONUNBUFFERED=1 LITECL_SHARED_MODELS=$
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv 2>/dev/null
 python3 -m litecl.cli devices
 STEPS=${LITECL_H200_STEPS:-tests tiling roofline}   # any of: tests tiling roofline e2e
-TESTS=${LITECL_H200_TESTS:-tests/test_cast.py tests/test_add.py}
+TESTS=${LITECL_H200_TESTS:-tests/test_cast.py tests/test_add.py tests/test_fusion.py tests/test_vector_paths.py tests/test_executor_paths.py}
 for step in $STEPS; do case $step in
 tests)  # correctness matrices on the GPU, compared with LiteRT run on the host CPU there
     timeout 230 python3 -m pytest -q -p no:cacheprovider $TESTS -k "nvidia" \
@@ -34,7 +34,7 @@ tiling)  # former/tail vs baselines, and the local size x groups/CU x vector-byt
     timeout 150 python3 benchmarks/bench_tiling.py --device nvidia --sizes 16,20,24,26 --repeats 20 --geometry --out "$OUT"
     echo "tiling rc=$?";;
 roofline)  # every CAST pair and ADD
-    timeout 120 python3 benchmarks/bench_roofline.py --device nvidia --sizes ${LITECL_ROOF_SIZES:-16,20,24,26} --pairs ${LITECL_ROOF_PAIRS:-all} --repeats 5 --out "$OUT" 2>/dev/null | tail -130
+    timeout ${LITECL_ROOF_TIMEOUT:-200} python3 benchmarks/bench_roofline.py --device nvidia --sizes ${LITECL_ROOF_SIZES:-16,20,24,26} --pairs ${LITECL_ROOF_PAIRS:-all} --repeats 5 --out "$OUT" 2>/dev/null | tail -130
     echo "roofline rc=$?";;
 e2e)  # litecl vs LiteRT (host CPU there), synthetic and real models
     timeout 200 python3 benchmarks/bench_e2e.py --device nvidia --out "$OUT" 2>/dev/null | tail -30
