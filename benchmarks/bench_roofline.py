@@ -51,8 +51,19 @@ def main(argv=None) -> int:
                     help="comma-separated log2 element counts (issue range: 10..26)")
     ap.add_argument("--pairs", default="all", help="'all' or comma-separated src:dst CAST pairs")
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--launch", action="append", default=[], metavar="ROW.FIELD=INT",
+                    help="override a LAUNCH constant (ops/tiling.py) for this run, e.g. gpu.half_bits=0")
     ap.add_argument("--out", default="bench_out", type=Path)
     args = ap.parse_args(argv)
+    for opt in args.launch:  # e.g. gpu.half_bits=0: try another LAUNCH row in this process
+        from dataclasses import replace
+
+        from litecl.ops import tiling
+
+        key, _, val = opt.partition("=")
+        row, _, name = key.partition(".")
+        old = getattr(tiling.LAUNCH[row], name)
+        tiling.LAUNCH[row] = replace(tiling.LAUNCH[row], **{name: type(old)(int(val))})
     dev = litecl.open_device(args.device)
     roof = copy_bandwidth(dev)
     probe = CopyProbe(dev)
@@ -79,7 +90,9 @@ def main(argv=None) -> int:
                          "copy_gbps_adjacent": nbytes / copy_sec / 1e9,
                          "adjacent_pct": 100 * copy_sec / sec if sec else float("nan")})
     big = max(sizes)
-    md = [f"Device: {dev.caps.platform}: {dev.caps.name}; float4 copy roof {roof:.1f} GB/s "
+    from litecl.ops.tiling import launch_config
+
+    md = [f"Device: {dev.caps.platform}: {dev.caps.name}; {launch_config(dev.caps)}; float4 copy roof {roof:.1f} GB/s "
           f"(256 MiB, at start). 'adjacent': a float4 copy of the same bytes timed after each "
           f"invoke (medians of {args.repeats}), which cancels the machine's drift.\n",
           f"| op | src -> dst | GB/s at 2^{big.bit_length() - 1} | % of copy roof | "

@@ -34,7 +34,7 @@ tiling)  # former/tail vs baselines, and the local size x groups/CU x vector-byt
     timeout 150 python3 benchmarks/bench_tiling.py --device nvidia --sizes 16,20,24,26 --repeats 20 --geometry --out "$OUT"
     echo "tiling rc=$?";;
 roofline)  # every CAST pair and ADD
-    timeout ${LITECL_ROOF_TIMEOUT:-200} python3 benchmarks/bench_roofline.py --device nvidia --sizes ${LITECL_ROOF_SIZES:-16,20,24,26} --pairs ${LITECL_ROOF_PAIRS:-all} --repeats 5 --out "$OUT" 2>/dev/null | tail -130
+    timeout ${LITECL_ROOF_TIMEOUT:-200} python3 benchmarks/bench_roofline.py --device nvidia --sizes ${LITECL_ROOF_SIZES:-16,20,24,26} --pairs ${LITECL_ROOF_PAIRS:-all} --repeats 5 ${LITECL_ROOF_ARGS:-} --out "$OUT" 2>/dev/null | tail -130
     echo "roofline rc=$?";;
 e2e)  # litecl vs LiteRT (host CPU there), synthetic and real models
     timeout 200 python3 benchmarks/bench_e2e.py --device nvidia --out "$OUT" 2>/dev/null | tail -30

@@ -18,7 +18,7 @@ __all__ = [
     "scalar_store", "vector_load", "vector_store", "component", "cast_expr", "pragmas",
     "tiled_kernel", "ndrange_kernel", "grid_stride_kernel", "elementwise_kernel",
     "cast_kernel", "int_literal", "float_literal", "TILING_PARAMS", "SKELETONS",
-    "step_vexpr", "store_vvalue", "vcomponent", "cast_vector_fn",
+    "step_vexpr", "store_vvalue", "vcomponent", "cast_vector_fn", "half_bits_source",
 ]
 
 #: Kernel parameters every tiled kernel takes after its buffers (see ops/tiling.py).
@@ -105,6 +105,41 @@ def scalar_store(d: DType, caps, ptr: str, idx: str, value: str, vtype: str) -> 
     return f"{ptr}[{idx}] = {value};"
 
 
+def half_bits_source(w: int) -> str:
+    """``litecl_f2h_vW`` (float -> half bits, round to nearest even, as vstore_half_rte:
+    subnormals kept, overflow to inf, NaN -> quiet NaN of its sign) and ``litecl_h2f_vW``
+    (half bits -> float, exact) on ``w``-wide vectors in integer and float32 arithmetic
+    (F. Giesen's float_to_half_fast3_rtne / half_to_float_fast). The subnormal paths add
+    a power of two so the FPU rounds (and subtract one exactly); a device that flushes
+    float32 subnormals still gives the right half (they all round to zero)."""
+    u, f = f"uint{w}", f"float{w}"
+    return (
+        f"ushort{w} litecl_f2h_v{w}(const {f} v)\n{{\n"
+        f"    {u} x = as_{u}(v);\n"
+        f"    const {u} s = x & ({u})(0x80000000u);\n"
+        f"    x ^= s;\n"
+        f"    const {u} special = select(({u})(0x7c00u), ({u})(0x7e00u), x > ({u})(0x7f800000u));\n"
+        f"    const {u} sub = as_{u}(as_{f}(x) + ({f})(0.5f)) - ({u})(0x3f000000u);\n"
+        f"    const {u} nor = (x + ({u})(0xc8000fffu) + ((x >> 13) & ({u})(1u))) >> 13;\n"
+        f"    {u} o = select(nor, sub, x < ({u})(0x38800000u));\n"
+        f"    o = select(o, special, x >= ({u})(0x47800000u));\n"
+        f"    return convert_ushort{w}(o | (s >> 16));\n}}\n\n"
+        f"{f} litecl_h2f_v{w}(const ushort{w} h)\n{{\n"
+        f"    const {u} b = convert_{u}(h);\n"
+        f"    const {u} e = b & ({u})(0x7c00u);\n"
+        f"    const {u} o = (b & ({u})(0x7fffu)) << 13;\n"
+        f"    const {u} sub = as_{u}(as_{f}(o + ({u})(0x38800000u)) - ({f})(0x1p-14f));\n"
+        f"    {u} r = select(o + ({u})(0x38000000u), o + ({u})(0x70000000u), e == ({u})(0x7c00u));\n"
+        f"    r = select(r, sub, e == ({u})(0u));\n"
+        f"    return as_{f}(r | ((b & ({u})(0x8000u)) << 16));\n}}\n")
+
+
+def _half_bits(caps) -> bool:
+    from .tiling import launch_config  # noqa: PLC0415
+
+    return not caps.fp16 and launch_config(caps).half_bits
+
+
 def _vec(ctype: str, w: int) -> str:
     return f"{ctype}{w}"
 
@@ -120,6 +155,8 @@ def vector_load(d: DType, caps, ptr: str, idx: str, w: int) -> tuple[str, str]:
     """
     st = storage_type(d, caps)
     if d.name == "float16" and not caps.fp16:
+        if _half_bits(caps):
+            return _vec("float", w), f"litecl_h2f_v{w}(*(__global const ushort{w}*)({ptr} + {idx}))"
         return _vec("float", w), f"vloada_half{w}(0, {ptr} + {idx})"
     if d.kind == "complex":
         vt = _vec("float", 2 * w)
@@ -142,6 +179,8 @@ def vector_store(d: DType, caps, ptr: str, idx: str, value: str, w: int, vtype: 
     ct = store_ctype(d, caps, vtype)
     vt = _vec(ct, w)
     if d.name == "float16" and ct == "float":
+        if _half_bits(caps):
+            return vt, f"*(__global ushort{w}*)({ptr} + {idx}) = litecl_f2h_v{w}({value});"
         return vt, f"vstorea_half{w}_rte({value}, 0, {ptr} + {idx});"
     return vt, f"*(__global {vt}*)({ptr} + {idx}) = {value};"
 
@@ -333,6 +372,9 @@ def tiled_kernel(name: str, params: list[str], body: str, preamble: str = "",
     nothing): the padded tail of the aligned length is never read or written.
     """
     plist = ",\n    ".join(params + [f"const uint {p}" for p in TILING_PARAMS])
+    if vec_body is not None and f"_v{width}(" in vec_body and (
+            f"litecl_h2f_v{width}(" in vec_body + preamble or f"litecl_f2h_v{width}(" in vec_body + preamble):
+        preamble = half_bits_source(width) + "\n" + preamble
     head = (
         f"{preamble}"
         f"__kernel void {name}(\n    {plist})\n"
@@ -530,7 +572,7 @@ def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None
     pre = op_preamble([op], caps) + "\n"
     vb = vec_bytes if vec_bytes is not None else launch_config(caps).vec_bytes
     width = vector_width((src.itemsize, dst.itemsize), vb)
-    if "float16" in (src.name, dst.name) and not caps.fp16 and vec_bytes is None:
+    if "float16" in (src.name, dst.name) and not _half_bits(caps) and not caps.fp16 and vec_bytes is None:
         width = min(width, launch_config(caps).half_width)
     vfn = None
     if width > 1 and vector_ops:

@@ -51,8 +51,14 @@ class FusedSpec:
     outputs: tuple
 
 
-def half_round_v(w: int) -> str:
-    """HALF_ROUND on ``w``-wide vectors (``litecl_half_round_vW``)."""
+def half_round_v(w: int, caps=None) -> str:
+    """HALF_ROUND on ``w``-wide vectors (``litecl_half_round_vW``); through the integer
+    conversions of codegen.half_bits_source where the device's LAUNCH row says so."""
+    from .codegen import _half_bits  # noqa: PLC0415
+
+    if caps is not None and _half_bits(caps):
+        return (f"float{w} litecl_half_round_v{w}(const float{w} x)\n{{\n"
+                f"    return litecl_h2f_v{w}(litecl_f2h_v{w}(x));\n}}\n")
     return (f"float{w} litecl_half_round_v{w}(const float{w} x)\n{{\n    ushort{w} h;\n"
             f"    vstore_half{w}_rte(x, 0, (__private half*)&h);\n"
             f"    return vload_half{w}(0, (const __private half*)&h);\n}}\n")
@@ -95,7 +101,7 @@ def _vector_width(spec: FusedSpec, caps, idx: list) -> int:
     types = [d for d, _ in spec.inputs] + [d for _, d in spec.outputs]
     cfg = launch_config(caps)
     w = vector_width([d.itemsize for d in types], cfg.vec_bytes)
-    if not caps.fp16 and any(d.name == "float16" for d in types):
+    if not caps.fp16 and not cfg.half_bits and any(d.name == "float16" for d in types):
         w = min(w, cfg.half_width)
     if w < 2 or any(op.vec is None or op.vec(w) is None for op, _ in spec.steps):
         return 1
@@ -120,7 +126,7 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
     if w > 1:
         pre += "".join(dict.fromkeys(op.vec(w) for op, _ in spec.steps))
         if needs_round:
-            pre += half_round_v(w)
+            pre += half_round_v(w, caps)
     lines = [idx_stmts] if idx_stmts else []
     used = {a[1] for _, args in spec.steps for a in args if a[0] == "in"}
     for k, (d, _) in enumerate(spec.inputs):

@@ -131,6 +131,9 @@ class LaunchConfig:
     groups_per_cu: int
     vec_bytes: int
     half_width: int = 16  # most elements per vloada_halfN / vstorea_halfN access
+    #: without cl_khr_fp16, move half vectors as ushortN and convert them with integer
+    #: code (ops/codegen.py HALF_BITS) instead of vloada_halfN / vstorea_halfN
+    half_bits: bool = False
 
 
 #: Launch constants keyed by device type ("gpu" or "cpu"; Oclgrind reports every type at
@@ -142,6 +145,7 @@ LAUNCH: dict[str, LaunchConfig] = {
         groups_per_cu=32,  # measured on the H200: 32 best (f32->f16 3908 GB/s = 96% of copy at 2^26)
         vec_bytes=16,      # measured: one 128-bit access per work-item; 32 bytes 3x slower on f32->f16
         half_width=4,      # measured on the H200: 8-wide half loads/stores (1-2 byte <-> f16) ran at 16-22% of copy
+        half_bits=True,    # measured on the H200: see README "Performance" (vloada_half4: 1-byte <-> f16 65-77%)
     ),
     "cpu": LaunchConfig(
         local_size=1,      # measured: one work-item walking its chunk; a 2nd one costs ~30%

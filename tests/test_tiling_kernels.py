@@ -76,10 +76,14 @@ def test_launch_geometry_from_the_table():
 def test_kernel_text_uses_aligned_vector_access():
     caps = SimpleNamespace(fp16=False, fp64=True, int64=True, strict_compiler=True, is_gpu=True)
     src = cast_kernel("float32", "float16", caps)[0]
-    assert "*(__global const float4*)(src + i)" in src and "vstorea_half4_rte(r, 0, dst + i)" in src
+    # GPU row: half vectors move as ushortN, converted in integer code (LAUNCH half_bits)
+    assert "*(__global const float4*)(src + i)" in src and "*(__global ushort4*)(dst + i) = litecl_f2h_v4(r);" in src
     assert "vstore_half_rte(litecl_cast_op(src[i]), i, dst)" in src  # the scalar tail
     src = cast_kernel("float16", "uint8", caps, vec_bytes=32)[0]
-    assert "vloada_half16(0, src + i)" in src
+    assert "litecl_h2f_v16(*(__global const ushort16*)(src + i))" in src
+    cpu = SimpleNamespace(**{**vars(caps), "is_gpu": False})
+    assert "vstorea_half8_rte(r, 0, dst + i)" in cast_kernel("float32", "float16", cpu)[0]
+    assert "vloada_half16(0, src + i)" in cast_kernel("float16", "uint8", cpu)[0]
     src = cast_kernel("complex64", "int32", caps)[0]
     assert "litecl_cast_op_v2(v0.even)" in src  # real parts of interleaved complex
     src = cast_kernel("complex64", "int32", caps, vector_ops=False)[0]

@@ -98,3 +98,66 @@ def test_vector_forms_are_used():
     # a broadcast that is not a single element stays element by element
     spec2 = FusedSpec((4, 25), ((f32, (4, 25)), (f32, (4, 1))), ((a, (("in", 0), ("in", 1))),), ((0, f32),))
     assert "_v" not in fused_kernel(spec2, caps).split("__kernel")[1]
+
+
+@pytest.fixture
+def half_bits_on_cpu(monkeypatch):
+    """The CPU LAUNCH row with half vectors moved as ushortN and converted in integer code
+    (the GPU row's setting), so CPU devices check those conversions too."""
+    from dataclasses import replace
+
+    from litecl.ops import tiling
+
+    monkeypatch.setitem(tiling.LAUNCH, "cpu", replace(tiling.LAUNCH["cpu"], half_bits=True))
+
+
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["mobile"]))
+def test_half_bits_conversions_match_litert(device, half_bits_on_cpu):
+    from test_cast import check_pair
+
+    from litecl.ops.codegen import cast_kernel
+
+    caps = litecl.open_device(device).caps
+    assert "litecl_f2h_v" in cast_kernel("uint8", "float16", caps)[0]
+    assert "litecl_h2f_v" in cast_kernel("float16", "int32", caps)[0]
+    for t in TYPES:
+        if t != "float16":
+            check_pair(device, t, "float16", sizes=(33, 1999))
+            check_pair(device, "float16", t, sizes=(33, 1999))
+    # every half bit pattern through f16 -> f32, and f32 values around each half rounding
+    # boundary (ties, subnormals, overflow) through f32 -> f16
+    from test_cast import _model
+
+    allh = np.arange(65536, dtype=np.uint16).view(np.float16)
+    with np.errstate(invalid="ignore", over="ignore"):
+        mids = (allh[:-1].astype(np.float64) + allh[1:].astype(np.float64)) / 2
+        f = np.concatenate([allh.astype(np.float32), mids.astype(np.float32),
+                            np.nextafter(mids.astype(np.float32), np.float32(np.inf)),
+                            np.nextafter(mids.astype(np.float32), np.float32(-np.inf))])
+    for src, dst, x in (("float16", "float32", allh), ("float32", "float16", f)):
+        m = _model(src, dst, len(x))
+        it = litecl.Interpreter(model_content=m, device=device)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        got = it.get_tensor(it.get_output_details()[0]["index"])
+        want = run_reference(m, {it.get_input_details()[0]["name"]: x})["output"]
+        bad = mismatches(got, want)
+        assert not bad.any(), (src, dst, x[bad][:6], got[bad][:6], want[bad][:6])
+
+
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["mobile"]))
+def test_half_bits_fused_chains(device, half_bits_on_cpu):
+    for seed in range(6):
+        steps = ["float32", "float16", "float32", ("add", np.float32(seed - 2.5), "NONE"), "float16",
+                 ["uint8"], "int32"]
+        m = chain_model(steps, [N])
+        x = edge_values("float32", N)
+        it = litecl.Interpreter(model_content=m, device=device)
+        it.allocate_tensors()
+        assert "litecl_half_round_v" in next(iter(it._main.ex._groups.values())).source
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        want = run_reference(m, {it.get_input_details()[0]["name"]: x})
+        for o in it.get_output_details():
+            assert not mismatches(it.get_tensor(o["index"]), want[o["name"]]).any(), (seed, o["name"])
