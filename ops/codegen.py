@@ -131,7 +131,12 @@ def half_bits_source(w: int) -> str:
         f"    const {u} sub = as_{u}(as_{f}(o + ({u})(0x38800000u)) - ({f})(0x1p-14f));\n"
         f"    {u} r = select(o + ({u})(0x38000000u), o + ({u})(0x70000000u), e == ({u})(0x7c00u));\n"
         f"    r = select(r, sub, e == ({u})(0u));\n"
-        f"    return as_{f}(r | ((b & ({u})(0x8000u)) << 16));\n}}\n")
+        f"    return as_{f}(r | ((b & ({u})(0x8000u)) << 16));\n}}\n\n"
+        f"ushort{w} litecl_f2h_exact_v{w}(const {f} v)\n{{\n"
+        f"    const {u} x = as_{u}(v);\n"
+        f"    const {u} a = x & ({u})(0x7fffffffu);\n"
+        f"    const {u} o = select((a >> 13) - ({u})(0x1c000u), ({u})(0u), a == ({u})(0u));\n"
+        f"    return convert_ushort{w}(o | ((x >> 16) & ({u})(0x8000u)));\n}}\n")
 
 
 def _half_bits(caps) -> bool:
@@ -174,13 +179,17 @@ def component(d: DType, caps, var: str, c: int) -> str:
     return f"{var}.s{c:x}"
 
 
-def vector_store(d: DType, caps, ptr: str, idx: str, value: str, w: int, vtype: str) -> tuple[str, str]:
-    """(vector type of ``value``, statement storing it at idx .. idx+w-1); see vector_load."""
+def vector_store(d: DType, caps, ptr: str, idx: str, value: str, w: int, vtype: str,
+                 exact_half: bool = False) -> tuple[str, str]:
+    """(vector type of ``value``, statement storing it at idx .. idx+w-1); see vector_load.
+    ``exact_half``: the values are integers of magnitude <= 255 (so exact, normal or zero
+    in half): the half bits are the float's, re-biased (``litecl_f2h_exact_vW``)."""
     ct = store_ctype(d, caps, vtype)
     vt = _vec(ct, w)
     if d.name == "float16" and ct == "float":
         if _half_bits(caps):
-            return vt, f"*(__global ushort{w}*)({ptr} + {idx}) = litecl_f2h_v{w}({value});"
+            f2h = "litecl_f2h_exact_v" if exact_half else "litecl_f2h_v"
+            return vt, f"*(__global ushort{w}*)({ptr} + {idx}) = {f2h}{w}({value});"
         return vt, f"vstorea_half{w}_rte({value}, 0, {ptr} + {idx});"
     return vt, f"*(__global {vt}*)({ptr} + {idx}) = {value};"
 
@@ -373,7 +382,8 @@ def tiled_kernel(name: str, params: list[str], body: str, preamble: str = "",
     """
     plist = ",\n    ".join(params + [f"const uint {p}" for p in TILING_PARAMS])
     if vec_body is not None and f"_v{width}(" in vec_body and (
-            f"litecl_h2f_v{width}(" in vec_body + preamble or f"litecl_f2h_v{width}(" in vec_body + preamble):
+            f"litecl_h2f_v{width}(" in vec_body + preamble or f"litecl_f2h_v{width}(" in vec_body + preamble
+            or f"litecl_f2h_exact_v{width}(" in vec_body):
         preamble = half_bits_source(width) + "\n" + preamble
     head = (
         f"{preamble}"
@@ -433,7 +443,7 @@ def _indent(text: str, n: int) -> str:
 
 def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
                        preamble: str = "", width: int = 1, skeleton: str = "tiled",
-                       vfn: str | None = None) -> str:
+                       vfn: str | None = None, exact_half: bool = False) -> str:
     """A kernel applying the scalar OpenCL C function ``fn`` element by element.
 
     inputs: [(buffer name, DType)]; output: (buffer name, DType). ``fn`` takes each
@@ -475,7 +485,7 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
     for k, (p, d) in enumerate(inputs):
         vt, expr = vector_load(d, caps, p, "i", width)
         lines.append(f"const {vt} v{k} = {expr};")
-    vt, store = vector_store(od, caps, oname, "i", "r", width, out_vtype)
+    vt, store = vector_store(od, caps, oname, "i", "r", width, out_vtype, exact_half)
     if vfn:
         args = ", ".join(vcomponent(d, caps, f"v{k}", width) for k, (p, d) in enumerate(inputs))
         lines.append(f"const {vt} r = {vfn}({args});")
@@ -518,6 +528,7 @@ class NodeOp:
     half: bool = False
     double: bool = False
     vec: Callable[[int], str | None] | None = field(default=None, compare=False, repr=False)
+    exact_half: bool = False  # a float16 result is always an integer of magnitude <= 255
 
     def vfn(self, w: int) -> str:
         return f"{self.fn}_v{w}"
@@ -549,7 +560,8 @@ def cast_op(src, dst, caps, fn: str = "litecl_cast_op") -> tuple[NodeOp, CastPla
     text = f"{out_ct} {fn}(const {_ctype(plan.load)} x)\n{{\n    return {value};\n}}\n"
     return NodeOp(fn, text, (src,), dst, plan.store, tuple(plan.helpers), False,
                   "half" in types, "double" in types,
-                  lambda w: cast_vector_fn(plan, caps, f"{fn}_v{w}", w)), plan
+                  lambda w: cast_vector_fn(plan, caps, f"{fn}_v{w}", w),
+                  dst.name == "float16" and src.bits <= 8), plan
 
 
 def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None = None,
@@ -581,4 +593,4 @@ def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None
             pre += vtext + "\n"
             vfn = op.vfn(width)
     return elementwise_kernel(name, [("src", src)], ("dst", dst), op.fn, plan.store, caps, pre,
-                              width, skeleton, vfn), plan
+                              width, skeleton, vfn, op.exact_half), plan

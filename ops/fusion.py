@@ -158,7 +158,8 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
                 for a in args]
         vlines.append(f"const {_ctype(op, caps)}{w} t{j} = {op.vfn(w)}({', '.join(vals)});")
     for m, (j, d) in enumerate(spec.outputs):
-        vlines.append(vector_store(d, caps, f"out{m}", "i", f"t{j}", w, spec.steps[j][0].out_vtype)[1])
+        op = spec.steps[j][0]
+        vlines.append(vector_store(d, caps, f"out{m}", "i", f"t{j}", w, op.out_vtype, op.exact_half)[1])
     return tiled_kernel(name, params, "\n".join(lines), pre + "\n", vec_body="\n".join(vlines), width=w)
 
 

@@ -118,7 +118,8 @@ def test_half_bits_conversions_match_litert(device, half_bits_on_cpu):
     from litecl.ops.codegen import cast_kernel
 
     caps = litecl.open_device(device).caps
-    assert "litecl_f2h_v" in cast_kernel("uint8", "float16", caps)[0]
+    assert "litecl_f2h_exact_v" in cast_kernel("uint8", "float16", caps)[0]
+    assert "litecl_f2h_v" in cast_kernel("int16", "float16", caps)[0]
     assert "litecl_h2f_v" in cast_kernel("float16", "int32", caps)[0]
     for t in TYPES:
         if t != "float16":
