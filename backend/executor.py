@@ -161,6 +161,7 @@ class Executor:
         self.allocated = False
         self.buffers_created = 0      # cl.Buffer allocations over this executor's life
         self._writes: dict = {}       # tensor -> event of its last non-blocking upload
+        self._pinned: dict = {}       # tensor -> (pinned buffer, its mapped array), GPUs
         self._prefetch = list(dict.fromkeys(t for t in model.subgraphs[subgraph].outputs if t >= 0))
         self._boundaries()
 
@@ -422,9 +423,29 @@ class Executor:
         shape = self.shapes[t]
         a = self.host.get(t)
         if a is None or a.shape != shape or a.dtype != dt:
-            a = np.empty(shape, dt)
+            nbytes = _numel(shape) * dt.itemsize
+            if not self.zero_copy and 0 < nbytes <= SMALL_BYTES:
+                a = self._pinned_array(t, shape, dt)
+            else:
+                a = np.empty(shape, dt)
             self.host[t] = a
         return a
+
+    def _pinned_array(self, t: int, shape: tuple, dt) -> np.ndarray:
+        """A host array in pinned memory (an ALLOC_HOST_PTR buffer mapped once, for the
+        executor's life): GPU copies from and to it DMA directly, with no staging copy in
+        the driver (measured on the H200: write + kernel + read of 4K floats 67 -> 49 us)."""
+        old = self._pinned.pop(t, None)
+        if old is not None:
+            old[1].base.release(self.device.queue)
+            old[0].release()
+        nbytes = _numel(shape) * dt.itemsize
+        buf = cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
+        self.buffers_created += 1
+        arr, _ = cl.enqueue_map_buffer(self.device.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE,
+                                       0, shape, dt, is_blocking=True)
+        self._pinned[t] = (buf, arr)
+        return arr
 
     def _device_in(self, t: int) -> "cl.Buffer":
         if t in self.const_dev:
@@ -568,6 +589,7 @@ class Executor:
                     self.on_host.add(t)  # valid once finish() below returns
         # synchronous like LiteRT's Invoke(): outputs are complete when invoke returns
         self.device.queue.finish()
+        self._writes.clear()  # every upload is done (waiting on a done event costs ~25 us on NVIDIA)
         if refuse:
             self._fuse_all()
 
@@ -602,7 +624,7 @@ class Executor:
 
     def live_buffers(self) -> int:
         """Device buffers this executor holds now."""
-        return len(self.dev) + len(self.const_dev)
+        return len(self.dev) + len(self.const_dev) + len(self._pinned)
 
     def close(self) -> None:
         """Release device buffers, kernels and LiteRT sub-interpreters (idempotent). Built
@@ -610,6 +632,12 @@ class Executor:
         for ev in self._writes.values():
             ev.wait()
         self._writes.clear()
+        self.device.queue.finish()
+        for buf, arr in self._pinned.values():
+            arr.base.release(self.device.queue)
+            buf.release()
+        self._pinned.clear()
+        self.device.queue.finish()
         for buf in (*self.dev.values(), *self.const_dev.values()):
             buf.release()
         self.dev.clear()

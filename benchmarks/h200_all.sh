@@ -23,7 +23,7 @@ ln -sfn "$PWD/ops" $T/shim/litecl/ops
 export PYTHONPATH=$T/site:$T/shim:$PWD PYTHONUNBUFFERED=1 LITECL_SHARED_MODELS=$PWD/.shared_models
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv 2>/dev/null
 python3 -m litecl.cli devices
-STEPS=${LITECL_H200_STEPS:-tests tiling roofline}   # any of: tests tiling roofline e2e
+STEPS=${LITECL_H200_STEPS:-tests tiling roofline}   # any of: tests tiling roofline e2e latency
 TESTS=${LITECL_H200_TESTS:-tests/test_cast.py tests/test_add.py tests/test_fusion.py tests/test_vector_paths.py tests/test_executor_paths.py}
 for step in $STEPS; do case $step in
 tests)  # correctness matrices on the GPU, compared with LiteRT run on the host CPU there
@@ -39,5 +39,8 @@ roofline)  # every CAST pair and ADD
 e2e)  # litecl vs LiteRT (host CPU there), synthetic and real models
     timeout 200 python3 benchmarks/bench_e2e.py --device nvidia --out "$OUT" 2>/dev/null | tail -30
     echo "e2e rc=$?";;
+latency)  # per-invoke overhead of a 4K-element model, and the OpenCL calls behind it
+    timeout 120 python3 benchmarks/bench_latency.py --device nvidia --out "$OUT" 2>/dev/null | tail -20
+    echo "latency rc=$?";;
 esac; done
 ls -l "$OUT"

@@ -30,11 +30,16 @@ def _run(it, x: np.ndarray) -> list[np.ndarray]:
     ["uint8", "float32", [("mul", 2.0)], ("add", 1.5), "float16"],        # + a fallback branch
     ["float32", "float16", "float32", [("add", 0.5)], "int8"],            # two outputs
 ], ids=["chain", "fallback_branch", "two_outputs"])
+@pytest.mark.parametrize("copies", [False, True], ids=["native", "gpu_copies"])
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES))
-def test_resize_across_small_and_large_paths(device, fuse, pattern):
+def test_resize_across_small_and_large_paths(device, fuse, pattern, copies):
+    # copies: the GPU memory path (pinned staging arrays, explicit reads and writes) forced
+    # on a CPU device, so it is checked where no GPU is
     model = chain_model(pattern, [1])
     it = litecl.Interpreter(model_content=model, device=device, fuse=fuse)
+    if copies:
+        it._main.ex.zero_copy = False
     ref = make_interpreter(model)
     rng = np.random.default_rng(0)
     for n in SIZES + SIZES[::-1]:
@@ -48,7 +53,11 @@ def test_resize_across_small_and_large_paths(device, fuse, pattern):
             for g, w in zip(got, want):
                 assert g.dtype == w.dtype and g.shape == w.shape
                 np.testing.assert_array_equal(g.view(np.uint8), w.view(np.uint8))
+    if copies and it._main.ex.allocated:
+        assert it._main.ex._pinned or all(s.placement != "opencl" for s in it._main.ex.segments)
+    ex = it._main.ex
     it.close()
+    assert ex.live_buffers() == 0
 
 
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES))
