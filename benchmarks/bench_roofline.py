@@ -44,6 +44,31 @@ def kernel_seconds(model: bytes, device: str, repeats: int, probe=None, nbytes: 
     return statistics.median(times), (statistics.median(copies) if copies else float("nan"))
 
 
+def plot(rows: list, roof: float, device_name: str, path: Path) -> None:
+    """GB/s against elements, one line per kernel, the copy roof dashed (matplotlib, the
+    bench extra; skipped with a note when it is missing)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed (bench extra): no plot")
+        return
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for key in sorted({(r["op"], r["src"], r["dst"]) for r in rows}):
+        pts = [(r["n"], r["gbps"]) for r in rows if (r["op"], r["src"], r["dst"]) == key]
+        ax.plot(*zip(*pts), alpha=0.35, lw=1)
+    ax.axhline(roof, color="k", ls="--", label=f"float4 copy {roof:.0f} GB/s")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("elements")
+    ax.set_ylabel("GB/s (read + written)")
+    ax.set_title(f"litecl CAST/ADD kernels on {device_name}")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default=None, help="litecl device spec (default: auto)")
@@ -53,8 +78,16 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--launch", action="append", default=[], metavar="ROW.FIELD=INT",
                     help="override a LAUNCH constant (ops/tiling.py) for this run, e.g. gpu.half_bits=0")
+    ap.add_argument("--replot", type=Path, metavar="JSON",
+                    help="only draw roofline.png under --out from a roofline.json written earlier")
     ap.add_argument("--out", default="bench_out", type=Path)
     args = ap.parse_args(argv)
+    if args.replot:  # a roofline.json from another machine (the device tool's $OUT)
+        import json
+
+        data = json.loads(args.replot.read_text())
+        plot(data["rows"], data["copy_gbps"], data["device"], args.out / "roofline.png")
+        return 0
     for opt in args.launch:  # e.g. gpu.half_bits=0: try another LAUNCH row in this process
         from dataclasses import replace
 
@@ -106,25 +139,7 @@ def main(argv=None) -> int:
               f"kernels at >= 80% of the adjacent copy at 2^{big.bit_length() - 1}.")
     write_outputs(args.out, "roofline", {"device": dev.caps.name, "copy_gbps": roof, "rows": rows},
                   "\n".join(md) + "\n")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(8, 5))
-        for key in sorted({(r["op"], r["src"], r["dst"]) for r in rows}):
-            pts = [(r["n"], r["gbps"]) for r in rows if (r["op"], r["src"], r["dst"]) == key]
-            ax.plot(*zip(*pts), alpha=0.35, lw=1)
-        ax.axhline(roof, color="k", ls="--", label=f"float4 copy {roof:.0f} GB/s")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("elements")
-        ax.set_ylabel("GB/s (read + written)")
-        ax.set_title(f"litecl CAST/ADD kernels on {dev.caps.name}")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(args.out / "roofline.png", dpi=110)
-    except ImportError:
-        print("matplotlib not installed (bench extra): no plot")
+    plot(rows, roof, dev.caps.name, args.out / "roofline.png")
     print("\n".join(md))
     return 0
 

@@ -182,7 +182,8 @@ def launch(caps, n: int, tile_bytes: int, block_dim: int | None = None,
     boundaries of every buffer). block_dim / local_size default to ``launch_config(caps)``
     (block_dim = compute units x groups_per_cu); local_size is capped at the device's
     max_work_group_size. Never more cores than 32-byte blocks, so no core is empty unless
-    ``block_dim`` is given explicitly larger (tests use that to prove empty chunks safe).
+    ``block_dim`` is given explicitly larger (tests use that to prove empty chunks safe),
+    nor more than fill each work-item with vec_bytes of the smallest type.
     Raises ValueError above MAX_ELEMENTS elements.
     """
     if not 0 <= n <= MAX_ELEMENTS:
@@ -192,6 +193,10 @@ def launch(caps, n: int, tile_bytes: int, block_dim: int | None = None,
     if block_dim is None:
         block_dim = max(1, caps.compute_units * cfg.groups_per_cu)
         blocks = max(1, divide_round_up(n, BLOCK_BYTES // tile_bytes))
-        block_dim = min(block_dim, blocks)
+        # no more groups than keep every work-item busy with a vector or more: on GPUs a
+        # 4M-element CAST otherwise launched 4224 groups x 512 work-items for 262K
+        # vectors (88% idle). CPUs (one work-item per group) get one group per block, as before.
+        per_group = local * max(1, cfg.vec_bytes // tile_bytes)
+        block_dim = min(block_dim, blocks, max(1, divide_round_up(n, per_group)))
     t = plan(n, tile_bytes, block_dim)
     return t, (block_dim * local,), (local,)

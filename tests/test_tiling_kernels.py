@@ -60,9 +60,12 @@ def _caps(gpu: bool, cus: int = 132, wg: int = 1024):
 def test_launch_geometry_from_the_table():
     caps = _caps(True)
     cfg = launch_config(caps)
-    t, g, loc = launch(caps, 1 << 24, 2)
+    t, g, loc = launch(caps, 1 << 26, 2)
     assert loc == (cfg.local_size,)
     assert t.block_dim == 132 * cfg.groups_per_cu and g == (t.block_dim * cfg.local_size,)
+    # mid sizes: only as many groups as fill each work-item with one 16-byte vector or more
+    assert launch(caps, 1 << 22, 1)[0].block_dim == (1 << 22) // (cfg.local_size * cfg.vec_bytes)
+    assert launch(_caps(False, 2), 1 << 22, 1)[0].block_dim == 2 * LAUNCH["cpu"].groups_per_cu
     t, g, loc = launch(_caps(False, 2), 1999, 2)
     assert t.block_dim == 2 * LAUNCH["cpu"].groups_per_cu and loc == (LAUNCH["cpu"].local_size,)
     # never more cores than 32-byte blocks unless asked; local capped by the device
