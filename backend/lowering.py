@@ -159,12 +159,21 @@ class AddLowering:
 
 LOWERINGS = {cls.op: cls for cls in (CastLowering, AddLowering)}
 
+#: The newest operator version litecl's semantics were checked against, per operator:
+#: the versions LiteRT (ai-edge-litert 2.x, builtin resolver) registers, measured by
+#: loading each version (CAST 1..9, ADD 1..6). A newer version may mean semantics litecl
+#: does not know, so such a node falls back (and LiteRT reports it if it cannot run it).
+MAX_VERSION = {"CAST": 9, "ADD": 6}
+
 
 def why_not(node: Node, sg: Subgraph, caps) -> str | None:
     """None if ``node`` runs on OpenCL, else the reason it falls back."""
     low = LOWERINGS.get(node.op)
     if low is None:
         return "not a lowered operator"
+    if node.version > MAX_VERSION[node.op]:
+        return (f"{node.op} version {node.version} is newer than litecl knows "
+                f"(checked up to version {MAX_VERSION[node.op]})")
     if caps.compiler_error:
         return f"the device cannot build kernels ({caps.compiler_error})"
     if any(t >= 0 and sg.tensors[t].is_variable for t in (*node.inputs, *node.outputs)):

@@ -93,6 +93,7 @@ class Node:
     outputs: tuple
     options: object   # the generated *OptionsT object, or None
     options2: object
+    version: int = 1  # the operator code's version (OperatorCode.version)
 
     @property
     def activation(self) -> str:
@@ -352,7 +353,8 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                 name = f"CUSTOM:{cc}"
             node = Node(ni, code, name, check_idx(op.inputs, f"operator {ni} input", True),
                         check_idx(op.outputs, f"operator {ni} output", True),
-                        op.builtinOptions, getattr(op, "builtinOptions2", None))
+                        op.builtinOptions, getattr(op, "builtinOptions2", None),
+                        int(getattr(oc, "version", 1) or 1))
             for ref in node.subgraph_refs():
                 if not 0 <= ref < len(sgs):
                     raise ModelError(f"{where}: subgraph {si} operator {ni} ({name}) calls subgraph {ref}, model has {len(sgs)}")

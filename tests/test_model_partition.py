@@ -266,3 +266,24 @@ def test_chain_tensors_stay_on_device(fast_device):
     want = run_reference(m, {d["name"]: x})
     o = it.get_output_details()[0]
     assert bit_equal(it.get_tensor(o["index"]), want[o["name"]])
+
+
+@pytest.mark.parametrize("op,version,lowered", [("CAST", 9, True), ("CAST", 10, False),
+                                                ("ADD", 6, True), ("ADD", 7, False)])
+def test_newer_operator_versions_fall_back(op, version, lowered, fast_device):
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    from models.builders import add_model, cast_model
+
+    m = schema.ModelT.InitFromPackedBuf(cast_model("float32", "int32", [4]) if op == "CAST"
+                                        else add_model("float32", [4], [4]), 0)
+    for oc in m.operatorCodes:
+        oc.version = version
+    b = flatbuffers.Builder(0)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    it = litecl.Interpreter(model_content=bytes(b.Output()), device=fast_device)
+    (p,) = it.placement()
+    assert (p["placement"] == "opencl") == lowered, p
+    if not lowered:
+        assert f"version {version} is newer" in p["reason"]
