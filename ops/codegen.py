@@ -139,10 +139,20 @@ def half_bits_source(w: int) -> str:
         f"    return convert_ushort{w}(o | ((x >> 16) & ({u})(0x8000u)));\n}}\n")
 
 
-def _half_bits(caps) -> bool:
+def _half_bits(caps, load: bool = False) -> bool:
+    """Whether half vectors are stored (``load``: loaded) as ushortN with integer
+    conversions on this device (its LAUNCH row, only without cl_khr_fp16)."""
     from .tiling import launch_config  # noqa: PLC0415
 
-    return not caps.fp16 and launch_config(caps).half_bits
+    cfg = launch_config(caps)
+    return not caps.fp16 and (cfg.half_bits_load if load else cfg.half_bits)
+
+
+def capped_half_width(caps, loads_half: bool, stores_half: bool) -> bool:
+    """Whether the LAUNCH row's half_width caps a vector width: a half vector goes
+    through vloada_halfN / vstorea_halfN_rte."""
+    return not caps.fp16 and ((loads_half and not _half_bits(caps, True))
+                              or (stores_half and not _half_bits(caps)))
 
 
 def _vec(ctype: str, w: int) -> str:
@@ -160,7 +170,7 @@ def vector_load(d: DType, caps, ptr: str, idx: str, w: int) -> tuple[str, str]:
     """
     st = storage_type(d, caps)
     if d.name == "float16" and not caps.fp16:
-        if _half_bits(caps):
+        if _half_bits(caps, load=True):
             return _vec("float", w), f"litecl_h2f_v{w}(*(__global const ushort{w}*)({ptr} + {idx}))"
         return _vec("float", w), f"vloada_half{w}(0, {ptr} + {idx})"
     if d.kind == "complex":
@@ -584,7 +594,7 @@ def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None
     pre = op_preamble([op], caps) + "\n"
     vb = vec_bytes if vec_bytes is not None else launch_config(caps).vec_bytes
     width = vector_width((src.itemsize, dst.itemsize), vb)
-    if "float16" in (src.name, dst.name) and not _half_bits(caps) and not caps.fp16 and vec_bytes is None:
+    if capped_half_width(caps, src.name == "float16", dst.name == "float16") and vec_bytes is None:
         width = min(width, launch_config(caps).half_width)
     vfn = None
     if width > 1 and vector_ops:

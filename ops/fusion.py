@@ -101,7 +101,10 @@ def _vector_width(spec: FusedSpec, caps, idx: list) -> int:
     types = [d for d, _ in spec.inputs] + [d for _, d in spec.outputs]
     cfg = launch_config(caps)
     w = vector_width([d.itemsize for d in types], cfg.vec_bytes)
-    if not caps.fp16 and not cfg.half_bits and any(d.name == "float16" for d in types):
+    from .codegen import capped_half_width  # noqa: PLC0415
+
+    if capped_half_width(caps, any(d.name == "float16" for d, _ in spec.inputs),
+                         any(d.name == "float16" for _, d in spec.outputs)):
         w = min(w, cfg.half_width)
     if w < 2 or any(op.vec is None or op.vec(w) is None for op, _ in spec.steps):
         return 1

@@ -131,9 +131,11 @@ class LaunchConfig:
     groups_per_cu: int
     vec_bytes: int
     half_width: int = 16  # most elements per vloada_halfN / vstorea_halfN access
-    #: without cl_khr_fp16, move half vectors as ushortN and convert them with integer
-    #: code (ops/codegen.py HALF_BITS) instead of vloada_halfN / vstorea_halfN
+    #: without cl_khr_fp16, store half vectors as ushortN converted with integer code
+    #: (ops/codegen.py half_bits_source) instead of vstorea_halfN_rte; half_bits_load: the
+    #: same for loads instead of vloada_halfN
     half_bits: bool = False
+    half_bits_load: bool = False
 
 
 #: Launch constants keyed by device type ("gpu" or "cpu"; Oclgrind reports every type at
@@ -146,6 +148,7 @@ LAUNCH: dict[str, LaunchConfig] = {
         vec_bytes=16,      # measured: one 128-bit access per work-item; 32 bytes 3x slower on f32->f16
         half_width=4,      # measured on the H200: 8-wide half loads/stores (1-2 byte <-> f16) ran at 16-22% of copy
         half_bits=True,    # measured on the H200: see README "Performance" (vloada_half4: 1-byte <-> f16 65-77%)
+        half_bits_load=True,
     ),
     "cpu": LaunchConfig(
         local_size=1,      # measured: one work-item walking its chunk; a 2nd one costs ~30%

@@ -108,7 +108,7 @@ def half_bits_on_cpu(monkeypatch):
 
     from litecl.ops import tiling
 
-    monkeypatch.setitem(tiling.LAUNCH, "cpu", replace(tiling.LAUNCH["cpu"], half_bits=True))
+    monkeypatch.setitem(tiling.LAUNCH, "cpu", replace(tiling.LAUNCH["cpu"], half_bits=True, half_bits_load=True))
 
 
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["mobile"]))
