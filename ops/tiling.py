@@ -146,9 +146,9 @@ LAUNCH: dict[str, LaunchConfig] = {
         local_size=512,    # measured on the H200: 512 > 256 > 128 in every case (16 warps, coalesced)
         groups_per_cu=32,  # measured on the H200: 32 best (f32->f16 3908 GB/s = 96% of copy at 2^26)
         vec_bytes=16,      # measured: one 128-bit access per work-item; 32 bytes 3x slower on f32->f16
-        half_width=4,      # measured on the H200: 8-wide half loads/stores (1-2 byte <-> f16) ran at 16-22% of copy
-        half_bits=True,    # measured on the H200: see README "Performance" (vloada_half4: 1-byte <-> f16 65-77%)
-        half_bits_load=True,
+        half_width=8,      # measured on the H200 (vector-form kernels): vloada_half8 loads f16 -> 8-bit at 81% of copy, half4 75%, half2 58%
+        half_bits=True,    # measured on the H200: integer f2h stores, 8/16-bit -> f16 77-94% of copy (vstorea_half4_rte: 71-78%)
+        half_bits_load=False,  # measured on the H200: integer h2f loads, f16 -> 8-bit 65% (ALU-bound), vloada_half8 81%
     ),
     "cpu": LaunchConfig(
         local_size=1,      # measured: one work-item walking its chunk; a 2nd one costs ~30%
