@@ -102,13 +102,14 @@ def test_vector_forms_are_used():
 
 @pytest.fixture
 def half_bits_on_cpu(monkeypatch):
-    """The CPU LAUNCH row with half vectors moved as ushortN and converted in integer code
-    (the GPU row's setting), so CPU devices check those conversions too."""
+    """Every LAUNCH row with half vectors loaded and stored as ushortN and converted in
+    integer code (the GPU row stores that way), so every device checks both conversions."""
     from dataclasses import replace
 
     from litecl.ops import tiling
 
-    monkeypatch.setitem(tiling.LAUNCH, "cpu", replace(tiling.LAUNCH["cpu"], half_bits=True, half_bits_load=True))
+    for row in ("cpu", "gpu"):
+        monkeypatch.setitem(tiling.LAUNCH, row, replace(tiling.LAUNCH[row], half_bits=True, half_bits_load=True))
 
 
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["mobile"]))
