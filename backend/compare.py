@@ -1,8 +1,9 @@
 """Bit-for-bit comparison with LiteRT, and seeded random inputs.
 
-The contract (REFERENCE_FACTS.md): every value compares bit for bit (so -0.0 != +0.0),
-except that any NaN equals any NaN (NaN payloads differ between devices: LiteRT writes
-half NaN as 0x7E00, NVIDIA's vstore_half_rte 0x7FFF).
+The contract (../shared/docs/REFERENCE_FACTS.md): every value compares bit for bit (so
+-0.0 != +0.0, and bool tensors byte for byte), except that a NaN equals any NaN of the
+same sign (NaN payloads differ between devices: LiteRT writes half NaN as 0x7E00,
+NVIDIA's vstore_half_rte 0x7FFF).
 """
 from __future__ import annotations
 
@@ -23,17 +24,16 @@ def _nan_mask(a: np.ndarray) -> np.ndarray | None:
 
 
 def mismatches(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Boolean mask of elements that differ (bits, NaN == NaN). Shapes/dtypes must match."""
+    """Boolean mask of elements that differ: bits (bool: bytes), except that NaNs of the
+    same sign are equal. Shapes/dtypes must match."""
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     if a.dtype.kind == "c":  # compare real and imaginary parts as floats
         a, b = a.view(a.real.dtype), b.view(b.real.dtype)
-    if a.dtype == np.bool_:
-        return a != b
     u = _UINT[a.dtype.itemsize]
-    diff = a.view(u) != b.view(u)
+    diff = a.view(u) != b.view(u)  # bool: the stored bytes, not their truth value
     na, nb = _nan_mask(a), _nan_mask(b)
     if na is not None:
-        diff &= ~(na & nb)
+        diff &= ~(na & nb & (np.signbit(a) == np.signbit(b)))
     return diff
 
 

@@ -248,6 +248,7 @@ class Caps:
     strict_compiler: bool = False
     profile: str = ""
     compiler_error: str = ""  # non-empty when the device cannot build even a trivial kernel
+    reference: str = "builtin"  # the LiteRT kernels matched where they differ (executor sets it)
 
     @property
     def key(self) -> str:

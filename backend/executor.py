@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyopencl as cl
@@ -139,7 +139,7 @@ class Executor:
         self._member: dict[int, int] = {}      # node -> its group's leader
         self.sg = model.subgraphs[subgraph]
         self.device = device
-        self.caps = device.caps
+        self.caps = replace(device.caps, reference=reference)
         self.num_threads = num_threads
         self.reference = reference
         self.strict = strict

@@ -154,7 +154,8 @@ class AddLowering:
     def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):
         dt = sg.tensors[node.outputs[0]].dtype
         quant = AddLowering._quant_params(node, sg) if AddLowering._quantized(node, sg) else None
-        return add_ops.add_op(dt.name, node.activation, caps, quant, fn)
+        return add_ops.add_op(dt.name, node.activation, caps, quant, fn,
+                              (tuple(shapes[0]), tuple(shapes[1])))
 
 
 LOWERINGS = {cls.op: cls for cls in (CastLowering, AddLowering)}

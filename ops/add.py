@@ -146,13 +146,67 @@ def _clamp(x: str, lo, hi, ctype: str) -> str:
     return x
 
 
-def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op") -> NodeOp:
+def nan_rule(shape1, shape2, reference: str = "builtin"):
+    """Which operand's NaN a float32 ADD returns when both are NaN, as LiteRT does it
+    (measured on x86, ai-edge-litert 2.x; IEEE 754 leaves it open): "a", "b", or
+    ("pos", L, x). Where one operand is broadcast along the innermost (collapsed)
+    dimension, the other's. Where both vary along it, position-dependent: in each run of L
+    innermost elements LiteRT's SIMD body (the first L - L % block, block 4) returns the
+    operand other than x and its scalar remainder returns x, where x is the operand
+    broadcast along the innermost dimension where exactly one is (the first operand for
+    same shapes). The reference kernels (``ref``) have an 8-wide body returning the second
+    operand's and a remainder returning the first's, broadcast or not."""
+    out = broadcast_shape(shape1, shape2)
+    dims, flags = collapse(out, [shape1, shape2])
+    if not dims:
+        return "a"
+    fa, fb = flags[0][-1], flags[1][-1]
+    if fa != fb:
+        return "b" if fa else "a"
+    x = next(("a" if flags[0][d] else "b" for d in range(len(dims) - 1, -1, -1)
+              if flags[0][d] != flags[1][d]), None)
+    if reference == "ref":  # measured: an 8-wide body returning b's, whichever is broadcast
+        return ("pos", dims[-1], "a", 8)
+    return ("pos", dims[-1], x or "a", 4)
+
+
+def _nan_pick(rule, i: str, w: int = 0) -> str:
+    """The prefer-b flag of ``nan_rule`` for element index ``i`` (int 0/1, or an intN
+    mask for a vector of indices)."""
+    if rule in ("a", "b"):
+        if w:
+            return f"(int{w})({-1 if rule == 'b' else 0})"
+        return "1" if rule == "b" else "0"
+    _, n, x, block = rule
+    op = "<" if x == "a" else ">="  # the body (i % L < L - L % block) takes the operand other than x
+    if w:
+        return f"(({i} % (uint{w})({n}u)) {op} (uint{w})({n - n % block}u))"
+    return f"(({i} % {n}u) {op} {n - n % block}u)"
+
+
+def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op",
+           shapes=None) -> NodeOp:
     """ADD as a NodeOp: ``fn(x, y)`` over two elements as ``load_expr`` gives them,
-    returning the stored output element. Raises ValueError for an unsupported dtype or a
-    quantized type without ``quant`` (add_quant.QuantAddParams)."""
+    returning the stored output element. float32 with ``shapes`` (the two input shapes)
+    takes the element index too (``fn(x, y, i)``): NaN operands pass through with their
+    sign (one NaN: it; two: ``nan_rule``'s choice), inf + -inf gives x86's default NaN
+    (0xFFC00000), as LiteRT computes on this host; any device (NVIDIA returns a canonical
+    NaN otherwise) then gives the same NaN signs. Raises ValueError for an unsupported dtype
+    or a quantized type without ``quant`` (add_quant.QuantAddParams)."""
     d = dtype(dt)
     st = storage_type(d, caps)
     quant_helpers = False
+    rule = nan_rule(shapes[0], shapes[1], getattr(caps, "reference", "builtin")) if (
+        dt == "float32" and shapes is not None) else None
+    if dt == "float32" and rule is not None:
+        val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
+        text = (f"float {fn}(const float x, const float y, const uint i)\n{{\n"
+                "    const float s = x + y;\n"
+                f"    const float v = isnan(x) ? ((isnan(y) && {_nan_pick(rule, 'i')}) ? y : x)\n"
+                "                  : isnan(y) ? y : isnan(s) ? as_float(0xffc00000u) : s;\n"
+                f"    return {val};\n}}\n")
+        vec = (lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w, rule))
+        return NodeOp(fn, text, (d, d), d, d.middle, (), False, vec=vec, wants_index=True)
     if dt == "float32":
         val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
         text = f"float {fn}(const float x, const float y)\n{{\n    const float v = x + y;\n    return {val};\n}}\n"
@@ -175,7 +229,7 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
     return NodeOp(fn, text, (d, d), d, d.middle, (), quant_helpers, vec=vec)
 
 
-def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int) -> str:
+def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int, rule=None) -> str:
     """The plain (not quantized) ADD on ``w``-wide vectors: the values add_op's scalar
     function gives, per component. Inputs as loaded (int for int16), result in the storage
     type. The activation clamp is two selects with the scalar's comparisons, so NaN passes
@@ -185,6 +239,12 @@ def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int) -> str:
         ct, body = "float", f"    {'float'}{w} v = x + y;\n"
         lit = lambda v: float_literal(v, "float")  # noqa: E731
         args = f"const float{w} x, const float{w} y"
+        if rule is not None:  # NaN signs as the scalar form (add_op)
+            args += f", const uint{w} i"
+            body += (f"    const int{w} nx = isnan(x), ny = isnan(y);\n"
+                     f"    v = select(v, as_float{w}((uint{w})(0xffc00000u)), isnan(v));\n"
+                     f"    v = select(v, y, ny);\n"
+                     f"    v = select(v, x, nx & ~(ny & {_nan_pick(rule, 'i', w)}));\n")
     else:
         ut, ct = _WRAP_TYPES[dt]
         lt = dtype(dt).middle  # what a load gives (int for int16)
@@ -218,7 +278,7 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
     out_shape = broadcast_shape(shape1, shape2)
     pre_idx, (ia, ib) = index_code(out_shape, [shape1, shape2])
     st = storage_type(d, caps)
-    op = add_op(dt, activation, caps, quant, f"{name}_op")
+    op = add_op(dt, activation, caps, quant, f"{name}_op", (tuple(shape1), tuple(shape2)))
     fn = op.fn
     pre = op_preamble([op], caps) + "\n"
     if ia == "i" and ib == "i":  # same shape: vector loads
@@ -228,7 +288,8 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
         if vtext:
             pre += vtext + "\n"
         return elementwise_kernel(name, [("a", d), ("b", d)], ("out", d), fn, d.middle, caps,
-                                  pre, w, skeleton, op.vfn(w) if vtext else None)
+                                  pre, w, skeleton, op.vfn(w) if vtext else None,
+                                  index_arg=op.wants_index)
     if skeleton == "tiled" and vec_bytes is None and (numel(shape1) == 1 or numel(shape2) == 1):
         # one operand is a single element (x + scalar constant, a common pattern): the
         # fused kernel generator splats it across vectors
@@ -237,7 +298,8 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
         spec = FusedSpec(tuple(out_shape), ((d, tuple(shape1)), (d, tuple(shape2))),
                          ((op, (("in", 0), ("in", 1))),), ((0, d),))
         return fused_kernel(spec, caps, name)
-    body = f"out[i] = {fn}({load_expr(d, caps, 'a', ia)}, {load_expr(d, caps, 'b', ib)});"
+    idx_arg = ", i" if op.wants_index else ""
+    body = f"out[i] = {fn}({load_expr(d, caps, 'a', ia)}, {load_expr(d, caps, 'b', ib)}{idx_arg});"
     if pre_idx:
         body = pre_idx + "\n" + body
     params = [f"__global const {st}* restrict a", f"__global const {st}* restrict b",

@@ -287,12 +287,18 @@ def step_vexpr(step: Step, x: str, w: int) -> str | None:
     if "f64bits" in (f, t):
         return None
     if how == "x != 0":
-        if f in ("int", "uint", "long"):
-            return f"-convert_int{w}(({x}) != ({f}{w})0)"
+        # a vector comparison gives -1 for true: select 1 by it (Oclgrind 21.10 computes
+        # both -mask and mask & 1 as 255 for true, measured; select is right everywhere)
+        one, zero = f"(int{w})(1)", f"(int{w})(0)"
+        if f in ("int", "uint"):
+            return f"select({zero}, {one}, ({x}) != ({f}{w})(0))"
+        if f == "long":
+            return f"select({zero}, {one}, convert_int{w}(({x}) != (long{w})(0)))"
         if f == "float":
-            return f"-((as_uint{w}({x}) & 0x7fffffffu) != 0u)"
+            return f"select({zero}, {one}, (as_uint{w}({x}) & (uint{w})(0x7fffffffu)) != (uint{w})(0u))"
         if f == "double":
-            return f"-convert_int{w}((as_ulong{w}({x}) & 0x7fffffffffffffffUL) != 0UL)"
+            return (f"select({zero}, {one}, convert_int{w}((as_ulong{w}({x}) & (ulong{w})(0x7fffffffffffffffUL))"
+                    f" != (ulong{w})(0UL)))")
         return None
     if how.startswith("trunc"):
         lo, hi = (int(v) for v in how.split("[")[1].split("]")[0].split(","))
@@ -453,7 +459,8 @@ def _indent(text: str, n: int) -> str:
 
 def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
                        preamble: str = "", width: int = 1, skeleton: str = "tiled",
-                       vfn: str | None = None, exact_half: bool = False) -> str:
+                       vfn: str | None = None, exact_half: bool = False,
+                       index_arg: bool = False) -> str:
     """A kernel applying the scalar OpenCL C function ``fn`` element by element.
 
     inputs: [(buffer name, DType)]; output: (buffer name, DType). ``fn`` takes each
@@ -481,7 +488,7 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
             params.append(f"__global {st}* restrict {pname}")
         else:
             params.append(f"__global const {st}* restrict {pname}")
-    call = f"{fn}({', '.join(load_expr(d, caps, p, 'i') for p, d in inputs)})"
+    call = f"{fn}({', '.join([load_expr(d, caps, p, 'i') for p, d in inputs] + (['i'] if index_arg else []))})"
     body = scalar_store(od, caps, oname, "i", call, out_vtype)
     if skeleton == "ndrange":
         return ndrange_kernel(name, params, body, preamble)
@@ -497,14 +504,20 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
         lines.append(f"const {vt} v{k} = {expr};")
     vt, store = vector_store(od, caps, oname, "i", "r", width, out_vtype, exact_half)
     if vfn:
-        args = ", ".join(vcomponent(d, caps, f"v{k}", width) for k, (p, d) in enumerate(inputs))
+        args = ", ".join([vcomponent(d, caps, f"v{k}", width) for k, (p, d) in enumerate(inputs)]
+                         + ([lane_index(width)] if index_arg else []))
         lines.append(f"const {vt} r = {vfn}({args});")
     else:
-        comps = ", ".join(f"{fn}({', '.join(component(d, caps, f'v{k}', c) for k, (p, d) in enumerate(inputs))})"
+        comps = ", ".join(f"{fn}({', '.join([component(d, caps, f'v{k}', c) for k, (p, d) in enumerate(inputs)] + ([f'i + {c}u'] if index_arg else []))})"
                           for c in range(width))
         lines.append(f"const {vt} r = ({vt})({comps});")
     lines.append(store)
     return tiled_kernel(name, params, body, preamble, vec_body="\n".join(lines), width=width)
+
+
+def lane_index(w: int, i: str = "i") -> str:
+    """The element indices of a ``w``-wide vector starting at element ``i`` (uintN)."""
+    return f"((uint{w})({i}) + (uint{w})({', '.join(str(k) for k in range(w))}))"
 
 
 def uses_half(*types: str) -> bool:
@@ -539,6 +552,9 @@ class NodeOp:
     double: bool = False
     vec: Callable[[int], str | None] | None = field(default=None, compare=False, repr=False)
     exact_half: bool = False  # a float16 result is always an integer of magnitude <= 255
+    #: fn takes the output element index as a last argument (uint; the vector form: uintN
+    #: of the lanes' indices), for rules that depend on the position (ADD's NaN choice)
+    wants_index: bool = False
 
     def vfn(self, w: int) -> str:
         return f"{self.fn}_v{w}"

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import math
 
 from .add import index_code
-from .codegen import (NodeOp, load_expr, op_preamble, scalar_store, storage_type, tiled_kernel,
-                      vcomponent, vector_load, vector_store)
+from .codegen import (NodeOp, lane_index, load_expr, op_preamble, scalar_store, storage_type,
+                      tiled_kernel, vcomponent, vector_load, vector_store)
 from .dtypes import DType
 
 __all__ = ["FusedSpec", "fused_kernel", "HALF_ROUND"]
@@ -137,7 +137,7 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
             lines.append(f"const {_load_ctype(d, caps)} x{k} = {load_expr(d, caps, f'in{k}', idx[k])};")
     for j, (op, args) in enumerate(spec.steps):
         vals = [f"x{a[1]}" if a[0] == "in" else _reload(spec.steps[a[1]][0], caps, f"t{a[1]}")
-                for a in args]
+                for a in args] + (["i"] if op.wants_index else [])
         lines.append(f"const {_ctype(op, caps)} t{j} = {op.fn}({', '.join(vals)});")
     for m, (j, d) in enumerate(spec.outputs):
         lines.append(scalar_store(d, caps, f"out{m}", "i", f"t{j}", spec.steps[j][0].out_vtype))
@@ -158,7 +158,7 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
             vlines.append(f"const {lt}{w} x{k} = ({lt}{w})({load_expr(d, caps, f'in{k}', '0')});")
     for j, (op, args) in enumerate(spec.steps):
         vals = [f"x{a[1]}" if a[0] == "in" else _vreload(spec.steps[a[1]][0], caps, f"t{a[1]}", w)
-                for a in args]
+                for a in args] + ([lane_index(w)] if op.wants_index else [])
         vlines.append(f"const {_ctype(op, caps)}{w} t{j} = {op.vfn(w)}({', '.join(vals)});")
     for m, (j, d) in enumerate(spec.outputs):
         op = spec.steps[j][0]

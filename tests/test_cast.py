@@ -116,7 +116,8 @@ def test_cast_all_pairs(device, src):
 ORACLE_SUBSET = [("float32", "int8"), ("float32", "float16"), ("float64", "float16"),
                  ("int64", "float16"), ("bool", "float16"), ("uint8", "float32"),
                  ("float16", "uint32"), ("float64", "int64"), ("int64", "float64"),
-                 ("float32", "float64"), ("complex64", "int32"), ("int32", "bool")]
+                 ("float32", "float64"), ("complex64", "int32"), ("int32", "bool"),
+                 ("float32", "bool"), ("float16", "bool"), ("float64", "bool"), ("int64", "bool")]
 
 
 @pytest.mark.parametrize("device", device_params(["oclgrind"], ["", "mobile"]))
