@@ -200,11 +200,13 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         dt == "float32" and shapes is not None) else None
     if dt == "float32" and rule is not None:
         val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
+        # the NaN cases choose bits in integers: NVIDIA canonicalizes NaNs in float
+        # selects folded into min/max
         text = (f"float {fn}(const float x, const float y, const uint i)\n{{\n"
-                "    const float s = x + y;\n"
-                f"    const float v = isnan(x) ? ((isnan(y) && {_nan_pick(rule, 'i')}) ? y : x)\n"
-                "                  : isnan(y) ? y : isnan(s) ? as_float(0xffc00000u) : s;\n"
-                f"    return {val};\n}}\n")
+                "    const float v = x + y;\n"
+                f"    const float c = {val};\n"
+                f"    return as_float(isnan(x) ? ((isnan(y) && {_nan_pick(rule, 'i')}) ? as_uint(y) : as_uint(x))\n"
+                "                    : isnan(y) ? as_uint(y) : isnan(v) ? 0xffc00000u : as_uint(c));\n}\n")
         vec = (lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w, rule))
         return NodeOp(fn, text, (d, d), d, d.middle, (), False, vec=vec, wants_index=True)
     if dt == "float32":
@@ -239,12 +241,8 @@ def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int, rule=None) ->
         ct, body = "float", f"    {'float'}{w} v = x + y;\n"
         lit = lambda v: float_literal(v, "float")  # noqa: E731
         args = f"const float{w} x, const float{w} y"
-        if rule is not None:  # NaN signs as the scalar form (add_op)
+        if rule is not None:  # NaN signs as the scalar form (add_op), chosen after the clamp
             args += f", const uint{w} i"
-            body += (f"    const int{w} nx = isnan(x), ny = isnan(y);\n"
-                     f"    v = select(v, as_float{w}((uint{w})(0xffc00000u)), isnan(v));\n"
-                     f"    v = select(v, y, ny);\n"
-                     f"    v = select(v, x, nx & ~(ny & {_nan_pick(rule, 'i', w)}));\n")
     else:
         ut, ct = _WRAP_TYPES[dt]
         lt = dtype(dt).middle  # what a load gives (int for int16)
@@ -255,6 +253,14 @@ def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int, rule=None) ->
         body += f"    v = select(v, ({ct}{w})({lit(lo)}), v < ({ct}{w})({lit(lo)}));\n"
     if hi is not None:
         body += f"    v = select(v, ({ct}{w})({lit(hi)}), ({ct}{w})({lit(hi)}) < v);\n"
+    if dt == "float32" and rule is not None:
+        u = f"uint{w}"
+        body += (f"    const int{w} nx = isnan(x), ny = isnan(y), ns = isnan(x + y);\n"
+                 f"    {u} r = select(as_{u}(v), ({u})(0xffc00000u), ns);\n"
+                 f"    r = select(r, as_{u}(y), ny);\n"
+                 f"    r = select(r, as_{u}(x), nx & ~(ny & {_nan_pick(rule, 'i', w)}));\n"
+                 f"    return as_float{w}(r);\n}}\n")
+        return f"{ct}{w} {fn}({args})\n{{\n{body}"
     return f"{ct}{w} {fn}({args})\n{{\n{body}    return v;\n}}\n"
 
 

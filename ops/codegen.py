@@ -60,7 +60,12 @@ def float_literal(v: float, ctype: str) -> str:
 def load_expr(d: DType, caps, ptr: str, idx: str) -> str:
     """Expression loading element ``idx`` of buffer ``ptr`` as its middle value type."""
     if d.name == "float16":
-        return f"{ptr}[{idx}]" if caps.fp16 else f"vload_half({idx}, {ptr})"
+        if caps.fp16:
+            return f"{ptr}[{idx}]"
+        if caps.is_gpu:  # NVIDIA's vload_half returns a canonical NaN: keep the sign
+            return (f"(isnan(vload_half({idx}, {ptr})) ? as_float(((convert_uint(((__global const ushort*)({ptr}))"
+                    f"[{idx}]) & 0x8000u) << 16) | 0x7fc00000u) : vload_half({idx}, {ptr}))")
+        return f"vload_half({idx}, {ptr})"
     if d.kind == "complex":
         return f"{ptr}[{idx}].x"  # real part (cast.cc: std::real)
     if d.middle == "int" and d.cl != "int":
@@ -101,6 +106,8 @@ def store_stmt(d: DType, caps, ptr: str, idx: str, value: str, vtype: str) -> st
 def scalar_store(d: DType, caps, ptr: str, idx: str, value: str, vtype: str) -> str:
     """Statement storing an already converted component (``store_value``) at ``idx``."""
     if d.name == "float16" and vtype != "half":
+        if _half_bits(caps):  # integer conversion: NVIDIA's vstore_half_rte drops NaN signs
+            return f"((__global ushort*)({ptr}))[{idx}] = litecl_f2h_v1({value});"
         return f"vstore_half_rte({value}, {idx}, {ptr});"
     return f"{ptr}[{idx}] = {value};"
 
@@ -112,9 +119,10 @@ def half_bits_source(w: int) -> str:
     (F. Giesen's float_to_half_fast3_rtne / half_to_float_fast). The subnormal paths add
     a power of two so the FPU rounds (and subtract one exactly); a device that flushes
     float32 subnormals still gives the right half (they all round to zero)."""
-    u, f = f"uint{w}", f"float{w}"
+    n = "" if w == 1 else str(w)  # w == 1: the scalar forms, litecl_f2h_v1 / litecl_h2f_v1
+    u, f = f"uint{n}", f"float{n}"
     return (
-        f"ushort{w} litecl_f2h_v{w}(const {f} v)\n{{\n"
+        f"ushort{n} litecl_f2h_v{w}(const {f} v)\n{{\n"
         f"    {u} x = as_{u}(v);\n"
         f"    const {u} s = x & ({u})(0x80000000u);\n"
         f"    x ^= s;\n"
@@ -123,8 +131,8 @@ def half_bits_source(w: int) -> str:
         f"    const {u} nor = (x + ({u})(0xc8000fffu) + ((x >> 13) & ({u})(1u))) >> 13;\n"
         f"    {u} o = select(nor, sub, x < ({u})(0x38800000u));\n"
         f"    o = select(o, special, x >= ({u})(0x47800000u));\n"
-        f"    return convert_ushort{w}(o | (s >> 16));\n}}\n\n"
-        f"{f} litecl_h2f_v{w}(const ushort{w} h)\n{{\n"
+        f"    return convert_ushort{n}(o | (s >> 16));\n}}\n\n"
+        f"{f} litecl_h2f_v{w}(const ushort{n} h)\n{{\n"
         f"    const {u} b = convert_{u}(h);\n"
         f"    const {u} e = b & ({u})(0x7c00u);\n"
         f"    const {u} o = (b & ({u})(0x7fffu)) << 13;\n"
@@ -132,11 +140,11 @@ def half_bits_source(w: int) -> str:
         f"    {u} r = select(o + ({u})(0x38000000u), o + ({u})(0x70000000u), e == ({u})(0x7c00u));\n"
         f"    r = select(r, sub, e == ({u})(0u));\n"
         f"    return as_{f}(r | ((b & ({u})(0x8000u)) << 16));\n}}\n\n"
-        f"ushort{w} litecl_f2h_exact_v{w}(const {f} v)\n{{\n"
+        f"ushort{n} litecl_f2h_exact_v{w}(const {f} v)\n{{\n"
         f"    const {u} x = as_{u}(v);\n"
         f"    const {u} a = x & ({u})(0x7fffffffu);\n"
         f"    const {u} o = select((a >> 13) - ({u})(0x1c000u), ({u})(0u), a == ({u})(0u));\n"
-        f"    return convert_ushort{w}(o | ((x >> 16) & ({u})(0x8000u)));\n}}\n")
+        f"    return convert_ushort{n}(o | ((x >> 16) & ({u})(0x8000u)));\n}}\n")
 
 
 def _half_bits(caps, load: bool = False) -> bool:
@@ -172,6 +180,10 @@ def vector_load(d: DType, caps, ptr: str, idx: str, w: int) -> tuple[str, str]:
     if d.name == "float16" and not caps.fp16:
         if _half_bits(caps, load=True):
             return _vec("float", w), f"litecl_h2f_v{w}(*(__global const ushort{w}*)({ptr} + {idx}))"
+        if caps.is_gpu:  # NVIDIA's vloada_halfN returns canonical NaNs: keep their signs
+            v, raw = f"vloada_half{w}(0, {ptr} + {idx})", f"*(__global const ushort{w}*)({ptr} + {idx})"
+            return _vec("float", w), (f"select({v}, as_float{w}(((convert_uint{w}({raw}) & (uint{w})(0x8000u)) << 16)"
+                                      f" | (uint{w})(0x7fc00000u)), isnan({v}))")
         return _vec("float", w), f"vloada_half{w}(0, {ptr} + {idx})"
     if d.kind == "complex":
         vt = _vec("float", 2 * w)
@@ -253,8 +265,21 @@ def step_expr(step: Step, x: str) -> str:
         if f == "f64bits" and t == "float":
             return f"litecl_f64_to_f32({x})"
         suffix = "_rte" if how == "rte" else ""
+        if {f, t} == {"float", "double"}:  # NVIDIA's cvt returns canonical NaNs: keep the sign
+            return f"(isnan({x}) ? {_nan_of(t, x)} : convert_{t}{suffix}({x}))"
         return f"convert_{t}{suffix}({x})"
     raise AssertionError(f"unhandled step {step}")
+
+
+def _nan_of(t: str, x: str, w: int = 0) -> str:
+    """A quiet NaN of type ``t`` (float/double) with the sign of ``x`` (double/float), in
+    integer operations (no float operation may canonicalize it)."""
+    n = str(w) if w else ""
+    if t == "float":
+        return (f"as_float{n}(convert_uint{n}((as_ulong{n}({x}) >> 32) & (ulong{n})(0x80000000UL))"
+                f" | (uint{n})(0x7fc00000u))")
+    return (f"as_double{n}((convert_ulong{n}(as_uint{n}({x}) & (uint{n})(0x80000000u)) << 32)"
+            f" | (ulong{n})(0x7ff8000000000000UL))")
 
 
 _WIDTH_BITS = {"char": 8, "uchar": 8, "short": 16, "ushort": 16, "half": 16, "int": 32, "uint": 32,
@@ -326,6 +351,9 @@ def step_vexpr(step: Step, x: str, w: int) -> str | None:
         return f"as_int{w}(convert_uint{w}({x}))" if t == "int" else f"convert_{t}{w}({x})"
     if how in ("rte", "exact"):
         suffix = "_rte" if how == "rte" else ""
+        if {f, t} == {"float", "double"}:  # as step_expr: NaN signs kept
+            mask = f"convert_{'int' if t == 'float' else 'long'}{w}(isnan({x}))"
+            return f"select(convert_{t}{w}{suffix}({x}), {_nan_of(t, x, w)}, {mask})"
         return f"convert_{t}{w}{suffix}({x})"
     return None
 
@@ -397,6 +425,8 @@ def tiled_kernel(name: str, params: list[str], body: str, preamble: str = "",
     nothing): the padded tail of the aligned length is never read or written.
     """
     plist = ",\n    ".join(params + [f"const uint {p}" for p in TILING_PARAMS])
+    if "litecl_f2h_v1(" in body + preamble or "litecl_h2f_v1(" in body + preamble:
+        preamble = half_bits_source(1) + "\n" + preamble
     if vec_body is not None and f"_v{width}(" in vec_body and (
             f"litecl_h2f_v{width}(" in vec_body + preamble or f"litecl_f2h_v{width}(" in vec_body + preamble
             or f"litecl_f2h_exact_v{width}(" in vec_body):

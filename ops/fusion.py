@@ -123,7 +123,10 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
                       for j, (op, _) in enumerate(spec.steps)
                       if any(a == ("t", j) for _, args in spec.steps for a in args))
     if needs_round:
-        pre += HALF_ROUND
+        from .codegen import _half_bits  # noqa: PLC0415
+
+        pre += (HALF_ROUND if not _half_bits(caps) else  # NaN signs kept (NVIDIA)
+                "float litecl_half_round(const float x)\n{\n    return litecl_h2f_v1(litecl_f2h_v1(x));\n}\n")
     idx_stmts, idx = index_code(spec.out_shape, [s for _, s in spec.inputs])
     w = _vector_width(spec, caps, idx)
     if w > 1:

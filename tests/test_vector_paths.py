@@ -163,3 +163,37 @@ def test_half_bits_fused_chains(device, half_bits_on_cpu):
         want = run_reference(m, {it.get_input_details()[0]["name"]: x})
         for o in it.get_output_details():
             assert not mismatches(it.get_tensor(o["index"]), want[o["name"]]).any(), (seed, o["name"])
+
+
+@pytest.mark.parametrize("spec", device_params(["intel", "pocl"], ["mobile"]))
+def test_gpu_code_paths_on_a_cpu_device(spec):
+    """The GPU row's code (512-wide work-groups, integer half stores, NaN-sign-keeping half
+    loads, pinned staging) run on a CPU device that says it is a GPU, against LiteRT: the
+    float CASTs and the NaN-sign cases of ADD, so what the H200 runs is checked here too."""
+    from dataclasses import replace
+
+    from test_add import NAN_SHAPES, litecl_run, litert, model, assert_same
+    from test_cast import check_pair
+
+    d = litecl.open_device(spec)
+    gpu = litecl.Device(d.device, d.context, d.queue, replace(d.caps, is_gpu=True))
+    for s in TYPES:
+        for t in ("float16", "float32", "float64"):
+            if s != t:
+                check_pair(gpu, s, t, sizes=(31, 1999))
+                check_pair(gpu, t, s, sizes=(31, 1999))
+    for s1, s2 in NAN_SHAPES[::3]:
+        m = model("float32", tuple(s1), tuple(s2), "RELU6")
+        a = np.where(np.arange(np.prod(s1, dtype=int)).reshape(s1) % 3 == 0, np.inf, -np.nan).astype(np.float32)
+        b = np.full(s2, np.nan, np.float32)
+        got, _ = litecl_run(m, [a, b], gpu)
+        assert_same(got, litert(m, [a, b]), f"NaN signs {s1}+{s2} on a pretend GPU", [a, b])
+    steps = ["float32", "float16", "float32", ("add", np.float32(-np.nan), "RELU"), "float64", "float16"]
+    m = chain_model(steps, [N])
+    x = edge_values("float32", N)
+    it = litecl.Interpreter(model_content=m, device=gpu)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    want = run_reference(m, {it.get_input_details()[0]["name"]: x})
+    assert not mismatches(it.get_tensor(it.get_output_details()[0]["index"]), want["output"]).any()
