@@ -251,18 +251,25 @@ def _pick_signature(interp, sig):
 def cmd_devices(args) -> int:
     from .device import list_devices  # noqa: PLC0415
 
+    from .device import _all_devices, probe_compiler  # noqa: PLC0415
+
     devs = list_devices()
+    # each device builds a trivial kernel first: one that cannot (PoCL 3.0 on AMD Zen 5)
+    # would send every node to the fallback
+    errors = [probe_compiler(d) for d in _all_devices()]
     if args.json:
         print(json.dumps([{
             "platform": c.platform, "name": c.name, "driver": c.driver, "gpu": c.is_gpu,
             "fp16": c.fp16, "fp64": c.fp64, "int64": c.int64, "compute_units": c.compute_units,
-            "max_work_group_size": c.max_work_group_size} for c in devs], indent=2))
+            "max_work_group_size": c.max_work_group_size, "builds_kernels": not err,
+            "build_error": err} for c, err in zip(devs, errors)], indent=2))
         return 0
-    for c in devs:
+    for c, err in zip(devs, errors):
         feats = ", ".join(f for f, on in (("fp16", c.fp16), ("fp64", c.fp64), ("int64", c.int64)) if on)
         kind = "GPU" if c.is_gpu else "CPU/other"
+        bad = f"; CANNOT BUILD KERNELS: {err}" if err else ""
         print(f"{c.platform}: {c.name} [{kind}; {c.compute_units} compute units; "
-              f"max work-group {c.max_work_group_size}; {feats or 'no fp16/fp64'}]")
+              f"max work-group {c.max_work_group_size}; {feats or 'no fp16/fp64'}{bad}]")
     return 0
 
 

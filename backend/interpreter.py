@@ -172,7 +172,8 @@ class Interpreter:
         written, so get_tensor() on them fails unless experimental_preserve_all_tensors
         (LiteRT's flag of the same name) is set, which writes every tensor computed on
         OpenCL. Tensors internal to a LiteRT fallback segment are never kept.
-      num_threads: None or an int >= 1 (LiteRT's rule), for the fallback sub-interpreters.
+      num_threads: None or an int >= -1 (LiteRT's rule: -1 lets it choose, 0 means 1), for
+        the fallback sub-interpreters.
     Raises ModelError (bad model), DeviceError (no such device), LiteclError (bad
     num_threads/reference), KernelBuildError (strict on a device that cannot build
     kernels): all ValueError.
@@ -195,8 +196,8 @@ class Interpreter:
         if num_threads is not None:  # LiteRT's own checks, at construction
             if isinstance(num_threads, bool) or not isinstance(num_threads, int):
                 raise LiteclError(f"num_threads must be an int or None, got {type(num_threads).__name__}")
-            if num_threads < 1:
-                raise LiteclError(f"num_threads must be >= 1, got {num_threads}")
+            if num_threads < -1:
+                raise LiteclError(f"num_threads must be >= -1, got {num_threads}")
         self._device = open_device(device)
         self._num_threads = num_threads
         self._strict = strict
@@ -304,6 +305,16 @@ class Interpreter:
         """Run subgraph 0. Raises InputError when allocate_tensors() was not called or an
         input was not set; RuntimeError when LiteRT fails in a fallback node (as LiteRT)."""
         self._main.invoke()
+
+    def reset_all_variables(self) -> None:
+        """LiteRT's reset_all_variables: every variable tensor back to its initial value.
+        Variables (and the nodes that touch them) live in LiteRT fallback segments, so
+        this resets each segment's sub-interpreter."""
+        self._check_open()
+        for g in self._graphs.values():
+            for kind, step in g.ex._steps:
+                if kind == "f" and step.interp is not None:
+                    step.interp.reset_all_variables()
 
     def get_signature_list(self) -> dict:
         self._check_open()

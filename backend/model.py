@@ -355,6 +355,10 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                         check_idx(op.outputs, f"operator {ni} output", True),
                         op.builtinOptions, getattr(op, "builtinOptions2", None),
                         int(getattr(oc, "version", 1) or 1))
+            both = sorted(set(node.inputs) & set(node.outputs) - {-1})
+            if both:  # LiteRT: "Tensor 0 is both input 0 and output 0" (AllocateTensors fails)
+                raise ModelError(f"{where}: subgraph {si} operator {ni} ({name}) has tensor {both[0]} "
+                                 "as both an input and an output")
             for ref in node.subgraph_refs():
                 if not 0 <= ref < len(sgs):
                     raise ModelError(f"{where}: subgraph {si} operator {ni} ({name}) calls subgraph {ref}, model has {len(sgs)}")

@@ -123,8 +123,8 @@ def summary_lines(placements: list[Placement], segments_by_subgraph: dict) -> li
         lines.append("Following operations are not supported by litecl OpenCL delegate:")
         for r, ps in reasons.items():
             lines.append(f"{r}" + (f" (x{len(ps)})" if len(ps) > 1 else ""))
-        lines.append(f"{on} operations will run on the GPU, and the remaining {total - on} "
-                     f"operations will run on the CPU.")
+        lines.append(f"{on} operations will run on the OpenCL device, and the remaining {total - on} "
+                     f"operations will run on the CPU (LiteRT).")
     parts = sum(1 for segs in segments_by_subgraph.values() for s in segs if s.placement == OPENCL)
     lines.append(f"Replacing {on} out of {total} node(s) with delegate (litecl OpenCL) node, "
                  f"yielding {parts} partitions for the whole graph.")

@@ -50,7 +50,7 @@ def test_strict_on_a_device_that_cannot_build():
                            device=bad[0].name.strip(), strict=True)
 
 
-@pytest.mark.parametrize("n,msg", [(0, ">= 1"), (-5, ">= 1"), ("4", "must be an int")])
+@pytest.mark.parametrize("n,msg", [(-2, ">= -1"), (-5, ">= -1"), ("4", "must be an int")])
 def test_num_threads_checked_at_construction(n, msg, fast_device):
     with pytest.raises(litecl.LiteclError, match=msg):
         litecl.Interpreter(model_content=cast_model("float32", "int8", [4]), device=fast_device, num_threads=n)
@@ -116,3 +116,19 @@ def test_add_reading_a_variable_tensor_falls_back(fast_device):
         ref.invoke()
         assert bit_equal(it.get_tensor(it.get_output_details()[0]["index"]),
                          ref.get_tensor(ref.get_output_details()[0]["index"]))
+
+
+@pytest.mark.parametrize("n", [-1, 0, 1, 2])
+def test_num_threads_accepts_what_litert_accepts(n, fast_device):
+    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [4]), device=fast_device, num_threads=n)
+    it.allocate_tensors()
+
+
+def test_node_writing_its_own_input_is_refused():
+    # LiteRT refuses it at allocate ("Tensor 0 is both input 0 and output 0"); litecl at load
+    m = schema.ModelT.InitFromPackedBuf(add_model("float32", (4,), (4,)), 0)
+    op = m.subgraphs[0].operators[0]
+    op.outputs = [op.inputs[0]]
+    m.subgraphs[0].outputs = [op.inputs[0]]
+    with pytest.raises(litecl.ModelError, match="both an input and an output"):
+        litecl.Interpreter(model_content=_pack(m), device="intel")
