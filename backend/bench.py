@@ -72,20 +72,22 @@ def make_run(interp, inputs: dict):
 
 
 def benchmark_interpreter(interp, inputs: dict, *, warmup_runs=1, warmup_min_secs=0.5,
-                          num_runs=50, min_secs=1.0, max_secs=150.0) -> dict:
-    """Warm-up then timed runs; returns {"warmup": summary, "runs": summary}."""
-    run = make_run(interp, inputs)
+                          num_runs=50, min_secs=1.0, max_secs=150.0, run=None) -> dict:
+    """Warm-up then timed runs of ``run`` (default: make_run(interp, inputs)); returns
+    {"warmup": summary, "runs": summary}."""
+    run = run or make_run(interp, inputs)
     warm = time_runs(run, min_runs=warmup_runs, min_secs=warmup_min_secs, max_secs=max_secs)
     timed = time_runs(run, min_runs=num_runs, min_secs=min_secs, max_secs=max_secs)
     return {"warmup": warm.summary(), "runs": timed.summary()}
 
 
-def node_profile(interp, inputs: dict, runs: int = 10) -> list[dict]:
+def node_profile(interp, inputs: dict, runs: int = 10, run=None, ex=None) -> list[dict]:
     """Per node (OpenCL kernels: event-profiled device time) and per fallback segment
     (wall time of the LiteRT sub-interpreter's invoke), averaged over ``runs`` runs with
-    profiling on (each kernel is waited for, so these are not the pipelined timings)."""
-    ex = interp._main.ex
-    run = make_run(interp, inputs)
+    profiling on (each kernel is waited for, so these are not the pipelined timings).
+    ``run``/``ex``: another inference closure and the executor it runs (a signature's)."""
+    ex = ex or interp._main.ex
+    run = run or make_run(interp, inputs)
     acc: dict = {}
     ex.profile = True
     try:

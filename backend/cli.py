@@ -379,23 +379,34 @@ def cmd_bench(args) -> int:
     interp = Interpreter(model_path=args.model, device=args.device, num_threads=args.num_threads)
     interp.allocate_tensors()
     init_ms = (time.perf_counter() - t0) * 1e3
-    details = interp.get_input_details()
-    by_name = _inputs_for(details, given, args.seed, args.resize)
-    resized = False
-    for d in details:
-        if tuple(by_name[d["name"]].shape) != tuple(d["shape"]):
-            interp.resize_tensor_input(d["index"], list(by_name[d["name"]].shape))
-            resized = True
-    if resized:
-        interp.allocate_tensors()
-    inputs = {d["index"]: by_name[d["name"]] for d in details}
+    sig = _pick_signature(interp, args.signature)
+    run = ex = None
+    if sig is None:
+        details = interp.get_input_details()
+        by_name = _inputs_for(details, given, args.seed, args.resize)
+        resized = False
+        for d in details:
+            if tuple(by_name[d["name"]].shape) != tuple(d["shape"]):
+                interp.resize_tensor_input(d["index"], list(by_name[d["name"]].shape))
+                resized = True
+        if resized:
+            interp.allocate_tensors()
+        inputs = {d["index"]: by_name[d["name"]] for d in details}
+    else:  # a signature: its runner takes the inputs by name (and resizes to them)
+        by_name = _inputs_for(_details_by_name(interp, sig), given, args.seed, args.resize)
+        runner = interp.get_signature_runner(sig)
+        inputs, ex = {}, runner._g.ex
+
+        def run():
+            runner(**by_name)
+        print(f"INFO: signature: {sig}")
     print(f"INFO: litecl device: {_device_line(interp.device)}")
     print(f"INFO: Initialized session in {init_ms:.3f}ms.")
     print(f"INFO: Running benchmark for at least {args.warmup_runs} iterations and at least "
           f"{args.warmup_min_secs} seconds but terminate if exceeding {args.max_secs} seconds.")
     res = benchmark_interpreter(interp, inputs, warmup_runs=args.warmup_runs,
                                 warmup_min_secs=args.warmup_min_secs, num_runs=args.num_runs,
-                                min_secs=args.min_secs, max_secs=args.max_secs)
+                                min_secs=args.min_secs, max_secs=args.max_secs, run=run)
     print(f"INFO: {format_stats(res['warmup'])}")
     print(f"INFO: Running benchmark for at least {args.num_runs} iterations and at least "
           f"{args.min_secs} seconds but terminate if exceeding {args.max_secs} seconds.")
@@ -403,7 +414,7 @@ def cmd_bench(args) -> int:
     w, r = res["warmup"], res["runs"]
     print(f"INFO: Inference timings in us: Init: {init_ms * 1e3:.0f}, First inference: "
           f"{w['first']:.0f}, Warmup (avg): {w['avg']:.0f}, Inference (avg): {r['avg']:.0f}")
-    rows = node_profile(interp, inputs, runs=args.profile_runs)
+    rows = node_profile(interp, inputs, runs=args.profile_runs, run=run, ex=ex)
     print()
     print("============================== Run Order ==============================")
     print(f"{'[node type]':>24} {'[placement]':>11} {'[avg ms]':>10} {'[%]':>8} {'[cdf%]':>8}  [what]")
@@ -530,6 +541,7 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("bench", help="benchmark_model-style timings and a per-node table")
     s.add_argument("model", help=model_help)
     s.add_argument("--device", help=dev_help)
+    s.add_argument("--signature", metavar="KEY", help=sig_help)
     s.add_argument("--inputs", metavar="NPZ", help=".npz of inputs keyed by input name (default: seeded random)")
     s.add_argument("--resize", action="store_true", help=resize_help)
     s.add_argument("--seed", type=_NON_NEGATIVE, default=0, help=seed_help)

@@ -283,3 +283,23 @@ def test_compare_full_range(tmp_path, src, dst):
     assert json.loads(r.stdout)["all_bit_exact"]
     r = run_cli("run", m, "--device", DEV, "--full-range", "--seed", "3")
     assert r.returncode == 0, r.stderr
+
+
+@needs_intel
+@pytest.mark.parametrize("sig", ["encode", "decode"])
+def test_bench_signature(sig, tmp_path):
+    from conftest import shared_model
+
+    m = shared_model("lyra_quantizer.tflite")
+    out = tmp_path / "b.json"
+    r = run_cli("bench", m, "--device", DEV, "--signature", sig, "--json", out, "--num_runs", "2",
+                "--warmup_runs", "0", "--min_secs", "0", "--warmup_min_secs", "0", "--profile_runs", "1")
+    assert r.returncode == 0, r.stderr
+    assert f"INFO: signature: {sig}" in r.stdout
+    rep = json.loads(out.read_text())
+    assert rep["runs"]["count"] >= 2 and rep["nodes"]
+    # the rows are the signature's subgraph, not subgraph 0
+    main = litecl.Interpreter(model_path=str(m), device=DEV)
+    n_main = len(main._main.ex._steps)
+    assert any(row["placement"] == "opencl" for row in rep["nodes"]) or len(rep["nodes"]) != n_main
+    one_error(run_cli("bench", m, "--device", DEV, "--signature", "nope"), "signature")
