@@ -298,8 +298,8 @@ def test_bench_signature(sig, tmp_path):
     assert f"INFO: signature: {sig}" in r.stdout
     rep = json.loads(out.read_text())
     assert rep["runs"]["count"] >= 2 and rep["nodes"]
-    # the rows are the signature's subgraph, not subgraph 0
-    main = litecl.Interpreter(model_path=str(m), device=DEV)
-    n_main = len(main._main.ex._steps)
-    assert any(row["placement"] == "opencl" for row in rep["nodes"]) or len(rep["nodes"]) != n_main
+    # the rows are the signature's subgraph's steps, in order
+    g = litecl.Interpreter(model_path=str(m), device=DEV).get_signature_runner(sig)._g
+    want = [(g.sg.nodes[step].op if kind == "k" else "FALLBACK") for kind, step in g.ex._steps]
+    assert [row["node"] for row in rep["nodes"]] == want  # decode is subgraph 0, encode 1
     one_error(run_cli("bench", m, "--device", DEV, "--signature", "nope"), "signature")
