@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import SHARED, progress, write_outputs
+from common import SHARED, positive_int, progress, write_outputs
 
 import litecl  # noqa: E402
 from litecl.bench import make_run  # noqa: E402
@@ -98,14 +98,19 @@ def compare(model: bytes, device, reference: str, rounds: int, per_round: int) -
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default=None)
-    ap.add_argument("--size", type=int, default=1 << 24, help="elements of the synthetic models")
-    ap.add_argument("--small", type=int, default=4096, help="elements of the small-model overhead run")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--per-round", type=int, default=4)
-    ap.add_argument("--reference", default="builtin", choices=("builtin", "ref", "xnnpack"))
+    ap.add_argument("--device", default=None, help="litecl device spec (default: auto)")
+    ap.add_argument("--size", type=positive_int, default=1 << 24,
+                    help="elements of the large synthetic models (default 16777216)")
+    ap.add_argument("--small", type=positive_int, default=4096,
+                    help="elements of the small-model overhead run (default 4096)")
+    ap.add_argument("--rounds", type=positive_int, default=5,
+                    help="alternating rounds, litecl then LiteRT (default 5)")
+    ap.add_argument("--per-round", type=positive_int, default=4,
+                    help="inferences of each per round (default 4); the median is reported")
+    ap.add_argument("--reference", default="builtin", choices=("builtin", "ref", "xnnpack"),
+                    help="LiteRT op resolver, for LiteRT and litecl's fallback segments (default builtin)")
     ap.add_argument("--no-real", action="store_true", help="skip ../shared/models")
-    ap.add_argument("--out", default="bench_out", type=Path)
+    ap.add_argument("--out", default="bench_out", type=Path, help="output folder (default bench_out)")
     args = ap.parse_args(argv)
     dev = litecl.open_device(args.device)
     cases = [(f"{k} [{args.size}]", m) for k, m in synthetic(args.size).items()]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import CopyProbe, copy_bandwidth, progress, write_outputs
+from common import CopyProbe, copy_bandwidth, log2_sizes, positive_int, progress, write_outputs
 
 import litecl  # noqa: E402  (after common.py set sys.path)
 from litecl.ops.dtypes import CAST_TYPES  # noqa: E402
@@ -78,10 +78,10 @@ def plot(rows: list, roof: float, device_name: str, path: Path) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default=None, help="litecl device spec (default: auto)")
-    ap.add_argument("--sizes", default="10,14,18,22,24",
+    ap.add_argument("--sizes", default="10,14,18,22,24", type=log2_sizes,
                     help="comma-separated log2 element counts (issue range: 10..26)")
     ap.add_argument("--pairs", default="all", help="'all' or comma-separated src:dst CAST pairs")
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=positive_int, default=7, help="profiled invokes per case (default 7)")
     ap.add_argument("--launch", action="append", default=[], metavar="ROW.FIELD=INT",
                     help="override a LAUNCH constant (ops/tiling.py) for this run, e.g. gpu.half_bits=0")
     ap.add_argument("--replot", type=Path, metavar="JSON",
@@ -106,12 +106,15 @@ def main(argv=None) -> int:
     dev = litecl.open_device(args.device)
     roof = copy_bandwidth(dev)
     probe = CopyProbe(dev)
-    sizes = [1 << int(s) for s in args.sizes.split(",")]
+    sizes = [1 << s for s in args.sizes]
     names = [d.name for d in CAST_TYPES]
     if args.pairs == "all":
         pairs = [(s, d) for s in names for d in names if s != d]
     else:
         pairs = [tuple(p.split(":")) for p in args.pairs.split(",")]
+        bad = [":".join(p) for p in pairs if len(p) != 2 or not set(p) <= set(names) or p[0] == p[1]]
+        if bad:
+            ap.error(f"bad --pairs {', '.join(bad)}: expected src:dst of {', '.join(names)}")
     cases = [("CAST", s, d) for s, d in pairs] + [("ADD", t, t) for t in ("float32", "int32", "int64")]
     rows = []
     for op, s, d in progress(cases, desc=f"roofline on {dev.caps.name}"):

@@ -74,6 +74,33 @@ class CopyProbe:
         return (ev.profile.end - ev.profile.start) * 1e-9
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (a one-line usage error otherwise)."""
+    import argparse
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
+
+
+def log2_sizes(text: str) -> list[int]:
+    """argparse type: comma-separated log2 element counts in 0..30, e.g. '10,14,26'."""
+    import argparse
+
+    try:
+        vals = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers (log2 of element counts), "
+                                         f"got {text!r}") from None
+    if not vals or any(not 0 <= v <= 30 for v in vals):
+        raise argparse.ArgumentTypeError(f"log2 sizes must be in 0..30, got {text!r}")
+    return vals
+
+
 def write_outputs(out_dir: Path, name: str, data, table_md: str) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{name}.json").write_text(json.dumps(data, indent=2, default=float))
