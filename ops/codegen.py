@@ -57,12 +57,13 @@ def float_literal(v: float, ctype: str) -> str:
     return s + ("f" if ctype == "float" else "")
 
 
-def load_expr(d: DType, caps, ptr: str, idx: str) -> str:
-    """Expression loading element ``idx`` of buffer ``ptr`` as its middle value type."""
+def load_expr(d: DType, caps, ptr: str, idx: str, nan_sign: bool = True) -> str:
+    """Expression loading element ``idx`` of buffer ``ptr`` as its middle value type.
+    ``nan_sign=False``: the consumer ignores NaN signs (a conversion to an integer type)."""
     if d.name == "float16":
         if caps.fp16:
             return f"{ptr}[{idx}]"
-        if caps.is_gpu:  # NVIDIA's vload_half returns a canonical NaN: keep the sign
+        if caps.is_gpu and nan_sign:  # NVIDIA's vload_half returns a canonical NaN: keep the sign
             return (f"(isnan(vload_half({idx}, {ptr})) ? as_float(((convert_uint(((__global const ushort*)({ptr}))"
                     f"[{idx}]) & 0x8000u) << 16) | 0x7fc00000u) : vload_half({idx}, {ptr}))")
         return f"vload_half({idx}, {ptr})"
@@ -167,7 +168,7 @@ def _vec(ctype: str, w: int) -> str:
     return f"{ctype}{w}"
 
 
-def vector_load(d: DType, caps, ptr: str, idx: str, w: int) -> tuple[str, str]:
+def vector_load(d: DType, caps, ptr: str, idx: str, w: int, nan_sign: bool = True) -> tuple[str, str]:
     """(vector type, expression) loading elements idx .. idx+w-1 of ``ptr`` in one access.
 
     ``idx`` must be a multiple of ``w`` and the buffer aligned to its vector size, as
@@ -180,7 +181,7 @@ def vector_load(d: DType, caps, ptr: str, idx: str, w: int) -> tuple[str, str]:
     if d.name == "float16" and not caps.fp16:
         if _half_bits(caps, load=True):
             return _vec("float", w), f"litecl_h2f_v{w}(*(__global const ushort{w}*)({ptr} + {idx}))"
-        if caps.is_gpu:  # NVIDIA's vloada_halfN returns canonical NaNs: keep their signs
+        if caps.is_gpu and nan_sign:  # NVIDIA's vloada_halfN returns canonical NaNs: keep their signs
             v, raw = f"vloada_half{w}(0, {ptr} + {idx})", f"*(__global const ushort{w}*)({ptr} + {idx})"
             return _vec("float", w), (f"select({v}, as_float{w}(((convert_uint{w}({raw}) & (uint{w})(0x8000u)) << 16)"
                                       f" | (uint{w})(0x7fc00000u)), isnan({v}))")
@@ -518,7 +519,10 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
             params.append(f"__global {st}* restrict {pname}")
         else:
             params.append(f"__global const {st}* restrict {pname}")
-    call = f"{fn}({', '.join([load_expr(d, caps, p, 'i') for p, d in inputs] + (['i'] if index_arg else []))})"
+    # NaN signs matter only where the output keeps NaNs (a float type); an integer or bool
+    # output maps every NaN alike, so half loads skip their NaN-sign fix-up there
+    keep = od.kind == "float"
+    call = f"{fn}({', '.join([load_expr(d, caps, p, 'i', keep) for p, d in inputs] + (['i'] if index_arg else []))})"
     body = scalar_store(od, caps, oname, "i", call, out_vtype)
     if skeleton == "ndrange":
         return ndrange_kernel(name, params, body, preamble)
@@ -530,7 +534,7 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
         return tiled_kernel(name, params, body, preamble)
     lines = []
     for k, (p, d) in enumerate(inputs):
-        vt, expr = vector_load(d, caps, p, "i", width)
+        vt, expr = vector_load(d, caps, p, "i", width, keep)
         lines.append(f"const {vt} v{k} = {expr};")
     vt, store = vector_store(od, caps, oname, "i", "r", width, out_vtype, exact_half)
     if vfn:
