@@ -147,27 +147,66 @@ def _clamp(x: str, lo, hi, ctype: str) -> str:
 
 
 def nan_rule(shape1, shape2, reference: str = "builtin"):
-    """Which operand's NaN a float32 ADD returns when both are NaN, as LiteRT does it
-    (measured on x86, ai-edge-litert 2.x; IEEE 754 leaves it open): "a", "b", or
-    ("pos", L, x). Where one operand is broadcast along the innermost (collapsed)
-    dimension, the other's. Where both vary along it, position-dependent: in each run of L
-    innermost elements LiteRT's SIMD body (the first L - L % block, block 4) returns the
-    operand other than x and its scalar remainder returns x, where x is the operand
-    broadcast along the innermost dimension where exactly one is (the first operand for
-    same shapes). The reference kernels (``ref``) have an 8-wide body returning the second
-    operand's and a remainder returning the first's, broadcast or not."""
-    out = broadcast_shape(shape1, shape2)
-    dims, flags = collapse(out, [shape1, shape2])
-    if not dims:
+    """Which operand's NaN a float32 ADD returns when both are NaN, as LiteRT does it on
+    x86 (measured with ai-edge-litert 2.x; IEEE 754 leaves it open): "a", "b", or
+    ("pos", L, x, block): in each run of L output elements, the first L - L % block (the
+    SIMD body) take the operand other than x, the rest (the scalar remainder) take x.
+
+    builtin (optimized_ops): same shapes run as one flat elementwise loop (x = a, block 4);
+    a broadcast that tflite::ProcessBroadcastShapes fits in its fivefold loop runs the
+    innermost run of equal dims (y4) elementwise with the fast-broadcasting operand as x,
+    or, with y4 == 1, broadcasts that operand as a scalar (the other operand's NaN); other
+    broadcasts take the varying operand's where the innermost dimension is broadcast in
+    one, else the first operand's, except at 5-D and 6-D where the innermost dimension is
+    vectorised when both vary along it. ``ref`` (reference_ops) vectorises the trailing
+    dimensions both operands share with an 8-wide body (same shapes: the flat tensor).
+    Checked against LiteRT on 1,300 random shape pairs of rank 1..6 (tests/test_add.py)."""
+    r = max(len(shape1), len(shape2), 1)
+    e1 = (1,) * (r - len(shape1)) + tuple(int(d) for d in shape1)
+    e2 = (1,) * (r - len(shape2)) + tuple(int(d) for d in shape2)
+    if e1 == e2:
+        return ("pos", int(math.prod(e1)), "a", 8 if reference == "ref" else 4)
+    if reference == "ref":
+        return _last_dim_rule(e1, e2, 8)
+    fast = None
+    for i in range(r - 1, -1, -1):  # tflite::ProcessBroadcastShapes
+        if e1[i] == e2[i]:
+            continue
+        fast = "a" if e1[i] == 1 else "b" if e2[i] == 1 else None
+        break
+    if fast is not None:
+        sa, sb = (e1, e2) if fast == "a" else (e2, e1)
+        y, i = [1] * 5, r - 1
+        for k, test in ((4, lambda j: sa[j] == sb[j]), (3, lambda j: sa[j] == 1),
+                        (2, lambda j: sa[j] == sb[j]), (1, lambda j: sb[j] == 1),
+                        (0, lambda j: sa[j] == sb[j])):
+            while i >= 0 and test(i):
+                y[k] *= sb[i] if k in (4, 3, 0) else sa[i]
+                i -= 1
+        if i < 0:  # the fivefold loop
+            if y[4] > 1:
+                return ("pos", y[4], fast, 4)
+            return "b" if fast == "a" else "a"
+    # element by element (4-D slow path) or, at 5-D and 6-D, a loop over the innermost
+    # dimension alone, vectorised when both operands vary along it
+    if e1[-1] != e2[-1]:
+        return "b" if e1[-1] == 1 else "a"
+    if r <= 4 or e1[-1] == 1:
         return "a"
-    fa, fb = flags[0][-1], flags[1][-1]
-    if fa != fb:
-        return "b" if fa else "a"
-    x = next(("a" if flags[0][d] else "b" for d in range(len(dims) - 1, -1, -1)
-              if flags[0][d] != flags[1][d]), None)
-    if reference == "ref":  # measured: an 8-wide body returning b's, whichever is broadcast
-        return ("pos", dims[-1], "a", 8)
-    return ("pos", dims[-1], x or "a", 4)
+    return ("pos", e1[-1], "a", 4)
+
+
+def _last_dim_rule(e1, e2, block: int):
+    """The innermost loop: over the trailing dimensions both operands share (merged),
+    vectorised, the first operand as x; when the innermost dimension is broadcast in
+    one operand, a scalar broadcast (the varying operand's NaN)."""
+    if e1[-1] != e2[-1]:
+        return "b" if e1[-1] == 1 else "a"
+    run, i = 1, len(e1) - 1
+    while i >= 0 and e1[i] == e2[i]:
+        run *= e1[i]
+        i -= 1
+    return ("pos", run, "a", block)
 
 
 def _nan_pick(rule, i: str, w: int = 0) -> str:

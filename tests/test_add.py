@@ -698,3 +698,59 @@ def test_nan_signs_of_two_nan_operands_match_litert(device, reference):
                       np.where(rng.random(s2) < 0.5, np.nan, -np.inf).astype(np.float32))):
             got, _ = litecl_run(m, [a, b], device, reference)
             assert_same(got, litert(m, [a, b], reference), f"NaN signs {s1}+{s2} {reference}", [a, b])
+
+
+def _random_shape_pairs(seed: int, count: int, max_rank: int):
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        r = int(rng.integers(1, max_rank + 1))
+        o = [int(rng.choice([1, 2, 3, 4, 5, 7, 9])) for _ in range(r)]
+        s1 = [d if rng.random() < 0.6 else 1 for d in o]
+        s2 = [d if rng.random() < 0.6 else 1 for d in o]
+        s1 = s1[int(rng.integers(0, r)):] if rng.random() < 0.3 else s1
+        s2 = s2[int(rng.integers(0, r)):] if rng.random() < 0.3 else s2
+        if int(np.prod(np.broadcast_shapes(tuple(s1), tuple(s2)))) <= 3000:
+            out.append((tuple(s1), tuple(s2)))
+    return out
+
+
+def _litert_nan_choice(s1, s2, reference):
+    """'a'/'b' per output element: whose NaN LiteRT returns when both operands are NaN."""
+    m = model("float32", s1, s2, "NONE")
+    got = litert(m, [np.full(s1, -np.nan, np.float32), np.full(s2, np.nan, np.float32)], reference)
+    return np.where(np.signbit(got).ravel(), "a", "b")
+
+
+def _rule_choice(s1, s2, reference):
+    from litecl.ops.add import nan_rule
+
+    rule = nan_rule(s1, s2, reference)
+    n = int(np.prod(np.broadcast_shapes(s1, s2)))
+    if rule in ("a", "b"):
+        return np.full(n, rule)
+    _, run, x, block = rule
+    i = np.arange(n) % run
+    return np.where(i < run - run % block, "b" if x == "a" else "a", x)
+
+
+@pytest.mark.parametrize("reference,max_rank", [("builtin", 4), ("ref", 6)])
+def test_nan_rule_predicts_litert(reference, max_rank):
+    """ops/add.py nan_rule against LiteRT itself on random shape pairs (no device)."""
+    bad = [(s1, s2) for s1, s2 in _random_shape_pairs(3, 300, max_rank)
+           if (_litert_nan_choice(s1, s2, reference) != _rule_choice(s1, s2, reference)).any()]
+    assert not bad, bad[:5]
+
+
+@pytest.mark.parametrize("reference", ["builtin", "ref"])
+def test_nan_signs_random_broadcasts_on_device(fast_device, reference):
+    """The generated kernels follow nan_rule: random shape pairs up to 4-D (and the shapes
+    a trial found wrong at first), both operands NaN with opposite signs."""
+    pairs = _random_shape_pairs(5, 40, 4) + [
+        ((1,), (3, 1)), ((1, 1), (2, 3, 1)), ((9, 1, 1, 1), (1, 8, 1, 1)), ((2, 2, 2, 2), (1, 2, 1, 2)),
+        ((2, 2, 2, 2), (2, 1, 2)), ((4, 1, 4), (3, 4, 4, 4)), ((3, 2, 2, 3), (2, 1, 3))]
+    for s1, s2 in pairs:
+        m = model("float32", s1, s2, "NONE")
+        a, b = np.full(s1, -np.nan, np.float32), np.full(s2, np.nan, np.float32)
+        got, _ = litecl_run(m, [a, b], fast_device, reference)
+        assert_same(got, litert(m, [a, b], reference), f"NaN signs {s1}+{s2} {reference}", [a, b])
