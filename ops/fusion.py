@@ -21,18 +21,7 @@ from .codegen import (NodeOp, lane_index, load_expr, op_preamble, scalar_store, 
                       tiled_kernel, vcomponent, vector_load, vector_store)
 from .dtypes import DType
 
-__all__ = ["FusedSpec", "fused_kernel", "HALF_ROUND"]
-
-#: float -> the float nearest-even-rounded to half, without cl_khr_fp16 (half is only a
-#: pointer type there: the value goes through vstore_half_rte into a private ushort).
-HALF_ROUND = """float litecl_half_round(const float x)
-{
-    ushort h;
-    vstore_half_rte(x, 0, (__private half*)&h);
-    return vload_half(0, (const __private half*)&h);
-}
-"""
-
+__all__ = ["FusedSpec", "fused_kernel", "half_round"]
 
 @dataclass(frozen=True)
 class FusedSpec:
@@ -51,36 +40,34 @@ class FusedSpec:
     outputs: tuple
 
 
-def half_round_v(w: int, caps=None) -> str:
-    """HALF_ROUND on ``w``-wide vectors (``litecl_half_round_vW``); through the integer
-    conversions of codegen.half_bits_source where the device's LAUNCH row says so."""
+def half_round(caps, w: int = 1) -> str:
+    """``litecl_half_round`` (w == 1) or ``litecl_half_round_vW``: float -> the float
+    nearest-even-rounded to half, without cl_khr_fp16 (half is only a pointer type there).
+    Through a private ushort with vstore_half_rte, or, where the device's LAUNCH row says
+    so (GPUs: NVIDIA's vstore_half drops NaN signs), codegen.half_bits_source's integer
+    conversions."""
     from .codegen import _half_bits  # noqa: PLC0415
 
-    if caps is not None and _half_bits(caps):
-        return (f"float{w} litecl_half_round_v{w}(const float{w} x)\n{{\n"
-                f"    return litecl_h2f_v{w}(litecl_f2h_v{w}(x));\n}}\n")
-    return (f"float{w} litecl_half_round_v{w}(const float{w} x)\n{{\n    ushort{w} h;\n"
-            f"    vstore_half{w}_rte(x, 0, (__private half*)&h);\n"
-            f"    return vload_half{w}(0, (const __private half*)&h);\n}}\n")
+    n = "" if w == 1 else str(w)
+    name = "litecl_half_round" + ("" if w == 1 else f"_v{w}")
+    head = f"float{n} {name}(const float{n} x)\n{{\n"
+    if _half_bits(caps):
+        return head + f"    return litecl_h2f_v{w}(litecl_f2h_v{w}(x));\n}}\n"
+    st, ld = ("vstore_half_rte", "vload_half") if w == 1 else (f"vstore_half{w}_rte", f"vload_half{w}")
+    return (head + f"    ushort{n} h;\n    {st}(x, 0, (__private half*)&h);\n"
+            f"    return {ld}(0, (const __private half*)&h);\n}}\n")
 
 
-def _vreload(op: NodeOp, caps, var: str, w: int) -> str:
-    """``_reload`` on a ``w``-wide vector."""
+def _reload(op: NodeOp, caps, var: str, w: int = 1) -> str:
+    """The value a load of ``op``'s stored result would give (load_expr semantics), for a
+    scalar (w == 1) or a ``w``-wide vector."""
     d = op.out
     if d.name == "float16":
-        return var if (caps.fp16 and op.out_vtype == "half") else f"litecl_half_round_v{w}({var})"
+        if caps.fp16 and op.out_vtype == "half":
+            return var
+        return f"litecl_half_round{'' if w == 1 else f'_v{w}'}({var})"
     if d.middle == "int" and d.cl != "int":
-        return f"convert_int{w}({var})"
-    return var
-
-
-def _reload(op: NodeOp, caps, var: str) -> str:
-    """The value a load of ``op``'s stored result would give (load_expr semantics)."""
-    d = op.out
-    if d.name == "float16":
-        return var if (caps.fp16 and op.out_vtype == "half") else f"litecl_half_round({var})"
-    if d.middle == "int" and d.cl != "int":
-        return f"(int){var}"
+        return f"(int){var}" if w == 1 else f"convert_int{w}({var})"
     return var
 
 
@@ -123,16 +110,13 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
                       for j, (op, _) in enumerate(spec.steps)
                       if any(a == ("t", j) for _, args in spec.steps for a in args))
     if needs_round:
-        from .codegen import _half_bits  # noqa: PLC0415
-
-        pre += (HALF_ROUND if not _half_bits(caps) else  # NaN signs kept (NVIDIA)
-                "float litecl_half_round(const float x)\n{\n    return litecl_h2f_v1(litecl_f2h_v1(x));\n}\n")
+        pre += half_round(caps)
     idx_stmts, idx = index_code(spec.out_shape, [s for _, s in spec.inputs])
     w = _vector_width(spec, caps, idx)
     if w > 1:
         pre += "".join(dict.fromkeys(op.vec(w) for op, _ in spec.steps))
         if needs_round:
-            pre += half_round_v(w, caps)
+            pre += half_round(caps, w)
     lines = [idx_stmts] if idx_stmts else []
     used = {a[1] for _, args in spec.steps for a in args if a[0] == "in"}
     for k, (d, _) in enumerate(spec.inputs):
@@ -160,7 +144,7 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
             lt = _load_ctype(d, caps)
             vlines.append(f"const {lt}{w} x{k} = ({lt}{w})({load_expr(d, caps, f'in{k}', '0')});")
     for j, (op, args) in enumerate(spec.steps):
-        vals = [f"x{a[1]}" if a[0] == "in" else _vreload(spec.steps[a[1]][0], caps, f"t{a[1]}", w)
+        vals = [f"x{a[1]}" if a[0] == "in" else _reload(spec.steps[a[1]][0], caps, f"t{a[1]}", w)
                 for a in args] + ([lane_index(w)] if op.wants_index else [])
         vlines.append(f"const {_ctype(op, caps)}{w} t{j} = {op.vfn(w)}({', '.join(vals)});")
     for m, (j, d) in enumerate(spec.outputs):
