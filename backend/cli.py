@@ -307,6 +307,16 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def _open_with_inputs(args):
+    """run/compare: (interpreter, signature key or None, inputs by name) from the
+    command line (--inputs or seeded random, --resize, --full-range, --signature)."""
+    given = _load_npz(args.inputs) if args.inputs else None
+    interp = _open(args)
+    sig = _pick_signature(interp, args.signature)
+    inputs = _inputs_for(_details_by_name(interp, sig), given, args.seed, args.resize, args.full_range)
+    return interp, sig, inputs
+
+
 def cmd_run(args) -> int:
     out_path = None
     if args.output:
@@ -314,11 +324,7 @@ def cmd_run(args) -> int:
             raise _Usage(f"cannot write outputs file {args.output}: it is a directory")
         out_path = _npz_path(args.output)
         _check_writable(out_path, "outputs file")
-    given = _load_npz(args.inputs) if args.inputs else None
-    interp = _open(args)
-    sig = _pick_signature(interp, args.signature)
-    details = _details_by_name(interp, sig)
-    inputs = _inputs_for(details, given, args.seed, args.resize, args.full_range)
+    interp, sig, inputs = _open_with_inputs(args)
     outs = _run_litecl(interp, inputs, sig)
     for name, v in outs.items():
         print(f"{name}: {v.dtype}{list(v.shape)}")
@@ -335,11 +341,7 @@ def cmd_run(args) -> int:
 def cmd_compare(args) -> int:
     from .compare import diff_report, run_reference  # noqa: PLC0415
 
-    given = _load_npz(args.inputs) if args.inputs else None
-    interp = _open(args)
-    sig = _pick_signature(interp, args.signature)
-    details = _details_by_name(interp, sig)
-    inputs = _inputs_for(details, given, args.seed, args.resize, args.full_range)
+    interp, sig, inputs = _open_with_inputs(args)
     got = _run_litecl(interp, inputs, sig)
     try:
         want = run_reference(interp._model.raw, inputs, sig, reference=args.reference)
