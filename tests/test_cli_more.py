@@ -303,3 +303,18 @@ def test_bench_signature(sig, tmp_path):
     want = [(g.sg.nodes[step].op if kind == "k" else "FALLBACK") for kind, step in g.ex._steps]
     assert [row["node"] for row in rep["nodes"]] == want  # decode is subgraph 0, encode 1
     one_error(run_cli("bench", m, "--device", DEV, "--signature", "nope"), "signature")
+
+
+@pytest.mark.parametrize("script,args,fragment", [
+    ("bench_roofline.py", ["--sizes", "abc"], "--sizes"),
+    ("bench_roofline.py", ["--sizes", "40"], "0..30"),
+    ("bench_roofline.py", ["--pairs", "float32:bogus"], "bad --pairs"),
+    ("bench_roofline.py", ["--repeats", "0"], "--repeats"),
+    ("bench_e2e.py", ["--size", "-3"], "--size"),
+    ("bench_e2e.py", ["--rounds", "x"], "--rounds"),
+])
+def test_benchmark_scripts_reject_bad_arguments_in_one_line(script, args, fragment):
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args, "--device", DEV],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT / "benchmarks")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert fragment in r.stderr.strip().splitlines()[-1]

@@ -132,3 +132,36 @@ def test_node_writing_its_own_input_is_refused():
     m.subgraphs[0].outputs = [op.inputs[0]]
     with pytest.raises(litecl.ModelError, match="both an input and an output"):
         litecl.Interpreter(model_content=_pack(m), device="intel")
+
+
+def test_devices_marks_runtimes_that_cannot_build():
+    import json
+    import subprocess
+    import sys
+
+    from litecl.device import _all_devices, probe_compiler
+
+    r = subprocess.run([sys.executable, "-m", "litecl.cli", "devices", "--json"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    want = [probe_compiler(d) for d in _all_devices()]
+    assert [row["build_error"] for row in rows] == want
+    assert [row["builds_kernels"] for row in rows] == [not e for e in want]
+    text = subprocess.run([sys.executable, "-m", "litecl.cli", "devices"], capture_output=True,
+                          text=True, timeout=300).stdout.splitlines()
+    assert [("CANNOT BUILD KERNELS" in ln) for ln in text] == [bool(e) for e in want]
+
+
+def test_compare_checks_bool_bytes_and_nan_signs():
+    from litecl.compare import bit_equal, mismatches
+
+    a = np.array([0, 1, 1], np.uint8).view(np.bool_)
+    b = np.array([0, 1, 255], np.uint8).view(np.bool_)  # same truth values, other byte
+    assert mismatches(a, b).tolist() == [False, False, True]
+    x = np.array([np.nan, -np.nan, 1.0], np.float32)
+    y = np.array([np.float32(np.nan), np.uint32(0x7FC00001).view(np.float32), 1.0], np.float32)
+    assert mismatches(x, y).tolist() == [False, True, False]  # payload ignored, sign not
+    assert bit_equal(x[:1], np.uint32([0x7FFFFFFF]).view(np.float32))
+    z = np.array([-0.0], np.float32)
+    assert not bit_equal(z, np.zeros(1, np.float32))
