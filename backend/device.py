@@ -230,7 +230,10 @@ class Caps:
     usable in kernels; strict_compiler: forbid direct conversions some mobile compilers
     reject (long/bool/uchar -> half), forcing the multi-hop chain; compute_units,
     max_work_group_size: from clGetDeviceInfo; is_gpu: CL_DEVICE_TYPE_GPU; profile: the
-    capability profile applied ("" for none).
+    capability profile applied ("" for none); nontemporal: the compiler has clang's
+    ``__builtin_nontemporal_store`` (probed on CPU devices only: PoCL and Intel's CPU
+    runtime have it). ``reference`` and ``streaming`` are not device properties: the
+    executor sets them per model / per kernel (ops/tiling.py ``streams``).
     """
 
     platform: str
@@ -249,6 +252,8 @@ class Caps:
     profile: str = ""
     compiler_error: str = ""  # non-empty when the device cannot build even a trivial kernel
     reference: str = "builtin"  # the LiteRT kernels matched where they differ (executor sets it)
+    nontemporal: bool = False
+    streaming: bool = False  # vector stores bypass the cache (executor sets it per kernel)
 
     @property
     def key(self) -> str:
@@ -456,6 +461,26 @@ def _select(base: str) -> "cl.Device":
 _OPEN: dict[tuple[str, str], Device] = {}
 _PROBES: dict[str, str] = {}
 _PROBE_SOURCE = "__kernel void litecl_probe(__global int* a) { a[get_global_id(0)] = 1; }"
+_NT_PROBE_SOURCE = ("__kernel void litecl_probe(__global int4* a) "
+                    "{ __builtin_nontemporal_store((int4)(1), a + get_global_id(0)); }")
+
+
+def probe_nontemporal(d: "cl.Device") -> bool:
+    """Whether ``d``'s compiler builds clang's ``__builtin_nontemporal_store`` (streaming
+    stores, ops/tiling.py ``streams``). Only CPU devices are asked: on them a store that
+    bypasses the cache saves the read-for-ownership of each written line."""
+    key = f"nt|{d.platform.name}|{d.name}|{d.int_ptr}"
+    if key not in _PROBES:
+        import warnings  # noqa: PLC0415
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cl.Program(cl.Context([d]), _NT_PROBE_SOURCE).build()
+            _PROBES[key] = ""
+        except Exception as e:  # the compiler does not know the builtin
+            _PROBES[key] = str(e)[:200] or type(e).__name__
+    return not _PROBES[key]
 
 
 def probe_compiler(d: "cl.Device") -> str:
@@ -502,6 +527,8 @@ def open_device(spec: str | Device | None = None) -> Device:
     if k not in _OPEN:
         ctx = cl.Context([d])
         queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        caps = replace(read_caps(d, profile), compiler_error=probe_compiler(d))
+        err = probe_compiler(d)
+        caps = replace(read_caps(d, profile), compiler_error=err,
+                       nontemporal=not err and not _is_gpu(d) and probe_nontemporal(d))
         _OPEN[k] = Device(d, ctx, queue, caps)
     return _OPEN[k]

@@ -16,11 +16,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyopencl as cl
 
+from .device import Caps
 from .errors import InputError, KernelBuildError, LiteclError, ModelError, UnsupportedError
 from .fallback import build_submodel, litert_abort_reason, make_interpreter
 from .lowering import KernelSpec, kernel_spec, node_op, output_shapes
 from .model import Model
 from .ops.tiling import launch as tiling_launch
+from .ops.tiling import streams
 from .partition import OPENCL, partition
 
 __all__ = ["Executor", "build_program", "launch_geometry"]
@@ -275,13 +277,14 @@ class Executor:
             shapes = [tuple(self.shapes[t]) for t in n.inputs]
             steps.append((node_op(n, sg, shapes, self.caps, f"litecl_n{i}_op"), tuple(args)))
         outputs = [t for t in produced if t in needed_outside]
+        caps = self._caps_for(inputs + outputs)
         dts = lambda ts: [sg.tensors[t].dtype for t in ts]  # noqa: E731
         spec = FusedSpec(tuple(self.shapes[sg.nodes[nodes[0]].outputs[0]]),
                          tuple((d, tuple(self.shapes[t])) for d, t in zip(dts(inputs), inputs)),
                          tuple(steps),
                          tuple((produced[t], d) for d, t in zip(dts(outputs), outputs)))
         try:
-            source = fused_kernel(spec, self.caps)
+            source = fused_kernel(spec, caps)
             prg = build_program(self.device, source)
             n_el = _numel(spec.out_shape)
             tile = min(d.itemsize for d in dts(inputs) + dts(outputs))
@@ -310,6 +313,14 @@ class Executor:
             self.on_device.add(t)
             self.on_host.discard(t)
 
+    def _caps_for(self, tensors) -> Caps:
+        """self.caps, with ``streaming`` set when a kernel touching ``tensors`` (at their
+        planned shapes) moves more bytes than the device's cache keeps (ops/tiling.py
+        ``streams``)."""
+        footprint = sum(_numel(self.shapes[t]) * self.sg.tensors[t].dtype.itemsize
+                        for t in set(tensors) if t >= 0 and t in self.shapes)
+        return replace(self.caps, streaming=True) if streams(self.caps, footprint) else self.caps
+
     def _is_folded_tensor(self, t: int) -> bool:
         return any(t in self.sg.nodes[i].outputs for i in self.folded)
 
@@ -334,7 +345,7 @@ class Executor:
                 and getattr(k, "in_shapes", None) == shapes:
             return
         try:
-            spec = kernel_spec(n, self.sg, shapes, self.caps)
+            spec = kernel_spec(n, self.sg, shapes, self._caps_for(list(n.inputs) + list(n.outputs)))
             prg = build_program(self.device, spec.source)
         except KernelBuildError as e:
             if self.strict:

@@ -212,9 +212,16 @@ def vector_store(d: DType, caps, ptr: str, idx: str, value: str, w: int, vtype: 
     if d.name == "float16" and ct == "float":
         if _half_bits(caps):
             f2h = "litecl_f2h_exact_v" if exact_half else "litecl_f2h_v"
-            return vt, f"*(__global ushort{w}*)({ptr} + {idx}) = {f2h}{w}({value});"
+            return vt, _store(f"ushort{w}", ptr, idx, f"{f2h}{w}({value})", caps)
         return vt, f"vstorea_half{w}_rte({value}, 0, {ptr} + {idx});"
-    return vt, f"*(__global {vt}*)({ptr} + {idx}) = {value};"
+    return vt, _store(vt, ptr, idx, value, caps)
+
+
+def _store(vt: str, ptr: str, idx: str, value: str, caps) -> str:
+    """An aligned vector store; non-temporal with caps.streaming (ops/tiling.py streams)."""
+    if caps.streaming and caps.nontemporal:
+        return f"__builtin_nontemporal_store({value}, (__global {vt}*)({ptr} + {idx}));"
+    return f"*(__global {vt}*)({ptr} + {idx}) = {value};"
 
 
 def _sat_expr(x: str, frm: str, to: str, lo: int, hi: int) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Tiling", "plan", "align_up", "divide_round_up", "BLOCK_BYTES", "LaunchConfig", "LAUNCH",
+__all__ = ["Tiling", "plan", "align_up", "divide_round_up", "BLOCK_BYTES", "LaunchConfig", "LAUNCH", "streams",
            "MAX_ELEMENTS", "launch_config", "launch", "vector_width"]
 
 #: 32 bytes: the seed's datablock (Ascend unified-buffer alignment); on OpenCL devices it
@@ -136,6 +136,9 @@ class LaunchConfig:
     #: same for loads instead of vloada_halfN
     half_bits: bool = False
     half_bits_load: bool = False
+    #: a kernel touching more than this many bytes (read + written) stores its vectors
+    #: non-temporally where the compiler can (``streams``); 0: never
+    stream_bytes: int = 0
 
 
 #: Launch constants keyed by device type ("gpu" or "cpu"; Oclgrind reports every type at
@@ -154,6 +157,7 @@ LAUNCH: dict[str, LaunchConfig] = {
         local_size=1,      # measured: one work-item walking its chunk; a 2nd one costs ~30%
         groups_per_cu=16,  # measured: 16..32 top in each case (finer chunks), 1..8 up to 7% lower
         vec_bytes=32,      # measured: an AVX2 register; f32->f16 +30..60% over 16 bytes, rest tie
+        stream_bytes=32 << 20,  # measured on PoCL 3.1 (Zen 5, 32 MiB L3): see ``streams``
     ),
 }
 
@@ -161,6 +165,23 @@ LAUNCH: dict[str, LaunchConfig] = {
 def launch_config(caps) -> LaunchConfig:
     """The LAUNCH row for a device's caps (``caps.is_gpu``)."""
     return LAUNCH["gpu" if caps.is_gpu else "cpu"]
+
+
+def streams(caps, footprint: int) -> bool:
+    """Whether a kernel moving ``footprint`` bytes (inputs read + outputs written) stores
+    its vectors with ``__builtin_nontemporal_store`` (caps.streaming, set by the executor).
+
+    A plain store first reads the line it writes (read-for-ownership): a CAST that widens
+    (int8 -> int64 writes 8 bytes per byte read) pays nearly twice the traffic it counts.
+    Streaming stores skip that read but also skip the cache, so they pay only when the data
+    would not stay there anyway: above the LAUNCH row's ``stream_bytes``, on devices whose
+    compiler has the builtin (caps.nontemporal; CPU devices only). Measured on PoCL 3.1 (2
+    Zen 5 cores, 32 MiB L3; benchmarks/results/pocl/streaming.md): at 2^24 elements int8 ->
+    int64 30 -> 49 GB/s, int64 -> float64 45 -> 57; with a footprint inside the L3 they
+    tie or lose (int8 -> int32 at 2^20: 53 -> 47).
+    """
+    limit = launch_config(caps).stream_bytes
+    return bool(caps.nontemporal and limit and footprint > limit)
 
 
 def vector_width(itemsizes, vec_bytes: int) -> int:
