@@ -55,7 +55,7 @@ def time_case(dev, op: str, s: str, d: str, n: int, repeats: int, probe: CopyPro
         bufs = _buffers(dev, [n * src_t.itemsize] * 3)
         tile = src_t.itemsize
         nbytes = 3 * n * src_t.itemsize
-    tiling, gsize, lsize = launch(dev.caps, n, tile)
+    tiling, gsize, lsize = launch(dev.caps, n, tile, wide_bytes=max(src_t.itemsize, dst_t.itemsize))
     args = [*bufs, *(np.uint32(v) for v in tiling.kernel_args())]
     times: dict[str, list] = {"plain": [], "streaming": [], "copy": []}
     for rnd in range(repeats + 1):  # round 0 warms up
@@ -73,6 +73,38 @@ def time_case(dev, op: str, s: str, d: str, n: int, repeats: int, probe: CopyPro
     med = {k: statistics.median(v) for k, v in times.items()}
     return {"op": op, "src": s, "dst": d, "n": n, "bytes": nbytes,
             **{f"{k}_gbps": nbytes / v / 1e9 for k, v in med.items()}}
+
+
+def tables(rows: list, device: str, repeats: int) -> str:
+    """Markdown: per size, per footprint (MiB read + written), and per kernel at the
+    largest size."""
+    def summary(key: str, groups: dict) -> list:
+        out = [f"| {key} | kernels | streaming / plain: median | min | max | plain >= 80% of copy | "
+               "streaming >= 80% of copy | median copy GB/s |", "|---|---|---|---|---|---|---|---|"]
+        for k, rs in sorted(groups.items()):
+            gain = [r["streaming_gbps"] / r["plain_gbps"] for r in rs]
+            out.append(f"| {k} | {len(rs)} | {statistics.median(gain):.2f} | {min(gain):.2f} | {max(gain):.2f} | "
+                       f"{sum(r['plain_gbps'] >= 0.8 * r['copy_gbps'] for r in rs)} | "
+                       f"{sum(r['streaming_gbps'] >= 0.8 * r['copy_gbps'] for r in rs)} | "
+                       f"{statistics.median(r['copy_gbps'] for r in rs):.1f} |")
+        return out
+
+    by_size: dict = {}
+    by_bytes: dict = {}
+    for r in rows:
+        by_size.setdefault(r["n"].bit_length() - 1, []).append(r)
+        by_bytes.setdefault(r["bytes"] >> 20, []).append(r)
+    big = max(r["n"] for r in rows)
+    md = [f"Device: {device}. GB/s (read + written), medians of {repeats} alternating rounds; 'copy': a "
+          "float4 copy of the same bytes in the same rounds. Streaming = vector stores through "
+          "__builtin_nontemporal_store.", ""]
+    md += summary("2^k elements", by_size)
+    md += ["", "By footprint (MiB read + written, all sizes):", ""] + summary("MiB", by_bytes)
+    md += ["", f"Per kernel at 2^{big.bit_length() - 1}:", "",
+           "| op | src -> dst | plain GB/s | streaming GB/s | copy GB/s |", "|---|---|---|---|---|"]
+    md += [f"| {r['op']} | {r['src']} -> {r['dst']} | {r['plain_gbps']:.1f} | {r['streaming_gbps']:.1f} | "
+           f"{r['copy_gbps']:.1f} |" for r in rows if r["n"] == big]
+    return "\n".join(md) + "\n"
 
 
 def main(argv=None) -> int:
@@ -99,25 +131,9 @@ def main(argv=None) -> int:
     probe = CopyProbe(dev)
     rows = [time_case(dev, op, s, d, 1 << e, args.repeats, probe)
             for op, s, d in progress(cases, desc=f"streaming on {dev.caps.name}") for e in args.sizes]
-    md = [f"Device: {dev.caps.platform}: {dev.caps.name}. GB/s (read + written), medians of "
-          f"{args.repeats} alternating rounds; 'copy': a float4 copy of the same bytes in the same rounds. "
-          "Streaming = vector stores through __builtin_nontemporal_store.\n",
-          "| 2^k | kernels | streaming / plain (median) | min | max | plain >= 80% of copy | "
-          "streaming >= 80% of copy | median copy GB/s |", "|---|---|---|---|---|---|---|---|"]
-    for e in args.sizes:
-        rs = [r for r in rows if r["n"] == 1 << e]
-        gain = [r["streaming_gbps"] / r["plain_gbps"] for r in rs]
-        md.append(f"| {e} | {len(rs)} | {statistics.median(gain):.2f} | {min(gain):.2f} | {max(gain):.2f} | "
-                  f"{sum(r['plain_gbps'] >= 0.8 * r['copy_gbps'] for r in rs)} | "
-                  f"{sum(r['streaming_gbps'] >= 0.8 * r['copy_gbps'] for r in rs)} | "
-                  f"{statistics.median(r['copy_gbps'] for r in rs):.1f} |")
-    big = max(args.sizes)
-    md += ["", f"Per kernel at 2^{big}:", "", "| op | src -> dst | plain GB/s | streaming GB/s | copy GB/s |",
-           "|---|---|---|---|---|"]
-    md += [f"| {r['op']} | {r['src']} -> {r['dst']} | {r['plain_gbps']:.1f} | {r['streaming_gbps']:.1f} | "
-           f"{r['copy_gbps']:.1f} |" for r in rows if r["n"] == 1 << big]
-    write_outputs(args.out, "streaming", {"device": dev.caps.name, "rows": rows}, "\n".join(md) + "\n")
-    print("\n".join(md[:3 + len(args.sizes)]))
+    md = tables(rows, f"{dev.caps.platform}: {dev.caps.name}", args.repeats)
+    write_outputs(args.out, "streaming", {"device": dev.caps.name, "rows": rows}, md)
+    print(md.split("\n\n")[1])
     return 0
 
 

@@ -219,7 +219,7 @@ def vector_store(d: DType, caps, ptr: str, idx: str, value: str, w: int, vtype: 
 
 def _store(vt: str, ptr: str, idx: str, value: str, caps) -> str:
     """An aligned vector store; non-temporal with caps.streaming (ops/tiling.py streams)."""
-    if caps.streaming and caps.nontemporal:
+    if getattr(caps, "streaming", False) and getattr(caps, "nontemporal", False):
         return f"__builtin_nontemporal_store({value}, (__global {vt}*)({ptr} + {idx}));"
     return f"*(__global {vt}*)({ptr} + {idx}) = {value};"
 

@@ -139,6 +139,9 @@ class LaunchConfig:
     #: a kernel touching more than this many bytes (read + written) stores its vectors
     #: non-temporally where the compiler can (``streams``); 0: never
     stream_bytes: int = 0
+    #: size a launch so each work-item gets one vector of the kernel's own width (set by
+    #: its widest operand); False: vec_bytes of its narrowest type (fewer work-items)
+    group_by_width: bool = True
 
 
 #: Launch constants keyed by device type ("gpu" or "cpu"; Oclgrind reports every type at
@@ -157,7 +160,7 @@ LAUNCH: dict[str, LaunchConfig] = {
         local_size=1,      # measured: one work-item walking its chunk; a 2nd one costs ~30%
         groups_per_cu=16,  # measured: 16..32 top in each case (finer chunks), 1..8 up to 7% lower
         vec_bytes=32,      # measured: an AVX2 register; f32->f16 +30..60% over 16 bytes, rest tie
-        stream_bytes=32 << 20,  # measured on PoCL 3.1 (Zen 5, 32 MiB L3): see ``streams``
+        stream_bytes=16 << 20,  # measured on PoCL 3.1 (Zen 5, 32 MiB L3): from 16 MiB up streaming wins (see ``streams``)
     ),
 }
 
@@ -176,12 +179,14 @@ def streams(caps, footprint: int) -> bool:
     Streaming stores skip that read but also skip the cache, so they pay only when the data
     would not stay there anyway: above the LAUNCH row's ``stream_bytes``, on devices whose
     compiler has the builtin (caps.nontemporal; CPU devices only). Measured on PoCL 3.1 (2
-    Zen 5 cores, 32 MiB L3; benchmarks/results/pocl/streaming.md): at 2^24 elements int8 ->
-    int64 30 -> 49 GB/s, int64 -> float64 45 -> 57; with a footprint inside the L3 they
-    tie or lose (int8 -> int32 at 2^20: 53 -> 47).
+    Zen 5 cores, 32 MiB L3; every CAST pair and ADD, benchmarks/results/pocl/streaming.md):
+    streaming / plain GB/s has a median of 1.21..1.26 at every footprint from 12 MiB to
+    1.5 GiB (int8 -> int64 up to 1.96x), and at 2^24 and 2^26 elements lifts the kernels
+    at >= 80% of a copy of the same bytes from 104 and 105 of 113 to 113; at 2..10 MiB
+    (inside the L3) it ranges 0.75..1.39, so smaller kernels keep plain stores.
     """
     limit = launch_config(caps).stream_bytes
-    return bool(caps.nontemporal and limit and footprint > limit)
+    return bool(getattr(caps, "nontemporal", False) and limit and footprint > limit)
 
 
 def vector_width(itemsizes, vec_bytes: int) -> int:
@@ -199,15 +204,17 @@ def vector_width(itemsizes, vec_bytes: int) -> int:
 
 
 def launch(caps, n: int, tile_bytes: int, block_dim: int | None = None,
-           local_size: int | None = None) -> tuple[Tiling, tuple[int], tuple[int]]:
+           local_size: int | None = None, wide_bytes: int = 0) -> tuple[Tiling, tuple[int], tuple[int]]:
     """(tiling, global size, local size) of a tiled kernel over ``n`` elements.
 
     tile_bytes: the smallest itemsize the kernel touches (chunks start on 32-byte
-    boundaries of every buffer). block_dim / local_size default to ``launch_config(caps)``
+    boundaries of every buffer); wide_bytes: the largest (0: unknown, taken as
+    tile_bytes). block_dim / local_size default to ``launch_config(caps)``
     (block_dim = compute units x groups_per_cu); local_size is capped at the device's
     max_work_group_size. Never more cores than 32-byte blocks, so no core is empty unless
     ``block_dim`` is given explicitly larger (tests use that to prove empty chunks safe),
-    nor more than fill each work-item with vec_bytes of the smallest type.
+    nor more than give each work-item one vector (``vector_width`` of the two itemsizes
+    with the row's group_by_width, else vec_bytes of the smallest type).
     Raises ValueError above MAX_ELEMENTS elements.
     """
     if not 0 <= n <= MAX_ELEMENTS:
@@ -220,7 +227,10 @@ def launch(caps, n: int, tile_bytes: int, block_dim: int | None = None,
         # no more groups than keep every work-item busy with a vector or more: on GPUs a
         # 4M-element CAST otherwise launched 4224 groups x 512 work-items for 262K
         # vectors (88% idle). CPUs (one work-item per group) get one group per block, as before.
-        per_group = local * max(1, cfg.vec_bytes // tile_bytes)
+        if cfg.group_by_width:
+            per_group = local * vector_width((tile_bytes, max(tile_bytes, wide_bytes)), cfg.vec_bytes)
+        else:
+            per_group = local * max(1, cfg.vec_bytes // tile_bytes)
         block_dim = min(block_dim, blocks, max(1, divide_round_up(n, per_group)))
     t = plan(n, tile_bytes, block_dim)
     return t, (block_dim * local,), (local,)
