@@ -57,10 +57,10 @@ def build_program(device, source: str) -> "cl.Program":
     return prg
 
 
-def launch_geometry(caps, n: int, tile_bytes: int, block_dim: int | None = None, wide_bytes: int = 0):
+def launch_geometry(caps, n: int, tile_bytes: int, block_dim: int | None = None):
     """(tiling, global size, local size) for ``n`` elements: ``ops.tiling.launch`` with the
     device type's measured ``LAUNCH`` row (local size, work-groups per compute unit)."""
-    return tiling_launch(caps, n, tile_bytes, block_dim, wide_bytes=wide_bytes)
+    return tiling_launch(caps, n, tile_bytes, block_dim)
 
 
 # Tensors up to this size (bytes) are staged through host arrays with non-blocking
@@ -288,8 +288,7 @@ class Executor:
             prg = build_program(self.device, source)
             n_el = _numel(spec.out_shape)
             tile = min(d.itemsize for d in dts(inputs) + dts(outputs))
-            wide = max(d.itemsize for d in dts(inputs) + dts(outputs))
-            tiling, gsize, lsize = launch_geometry(self.caps, n_el, tile, wide_bytes=wide)
+            tiling, gsize, lsize = launch_geometry(self.caps, n_el, tile)
         except (KernelBuildError, ValueError):
             return  # stay unfused: every member has its own kernel already
         g = _Fused(list(nodes), inputs, outputs, [tuple(self.shapes[t]) for t in inputs],
@@ -355,7 +354,7 @@ class Executor:
             self.build_failures[i] = f"{e}; build log: {log[:600]}" + ("..." if len(log) > 600 else "")
             raise _Replan(i, self.build_failures[i]) from None
         try:
-            tiling, gsize, lsize = launch_geometry(self.caps, spec.n, spec.tile_bytes, wide_bytes=spec.wide_bytes)
+            tiling, gsize, lsize = launch_geometry(self.caps, spec.n, spec.tile_bytes)
         except ValueError as e:  # e.g. more elements than the kernels' indices reach
             if self.strict:
                 raise UnsupportedError(f"node {i} ({n.op}): {e}") from None

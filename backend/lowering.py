@@ -22,15 +22,13 @@ __all__ = ["KernelSpec", "LOWERINGS", "why_not", "kernel_spec", "output_shapes"]
 class KernelSpec:
     """A generated kernel for one node at concrete shapes: ``source`` (the cache key),
     kernel ``name``, element count ``n`` of the output, ``tile_bytes`` (the smallest
-    itemsize the kernel touches, for 32-byte aligned chunks), a description, and
-    ``wide_bytes`` (the largest itemsize, which sets the vector width)."""
+    itemsize the kernel touches, for 32-byte aligned chunks), and a description."""
 
     source: str
     name: str
     n: int
     tile_bytes: int
     what: str
-    wide_bytes: int = 0  # the largest itemsize it touches (ops/tiling.py launch)
 
 
 def _numel(shape) -> int:
@@ -65,8 +63,7 @@ class CastLowering:
         source, plan = cast_kernel(src, dst, caps)
         return KernelSpec(source, "litecl_cast", _numel(shapes[0]),
                           min(src.itemsize, dst.itemsize),
-                          f"CAST {src.name}->{dst.name} via {' -> '.join(plan.chain())}",
-                          max(src.itemsize, dst.itemsize))
+                          f"CAST {src.name}->{dst.name} via {' -> '.join(plan.chain())}")
 
     @staticmethod
     def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):
@@ -151,7 +148,7 @@ class AddLowering:
         out = add_ops.broadcast_shape(shapes[0], shapes[1])
         bc = " (broadcast)" if tuple(shapes[0]) != tuple(shapes[1]) else ""
         return KernelSpec(src, "litecl_add", _numel(out), dt.itemsize,
-                          f"ADD {dt.name} {node.activation}{bc}", dt.itemsize)
+                          f"ADD {dt.name} {node.activation}{bc}")
 
     @staticmethod
     def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):

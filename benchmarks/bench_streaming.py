@@ -55,7 +55,7 @@ def time_case(dev, op: str, s: str, d: str, n: int, repeats: int, probe: CopyPro
         bufs = _buffers(dev, [n * src_t.itemsize] * 3)
         tile = src_t.itemsize
         nbytes = 3 * n * src_t.itemsize
-    tiling, gsize, lsize = launch(dev.caps, n, tile, wide_bytes=max(src_t.itemsize, dst_t.itemsize))
+    tiling, gsize, lsize = launch(dev.caps, n, tile)
     args = [*bufs, *(np.uint32(v) for v in tiling.kernel_args())]
     times: dict[str, list] = {"plain": [], "streaming": [], "copy": []}
     for rnd in range(repeats + 1):  # round 0 warms up

@@ -139,9 +139,6 @@ class LaunchConfig:
     #: a kernel touching more than this many bytes (read + written) stores its vectors
     #: non-temporally where the compiler can (``streams``); 0: never
     stream_bytes: int = 0
-    #: size a launch so each work-item gets one vector of the kernel's own width (set by
-    #: its widest operand); False: vec_bytes of its narrowest type (fewer work-items)
-    group_by_width: bool = True
 
 
 #: Launch constants keyed by device type ("gpu" or "cpu"; Oclgrind reports every type at
@@ -204,17 +201,17 @@ def vector_width(itemsizes, vec_bytes: int) -> int:
 
 
 def launch(caps, n: int, tile_bytes: int, block_dim: int | None = None,
-           local_size: int | None = None, wide_bytes: int = 0) -> tuple[Tiling, tuple[int], tuple[int]]:
+           local_size: int | None = None) -> tuple[Tiling, tuple[int], tuple[int]]:
     """(tiling, global size, local size) of a tiled kernel over ``n`` elements.
 
     tile_bytes: the smallest itemsize the kernel touches (chunks start on 32-byte
-    boundaries of every buffer); wide_bytes: the largest (0: unknown, taken as
-    tile_bytes). block_dim / local_size default to ``launch_config(caps)``
+    boundaries of every buffer). block_dim / local_size default to ``launch_config(caps)``
     (block_dim = compute units x groups_per_cu); local_size is capped at the device's
     max_work_group_size. Never more cores than 32-byte blocks, so no core is empty unless
     ``block_dim`` is given explicitly larger (tests use that to prove empty chunks safe),
-    nor more than give each work-item one vector (``vector_width`` of the two itemsizes
-    with the row's group_by_width, else vec_bytes of the smallest type).
+    nor more than fill each work-item with vec_bytes of the smallest type (measured on the
+    H200: one vector of the kernel's own width per work-item instead, e.g. 2 elements for
+    int64 -> uint8, changed GB/s at 2^22 and 2^24 by a median factor of 1.00).
     Raises ValueError above MAX_ELEMENTS elements.
     """
     if not 0 <= n <= MAX_ELEMENTS:
@@ -227,10 +224,7 @@ def launch(caps, n: int, tile_bytes: int, block_dim: int | None = None,
         # no more groups than keep every work-item busy with a vector or more: on GPUs a
         # 4M-element CAST otherwise launched 4224 groups x 512 work-items for 262K
         # vectors (88% idle). CPUs (one work-item per group) get one group per block, as before.
-        if cfg.group_by_width:
-            per_group = local * vector_width((tile_bytes, max(tile_bytes, wide_bytes)), cfg.vec_bytes)
-        else:
-            per_group = local * max(1, cfg.vec_bytes // tile_bytes)
+        per_group = local * max(1, cfg.vec_bytes // tile_bytes)
         block_dim = min(block_dim, blocks, max(1, divide_round_up(n, per_group)))
     t = plan(n, tile_bytes, block_dim)
     return t, (block_dim * local,), (local,)

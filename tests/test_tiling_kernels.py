@@ -65,10 +65,6 @@ def test_launch_geometry_from_the_table():
     assert t.block_dim == 132 * cfg.groups_per_cu and g == (t.block_dim * cfg.local_size,)
     # mid sizes: only as many groups as fill each work-item with one 16-byte vector or more
     assert launch(caps, 1 << 22, 1)[0].block_dim == (1 << 22) // (cfg.local_size * cfg.vec_bytes)
-    # ... of the kernel's own width: int64 -> uint8 moves 2 elements per 16-byte access
-    assert cfg.group_by_width and cfg.vec_bytes == 16
-    assert launch(caps, 1 << 22, 1, wide_bytes=8)[0].block_dim == (1 << 22) // (cfg.local_size * 2)
-    assert launch(caps, 1 << 22, 1, wide_bytes=4)[0].block_dim == (1 << 22) // (cfg.local_size * 4)
     assert launch(_caps(False, 2), 1 << 22, 1)[0].block_dim == 2 * LAUNCH["cpu"].groups_per_cu
     t, g, loc = launch(_caps(False, 2), 1999, 2)
     assert t.block_dim == 2 * LAUNCH["cpu"].groups_per_cu and loc == (LAUNCH["cpu"].local_size,)
