@@ -213,13 +213,20 @@ def vector_store(d: DType, caps, ptr: str, idx: str, value: str, w: int, vtype: 
         if _half_bits(caps):
             f2h = "litecl_f2h_exact_v" if exact_half else "litecl_f2h_v"
             return vt, _store(f"ushort{w}", ptr, idx, f"{f2h}{w}({value})", caps)
+        if _streaming(caps):  # convert into registers, then one streaming store of the bits
+            return vt, (f"{{ ushort{w} h_; vstorea_half{w}_rte({value}, 0, (__private half*)&h_); "
+                        f"__builtin_nontemporal_store(h_, (__global ushort{w}*)({ptr} + {idx})); }}")
         return vt, f"vstorea_half{w}_rte({value}, 0, {ptr} + {idx});"
     return vt, _store(vt, ptr, idx, value, caps)
 
 
+def _streaming(caps) -> bool:
+    return getattr(caps, "streaming", False) and getattr(caps, "nontemporal", False)
+
+
 def _store(vt: str, ptr: str, idx: str, value: str, caps) -> str:
     """An aligned vector store; non-temporal with caps.streaming (ops/tiling.py streams)."""
-    if getattr(caps, "streaming", False) and getattr(caps, "nontemporal", False):
+    if _streaming(caps):
         return f"__builtin_nontemporal_store({value}, (__global {vt}*)({ptr} + {idx}));"
     return f"*(__global {vt}*)({ptr} + {idx}) = {value};"
 

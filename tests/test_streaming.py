@@ -83,6 +83,14 @@ def test_streaming_casts_match_litert(device, stream_above):
     for s, d in PAIRS:
         if device != "oclgrind" or s in ("uint8", "float32", "int64"):
             check_pair(device, s, d, sizes=sizes)
+    # without cl_khr_fp16, half vectors are converted in registers, then streamed as bits
+    nofp16 = device + ":profile=nofp16"
+    it = litecl.Interpreter(model_content=cast_model("float32", "float16", [33]), device=nofp16)
+    it.allocate_tensors()
+    assert "vstorea_half8_rte" in _sources(it) and "(__global ushort8*)" in _sources(it)
+    it.close()
+    for s in ("float32", "float64", "uint8", "int64"):
+        check_pair(nofp16, s, "float16", sizes=sizes)
 
 
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
