@@ -181,6 +181,12 @@ def streams(caps, footprint: int) -> bool:
     1.5 GiB (int8 -> int64 up to 1.96x), and at 2^24 and 2^26 elements lifts the kernels
     at >= 80% of a copy of the same bytes from 104 and 105 of 113 to 113; at 2..10 MiB
     (inside the L3) it ranges 0.75..1.39, so smaller kernels keep plain stores.
+
+    Ordering: x86 streaming stores (movnt*, checked in PoCL's compiled kernels) are weakly
+    ordered, drained by SFENCE/MFENCE or any LOCK-prefixed instruction (Intel SDM vol. 3A,
+    11.3.1); the runtime's work-group completion that a kernel's event waits for is such a
+    synchronisation, so readers after the event (the next kernel, a map, a fallback
+    segment) see the stored values. OpenCL's mem_fence compiles to nothing there.
     """
     limit = launch_config(caps).stream_bytes
     return bool(getattr(caps, "nontemporal", False) and limit and footprint > limit)
