@@ -31,6 +31,11 @@ class KernelSpec:
     what: str
 
 
+def _streaming_note(source: str) -> str:
+    """What `litecl bench` shows for a kernel that stores non-temporally (ops/tiling.py streams)."""
+    return ", streaming stores" if "__builtin_nontemporal_store" in source else ""
+
+
 def _numel(shape) -> int:
     n = 1
     for d in shape:
@@ -63,7 +68,7 @@ class CastLowering:
         source, plan = cast_kernel(src, dst, caps)
         return KernelSpec(source, "litecl_cast", _numel(shapes[0]),
                           min(src.itemsize, dst.itemsize),
-                          f"CAST {src.name}->{dst.name} via {' -> '.join(plan.chain())}")
+                          f"CAST {src.name}->{dst.name} via {' -> '.join(plan.chain())}{_streaming_note(source)}")
 
     @staticmethod
     def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):
@@ -148,7 +153,7 @@ class AddLowering:
         out = add_ops.broadcast_shape(shapes[0], shapes[1])
         bc = " (broadcast)" if tuple(shapes[0]) != tuple(shapes[1]) else ""
         return KernelSpec(src, "litecl_add", _numel(out), dt.itemsize,
-                          f"ADD {dt.name} {node.activation}{bc}")
+                          f"ADD {dt.name} {node.activation}{bc}{_streaming_note(src)}")
 
     @staticmethod
     def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):

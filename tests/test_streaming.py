@@ -56,6 +56,8 @@ def test_only_kernels_above_the_limit_stream(device, stream_above):
         it = litecl.Interpreter(model_content=add_model("float32", [n], [n]), device=device)
         it.allocate_tensors()
         assert (NT in _sources(it)) == want, n
+        # and `litecl bench` names it in the node's description
+        assert ("streaming stores" in it._main.ex._kernels[0].spec.what) == want
         it.close()
     # a fused group counts its inputs and the outputs it writes (not its intermediates)
     stream_above(4000 * 1 + 4000 * 8 - 1)
