@@ -148,6 +148,42 @@ def test_half_bits_conversions_match_litert(device, half_bits_on_cpu):
         assert not bad.any(), (src, dst, x[bad][:6], got[bad][:6], want[bad][:6])
 
 
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES + ["oclgrind"]))
+def test_saturating_conversions_match_litert(device, monkeypatch):
+    """The GPU row's float -> integer vector form (convert_T_sat_rtz, NaN lanes selected to
+    the maximum) on every device, every float source and integer or bool destination, edge
+    values (NaN, inf, -0, out of range) in every lane, tails of 31 and 1999 - 1984."""
+    from dataclasses import replace
+
+    from test_cast import check_pair
+
+    from litecl.ops import tiling
+    from litecl.ops.codegen import cast_kernel
+
+    for row in ("cpu", "gpu"):
+        monkeypatch.setitem(tiling.LAUNCH, row, replace(tiling.LAUNCH[row], sat_convert=True))
+    caps = litecl.open_device(device).caps
+    assert "convert_char" in cast_kernel("float32", "int8", caps)[0] and "_sat_rtz" in cast_kernel("float32", "int8", caps)[0]
+    srcs = ["float16", "float32"] + (["float64"] if caps.fp64 else [])
+    for s in srcs:
+        for t in TYPES:
+            if t not in ("float16", "float32", "float64"):
+                check_pair(device, s, t, sizes=(31,) if device == "oclgrind" else (31, 1999))
+
+
+def test_half_to_bool_reads_bits():
+    """float16 -> bool without cl_khr_fp16 tests the half's bits (no conversion to float);
+    with fp16 or inside a fused group it converts as before."""
+    from types import SimpleNamespace
+
+    from litecl.ops.codegen import cast_kernel
+
+    caps = SimpleNamespace(fp16=False, fp64=True, int64=True, strict_compiler=False, is_gpu=True)
+    src = cast_kernel("float16", "bool", caps)[0]
+    assert "__global const ushort* restrict src" in src and "0x7fff" in src and "half" not in src
+    assert "((x) & 0x7fff)" not in cast_kernel("float16", "bool", SimpleNamespace(**{**vars(caps), "fp16": True}))[0]
+
+
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["mobile"]))
 def test_half_bits_fused_chains(device, half_bits_on_cpu):
     for seed in range(6):
