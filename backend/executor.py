@@ -202,6 +202,7 @@ class Executor:
     def allocate(self, input_shapes: dict[int, tuple]) -> None:
         """Plan every step for the given input shapes: build kernels, create fallback
         sub-interpreters, upload constants, compute constant-only nodes once."""
+        old_shapes = getattr(self, "shapes", {})
         self.shapes = {}
         for t in self.sg.inputs:
             self.shapes[t] = tuple(input_shapes.get(t, self.sg.tensors[t].shape))
@@ -209,7 +210,10 @@ class Executor:
             if tensor.data is not None:
                 self.shapes[tensor.index] = tensor.data.shape
         self.folded = set()
-        self.on_device, self.on_host = set(), set()
+        # inputs set before and not resized keep their values, as LiteRT's do
+        kept = {t for t in self.sg.inputs if old_shapes.get(t) == self.shapes[t]}
+        self.on_device = set(getattr(self, "on_device", ())) & kept
+        self.on_host = set(getattr(self, "on_host", ())) & kept
         for kind, step in self._steps:
             if kind == "k":
                 self._plan_kernel(step)
@@ -373,13 +377,13 @@ class Executor:
         nodes at the shapes known now (segment inputs, constants), and every node of
         the subgraphs it calls at their declared shapes."""
         for i in f.nodes:
-            r = litert_abort_reason(self.sg.nodes[i], self.sg, self.shapes)
+            r = litert_abort_reason(self.sg.nodes[i], self.sg, self.shapes, self.reference)
             if r:
                 raise ModelError(f"node {i} ({self.sg.nodes[i].op}): {r}")
         if any(self.sg.nodes[i].subgraph_refs() for i in f.nodes):
             for sub in self.model.subgraphs:
                 for n in sub.nodes:
-                    r = litert_abort_reason(n, sub, {t: sub.tensors[t].shape for t in n.inputs})
+                    r = litert_abort_reason(n, sub, {t: sub.tensors[t].shape for t in n.inputs}, self.reference)
                     if r:
                         raise ModelError(f"subgraph {sub.index} node {n.index} ({n.op}): {r}")
 

@@ -124,9 +124,33 @@ def build_submodel(model: Model, subgraph: int, nodes: list[int], inputs: list[i
     return bytes(b.Output())
 
 
-def litert_abort_reason(node, sg, shapes: dict) -> str | None:
-    """Why LiteRT would abort the process (SIGABRT, not an error) preparing ``node`` with
-    input shapes ``shapes`` (tensor -> shape; unknown ones may be missing), or None.
+def _broadcast_abort(node, sg, shapes: dict, reference: str) -> str | None:
+    """A broadcasting ADD whose output has more than 8 dimensions: LiteRT 2.3.0 aborts in
+    its generic broadcast kernels (measured, builtin and ref resolvers, every type), except
+    the optimized float32/int8/uint8 kernels when tflite::ProcessBroadcastShapes fits the
+    shapes in its fivefold loop (e.g. a 9-D tensor plus a single element)."""
+    from .ops.add import fivefold  # noqa: PLC0415
+
+    if node.op != "ADD" or len(node.inputs) != 2 or min(node.inputs) < 0:
+        return None
+    s1, s2 = (shapes.get(t, sg.tensors[t].shape) for t in node.inputs)
+    if s1 is None or s2 is None:
+        return None
+    r = max(len(s1), len(s2))
+    e1, e2 = ((1,) * (r - len(s)) + tuple(int(d) for d in s) for s in (s1, s2))
+    if r <= 8 or e1 == e2:
+        return None
+    kind = sg.tensors[node.outputs[0]].type_name
+    if reference != "ref" and kind in ("FLOAT32", "INT8", "UINT8") and fivefold(e1, e2):
+        return None
+    return (f"broadcasting ADD of {list(s1)} and {list(s2)}: {r} dimensions (LiteRT aborts on "
+            "broadcasts above 8 dimensions outside its optimized fivefold loop)")
+
+
+def litert_abort_reason(node, sg, shapes: dict, reference: str = "builtin") -> str | None:
+    """Why LiteRT would abort the process (SIGABRT, not an error) preparing or running
+    ``node`` with input shapes ``shapes`` (tensor -> shape; unknown ones may be missing,
+    then the declared shape counts) under the op resolver ``reference``, or None.
 
     Measured with LiteRT 2.3.0 (tests/test_hardening.py): a quantized-type SUB with an
     input lacking quantization parameters, an 8-bit ADD with any tensor lacking them, an
@@ -135,9 +159,14 @@ def litert_abort_reason(node, sg, shapes: dict) -> str | None:
     >= 1 (shift 20 for 8-bit, 15 for int16: QuantizeMultiplierSmallerThanOneExp); an int16
     ADD on the power-of-two path (pot_scale_int16 and every scale a power of two, by
     tflite::CheckedLog2) whose operands hold different element counts
-    (MatchingElementsSize). Non-positive or non-finite scales are refused by model.py.
+    (MatchingElementsSize); a broadcasting ADD above 8 dimensions (``_broadcast_abort``).
+    Non-positive or non-finite scales are refused by model.py.
     """
     from .ops.add_quant import checked_log2  # noqa: PLC0415
+
+    r = _broadcast_abort(node, sg, shapes, reference)
+    if r:
+        return r
 
     if node.op not in ("ADD", "SUB") or len(node.inputs) != 2 or len(node.outputs) != 1 \
             or min(node.inputs) < 0:

@@ -168,25 +168,12 @@ def nan_rule(shape1, shape2, reference: str = "builtin"):
         return ("pos", int(math.prod(e1)), "a", 8 if reference == "ref" else 4)
     if reference == "ref":
         return _last_dim_rule(e1, e2, 8)
-    fast = None
-    for i in range(r - 1, -1, -1):  # tflite::ProcessBroadcastShapes
-        if e1[i] == e2[i]:
-            continue
-        fast = "a" if e1[i] == 1 else "b" if e2[i] == 1 else None
-        break
-    if fast is not None:
-        sa, sb = (e1, e2) if fast == "a" else (e2, e1)
-        y, i = [1] * 5, r - 1
-        for k, test in ((4, lambda j: sa[j] == sb[j]), (3, lambda j: sa[j] == 1),
-                        (2, lambda j: sa[j] == sb[j]), (1, lambda j: sb[j] == 1),
-                        (0, lambda j: sa[j] == sb[j])):
-            while i >= 0 and test(i):
-                y[k] *= sb[i] if k in (4, 3, 0) else sa[i]
-                i -= 1
-        if i < 0:  # the fivefold loop
-            if y[4] > 1:
-                return ("pos", y[4], fast, 4)
-            return "b" if fast == "a" else "a"
+    five = fivefold(e1, e2)
+    if five is not None:  # the fivefold loop
+        fast, y = five
+        if y[4] > 1:
+            return ("pos", y[4], fast, 4)
+        return "b" if fast == "a" else "a"
     # element by element (4-D slow path) or, at 5-D and 6-D, a loop over the innermost
     # dimension alone, vectorised when both operands vary along it
     if e1[-1] != e2[-1]:
@@ -194,6 +181,29 @@ def nan_rule(shape1, shape2, reference: str = "builtin"):
     if r <= 4 or e1[-1] == 1:
         return "a"
     return ("pos", e1[-1], "a", 4)
+
+
+def fivefold(e1, e2):
+    """tflite::ProcessBroadcastShapes on two shapes of equal rank (broadcasting): the
+    fast-broadcasting operand ("a" or "b") and the five loop extents y0..y4 when the
+    broadcast fits LiteRT's optimized fivefold loop, else None (the generic path)."""
+    fast = None
+    for i in range(len(e1) - 1, -1, -1):
+        if e1[i] == e2[i]:
+            continue
+        fast = "a" if e1[i] == 1 else "b" if e2[i] == 1 else None
+        break
+    if fast is None:
+        return None
+    sa, sb = (e1, e2) if fast == "a" else (e2, e1)
+    y, i = [1] * 5, len(e1) - 1
+    for k, test in ((4, lambda j: sa[j] == sb[j]), (3, lambda j: sa[j] == 1),
+                    (2, lambda j: sa[j] == sb[j]), (1, lambda j: sb[j] == 1),
+                    (0, lambda j: sa[j] == sb[j])):
+        while i >= 0 and test(i):
+            y[k] *= sb[i] if k in (4, 3, 0) else sa[i]
+            i -= 1
+    return (fast, y) if i < 0 else None
 
 
 def _last_dim_rule(e1, e2, block: int):

@@ -650,3 +650,89 @@ def test_two_interpreters_in_two_threads(fast_device):
         t.join(120)
     assert not errors, errors
     assert len(results) == 300
+
+
+_LITERT_RUN = """
+import sys, numpy as np
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
+r = {"builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, "ref": OpResolverType.BUILTIN_REF}[sys.argv[2]]
+it = Interpreter(model_path=sys.argv[1], experimental_op_resolver_type=r)
+it.allocate_tensors()
+for d in it.get_input_details():
+    it.set_tensor(d["index"], np.ones(d["shape"], d["dtype"]))
+it.invoke()
+"""
+
+_Q3 = ((0.05, 0), (0.08, 0), (0.1, 0))
+_HIGH_RANK = [  # (dtype, shape1, shape2): broadcasts around LiteRT's 8-dimension limit
+    ("int32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1)),
+    ("float32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1)),
+    ("float32", (1, 1, 1, 1, 1, 1, 1, 1, 5), (1,)),
+    ("int32", (1, 1, 1, 1, 1, 1, 1, 1, 5), ()),
+    ("uint8", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 1, 5)),
+    ("int64", (1,), (1, 1, 1, 1, 1, 1, 1, 1, 5)),
+    ("int32", (2, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 3, 1)),  # 8-D: fine
+    ("int32", (2, 3, 1, 1, 1, 1, 1, 1, 5), (2, 3, 1, 1, 1, 1, 1, 1, 5)),  # same shape: fine
+]
+
+
+@pytest.mark.parametrize("reference", ["builtin", "ref"])
+@pytest.mark.parametrize("dtype,s1,s2", _HIGH_RANK)
+def test_high_rank_broadcast_abort_guard_matches_litert(tmp_path, dtype, s1, s2, reference):
+    """LiteRT aborts on broadcasting ADDs above 8 dimensions, except in its optimized
+    fivefold loop (float32/8-bit, builtin): litert_abort_reason predicts exactly when
+    (LiteRT run in a subprocess), and litecl refuses those models with a ModelError."""
+    from litecl.fallback import litert_abort_reason  # noqa: PLC0415
+    from models.builders import add_model  # noqa: PLC0415
+
+    m = add_model(dtype, s1, s2, **({"quant": _Q3} if dtype in ("int8", "uint8") else {}))
+    p = tmp_path / "m.tflite"
+    p.write_bytes(m)
+    r = subprocess.run([sys.executable, "-c", _LITERT_RUN, str(p), reference], capture_output=True, timeout=120)
+    sg = load_model(model_content=m).subgraphs[0]
+    predicted = litert_abort_reason(sg.nodes[0], sg, {t: sg.tensors[t].shape for t in sg.nodes[0].inputs}, reference)
+    assert (r.returncode != 0) == (predicted is not None), (r.returncode, r.stderr[-300:], predicted)
+
+
+def test_high_rank_broadcast_is_refused_not_a_crash(tmp_path, fast_device):
+    from models.builders import add_model  # noqa: PLC0415
+
+    m = add_model("int32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1))
+    it = litecl.Interpreter(model_content=m, device=fast_device)
+    with pytest.raises(litecl.ModelError, match="above 8 dimensions"):
+        it.allocate_tensors()
+    p = tmp_path / "bc9.tflite"
+    p.write_bytes(m)
+    r = subprocess.run([sys.executable, "-m", "litecl.cli", "run", str(p), "--device", fast_device],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_inputs_survive_allocate_without_resize(fast_device):
+    """LiteRT keeps input values across allocate_tensors() (and a resize to the same
+    shape); after a real resize litecl asks for the input again (LiteRT reads stale
+    memory there)."""
+    from models.builders import add_model, cast_model  # noqa: PLC0415
+
+    for m, n in ((add_model("float32", (4,), (4,)), 4), (cast_model("int8", "int64", [300000]), 300000)):
+        it = litecl.Interpreter(model_content=m, device=fast_device)
+        it.allocate_tensors()
+        ins = it.get_input_details()
+        vals = [np.arange(n).astype(d["dtype"]) for d in ins]
+        for d, v in zip(ins, vals):
+            it.set_tensor(d["index"], v)
+        it.invoke()
+        want = it.get_tensor(it.get_output_details()[0]["index"])
+        it.allocate_tensors()
+        it.invoke()
+        assert np.array_equal(it.get_tensor(it.get_output_details()[0]["index"]), want)
+        it.resize_tensor_input(ins[0]["index"], [n])
+        it.allocate_tensors()
+        it.invoke()
+        assert np.array_equal(it.get_tensor(it.get_output_details()[0]["index"]), want)
+        for d in ins:
+            it.resize_tensor_input(d["index"], [n + 1])
+        it.allocate_tensors()
+        with pytest.raises(litecl.InputError, match="was not set"):
+            it.invoke()
+        it.close()
