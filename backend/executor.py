@@ -118,6 +118,7 @@ class _Fallback:
     shapes_key: tuple = ()
     in_index: list = field(default_factory=list)
     out_index: list = field(default_factory=list)
+    out_details: list = field(default_factory=list)
 
 
 class Executor:
@@ -401,16 +402,21 @@ class Executor:
                     if tuple(d["shape"]) != s:
                         f.interp.resize_tensor_input(d["index"], list(s), strict=False)
                 f.interp.allocate_tensors()
+                f.out_details = f.interp.get_output_details()
             except (RuntimeError, ValueError) as e:  # LiteRT refuses the segment
                 if isinstance(e, LiteclError):
                     raise
                 ops = sorted({self.sg.nodes[i].op for i in f.nodes})
                 msg = " ".join(str(e).split())[:300] or type(e).__name__
+                odd = sorted({self.sg.tensors[t].type_name for t in (*f.inputs, *f.outputs)
+                              if self.sg.tensors[t].dtype is None})
+                if odd:  # e.g. BFLOAT16: LiteRT's Python API has no numpy type for it
+                    msg += f" (its boundary tensors include {', '.join(odd)}, which LiteRT's Python API cannot pass)"
                 raise ModelError(f"LiteRT cannot prepare nodes {_ranges(f.nodes)} ({', '.join(ops)}): "
                                  f"{msg}") from None
-            f.out_index = [d["index"] for d in f.interp.get_output_details()]
+            f.out_index = [d["index"] for d in f.out_details]
             f.shapes_key = shapes
-        for t, d in zip(f.outputs, f.interp.get_output_details()):
+        for t, d in zip(f.outputs, f.out_details):
             self.shapes[t] = tuple(int(x) for x in d["shape"])
 
     # ----------------------------------------------------------------- memory

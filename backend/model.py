@@ -227,12 +227,14 @@ def _buffer_bytes(raw: bytes, buf, where: str, bi: int) -> Optional[bytes]:
 
 
 def _text(b, where: str, what: str) -> str:
-    """A flatbuffer string as str. The schema's strings are UTF-8, and LiteRT's Python API
-    fails on names that are not (UnicodeDecodeError in get_input_details)."""
+    """A flatbuffer string as str, up to its first NUL byte: LiteRT reads names as C
+    strings (a tensor named b"in\0put" is "in" in its details). The schema's strings are
+    UTF-8, and LiteRT's Python API fails on names that are not (UnicodeDecodeError in
+    get_input_details)."""
     if not isinstance(b, bytes):
-        return b or ""
+        return (b or "").split("\0", 1)[0]
     try:
-        return b.decode("utf-8")
+        return b.split(b"\0", 1)[0].decode("utf-8")
     except UnicodeDecodeError as e:
         raise ModelError(f"{where}: {what} is not UTF-8 ({_short(e)})") from None
 
@@ -311,22 +313,22 @@ def _validate(raw: bytes, obj, where: str) -> Model:
             dt = BY_TFLITE.get(int(t.type))
             data = None
             blob = _buffer_bytes(raw, bufs[t.buffer], where, t.buffer) if bufs and t.buffer > 0 else None
+            name = _text(t.name, where, f"subgraph {si} tensor {ti} name")
             if blob:
                 if dt is None:
                     data = None  # e.g. string constants: left to LiteRT
                 else:
-                    count = math.prod(shape)
-                    if count * dt.itemsize != len(blob):
+                    need = math.prod(shape) * dt.itemsize
+                    if len(blob) < need:  # LiteRT reads the first bytes of a longer buffer
                         raise ModelError(
-                            f"{where}: subgraph {si} tensor {ti} ({t.name!r}) holds {len(blob)} bytes,"
-                            f" expected {count * dt.itemsize} for {dt.name}{list(shape)}")
-                    data = np.frombuffer(blob, dtype=dt.np).reshape(shape).copy()
+                            f"{where}: subgraph {si} tensor {ti} ({name!r}) holds {len(blob)} bytes,"
+                            f" expected {need} for {dt.name}{list(shape)}")
+                    data = np.frombuffer(blob[:need], dtype=dt.np).reshape(shape).copy()
             q = t.quantization
             scales = np.asarray(q.scale if q is not None and q.scale is not None else [], np.float32)
             zps = np.asarray(q.zeroPoint if q is not None and q.zeroPoint is not None else [], np.int64)
             qd = int(q.quantizedDimension) if q is not None else 0
             bs = int(getattr(getattr(q, "details", None), "blockSize", 0) or 0) if q is not None else 0
-            name = _text(t.name, where, f"subgraph {si} tensor {ti} name")
             if blob or t.isVariable or 0 in shape:
                 has_value.add(ti)
             tensors.append(Tensor(ti, name, int(t.type), dt, shape, sig, int(t.buffer), data,

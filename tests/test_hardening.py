@@ -736,3 +736,65 @@ def test_inputs_survive_allocate_without_resize(fast_device):
         with pytest.raises(litecl.InputError, match="was not set"):
             it.invoke()
         it.close()
+
+
+def _mutated(content: bytes, edit) -> bytes:
+    import flatbuffers  # noqa: PLC0415
+    from ai_edge_litert import schema_py_generated as s  # noqa: PLC0415
+
+    m = s.ModelT.InitFromObj(s.Model.GetRootAsModel(content, 0))
+    edit(m)
+    b = flatbuffers.Builder(0)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def test_names_with_nul_and_long_constant_buffers_as_litert(tmp_path, fast_device):
+    """LiteRT reads tensor names up to the first NUL byte and accepts a constant buffer
+    longer than its tensor (reading the first bytes): litecl's details and results agree,
+    and `litecl compare` finds them equal."""
+    from models.builders import add_model, cast_model  # noqa: PLC0415
+
+    def nul_names(m):
+        m.subgraphs[0].tensors[0].name = "in\0put"
+        m.subgraphs[0].tensors[1].name = "out\0put"
+
+    def long_buffer(m):
+        t = m.subgraphs[0].tensors[m.subgraphs[0].operators[0].inputs[1]]
+        buf = m.buffers[t.buffer]
+        buf.data = np.concatenate([np.asarray(buf.data, np.uint8), np.full(60, 7, np.uint8)])
+
+    cases = [_mutated(cast_model("float32", "float16", (4,)), nul_names),
+             _mutated(add_model("int32", (4,), (1,), const2=np.array([5], np.int32)), long_buffer)]
+    for i, m in enumerate(cases):
+        ref = make_interpreter(m)
+        ref.allocate_tensors()
+        it = litecl.Interpreter(model_content=m, device=fast_device)
+        it.allocate_tensors()
+        assert [d["name"] for d in it.get_input_details()] == [d["name"] for d in ref.get_input_details()]
+        assert [d["name"] for d in it.get_output_details()] == [d["name"] for d in ref.get_output_details()]
+        p = tmp_path / f"m{i}.tflite"
+        p.write_bytes(m)
+        r = subprocess.run([sys.executable, "-m", "litecl.cli", "compare", str(p), "--device", fast_device],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, (r.stdout[-500:], r.stderr)
+
+
+def test_tensor_types_litert_python_cannot_pass_are_model_errors(tmp_path, fast_device):
+    """A BFLOAT16 tensor at a fallback boundary: LiteRT's Python API has no numpy type
+    for it (ValueError inside LiteRT); litecl names the type in a ModelError."""
+    from ai_edge_litert import schema_py_generated as s  # noqa: PLC0415
+    from models.builders import cast_model  # noqa: PLC0415
+
+    def bf16(m):
+        m.subgraphs[0].tensors[1].type = s.TensorType.BFLOAT16
+
+    m = _mutated(cast_model("float32", "float16", (4,)), bf16)
+    with pytest.raises(litecl.ModelError, match="BFLOAT16"):
+        litecl.Interpreter(model_content=m, device=fast_device).allocate_tensors()
+    p = tmp_path / "bf16.tflite"
+    p.write_bytes(m)
+    for cmd in ("run", "inspect", "compare"):
+        r = subprocess.run([sys.executable, "-m", "litecl.cli", cmd, str(p), "--device", fast_device],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and r.stderr.startswith("error: ") and "BFLOAT16" in r.stderr, (cmd, r.stderr)
