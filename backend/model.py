@@ -241,9 +241,26 @@ def _text(b, where: str, what: str) -> str:
 
 def _check_sources(sub: "Subgraph", has_value: set, where: str) -> None:
     """Every tensor an operator reads, and every output, must get a value: be an input, a
-    constant, a variable, empty, or some operator's output. (LiteRT would read
-    uninitialised memory; litecl refuses the model.)"""
+    constant, a variable, empty, or the output of an operator listed before it (LiteRT
+    runs operators in the order listed). No operator may write a constant. (LiteRT would
+    read uninitialised memory, or write into the model's buffers; litecl refuses the
+    model.)"""
     ok = has_value | set(sub.inputs) | {t for n in sub.nodes for t in n.outputs}
+    produced_by = {}
+    for n in sub.nodes:
+        for t in n.outputs:
+            produced_by.setdefault(t, n.index)
+    for n in sub.nodes:
+        for t in n.outputs:
+            if t >= 0 and sub.tensors[t].data is not None:
+                raise ModelError(f"{where}: subgraph {sub.index} operator {n.index} ({n.op}) writes "
+                                 f"tensor {t} ({sub.tensors[t].name!r}), a constant")
+        for t in n.inputs:
+            if t >= 0 and t not in has_value and t not in sub.inputs and produced_by.get(t, -1) >= n.index:
+                raise ModelError(
+                    f"{where}: subgraph {sub.index} operator {n.index} ({n.op}) reads tensor {t} "
+                    f"({sub.tensors[t].name!r}) before operator {produced_by[t]} writes it "
+                    "(LiteRT runs operators in the order listed)")
     for n in sub.nodes:
         if -1 in n.inputs and n.op not in OPTIONAL_INPUT_OPS \
                 and not n.op.startswith(("CUSTOM", "STABLEHLO_")):

@@ -798,3 +798,26 @@ def test_tensor_types_litert_python_cannot_pass_are_model_errors(tmp_path, fast_
         r = subprocess.run([sys.executable, "-m", "litecl.cli", cmd, str(p), "--device", fast_device],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and r.stderr.startswith("error: ") and "BFLOAT16" in r.stderr, (cmd, r.stderr)
+
+
+def test_operators_out_of_order_or_writing_constants_are_model_errors():
+    """LiteRT runs operators in the order listed (reading a tensor a later operator
+    writes reads stale memory) and would write into the model's own buffer for an
+    operator whose output is a constant (it crashed on such a fuzzed model): refused."""
+    from models.builders import chain_model  # noqa: PLC0415
+
+    def reverse(m):
+        m.subgraphs[0].operators = m.subgraphs[0].operators[::-1]
+
+    m = _mutated(chain_model(["float32", "int32", "float16", "float32"], (8,)), reverse)
+    with pytest.raises(litecl.ModelError, match="before operator .* writes it"):
+        load_model(model_content=m)
+
+    def write_const(m):
+        sg = m.subgraphs[0]
+        sg.operators[0].outputs = [sg.operators[1].inputs[1]]  # the next ADD's constant
+
+    c = np.arange(8, dtype=np.int32)
+    m = _mutated(chain_model(["int32", ("add", c, "NONE"), ("add", c + 1, "NONE")], (8,)), write_const)
+    with pytest.raises(litecl.ModelError, match="a constant"):
+        load_model(model_content=m)
