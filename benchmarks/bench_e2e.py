@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import SHARED, positive_int, progress, write_outputs
+from common import SHARED, positive_int, progress, run_script, write_outputs
 
 import litecl  # noqa: E402
 from litecl.bench import make_run  # noqa: E402
@@ -106,10 +106,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=positive_int, default=5,
                     help="alternating rounds, litecl then LiteRT (default 5)")
     ap.add_argument("--per-round", type=positive_int, default=4,
-                    help="inferences of each per round (default 4); the median is reported")
+                    help="inferences of each per round (default 4); the median over all rounds is reported")
     ap.add_argument("--reference", default="builtin", choices=("builtin", "ref", "xnnpack"),
                     help="LiteRT op resolver, for LiteRT and litecl's fallback segments (default builtin)")
-    ap.add_argument("--no-real", action="store_true", help="skip ../shared/models")
+    ap.add_argument("--no-real", action="store_true",
+                    help="skip the real models (from $LITECL_SHARED_MODELS, default ../shared/models "
+                         "beside the checkout)")
     ap.add_argument("--out", default="bench_out", type=Path, help="output folder (default bench_out)")
     args = ap.parse_args(argv)
     dev = litecl.open_device(args.device)
@@ -159,4 +161,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main))

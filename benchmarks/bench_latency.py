@@ -1,11 +1,13 @@
 """Where the per-invoke time of a small model goes: litecl's set_tensor / invoke /
-get_tensor on a 4K-element CAST, and the raw OpenCL calls they are made of (blocking
-map, read, write, kernel launch + finish), plus the same transfers through pinned
-(ALLOC_HOST_PTR, mapped once) host memory.
+get_tensor on a float32 -> float16 CAST of --n elements (default 4096), and the raw OpenCL
+calls they are made of (blocking map, read, write, kernel launch + finish) on a buffer of
+the same size, plus the same transfers through pinned (ALLOC_HOST_PTR, mapped once) host
+memory.
 
     python benchmarks/bench_latency.py --device pocl --out bench_out
 
-Writes latency.json and latency.md under --out (microseconds, mean of --runs calls).
+Writes latency.json and latency.md under --out (microseconds, mean of --runs calls after
+max(10, runs / 20) untimed ones).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import write_outputs
+from common import positive_int, run_script, write_outputs
 
 import litecl  # noqa: E402
 from models.builders import cast_model  # noqa: E402
@@ -32,10 +34,11 @@ def mean_us(f, runs: int) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default=None)
-    ap.add_argument("--n", type=int, default=4096, help="elements of the float32 -> float16 CAST model")
-    ap.add_argument("--runs", type=int, default=2000)
-    ap.add_argument("--out", default="bench_out", type=Path)
+    ap.add_argument("--device", default=None, help="litecl device spec (default: auto)")
+    ap.add_argument("--n", type=positive_int, default=4096,
+                    help="elements of the float32 -> float16 CAST model and the raw buffers (default 4096)")
+    ap.add_argument("--runs", type=positive_int, default=2000, help="timed calls per step, mean (default 2000)")
+    ap.add_argument("--out", default="bench_out", type=Path, help="output folder (default bench_out)")
     args = ap.parse_args(argv)
     import pyopencl as cl
 
@@ -92,4 +95,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import CopyProbe, log2_sizes, positive_int, progress, write_outputs
+from common import CopyProbe, log2_sizes, positive_int, progress, run_script, write_outputs
 
 import litecl  # noqa: E402  (after common.py set sys.path)
 import pyopencl as cl  # noqa: E402
@@ -110,10 +110,13 @@ def tables(rows: list, device: str, repeats: int) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="pocl", help="litecl device spec of a CPU device (default: pocl)")
-    ap.add_argument("--sizes", default="20,22,24,26", type=log2_sizes, help="comma-separated log2 element counts")
-    ap.add_argument("--pairs", default="all", help="'all' or comma-separated src:dst CAST pairs (ADD always runs)")
+    ap.add_argument("--sizes", default="20,22,24,26", type=log2_sizes,
+                    help="comma-separated log2 element counts, each 0..30 (default 20,22,24,26)")
+    ap.add_argument("--pairs", default="all",
+                    help="'all' or comma-separated src:dst CAST pairs; ADD of float32, int32 and int64 "
+                         "always runs (default all)")
     ap.add_argument("--repeats", type=positive_int, default=5, help="timed rounds per case (default 5)")
-    ap.add_argument("--out", default="bench_out", type=Path)
+    ap.add_argument("--out", default="bench_out", type=Path, help="output folder (default bench_out)")
     args = ap.parse_args(argv)
     dev = litecl.open_device(args.device)
     if not dev.caps.nontemporal:
@@ -138,4 +141,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main))

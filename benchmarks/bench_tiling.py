@@ -6,9 +6,10 @@ Kernels (the same per-element function in each, from litecl's code generators):
   tiled_scalar           former/tail plan with scalar loads (litecl before vectorising)
   ndrange                one work-item per element, ``if (i < n)``
   grid_stride            ``for (i = gid; i < n; i += global_size)``
-Cases: CAST float32->float16, CAST uint8->float32, same-shape ADD float32, at sizes
-2^16..2^24. GB/s counts bytes read + written, from OpenCL profiling events (warm-up, then
-the median of --repeats launches; all kernels of a point are timed in alternating rounds).
+Cases: CAST float32->float16, CAST uint8->float32, same-shape ADD float32, at --sizes
+(default 2^16..2^24). GB/s counts bytes read + written, from OpenCL profiling events
+(--warmup untimed rounds, then the median of --repeats launches; all kernels of a point
+are timed in alternating rounds). Each kernel's output is first checked against numpy.
 Each point also times the device's float4 copy kernel moving the same bytes in the same
 rounds (cache-resident sizes run above DRAM's), and the header gives a 256 MiB copy: the
 roof.
@@ -39,7 +40,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import copy_bandwidth  # noqa: E402  (also puts the checkout on sys.path)
+# common also puts the checkout on sys.path
+from common import copy_bandwidth, log2_sizes, nonnegative_int, positive_int, run_script  # noqa: E402
 
 from litecl.device import open_device  # noqa: E402
 from litecl.ops.add import add_kernel  # noqa: E402
@@ -231,15 +233,18 @@ def geometry_table(rows) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default=None, help="litecl device spec (default: auto)")
-    ap.add_argument("--sizes", default="16,17,18,19,20,21,22,23,24", help="comma-separated log2 element counts")
-    ap.add_argument("--repeats", type=int, default=15, help="timed launches per point (median)")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed launches first")
+    ap.add_argument("--sizes", default="16,17,18,19,20,21,22,23,24", type=log2_sizes,
+                    help="comma-separated log2 element counts, each 0..30 (default 16,17,...,24)")
+    ap.add_argument("--repeats", type=positive_int, default=15,
+                    help="timed launches of each kernel per point, median (default 15)")
+    ap.add_argument("--warmup", type=nonnegative_int, default=3,
+                    help="untimed launches of each kernel first (default 3)")
     ap.add_argument("--geometry", action="store_true",
                     help="also sweep local size x work-groups per CU x vector bytes at the largest size")
-    ap.add_argument("--out", default="bench_out", type=Path, help="output folder")
+    ap.add_argument("--out", default="bench_out", type=Path, help="output folder (default bench_out)")
     args = ap.parse_args(argv)
     dev = open_device(args.device)
-    sizes = [1 << int(s) for s in args.sizes.split(",")]
+    sizes = [1 << s for s in args.sizes]
 
     def log(msg):
         print(msg, flush=True)
@@ -269,4 +274,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_script(main))

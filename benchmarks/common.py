@@ -87,6 +87,19 @@ def positive_int(text: str) -> int:
     return v
 
 
+def nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (a one-line usage error otherwise)."""
+    import argparse
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
+    return v
+
+
 def log2_sizes(text: str) -> list[int]:
     """argparse type: comma-separated log2 element counts in 0..30, e.g. '10,14,26'."""
     import argparse
@@ -99,6 +112,22 @@ def log2_sizes(text: str) -> list[int]:
     if not vals or any(not 0 <= v <= 30 for v in vals):
         raise argparse.ArgumentTypeError(f"log2 sizes must be in 0..30, got {text!r}")
     return vals
+
+
+def run_script(main, argv=None) -> int:
+    """Run a script's ``main(argv)`` for ``raise SystemExit(run_script(main))``: a litecl error
+    (litecl.LiteclError: a bad or unusable --device, a model or kernel litecl rejects) prints
+    one ``error: ...`` line on stderr and returns exit status 2, never a traceback (set
+    LITECL_DEBUG=1 for one). Anything else is a bug and keeps its traceback."""
+    from litecl import LiteclError
+
+    try:
+        return main(argv)
+    except LiteclError as e:
+        if os.environ.get("LITECL_DEBUG"):
+            raise
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
 
 
 def write_outputs(out_dir: Path, name: str, data, table_md: str) -> None:
