@@ -81,6 +81,16 @@ def benchmark_interpreter(interp, inputs: dict, *, warmup_runs=1, warmup_min_sec
     return {"warmup": warm.summary(), "runs": timed.summary()}
 
 
+def _ranges(nodes) -> str:
+    from .executor import _ranges as ranges  # noqa: PLC0415
+
+    return ranges(nodes)
+
+
+def _fused_note(g) -> str:
+    return ", streaming stores" if "__builtin_nontemporal_store" in g.source else ""
+
+
 def node_profile(interp, inputs: dict, runs: int = 10, run=None, ex=None) -> list[dict]:
     """Per node (OpenCL kernels: event-profiled device time) and per fallback segment
     (wall time of the LiteRT sub-interpreter's invoke), averaged over ``runs`` runs with
@@ -108,8 +118,17 @@ def node_profile(interp, inputs: dict, runs: int = 10, run=None, ex=None) -> lis
             times = acc.get(("k", step))
             n = sg.nodes[step]
             spec = ex._kernels[step].spec if step in ex._kernels else None
+            what = spec.what if spec else ""
+            lead = ex._member.get(step)
+            if lead is not None:  # one fused kernel for the group, timed under its first node
+                g = ex._groups[lead]
+                if step == lead:
+                    what = (f"fused kernel of nodes {_ranges(g.nodes)} "
+                            f"({', '.join(sg.nodes[i].op for i in g.nodes)}){_fused_note(g)}")
+                else:
+                    what = f"in the fused kernel of node {lead}"
             rows.append({"node": f"{n.op}", "index": step, "placement": "opencl",
-                         "what": spec.what if spec else "", "folded": step in ex.folded,
+                         "what": what, "folded": step in ex.folded, "fused_into": lead,
                          "avg_ms": (np.mean(times) / 1e6) if times else 0.0})
         else:
             times = acc.get(("f", step.nodes[0]))

@@ -100,6 +100,16 @@ def _check_writable(path: str, what: str) -> None:
     ok = os.access(full, os.W_OK) if os.path.exists(full) else os.access(parent, os.W_OK | os.X_OK)
     if not ok:
         raise _Usage(f"cannot write {what} {path}: permission denied")
+    # permission bits do not tell everything (root, read-only or pseudo file systems such
+    # as /proc): open it for appending, which changes nothing, or create it and remove it
+    existed = os.path.exists(full)
+    try:
+        with open(full, "ab" if existed else "xb"):
+            pass
+    except OSError as e:
+        raise _Usage(f"cannot write {what} {path}: {e.strerror or e}") from None
+    if not existed:
+        os.remove(full)
 
 
 def _npz_path(path: str) -> str:
@@ -292,9 +302,11 @@ def cmd_inspect(args) -> int:
             interp.get_signature_runner(key).allocate_tensors()
         pl = interp.placement()
         summary = interp.summary()
+    fused = _fused_groups(interp, {p["subgraph"] for p in pl})
     if args.json:
         print(json.dumps({"model": args.model, "device": _device_json(interp.device),
-                          "signature": args.signature, "nodes": pl, "summary": summary}, indent=2))
+                          "signature": args.signature, "nodes": pl, "summary": summary,
+                          "fused": fused}, indent=2))
         return 0
     print(f"model: {args.model}" + (f"  signature: {args.signature}" if args.signature else ""))
     print(f"device: {_device_line(interp.device)}")
@@ -304,7 +316,23 @@ def cmd_inspect(args) -> int:
     print()
     for line in summary:
         print(line)
+    for f in fused:
+        print(f"Fused into one OpenCL kernel: subgraph {f['subgraph']} nodes "
+              f"{', '.join(map(str, f['nodes']))} ({', '.join(f['ops'])}).")
     return 0
+
+
+def _fused_groups(interp, subgraphs) -> list[dict]:
+    """The fused kernels allocate_tensors() formed, per subgraph it planned."""
+    out = []
+    for si in sorted(subgraphs):
+        g = interp._graphs.get(si)
+        if g is None or g.ex is None:
+            continue
+        for lead in sorted(g.ex._groups):
+            nodes = g.ex._groups[lead].nodes
+            out.append({"subgraph": si, "nodes": list(nodes), "ops": [g.sg.nodes[i].op for i in nodes]})
+    return out
 
 
 def _open_with_inputs(args):

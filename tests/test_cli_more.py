@@ -318,3 +318,40 @@ def test_benchmark_scripts_reject_bad_arguments_in_one_line(script, args, fragme
                        capture_output=True, text=True, timeout=300, cwd=ROOT / "benchmarks")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert fragment in r.stderr.strip().splitlines()[-1]
+
+
+@needs_intel
+def test_inspect_and_bench_show_fused_kernels(tmp_path):
+    """A fused CAST-ADD-CAST chain: inspect names the group; bench's per-node table times
+    the one kernel under the group's first node and marks the others as inside it."""
+    import json
+
+    from models.builders import chain_model
+
+    p = tmp_path / "chain.tflite"
+    p.write_bytes(chain_model(["uint8", "float32", ("add", np.float32(1.0), "NONE"), "float16"], (4096,)))
+    r = run_cli("inspect", p, "--device", DEV)
+    assert r.returncode == 0 and "Fused into one OpenCL kernel: subgraph 0 nodes 0, 1, 2 (CAST, ADD, CAST)." in r.stdout
+    r = run_cli("inspect", p, "--device", DEV, "--json")
+    assert json.loads(r.stdout)["fused"] == [{"subgraph": 0, "nodes": [0, 1, 2], "ops": ["CAST", "ADD", "CAST"]}]
+    r = run_cli("bench", p, "--device", DEV, "--num_runs", "3", "--min_secs", "0", "--warmup_runs", "1",
+                "--warmup_min_secs", "0")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if " opencl " in ln]
+    assert "fused kernel of nodes 0-2 (CAST, ADD, CAST)" in lines[0]
+    assert all("in the fused kernel of node 0" in ln for ln in lines[1:3]), lines
+
+
+@needs_intel
+def test_unwritable_output_paths_fail_before_running(tmp_path):
+    """/proc passes permission checks as root but takes no new files: refused up front,
+    and a writable new path is not left behind by the check."""
+    p = tmp_path / "m.tflite"
+    p.write_bytes(cast_model("float32", "float16", [8]))
+    for args in (("bench", p, "--json", "/proc/x.json"), ("run", p, "--output", "/proc/x.npz")):
+        r = run_cli(*args, "--device", DEV)
+        one_error(r, "cannot write")
+        assert "x." in r.stderr
+    r = run_cli("bench", p, "--device", DEV, "--json", tmp_path / "b.json", "--num_runs", "2", "--min_secs", "0",
+                "--warmup_min_secs", "0")
+    assert r.returncode == 0 and (tmp_path / "b.json").exists()
