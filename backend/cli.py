@@ -196,7 +196,7 @@ def _check_shape(d: dict, v: np.ndarray, resize: bool) -> None:
 
 
 def _inputs_for(details: list[dict], given: dict | None, seed: int, resize: bool = False,
-                full_range: bool = False) -> dict:
+                full_range: bool = False, interp=None, sig=None) -> dict:
     from .compare import random_inputs  # noqa: PLC0415
 
     if given is None:
@@ -205,7 +205,12 @@ def _inputs_for(details: list[dict], given: dict | None, seed: int, resize: bool
     names = [d["name"] for d in details]
     unknown = sorted(set(given) - set(names))
     if unknown:
-        raise _Usage(f"unknown input name(s) {unknown}; the model's inputs are {names}")
+        hint = ""
+        if interp is not None and sig is None:  # names of a signature's inputs?
+            keys = [k for k, v in interp.get_signature_list().items() if set(given) <= set(v["inputs"])]
+            if keys:
+                hint = f" (those are the inputs of signature {keys[0]!r}: pass --signature {keys[0]})"
+        raise _Usage(f"unknown input name(s) {unknown}; the model's inputs are {names}{hint}")
     missing = [n for n in names if n not in given]
     if missing:
         raise _Usage(f"missing input(s) {missing}; the model's inputs are {names}")
@@ -341,7 +346,8 @@ def _open_with_inputs(args):
     given = _load_npz(args.inputs) if args.inputs else None
     interp = _open(args)
     sig = _pick_signature(interp, args.signature)
-    inputs = _inputs_for(_details_by_name(interp, sig), given, args.seed, args.resize, args.full_range)
+    inputs = _inputs_for(_details_by_name(interp, sig), given, args.seed, args.resize, args.full_range,
+                         interp, sig)
     return interp, sig, inputs
 
 
@@ -413,7 +419,7 @@ def cmd_bench(args) -> int:
     run = ex = None
     if sig is None:
         details = interp.get_input_details()
-        by_name = _inputs_for(details, given, args.seed, args.resize)
+        by_name = _inputs_for(details, given, args.seed, args.resize, interp=interp)
         resized = False
         for d in details:
             if tuple(by_name[d["name"]].shape) != tuple(d["shape"]):
@@ -423,7 +429,7 @@ def cmd_bench(args) -> int:
             interp.allocate_tensors()
         inputs = {d["index"]: by_name[d["name"]] for d in details}
     else:  # a signature: its runner takes the inputs by name (and resizes to them)
-        by_name = _inputs_for(_details_by_name(interp, sig), given, args.seed, args.resize)
+        by_name = _inputs_for(_details_by_name(interp, sig), given, args.seed, args.resize, interp=interp, sig=sig)
         runner = interp.get_signature_runner(sig)
         inputs, ex = {}, runner._g.ex
 
@@ -575,8 +581,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--inputs", metavar="NPZ", help=".npz of inputs keyed by input name (default: seeded random)")
     s.add_argument("--resize", action="store_true", help=resize_help)
     s.add_argument("--seed", type=_NON_NEGATIVE, default=0, help=seed_help)
-    s.add_argument("--num_threads", type=_POSITIVE, default=None, metavar="N",
-                   help="threads of the LiteRT fallback segments (an integer >= 1; default LiteRT's)")
+    s.add_argument("--num_threads", type=_arg_int(-1, "an integer >= -1"), default=None, metavar="N",
+                   help="threads of the LiteRT fallback segments (an integer >= -1, as the "
+                        "Interpreter's num_threads; -1 or unset: LiteRT's default)")
     s.add_argument("--warmup_runs", type=_NON_NEGATIVE, default=1, metavar="N",
                    help="warm-up runs, at least (an integer >= 0; default 1; one run is always done)")
     s.add_argument("--warmup_min_secs", type=_arg_secs, default=0.5, metavar="SECS",

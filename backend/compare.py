@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import InputError
+
 __all__ = ["mismatches", "bit_equal", "random_inputs", "run_reference", "diff_report"]
 
-_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64, 16: np.uint64}
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _nan_mask(a: np.ndarray) -> np.ndarray | None:
@@ -23,22 +25,47 @@ def _nan_mask(a: np.ndarray) -> np.ndarray | None:
     return None
 
 
+def _check_same_kind(a: np.ndarray, b: np.ndarray) -> None:
+    if a.dtype != b.dtype or a.shape != b.shape:
+        raise InputError(f"cannot compare bit for bit: dtype {a.dtype} shape {list(a.shape)} vs "
+                         f"dtype {b.dtype} shape {list(b.shape)}; dtypes and shapes must be equal")
+
+
 def mismatches(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Boolean mask of elements that differ: bits (bool: bytes), except that NaNs of the
-    same sign are equal. Shapes/dtypes must match."""
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    """Boolean mask (of ``a``'s shape) of elements that differ: bits (bool: bytes; complex:
+    either part), except that NaNs of the same sign are equal.
+
+    Raises InputError (a ValueError) when the shapes or dtypes differ: nothing is broadcast
+    or converted (int8 -1 and uint8 255 are different tensors, not equal bytes). Callers
+    that may get different shapes/dtypes check that first (as ``diff_report`` and
+    ``bit_equal`` do)."""
+    a, b = np.asarray(a), np.asarray(b)
+    _check_same_kind(a, b)
+    shape = a.shape
+    if a.dtype.kind == "O":  # no stored bits to compare: compare the objects
+        return np.frompyfunc(lambda x, y: not (x == y), 2, 1)(a, b).astype(bool).reshape(shape)
+    a, b = np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1)
+    parts = 1
     if a.dtype.kind == "c":  # compare real and imaginary parts as floats
-        a, b = a.view(a.real.dtype), b.view(b.real.dtype)
-    u = _UINT[a.dtype.itemsize]
-    diff = a.view(u) != b.view(u)  # bool: the stored bytes, not their truth value
+        a, b, parts = a.view(a.real.dtype), b.view(b.real.dtype), 2
+    if a.dtype.itemsize in (1, 2, 4, 8):
+        u = _UINT[a.dtype.itemsize]
+        diff = a.view(u) != b.view(u)  # bool: the stored bytes, not their truth value
+    else:  # long double, strings, records: byte for byte
+        n = a.dtype.itemsize
+        diff = (a.view(np.uint8).reshape(-1, n) != b.view(np.uint8).reshape(-1, n)).any(axis=1)
     na, nb = _nan_mask(a), _nan_mask(b)
     if na is not None:
         diff &= ~(na & nb & (np.signbit(a) == np.signbit(b)))
-    return diff
+    if parts > 1:
+        diff = diff.reshape(-1, parts).any(axis=1)
+    return diff.reshape(shape)
 
 
 def bit_equal(a: np.ndarray, b: np.ndarray) -> bool:
-    """True when a and b have the same dtype, shape and bits (any NaN equals any NaN)."""
+    """True when a and b have the same dtype, shape and bits, except that a NaN equals any
+    NaN of the same sign (payloads may differ; -NaN != +NaN, -0.0 != +0.0). Different
+    dtypes or shapes give False, not an error."""
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
@@ -46,7 +73,12 @@ def bit_equal(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def diff_report(name: str, got: np.ndarray, want: np.ndarray) -> dict:
-    """Per-output comparison: dtype, shape, bit_exact, max_abs_diff, mismatched."""
+    """Per-output comparison: dtype, shape, bit_exact, max_abs_diff, mismatched.
+
+    A litecl output whose dtype or shape differs from LiteRT's (``litecl_dtype``,
+    ``litecl_shape``) is reported as a difference, not an error: bit_exact False,
+    max_abs_diff None, every element mismatched. max_abs_diff is None for non-numeric
+    tensors (strings)."""
     got, want = np.asarray(got), np.asarray(want)
     rep = {"name": name, "dtype": str(want.dtype), "shape": list(want.shape),
            "litecl_dtype": str(got.dtype), "litecl_shape": list(got.shape)}
@@ -54,7 +86,9 @@ def diff_report(name: str, got: np.ndarray, want: np.ndarray) -> dict:
         rep.update(bit_exact=False, max_abs_diff=None, mismatched=int(want.size))
         return rep
     m = mismatches(got, want)
-    if want.size and m.any():
+    if want.dtype.kind not in "biufc":
+        mad = None
+    elif want.size and m.any():
         g, w = got[m], want[m]
         with np.errstate(all="ignore"):
             if want.dtype.kind == "c":

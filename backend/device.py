@@ -3,15 +3,25 @@
 Specs (``open_device(spec)`` and ``LITECL_DEVICE``): ``auto`` (the default: a GPU if one
 exists, else the first CPU runtime that can build kernels, tried in the order PoCL, Intel,
 Oclgrind), ``pocl``, ``intel``, ``oclgrind``, ``nvidia``, or any substring of a platform
-or device name (case-insensitive). A spec may carry a capability profile,
-``SPEC:profile=NAME`` (see ``PROFILES``), which restricts a real device to what mobile
-GPUs offer so the mobile code paths run on a desktop device. Profiles combine with ``+``
-(``intel:profile=mobile+noint64`` applies both; a profile only ever removes capabilities).
+or device name (case-insensitive). The aliases match platform names (device names too
+only when no platform name matches). A substring matching devices of more than one
+platform (``"AMD EPYC"``: PoCL's ``pthread-AMD EPYC`` and Intel's ``AMD EPYC``) is an
+error listing them; when all matches are of one platform name (two installs of one
+runtime, or several devices of one platform) the first that builds kernels is taken. An
+empty name (``""``, ``":"``, ``":profile=mobile"``) is an error: write ``auto``.
+
+A spec may carry a capability profile, ``SPEC:profile=NAME`` (see ``PROFILES``), which
+restricts a real device to what mobile GPUs offer so the mobile code paths run on a
+desktop device. Profiles combine with ``+`` (``intel:profile=mobile+noint64`` applies
+both; a profile only ever removes capabilities).
 
 Environment variables:
 
 ``LITECL_DEVICE``
-    The spec used when ``open_device`` (or an Interpreter) gets no device; default ``auto``.
+    The spec used when ``open_device`` (or an Interpreter) gets no device; default ``auto``
+    (unset, empty or only blanks all mean ``auto``: ``LITECL_DEVICE= cmd`` is the shell's
+    way to unset it). A non-blank value follows the spec rules, so ``:profile=mobile`` is
+    an error there too (write ``auto:profile=mobile``).
 ``LITECL_NO_INTEL_ICD``
     When set (non-empty), importing litecl leaves ``OCL_ICD_VENDORS`` alone, so the Intel
     CPU runtime of the pip package ``intel-opencl-rt`` is not made visible (see below).
@@ -361,21 +371,28 @@ _ALIASES = {
 }
 
 
+_SPEC_NAMES = "auto, pocl, intel, oclgrind, nvidia or a platform/device name substring"
+
+
 def _type_error(spec) -> DeviceError:
     return DeviceError(f"device must be a spec string or a litecl Device, got {type(spec).__name__}")
 
 
 def parse_spec(spec: str | None) -> tuple[str, str]:
     """Split ``"pocl:profile=mobile"`` into ("pocl", "mobile"); ``profile=a+b`` combines
-    profiles. None reads ``LITECL_DEVICE`` (default ``auto``). Raises DeviceError."""
+    profiles. None reads ``LITECL_DEVICE`` (unset, empty or blank: ``auto``). Raises
+    DeviceError, also for an empty name (``""``, ``":"``, ``":profile=mobile"``)."""
     origin = ""
     if spec is None:
-        spec = os.environ.get("LITECL_DEVICE", "") or "auto"
-        origin = " (from LITECL_DEVICE)" if os.environ.get("LITECL_DEVICE") else ""
+        env = os.environ.get("LITECL_DEVICE", "")
+        spec, origin = (env, " (from LITECL_DEVICE)") if env.strip() else ("auto", "")
     if not isinstance(spec, str):
         raise _type_error(spec)
     spec = spec.strip()
     base, _, opts = spec.partition(":")
+    if not base.strip():
+        hint = f"; e.g. auto:{opts.strip()}" if opts.strip() else ""
+        raise DeviceError(f"empty device spec {spec!r}{origin}; use {_SPEC_NAMES}{hint}")
     profile = None
     for opt in filter(None, (o.strip() for o in opts.split(","))):
         k, eq, v = opt.partition("=")
@@ -394,7 +411,7 @@ def parse_spec(spec: str | None) -> tuple[str, str]:
                               "(combine with '+')")
         profile_overrides(profile, where=f" in {spec!r}{origin}")
     profile = "+".join(p.strip() for p in profile.split("+")) if profile else ""
-    return (base.strip() or "auto"), profile
+    return base.strip(), profile
 
 
 def _all_devices() -> list:
@@ -433,11 +450,17 @@ def list_devices() -> list[Caps]:
     return [read_caps(d) for d in _all_devices()]
 
 
+def _describe(d: "cl.Device") -> str:
+    return f"{d.platform.name.strip()}: {d.name.strip()}"
+
+
 def _select(base: str) -> "cl.Device":
+    key = base.strip().lower()
+    if not key:  # parse_spec rejects it first; "" is a substring of every name
+        raise DeviceError(f"empty device spec; use {_SPEC_NAMES}")
     devices = _all_devices()
     if not devices:
         raise DeviceError("no OpenCL device found")
-    key = base.lower()
     if key == "auto":
         # a GPU first, then the CPU runtimes, the simulator last; each must compile
         order = [d for d in devices if _is_gpu(d)]
@@ -449,13 +472,23 @@ def _select(base: str) -> "cl.Device":
                 return d
         return order[0]
     needle = _ALIASES.get(key, key)
-    matches = [d for d in devices if needle in d.platform.name.lower() or needle in d.name.lower()]
-    if matches:
-        # two installs of one runtime (PoCL from PyPI and from the OS) both match: take
-        # the first that builds kernels
-        return next((d for d in matches if not probe_compiler(d)), matches[0])
-    names = "; ".join(f"{d.platform.name.strip()}: {d.name.strip()}" for d in devices)
-    raise DeviceError(f"no OpenCL device matches {base!r}; available: {names}")
+    matches = []
+    if key in _ALIASES:  # an alias names a runtime: its platform, not devices of others
+        matches = [d for d in devices if needle in d.platform.name.lower()]
+    if not matches:
+        matches = [d for d in devices if needle in d.platform.name.lower() or needle in d.name.lower()]
+    if not matches:
+        names = "; ".join(_describe(d) for d in devices)
+        raise DeviceError(f"no OpenCL device matches {base!r}; available: {names}")
+    platforms = {d.platform.name.strip() for d in matches}
+    if len(platforms) > 1:
+        names = "; ".join(_describe(d) for d in matches)
+        raise DeviceError(f"device spec {base!r} is ambiguous: it matches devices of "
+                          f"{len(platforms)} platforms ({names}); give a more specific spec "
+                          "(pocl, intel, oclgrind, nvidia or a longer name substring)")
+    # two installs of one runtime (PoCL from PyPI and from the OS) both match: take
+    # the first that builds kernels
+    return next((d for d in matches if not probe_compiler(d)), matches[0])
 
 
 _OPEN: dict[tuple[str, str], Device] = {}
@@ -514,8 +547,9 @@ def open_device(spec: str | Device | None = None) -> Device:
     ``NAME[:profile=PROFILE[+PROFILE...]]`` with NAME in auto/pocl/intel/oclgrind/nvidia
     or a platform or device name substring. ``auto`` takes a GPU if one exists, else the
     first CPU runtime that builds kernels (PoCL, Intel, then Oclgrind). One context and
-    queue per (device, profile) per process. Raises DeviceError when nothing matches or
-    the spec is malformed (or not a string).
+    queue per (device, profile) per process. Raises DeviceError when nothing matches,
+    when a substring matches devices of more than one platform, or when the spec is
+    malformed (an empty name included) or not a string.
     """
     if isinstance(spec, Device):
         return spec

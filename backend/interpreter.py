@@ -186,6 +186,10 @@ class Interpreter:
                  experimental_preserve_all_tensors: bool = False):
         from .fallback import REFERENCES  # noqa: PLC0415
 
+        for name, flag in (("fuse", fuse), ("strict", strict),
+                           ("experimental_preserve_all_tensors", experimental_preserve_all_tensors)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise LiteclError(f"{name} must be True or False, got {flag!r}")
         self._fuse = bool(fuse)
         self._preserve = bool(experimental_preserve_all_tensors)
 

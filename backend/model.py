@@ -150,7 +150,10 @@ class Model:
 
 
 def _read(path) -> bytes:
-    p = Path(os.fspath(path))
+    try:
+        p = Path(os.fsdecode(path))  # str, bytes or os.PathLike
+    except TypeError:
+        raise ModelError(f"model_path must be a str or path-like, got {type(path).__name__}") from None
     if not p.exists():
         raise ModelError(f"model file not found: {p}")
     if p.is_dir():

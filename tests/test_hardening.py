@@ -821,3 +821,17 @@ def test_operators_out_of_order_or_writing_constants_are_model_errors():
     m = _mutated(chain_model(["int32", ("add", c, "NONE"), ("add", c + 1, "NONE")], (8,)), write_const)
     with pytest.raises(litecl.ModelError, match="a constant"):
         load_model(model_content=m)
+
+
+def test_constructor_flags_and_path_types(tmp_path, fast_device):
+    from models.builders import cast_model  # noqa: PLC0415
+
+    p = tmp_path / "m.tflite"
+    p.write_bytes(cast_model("float32", "float16", [4]))
+    for kw in ({"fuse": "yes"}, {"strict": "no"}, {"experimental_preserve_all_tensors": 1}):
+        with pytest.raises(litecl.LiteclError, match="must be True or False"):
+            litecl.Interpreter(model_path=str(p), device=fast_device, **kw)
+    with pytest.raises(litecl.ModelError, match="str or path-like"):
+        litecl.Interpreter(model_path=3, device=fast_device)
+    for path in (str(p), p, os.fsencode(str(p))):  # str, PathLike and bytes paths all load
+        litecl.Interpreter(model_path=path, device=fast_device).close()
