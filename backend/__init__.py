@@ -1,7 +1,8 @@
 """litecl: a delegate-style OpenCL backend for TensorFlow Lite (LiteRT) models.
 
 CAST and ADD nodes run as generated OpenCL kernels (bit-exact with LiteRT), every other
-node falls back to LiteRT's reference interpreter on sub-models.
+node falls back to the LiteRT interpreter on sub-models (its builtin kernels by default;
+``reference="ref"`` for its reference kernels, ``"xnnpack"`` for its default delegate).
 
     import litecl
     interp = litecl.Interpreter(model_path="model.tflite", device="pocl")
