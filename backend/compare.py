@@ -43,7 +43,7 @@ def mismatches(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     _check_same_kind(a, b)
     shape = a.shape
     if a.dtype.kind == "O":  # no stored bits to compare: compare the objects
-        return np.frompyfunc(lambda x, y: not (x == y), 2, 1)(a, b).astype(bool).reshape(shape)
+        return np.frompyfunc(lambda x, y: bool(x != y), 2, 1)(a, b).astype(bool).reshape(shape)
     a, b = np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1)
     parts = 1
     if a.dtype.kind == "c":  # compare real and imaginary parts as floats
