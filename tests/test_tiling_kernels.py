@@ -83,7 +83,9 @@ def test_kernel_text_uses_aligned_vector_access():
     assert "*(__global const float4*)(src + i)" in src and "*(__global ushort4*)(dst + i) = litecl_f2h_v4(r);" in src
     assert "((__global ushort*)(dst))[i] = litecl_f2h_v1(litecl_cast_op(src[i]));" in src  # the scalar tail
     src = cast_kernel("float16", "uint8", caps, vec_bytes=32)[0]
-    assert "vloada_half16(0, src + i)" in src  # GPU row: half loads through vloada_halfN
+    # GPU row: one ushortN load of the bits, converted through vloada_halfN from registers
+    assert "litecl_vload_half_v16(*(__global const ushort16*)(src + i))" in src
+    assert "return vloada_half16(0, (const __private half*)&h);" in src
     cpu = SimpleNamespace(**{**vars(caps), "is_gpu": False})
     assert "vstorea_half8_rte(r, 0, dst + i)" in cast_kernel("float32", "float16", cpu)[0]
     assert "vloada_half16(0, src + i)" in cast_kernel("float16", "uint8", cpu)[0]
