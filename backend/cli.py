@@ -581,9 +581,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--inputs", metavar="NPZ", help=".npz of inputs keyed by input name (default: seeded random)")
     s.add_argument("--resize", action="store_true", help=resize_help)
     s.add_argument("--seed", type=_NON_NEGATIVE, default=0, help=seed_help)
-    s.add_argument("--num_threads", type=_arg_int(-1, "an integer >= -1"), default=None, metavar="N",
-                   help="threads of the LiteRT fallback segments (an integer >= -1, as the "
-                        "Interpreter's num_threads; -1 or unset: LiteRT's default)")
+    s.add_argument("--num_threads", type=_POSITIVE, default=None, metavar="N",
+                   help="threads of the LiteRT fallback segments (an integer >= 1, as LiteRT; "
+                        "default LiteRT's)")
     s.add_argument("--warmup_runs", type=_NON_NEGATIVE, default=1, metavar="N",
                    help="warm-up runs, at least (an integer >= 0; default 1; one run is always done)")
     s.add_argument("--warmup_min_secs", type=_arg_secs, default=0.5, metavar="SECS",

@@ -172,8 +172,8 @@ class Interpreter:
         written, so get_tensor() on them fails unless experimental_preserve_all_tensors
         (LiteRT's flag of the same name) is set, which writes every tensor computed on
         OpenCL. Tensors internal to a LiteRT fallback segment are never kept.
-      num_threads: None or an int >= -1 (LiteRT's rule: -1 lets it choose, 0 means 1), for
-        the fallback sub-interpreters.
+      num_threads: None or an int >= 1, for the fallback sub-interpreters (ai-edge-litert
+        2.3.0 raises "num_threads should >= 1" for -1 and 0, measured).
     Raises ModelError (bad model), DeviceError (no such device), LiteclError (bad
     num_threads/reference), KernelBuildError (strict on a device that cannot build
     kernels): all ValueError.
@@ -198,10 +198,10 @@ class Interpreter:
         self._reference = reference
         self._model = load_model(model_path, model_content)
         if num_threads is not None:  # LiteRT's own checks, at construction
-            if isinstance(num_threads, bool) or not isinstance(num_threads, int):
+            if not isinstance(num_threads, int):
                 raise LiteclError(f"num_threads must be an int or None, got {type(num_threads).__name__}")
-            if num_threads < -1:
-                raise LiteclError(f"num_threads must be >= -1, got {num_threads}")
+            if num_threads < 1:
+                raise LiteclError(f"num_threads must be >= 1 (as LiteRT), got {num_threads}")
         self._device = open_device(device)
         self._num_threads = num_threads
         self._strict = strict
