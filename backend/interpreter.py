@@ -8,6 +8,9 @@ pyopencl serialises enqueues).
 """
 from __future__ import annotations
 
+import functools
+import threading
+
 import numpy as np
 
 from .device import open_device
@@ -146,6 +149,23 @@ def _fits_signature(shape, sig) -> bool:
     return len(shape) == len(sig) and all(s == -1 or s == d for s, d in zip(sig, shape))
 
 
+def _exclusive(method):
+    """One thread at a time per Interpreter (LiteRT's rule too): a second thread gets a
+    LiteclError instead of racing on the shared buffers (PoCL segfaulted on 4 threads
+    invoking one Interpreter, measured). Re-entrant within a thread."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        lock = (self._interp if isinstance(self, SignatureRunner) else self)._lock
+        if not lock.acquire(blocking=False):
+            raise LiteclError("this Interpreter is in use by another thread; give each thread its "
+                              "own Interpreter (LiteRT's rule)")
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            lock.release()
+    return wrapper
+
+
 class Interpreter:
     """Run a .tflite model with CAST/ADD on OpenCL and every other node on LiteRT.
 
@@ -185,6 +205,8 @@ class Interpreter:
                  strict: bool = False, reference: str = "builtin", fuse: bool = True,
                  experimental_preserve_all_tensors: bool = False):
         from .fallback import REFERENCES  # noqa: PLC0415
+
+        self._lock = threading.RLock()
 
         for name, flag in (("fuse", fuse), ("strict", strict),
                            ("experimental_preserve_all_tensors", experimental_preserve_all_tensors)):
@@ -244,6 +266,7 @@ class Interpreter:
         self._check_open()
         return self._device
 
+    @_exclusive
     def allocate_tensors(self) -> None:
         """Plan kernels and fallback sub-models for the current input shapes."""
         self._main.allocate()
@@ -257,11 +280,18 @@ class Interpreter:
         return [_details(g.sg.tensors[t], g.ex.shapes.get(t, g.sg.tensors[t].shape))
                 for t in g.sg.outputs]
 
-    def get_tensor_details(self) -> list[dict]:
-        g = self._main
+    def get_tensor_details(self, subgraph_index: int = 0) -> list[dict]:
+        """Details of every tensor of a subgraph with a numpy type (as LiteRT's)."""
+        g = self._graph(int(subgraph_index))
         return [_details(t, g.ex.shapes.get(t.index, t.shape)) for t in g.sg.tensors
                 if t.dtype is not None]
 
+    def num_subgraphs(self) -> int:
+        """LiteRT's num_subgraphs(): subgraphs in the model."""
+        self._check_open()
+        return len(self._model.subgraphs)
+
+    @_exclusive
     def set_tensor(self, tensor_index, value) -> None:
         """Copy ``value`` into an input tensor. Raises InputError on a wrong index, dtype
         or shape (the message names the tensor, what was expected and what was given)."""
@@ -273,23 +303,34 @@ class Interpreter:
             raise InputError("call allocate_tensors() before set_tensor()")
         g.ex.set_input(t, g.check_value(t, value))
 
+    @_exclusive
     def get_tensor(self, tensor_index, subgraph_index: int = 0) -> np.ndarray:
         """A copy of a tensor's current value (inputs, outputs, constants, intermediates
-        that crossed a boundary)."""
+        that crossed a boundary); a 0-d tensor as a numpy scalar, as LiteRT returns it."""
         g = self._graph(int(subgraph_index))
         t = g.tensor_index(tensor_index)
         if not g.allocated:
             raise InputError("call allocate_tensors() before get_tensor()")
-        return g.ex.get(t)
+        v = g.ex.get(t)
+        return v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v
 
     def tensor(self, tensor_index):
         """LiteRT's ``tensor(i)``: a function returning tensor ``i``'s current value.
 
         Unlike LiteRT's (a view into the interpreter's memory), the array returned is a
-        copy: device tensors cannot be viewed in place."""
+        read-only copy: device tensors cannot be viewed in place, and writing into it
+        (LiteRT's way to fill an input) fails loudly instead of being ignored; use
+        set_tensor()."""
         self._graph(0).tensor_index(tensor_index)
-        return lambda: self.get_tensor(tensor_index)
 
+        def value():
+            v = np.array(self.get_tensor(tensor_index), copy=True)
+            v.setflags(write=False)
+            return v
+
+        return value
+
+    @_exclusive
     def resize_tensor_input(self, input_index, tensor_size, strict: bool = False) -> None:
         """Change an input's shape; takes effect at the next allocate_tensors().
 
@@ -305,11 +346,13 @@ class Interpreter:
             g.input_shapes[t] = shape
             g.allocated = False
 
+    @_exclusive
     def invoke(self) -> None:
         """Run subgraph 0. Raises InputError when allocate_tensors() was not called or an
         input was not set; RuntimeError when LiteRT fails in a fallback node (as LiteRT)."""
         self._main.invoke()
 
+    @_exclusive
     def reset_all_variables(self) -> None:
         """LiteRT's reset_all_variables: every variable tensor back to its initial value.
         Variables (and the nodes that touch them) live in LiteRT fallback segments, so
@@ -362,6 +405,10 @@ class Interpreter:
         segs = {si: self._graph(si).ex.segments for si in self._entry_subgraphs()}
         return summary_lines(ps, segs)
 
+    def __getstate__(self):
+        raise TypeError("a litecl.Interpreter cannot be pickled or copied (it holds device buffers and "
+                        "LiteRT sub-interpreters); pass the model bytes and create a new one")
+
     def close(self) -> None:
         """Release device buffers, kernels and LiteRT sub-interpreters now (idempotent).
         Any later call on this Interpreter or its signature runners raises LiteclError."""
@@ -402,9 +449,11 @@ class SignatureRunner:
         return {k: _details(g.sg.tensors[t], g.ex.shapes.get(t, g.sg.tensors[t].shape))
                 for k, t in self._sig.outputs.items()}
 
+    @_exclusive
     def allocate_tensors(self) -> None:
         self._g.allocate()
 
+    @_exclusive
     def resize_input(self, input_name: str, new_shape) -> None:
         g = self._g
         if input_name not in self._sig.inputs:
@@ -415,6 +464,7 @@ class SignatureRunner:
             g.input_shapes[t] = shape
             g.allocated = False
 
+    @_exclusive
     def __call__(self, **kwargs) -> dict:
         g, sig = self._g, self._sig
         if set(kwargs) != set(sig.inputs):

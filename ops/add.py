@@ -164,6 +164,8 @@ def nan_rule(shape1, shape2, reference: str = "builtin"):
     r = max(len(shape1), len(shape2), 1)
     e1 = (1,) * (r - len(shape1)) + tuple(int(d) for d in shape1)
     e2 = (1,) * (r - len(shape2)) + tuple(int(d) for d in shape2)
+    if 0 in e1 or 0 in e2:
+        return "a"  # no elements: no NaN to choose (and no run length to divide by)
     if e1 == e2:
         return ("pos", int(math.prod(e1)), "a", 8 if reference == "ref" else 4)
     if reference == "ref":

@@ -835,3 +835,49 @@ def test_constructor_flags_and_path_types(tmp_path, fast_device):
         litecl.Interpreter(model_path=3, device=fast_device)
     for path in (str(p), p, os.fsencode(str(p))):  # str, PathLike and bytes paths all load
         litecl.Interpreter(model_path=path, device=fast_device).close()
+
+
+from conftest import ROOT, device_params  # noqa: E402
+
+_THREADS_ON_ONE = """
+import sys, threading, numpy as np
+sys.path.insert(0, sys.argv[2])
+import litecl
+from models.builders import add_model
+it = litecl.Interpreter(model_content=add_model("float32", (64, 64), (64, 64)), device=sys.argv[1])
+it.allocate_tensors()
+busy = [0]
+def work():
+    x = np.ones((64, 64), np.float32)
+    for _ in range(300):
+        try:
+            it.set_tensor(0, x); it.set_tensor(1, x); it.invoke(); it.get_tensor(it.get_output_details()[0]["index"])
+        except litecl.LiteclError as e:
+            assert "another thread" in str(e) or "was not set" in str(e), e
+            busy[0] += 1
+ts = [threading.Thread(target=work) for _ in range(4)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print("busy", busy[0])
+"""
+
+
+@pytest.mark.parametrize("device", device_params(["pocl", "intel"]))
+def test_one_interpreter_from_many_threads_errors_instead_of_crashing(device):
+    """LiteRT's rule is one thread per Interpreter; four threads on one used to segfault
+    PoCL (map/unmap races). Now a second thread gets a LiteclError, and nothing crashes."""
+    r = subprocess.run([sys.executable, "-c", _THREADS_ON_ONE, device, str(ROOT)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (r.returncode, r.stderr[-800:])
+    assert r.stdout.startswith("busy")
+
+
+def test_interpreters_are_not_picklable(fast_device):
+    import copy  # noqa: PLC0415
+    import pickle  # noqa: PLC0415
+
+    from models.builders import cast_model  # noqa: PLC0415
+
+    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [4]), device=fast_device)
+    for f in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match="cannot be pickled or copied"):
+            f(it)

@@ -7,6 +7,7 @@ import pytest
 from ai_edge_litert import schema_py_generated as schema
 
 import litecl
+from conftest import DEVICE_STATUS
 from models.builders import add_model, cast_model
 
 
@@ -181,3 +182,40 @@ def test_compare_checks_bool_bytes_and_nan_signs():
     assert bit_equal(x[:1], np.uint32([0x7FFFFFFF]).view(np.float32))
     z = np.array([-0.0], np.float32)
     assert not bit_equal(z, np.zeros(1, np.float32))
+
+
+def test_litert_api_parity_details(fast_device, shared_models):
+    """Second trial's API findings: num_subgraphs, get_tensor_details(subgraph_index), 0-d
+    tensors as numpy scalars, tensor() copies that refuse writes."""
+    from litecl.fallback import make_interpreter
+
+    m = (shared_models / "multi_signature_model.tflite").read_bytes()
+    it, ref = litecl.Interpreter(model_content=m, device=fast_device), make_interpreter(m)
+    it.allocate_tensors()
+    ref.allocate_tensors()
+    assert it.num_subgraphs() == ref.num_subgraphs()
+    for si in range(ref.num_subgraphs()):
+        assert [d["name"] for d in it.get_tensor_details(subgraph_index=si)] == \
+            [d["name"] for d in ref.get_tensor_details(subgraph_index=si)]
+    m0 = add_model("float32", (), ())
+    it, ref = litecl.Interpreter(model_content=m0, device=fast_device), make_interpreter(m0)
+    for x in (it, ref):
+        x.allocate_tensors()
+        for d in x.get_input_details():
+            x.set_tensor(d["index"], np.array(1.5, np.float32))
+        x.invoke()
+    got = it.get_tensor(it.get_output_details()[0]["index"])
+    want = ref.get_tensor(ref.get_output_details()[0]["index"])
+    assert type(got) is type(want) and got == want == np.float32(3.0)
+    view = it.tensor(it.get_input_details()[0]["index"])()
+    with pytest.raises(ValueError, match="read-only"):
+        view[...] = 7
+
+
+def test_zero_element_add_has_no_division_by_zero():
+    from litecl.ops.add import add_kernel, nan_rule
+
+    assert nan_rule((0, 128, 4), (0, 128, 4)) == "a"
+    caps = litecl.open_device("oclgrind").caps if not DEVICE_STATUS.get("oclgrind") else None
+    if caps is not None:
+        assert "% (uint" not in add_kernel("float32", (0, 128, 4), (0, 128, 4), "NONE", caps)
