@@ -9,6 +9,7 @@ at ``allocate``.
 """
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -561,7 +562,12 @@ class Executor:
         for t, idx in zip(f.inputs, f.in_index):
             interp.set_tensor(idx, self._to_host(t))
         t0 = time.perf_counter_ns()
-        interp.invoke()
+        try:
+            interp.invoke()
+        except RuntimeError as e:  # LiteRT numbers the sub-model's nodes: name the model's
+            msg = re.sub(r"Node number (\d+) \(", lambda m: f"Node number {f.nodes[int(m.group(1))]} ("
+                         if int(m.group(1)) < len(f.nodes) else m.group(0), str(e))
+            raise RuntimeError(msg) from None
         if self.profile:
             self.segment_times_ns[f.nodes[0]] = time.perf_counter_ns() - t0
         for t, idx in zip(f.outputs, f.out_index):

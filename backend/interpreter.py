@@ -113,6 +113,8 @@ class _Graph:
         if tensor.dtype is None:
             raise InputError(f"tensor {t} ({tensor.name!r}) has type {tensor.type_name}, which litecl cannot set")
         arr = np.asarray(value)
+        if arr.dtype != tensor.dtype.np and arr.dtype.newbyteorder("=") == tensor.dtype.np:
+            arr = arr.astype(tensor.dtype.np)  # the same type in the other byte order: its values
         if arr.dtype != tensor.dtype.np:
             raise InputError(f"tensor {t} ({tensor.name!r}) expects {tensor.dtype.name}, got {arr.dtype}")
         want = self.input_shapes.get(t, tensor.shape)

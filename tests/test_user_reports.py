@@ -219,3 +219,42 @@ def test_zero_element_add_has_no_division_by_zero():
     caps = litecl.open_device("oclgrind").caps if not DEVICE_STATUS.get("oclgrind") else None
     if caps is not None:
         assert "% (uint" not in add_kernel("float32", (0, 128, 4), (0, 128, 4), "NONE", caps)
+
+
+def test_fallback_invoke_errors_name_the_models_node(fast_device):
+    """A GATHER with an index out of bounds fails inside LiteRT at invoke: the
+    RuntimeError names the model's node (1), not the fallback sub-model's (0)."""
+    from models.builders import _Graph
+
+    g = _Graph()
+    x = g.tensor("x", "float32", [4])
+    idx = g.tensor("idx", "int32", [2])
+    g.inputs += [x, idx]
+    c = g.cast(x, "int32", "xi")
+    y = g.tensor("y", "int32", [2])
+    opts = schema.GatherOptionsT()
+    opts.axis = 0
+    g.op(schema.BuiltinOperator.GATHER, [c, idx], [y], options_type=schema.BuiltinOptions.GatherOptions,
+         options=opts)
+    g.outputs = [y]
+    m = g.finish()
+    it = litecl.Interpreter(model_content=m, device=fast_device)
+    assert [p["placement"] for p in it.placement()] == ["opencl", "fallback"]
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], np.arange(4, dtype=np.float32))
+    it.set_tensor(it.get_input_details()[1]["index"], np.array([1, 9], np.int32))
+    with pytest.raises(RuntimeError, match=r"Node number 1 \(GATHER\)"):
+        it.invoke()
+
+
+def test_big_endian_inputs_are_read_by_value(fast_device):
+    m = add_model("float32", (4,), (4,))
+    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it.allocate_tensors()
+    x = np.arange(4, dtype=np.float32)
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], x.astype(">f4"))
+    it.invoke()
+    assert np.array_equal(it.get_tensor(it.get_output_details()[0]["index"]), 2 * x)
+    with pytest.raises(litecl.InputError, match="expects float32"):
+        it.set_tensor(it.get_input_details()[0]["index"], x.astype(">f8"))
