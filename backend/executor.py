@@ -356,7 +356,9 @@ class Executor:
         except KernelBuildError as e:
             if self.strict:
                 raise
-            log = " ".join(e.log.split())
+            lines = [ln for ln in e.log.splitlines() if ln.strip()]
+            errors = [ln for ln in lines if "error" in ln.lower()]  # first: warnings can fill the cut
+            log = " ".join(" ".join(errors + [ln for ln in lines if ln not in errors]).split())
             self.build_failures[i] = f"{e}; build log: {log[:600]}" + ("..." if len(log) > 600 else "")
             raise _Replan(i, self.build_failures[i]) from None
         try:

@@ -221,6 +221,13 @@ def _last_dim_rule(e1, e2, block: int):
     return ("pos", run, "a", block)
 
 
+def _both_nan(rule) -> str:
+    """The scalar condition "y is NaN and the rule takes y's NaN", without a constant
+    operand when the rule is fixed (NVIDIA's compiler warns on ``&& 0``)."""
+    pick = _nan_pick(rule, "i")
+    return {"0": "0", "1": "isnan(y)"}.get(pick, f"(isnan(y) && {pick})")
+
+
 def _nan_pick(rule, i: str, w: int = 0) -> str:
     """The prefer-b flag of ``nan_rule`` for element index ``i`` (int 0/1, or an intN
     mask for a vector of indices)."""
@@ -256,7 +263,7 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         text = (f"float {fn}(const float x, const float y, const uint i)\n{{\n"
                 "    const float v = x + y;\n"
                 f"    const float c = {val};\n"
-                f"    return as_float(isnan(x) ? ((isnan(y) && {_nan_pick(rule, 'i')}) ? as_uint(y) : as_uint(x))\n"
+                f"    return as_float(isnan(x) ? ({_both_nan(rule)} ? as_uint(y) : as_uint(x))\n"
                 "                    : isnan(y) ? as_uint(y) : isnan(v) ? 0xffc00000u : as_uint(c));\n}\n")
         vec = (lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w, rule))
         return NodeOp(fn, text, (d, d), d, d.middle, (), False, vec=vec, wants_index=True)
