@@ -81,12 +81,6 @@ def benchmark_interpreter(interp, inputs: dict, *, warmup_runs=1, warmup_min_sec
     return {"warmup": warm.summary(), "runs": timed.summary()}
 
 
-def _ranges(nodes) -> str:
-    from .executor import _ranges as ranges  # noqa: PLC0415
-
-    return ranges(nodes)
-
-
 def _fused_note(g) -> str:
     return ", streaming stores" if "__builtin_nontemporal_store" in g.source else ""
 
@@ -123,6 +117,8 @@ def node_profile(interp, inputs: dict, runs: int = 10, run=None, ex=None) -> lis
             if lead is not None:  # one fused kernel for the group, timed under its first node
                 g = ex._groups[lead]
                 if step == lead:
+                    from .executor import _ranges  # noqa: PLC0415
+
                     what = (f"fused kernel of nodes {_ranges(g.nodes)} "
                             f"({', '.join(sg.nodes[i].op for i in g.nodes)}){_fused_note(g)}")
                 else:

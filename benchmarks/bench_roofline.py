@@ -20,10 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from common import CopyProbe, copy_bandwidth, log2_sizes, positive_int, progress, run_script, write_outputs
+from common import CopyProbe, cast_pairs, copy_bandwidth, log2_sizes, positive_int, progress, run_script, write_outputs
 
 import litecl  # noqa: E402  (after common.py set sys.path)
-from litecl.ops.dtypes import CAST_TYPES  # noqa: E402
 from models.builders import add_model, cast_model  # noqa: E402
 
 
@@ -130,7 +129,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default=None, help="litecl device spec (default: auto)")
     ap.add_argument("--sizes", default="10,14,18,22,24", type=log2_sizes,
                     help="comma-separated log2 element counts, each 0..30 (default 10,14,18,22,24)")
-    ap.add_argument("--pairs", default="all",
+    ap.add_argument("--pairs", default="all", type=cast_pairs,
                     help="'all' or comma-separated src:dst CAST pairs; ADD of float32, int32 and int64 "
                          "always runs (default all)")
     ap.add_argument("--repeats", type=positive_int, default=7, help="profiled invokes per case (default 7)")
@@ -162,14 +161,7 @@ def main(argv=None) -> int:
                 (args.out / "roofline.md").write_text(markdown(rows, roof, device))
                 print(f"wrote {args.out / 'roofline.md'}")
         return 0
-    names = [d.name for d in CAST_TYPES]
-    if args.pairs == "all":
-        pairs = [(s, d) for s in names for d in names if s != d]
-    else:
-        pairs = [tuple(p.split(":")) for p in args.pairs.split(",")]
-        bad = [":".join(p) for p in pairs if len(p) != 2 or not set(p) <= set(names) or p[0] == p[1]]
-        if bad:
-            ap.error(f"bad --pairs {', '.join(bad)}: expected src:dst of {', '.join(names)}")
+    pairs = args.pairs
     for opt in args.launch:  # e.g. gpu.half_bits=0: try another LAUNCH row in this process
         from dataclasses import fields, replace
 

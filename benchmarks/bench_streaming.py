@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from common import CopyProbe, log2_sizes, positive_int, progress, run_script, write_outputs
+from common import CopyProbe, cast_pairs, log2_sizes, positive_int, progress, run_script, write_outputs
 
 import litecl  # noqa: E402  (after common.py set sys.path)
 import pyopencl as cl  # noqa: E402
 from litecl.ops.add import add_kernel  # noqa: E402
 from litecl.ops.codegen import cast_kernel  # noqa: E402
-from litecl.ops.dtypes import CAST_TYPES, dtype  # noqa: E402
+from litecl.ops.dtypes import dtype  # noqa: E402
 from litecl.ops.tiling import launch  # noqa: E402
 
 
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="pocl", help="litecl device spec of a CPU device (default: pocl)")
     ap.add_argument("--sizes", default="20,22,24,26", type=log2_sizes,
                     help="comma-separated log2 element counts, each 0..30 (default 20,22,24,26)")
-    ap.add_argument("--pairs", default="all",
+    ap.add_argument("--pairs", default="all", type=cast_pairs,
                     help="'all' or comma-separated src:dst CAST pairs; ADD of float32, int32 and int64 "
                          "always runs (default all)")
     ap.add_argument("--repeats", type=positive_int, default=5, help="timed rounds per case (default 5)")
@@ -122,14 +122,7 @@ def main(argv=None) -> int:
     if not dev.caps.nontemporal:
         ap.exit(2, f"error: {dev.caps.name}: the compiler has no __builtin_nontemporal_store "
                    "(litecl asks only CPU devices)\n")
-    names = [t.name for t in CAST_TYPES]
-    if args.pairs == "all":
-        pairs = [(s, d) for s in names for d in names if s != d]
-    else:
-        pairs = [tuple(p.split(":")) for p in args.pairs.split(",")]
-        bad = [":".join(p) for p in pairs if len(p) != 2 or not set(p) <= set(names) or p[0] == p[1]]
-        if bad:
-            ap.error(f"bad --pairs {', '.join(bad)}: expected src:dst of {', '.join(names)}")
+    pairs = args.pairs
     cases = [("CAST", s, d) for s, d in pairs] + [("ADD", t, t) for t in ("float32", "int32", "int64")]
     probe = CopyProbe(dev)
     rows = [time_case(dev, op, s, d, 1 << e, args.repeats, probe)

@@ -74,30 +74,41 @@ class CopyProbe:
         return (ev.profile.end - ev.profile.start) * 1e-9
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (a one-line usage error otherwise)."""
+def _int_at_least(lo: int):
+    """argparse type: an integer >= ``lo`` (a one-line usage error otherwise)."""
     import argparse
 
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
-    return v
+    def conv(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {v}")
+        return v
+
+    return conv
 
 
-def nonnegative_int(text: str) -> int:
-    """argparse type: an integer >= 0 (a one-line usage error otherwise)."""
+positive_int = _int_at_least(1)
+nonnegative_int = _int_at_least(0)
+
+
+def cast_pairs(text: str) -> list[tuple[str, str]]:
+    """argparse type: 'all' (every ordered pair of litecl's CAST types) or comma-separated
+    src:dst pairs of them."""
     import argparse
 
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
-    return v
+    from litecl.ops.dtypes import CAST_TYPES
+
+    names = [d.name for d in CAST_TYPES]
+    if text == "all":
+        return [(s, d) for s in names for d in names if s != d]
+    pairs = [tuple(p.split(":")) for p in text.split(",")]
+    bad = [":".join(p) for p in pairs if len(p) != 2 or not set(p) <= set(names) or p[0] == p[1]]
+    if bad:
+        raise argparse.ArgumentTypeError(f"bad pairs {', '.join(bad)}: expected src:dst of {', '.join(names)}")
+    return pairs
 
 
 def log2_sizes(text: str) -> list[int]:

@@ -308,7 +308,7 @@ def test_bench_signature(sig, tmp_path):
 @pytest.mark.parametrize("script,args,fragment", [
     ("bench_roofline.py", ["--sizes", "abc"], "--sizes"),
     ("bench_roofline.py", ["--sizes", "40"], "0..30"),
-    ("bench_roofline.py", ["--pairs", "float32:bogus"], "bad --pairs"),
+    ("bench_roofline.py", ["--pairs", "float32:bogus"], "argument --pairs: bad pairs"),
     ("bench_roofline.py", ["--repeats", "0"], "--repeats"),
     ("bench_e2e.py", ["--size", "-3"], "--size"),
     ("bench_e2e.py", ["--rounds", "x"], "--rounds"),
