@@ -414,7 +414,63 @@ def parse_spec(spec: str | None) -> tuple[str, str]:
     return base.strip(), profile
 
 
+#: Libraries that, once loaded, export LLVM's symbols to the whole process (TensorFlow
+#: loads libtensorflow_framework.so with RTLD_GLOBAL). An OpenCL runtime built on its own
+#: LLVM (PoCL, Oclgrind, the Intel CPU runtime) then binds its static constructors to
+#: TensorFlow's LLVM and segfaults while the ICD loader opens it (measured: gdb shows
+#: liboclgrind's _GLOBAL__sub_I_CoverageMappingGen.cpp -> llvm::cl::Option::addArgument in
+#: libtensorflow_framework.so.2, for every ICD, even with an empty OCL_ICD_VENDORS).
+_LLVM_EXPORTERS = ("libtensorflow_framework", "libtensorflow_cc", "_pywrap_tensorflow_internal")
+_icds_preloaded = False
+
+
+def _icd_libraries() -> list[str]:
+    """Every library the ICD loader will dlopen: pyopencl's bundled .icd files (relative
+    to its .libs folder) and those of the vendors folder it reads (``_loader_vendors``)."""
+    import importlib.util  # noqa: PLC0415
+
+    out = []
+    spec = importlib.util.find_spec("pyopencl")
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        for f in sorted(Path(loc, ".libs").glob("*.icd")):
+            try:
+                name = _icd_target(f.read_bytes())
+            except OSError:
+                continue
+            out.append(name if "/" in name else str(f.parent / name))
+    out.extend(_icd_target(data) for _, data in _loader_vendors())
+    return [x for x in dict.fromkeys(out) if x]
+
+
+def _preload_icds_if_llvm_clash() -> None:
+    """Where a library that exports LLVM symbols is loaded (TensorFlow imported before
+    litecl's first OpenCL call), open every ICD library first with RTLD_DEEPBIND, so that
+    each resolves LLVM against its own copy; the loader's later dlopen of the same library
+    returns the one already loaded. Without such a library nothing changes (DEEPBIND is
+    not free of side effects). A library that fails to open is left to the loader, which
+    reports it as before."""
+    global _icds_preloaded
+    if _icds_preloaded or not hasattr(os, "RTLD_DEEPBIND"):
+        return
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            maps = f.read()
+    except OSError:
+        return
+    if not any(x in maps for x in _LLVM_EXPORTERS):
+        return
+    import ctypes  # noqa: PLC0415
+
+    _icds_preloaded = True
+    for lib in _icd_libraries():
+        try:
+            ctypes.CDLL(lib, mode=os.RTLD_NOW | os.RTLD_LOCAL | os.RTLD_DEEPBIND)
+        except OSError:
+            continue
+
+
 def _all_devices() -> list:
+    _preload_icds_if_llvm_clash()
     try:
         platforms = cl.get_platforms()
     except Exception as e:  # the loader raises when no ICD is installed at all
