@@ -242,7 +242,7 @@ def _details_by_name(interp, signature):
 
 def _run_litecl(interp, inputs: dict, signature):
     if signature is not None:
-        return dict(interp.get_signature_runner(signature)(**inputs))
+        return list(interp.get_signature_runner(signature)(**inputs).items())
     for d in interp.get_input_details():
         v = inputs[d["name"]]
         if tuple(v.shape) != tuple(d["shape"]):
@@ -251,7 +251,15 @@ def _run_litecl(interp, inputs: dict, signature):
     for d in interp.get_input_details():
         interp.set_tensor(d["index"], inputs[d["name"]])
     interp.invoke()
-    return {d["name"]: interp.get_tensor(d["index"]) for d in interp.get_output_details()}
+    return [(d["name"], interp.get_tensor(d["index"])) for d in interp.get_output_details()]
+
+
+def _unique_names(outs: list) -> dict:
+    """[(name, array)] -> {name: array}, a repeated name suffixed with its output
+    position (``name#1``), for printing and .npz keys."""
+    seen = {n for n, _ in outs}
+    dup = {n for n in seen if sum(m == n for m, _ in outs) > 1}
+    return {(f"{n}#{k}" if n in dup else n): v for k, (n, v) in enumerate(outs)}
 
 
 def _pick_signature(interp, sig):
@@ -359,7 +367,7 @@ def cmd_run(args) -> int:
         out_path = _npz_path(args.output)
         _check_writable(out_path, "outputs file")
     interp, sig, inputs = _open_with_inputs(args)
-    outs = _run_litecl(interp, inputs, sig)
+    outs = _unique_names(_run_litecl(interp, inputs, sig))
     for name, v in outs.items():
         print(f"{name}: {v.dtype}{list(v.shape)}")
     if out_path:
@@ -373,16 +381,20 @@ def cmd_run(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .compare import diff_report, run_reference  # noqa: PLC0415
+    from .compare import diff_report, reference_outputs  # noqa: PLC0415
 
     interp, sig, inputs = _open_with_inputs(args)
     got = _run_litecl(interp, inputs, sig)
     try:
-        want = run_reference(interp._model.raw, inputs, sig, reference=args.reference)
+        want = reference_outputs(interp._model.raw, inputs, sig, reference=args.reference)
     except (RuntimeError, ValueError) as e:  # e.g. an op version this LiteRT lacks
         msg = " ".join(str(e).split())[:300]
         raise _Usage(f"LiteRT cannot run the model as the reference: {msg}") from None
-    reps = [diff_report(k, got.get(k, np.array([])), v) for k, v in want.items()]
+    if sig is not None:  # a signature's outputs are keyed by name; LiteRT may order them otherwise
+        got_by = dict(got)
+        got = [(k, got_by.get(k, np.array([]))) for k, _ in want]
+    # outputs compared by position (two outputs may share a name), each row named
+    reps = [diff_report(k, g, v) for (k, v), (_, g) in zip(_unique_names(want).items(), got)]
     ok = all(r["bit_exact"] for r in reps)
     pl = _placement_of(interp, sig)  # the nodes that ran: the signature's subgraph
     on = sum(p["placement"] == "opencl" for p in pl)

@@ -11,7 +11,7 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["mismatches", "bit_equal", "random_inputs", "run_reference", "diff_report"]
+__all__ = ["mismatches", "bit_equal", "random_inputs", "run_reference", "reference_outputs", "diff_report"]
 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -135,15 +135,16 @@ def random_inputs(details, seed: int = 0, full_range: bool = False) -> dict:
     return out
 
 
-def run_reference(model_content: bytes, inputs: dict, signature: str | None = None,
-                  num_threads=None, reference: str = "builtin") -> dict:
-    """Run the whole model on LiteRT; inputs and outputs keyed by tensor (or signature)
-    name. Raises RuntimeError from LiteRT on a failed invoke."""
+def reference_outputs(model_content: bytes, inputs: dict, signature: str | None = None,
+                      num_threads=None, reference: str = "builtin") -> list:
+    """Run the whole model on LiteRT; ``inputs`` keyed by tensor (or signature input)
+    name. Returns [(name, array)] in output order (two outputs may share a name).
+    Raises RuntimeError from LiteRT on a failed invoke."""
     from .fallback import make_interpreter  # noqa: PLC0415
 
     ref = make_interpreter(model_content, num_threads, reference)
     if signature is not None:
-        return dict(ref.get_signature_runner(signature)(**inputs))
+        return list(ref.get_signature_runner(signature)(**inputs).items())
     details = ref.get_input_details()
     for d in details:
         v = inputs[d["name"]]
@@ -153,4 +154,11 @@ def run_reference(model_content: bytes, inputs: dict, signature: str | None = No
     for d in details:
         ref.set_tensor(d["index"], inputs[d["name"]])
     ref.invoke()
-    return {d["name"]: ref.get_tensor(d["index"]) for d in ref.get_output_details()}
+    return [(d["name"], ref.get_tensor(d["index"])) for d in ref.get_output_details()]
+
+
+def run_reference(model_content: bytes, inputs: dict, signature: str | None = None,
+                  num_threads=None, reference: str = "builtin") -> dict:
+    """``reference_outputs`` as a dict keyed by output name (the last of two outputs
+    with one name wins: use reference_outputs where names may repeat)."""
+    return dict(reference_outputs(model_content, inputs, signature, num_threads, reference))

@@ -3,9 +3,21 @@ LiteRT sub-interpreters, tensors kept on the device between lowered nodes.
 
 Host <-> device transfers happen only at fallback boundaries, for model inputs, and when
 a model output is read. Kernels are generated and built at ``allocate`` for the shapes
-known then (and re-planned if a dynamic shape changes), constant operands are uploaded
-once, and nodes whose inputs are all constant (e.g. a CAST of a weight) are computed once
-at ``allocate``.
+known then, constant operands are uploaded once, and nodes whose inputs are all constant
+(e.g. a CAST of a weight) are computed once at ``allocate``.
+
+Run-time shapes (LiteRT's dynamic tensors): a fallback segment's output whose shape LiteRT
+can know only by running it (shape_signature with -1 after planning, or no memory after
+LiteRT's allocate: RESHAPE to a computed shape, SHAPE -> ... -> RESHAPE, UNIQUE, WHERE) is
+marked dynamic, and so is everything computed from it. Steps reading a dynamic tensor are
+"planned at run time": prepared at invoke, once the real shapes are known (never at a
+placeholder shape), and prepared again only when a shape differs from the one they were
+planned for (programs come from a cache keyed by source, so a shape seen before costs no
+build).
+
+Variable tensors (``is_variable``) live in this executor's host memory: every fallback
+segment that touches one takes it as an input and gives it back as an output, so its value
+persists across segments and invokes, and set_tensor on a variable input is kept (as LiteRT).
 """
 from __future__ import annotations
 
@@ -116,7 +128,7 @@ class _Fallback:
     inputs: list
     outputs: list
     interp: object = None
-    shapes_key: tuple = ()
+    shapes_key: tuple | None = None   # input shapes it was prepared for; None: not yet
     in_index: list = field(default_factory=list)
     out_index: list = field(default_factory=list)
     out_details: list = field(default_factory=list)
@@ -158,6 +170,7 @@ class Executor:
         self.on_device: set = set()   # tensors whose current value lives on the device
         self.on_host: set = set()     # tensors whose current value is in self.host
         self.folded: set = set()      # nodes computed once at allocate
+        self.dynamic: set = set()     # tensors whose shape is known only at invoke
         self.const_dev: dict[int, cl.Buffer] = {}
         self.kernel_times_ns: dict[int, int] = {}
         self.segment_times_ns: dict[int, int] = {}
@@ -178,6 +191,7 @@ class Executor:
                 if t >= 0:
                     consumers.setdefault(t, set()).add(n.index)
         outs = set(sg.outputs)
+        self.variables = [t.index for t in sg.tensors if t.is_variable]
         self._steps = []
         for seg in self.segments:
             if seg.placement == OPENCL:
@@ -189,13 +203,17 @@ class Executor:
             for i in seg.nodes:
                 n = sg.nodes[i]
                 for t in n.inputs:
-                    tt = sg.tensors[t] if t >= 0 else None
-                    if (t >= 0 and t not in produced and t not in ins and tt.data is None
-                            and not tt.is_variable):
+                    if (t >= 0 and t not in produced and t not in ins
+                            and not sg.tensors[t].is_constant):
                         ins.append(t)
                 produced.update(t for t in n.outputs if t >= 0)
             outs_seg = [t for i in seg.nodes for t in sg.nodes[i].outputs
                         if t >= 0 and (t in outs or consumers.get(t, set()) - members)]
+            # variables the segment touches come in and go out: their state is ours
+            touched = {t for i in seg.nodes for t in (*sg.nodes[i].inputs, *sg.nodes[i].outputs)}
+            state = [t for t in self.variables if t in touched]
+            ins += [t for t in state if t not in ins]
+            outs_seg += state
             self._steps.append(("f", _Fallback(list(seg.nodes), ins, list(dict.fromkeys(outs_seg)))))
 
     def _const(self, t: int):
@@ -209,16 +227,26 @@ class Executor:
         for t in self.sg.inputs:
             self.shapes[t] = tuple(input_shapes.get(t, self.sg.tensors[t].shape))
         for tensor in self.sg.tensors:
-            if tensor.data is not None:
-                self.shapes[tensor.index] = tensor.data.shape
+            if tensor.is_constant:
+                self.shapes[tensor.index] = tuple(tensor.shape)
+            elif tensor.is_variable:
+                self.shapes.setdefault(tensor.index, tuple(tensor.shape))
         self.folded = set()
+        self.dynamic = set()
         # inputs set before and not resized keep their values, as LiteRT's do
         kept = {t for t in self.sg.inputs if old_shapes.get(t) == self.shapes[t]}
         self.on_device = set(getattr(self, "on_device", ())) & kept
         self.on_host = set(getattr(self, "on_host", ())) & kept
+        self.reset_variables()
         for kind, step in self._steps:
             if kind == "k":
-                self._plan_kernel(step)
+                if self._reads_dynamic(self.sg.nodes[step].inputs):
+                    self._defer(self.sg.nodes[step].outputs)
+                else:
+                    self._plan_kernel(step)
+            elif self._reads_dynamic(step.inputs):
+                self._defer(step.outputs)
+                step.shapes_key = None
             else:
                 self._plan_fallback(step)
         self.allocated = True
@@ -231,9 +259,39 @@ class Executor:
                     self.folded.add(step)
         self._fuse_all()
 
+    def _reads_dynamic(self, tensors) -> bool:
+        return any(t in self.dynamic for t in tensors if t >= 0)
+
+    def _defer(self, outputs) -> None:
+        """Mark a step's outputs dynamic: the step is planned at run time. Their shapes
+        stay the ones the model declares until then (what get_output_details reports,
+        as LiteRT reports a dynamic tensor's placeholder shape)."""
+        for t in outputs:
+            if t >= 0 and not self.sg.tensors[t].is_variable:
+                self.dynamic.add(t)
+                self.shapes.setdefault(t, tuple(self.sg.tensors[t].shape))
+
+    def planned_at_run_time(self, node: int) -> bool:
+        """True when node ``node`` reads a tensor whose shape is known only at invoke."""
+        return self._reads_dynamic(self.sg.nodes[node].inputs)
+
+    def reset_variables(self) -> None:
+        """Every variable tensor back to its initial value: LiteRT's ResetVariableTensor
+        (tflite/core/subgraph.cc, called by AllocateTensors and reset_all_variables)
+        fills it with zeros, or with the zero point for int8."""
+        for t in self.variables:
+            tensor = self.sg.tensors[t]
+            if tensor.dtype is None:
+                continue  # resource/variant handles: LiteRT's own state
+            fill = int(tensor.zero_points[0]) if tensor.type_name == "INT8" and tensor.zero_points.size else 0
+            self.host[t] = np.full(self.shapes.get(t, tensor.shape), fill, tensor.dtype.np)
+            self.on_host.add(t)
+            self.on_device.discard(t)
+
     # ----------------------------------------------------------------- fusion
-    def _fuse_all(self) -> None:
+    def _fuse_all(self, after_invoke: bool = False) -> None:
         """Group consecutive lowered nodes with one output shape into fused kernels.
+        Nodes planned at run time join groups only ``after_invoke`` (at the real shapes).
 
         Each member's inputs are either produced inside the group (same element space) or
         read from global memory, broadcast if need be; an intermediate tensor is written
@@ -244,17 +302,23 @@ class Executor:
             return
         run: list = []
         shape = None
+        touched: set = set()  # tensors the run reads or writes
         for kind, step in self._steps + [("end", None)]:
-            if kind == "k" and step not in self.folded:
-                out = tuple(self.shapes[self.sg.nodes[step].outputs[0]])
-                if run and out == shape:
+            if kind == "k" and step not in self.folded and step in self._kernels \
+                    and (after_invoke or not self.planned_at_run_time(step)):
+                n = self.sg.nodes[step]
+                out = tuple(self.shapes[n.outputs[0]])
+                # a node writing a tensor the run already read or wrote starts a new run:
+                # one kernel cannot keep the order of two writes, or of a read and a write
+                if run and out == shape and not touched & set(n.outputs):
                     run.append(step)
+                    touched.update(n.inputs, n.outputs)
                     continue
                 self._make_group(run)
-                run, shape = [step], out
+                run, shape, touched = [step], out, set(n.inputs) | set(n.outputs)
             else:
                 self._make_group(run)
-                run, shape = [], None
+                run, shape, touched = [], None, set()
 
     def _make_group(self, nodes: list) -> None:
         if len(nodes) < 2:
@@ -376,6 +440,24 @@ class Executor:
             if self.sg.tensors[t].data is not None and t not in self.const_dev:
                 self.const_dev[t] = self._upload_new(self.sg.tensors[t].data)
 
+    def _shaped_by_values(self, f: _Fallback) -> set:
+        """Tensors of segment ``f`` whose shape LiteRT knows only by running it, beyond
+        those it leaves without memory at allocate_tensors (``_has_memory``): outputs of
+        the ops that take their output shape from an operand's values and alias their
+        input's memory (RESHAPE, EXPAND_DIMS: LiteRT 2.3.0 reports the declared shape
+        and keeps the input's data pointer, measured), when that operand is not a
+        constant, and everything the segment computes from such a tensor."""
+        out: set = set()
+        for i in f.nodes:
+            n = self.sg.nodes[i]
+            ins = [t for t in n.inputs if t >= 0]
+            operand = _SHAPE_OPERAND.get(n.op)
+            by_values = (operand is not None and len(n.inputs) > operand and n.inputs[operand] >= 0
+                         and not self.sg.tensors[n.inputs[operand]].is_constant)
+            if by_values or any(t in out for t in ins):
+                out.update(t for t in n.outputs if t >= 0)
+        return out
+
     def _check_aborts(self, f: _Fallback) -> None:
         """ModelError where LiteRT would abort the process preparing the segment: its
         nodes at the shapes known now (segment inputs, constants), and every node of
@@ -419,8 +501,13 @@ class Executor:
                                  f"{msg}") from None
             f.out_index = [d["index"] for d in f.out_details]
             f.shapes_key = shapes
+        computed = self._shaped_by_values(f)
         for t, d in zip(f.outputs, f.out_details):
             self.shapes[t] = tuple(int(x) for x in d["shape"])
+            if self.sg.tensors[t].is_variable:
+                continue
+            if t in computed or not _has_memory(f.interp, d):
+                self.dynamic.add(t)
 
     # ----------------------------------------------------------------- memory
     def _upload_new(self, arr: np.ndarray) -> "cl.Buffer":
@@ -600,8 +687,9 @@ class Executor:
                     # a dynamic shape changed: run unfused now, fuse again afterwards
                     self._groups, self._member, refuse = {}, {}, True
                 shapes = [tuple(self.shapes[t]) for t in n.inputs]
-                if shapes != getattr(self._kernels[step], "in_shapes", None):
-                    self._plan_kernel(step)  # a dynamic shape changed
+                if shapes != getattr(self._kernels.get(step), "in_shapes", None):
+                    self._plan_kernel(step)  # planned at run time, or a shape changed
+                    refuse = refuse or self.fuse
                 self._run_kernel(step)
             else:
                 shapes = tuple(tuple(self.shapes[t]) for t in step.inputs)
@@ -620,7 +708,7 @@ class Executor:
         self.device.queue.finish()
         self._writes.clear()  # every upload is done (waiting on a done event costs ~25 us on NVIDIA)
         if refuse:
-            self._fuse_all()
+            self._fuse_all(after_invoke=True)
 
     def _only_kernels_read(self, t: int) -> bool:
         """True when no fallback segment reads ``t`` (so it need not stay on the host)."""
@@ -700,6 +788,22 @@ def _ranges(nodes, limit: int = 6) -> str:
     if run:
         out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}")
     return ", ".join(out[:limit]) + (", ..." if len(out) > limit else "")
+
+
+#: op -> the input whose values give the output's shape, for ops LiteRT runs in place
+#: (their output keeps memory at allocate_tensors although its shape is not known yet)
+_SHAPE_OPERAND = {"RESHAPE": 1, "EXPAND_DIMS": 1}
+
+
+def _has_memory(interp, detail: dict) -> bool:
+    """False when LiteRT left the tensor without memory after allocate_tensors (a
+    dynamic tensor: its producer resizes it at invoke). The Python API says so by
+    raising ValueError "Tensor data is null" from get_tensor."""
+    try:
+        interp.get_tensor(detail["index"])
+    except ValueError:
+        return False
+    return True
 
 
 def _numel(shape) -> int:

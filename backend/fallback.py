@@ -31,6 +31,18 @@ def _shift_refs(op, delta: int) -> None:
                 setattr(opts, k, [int(x) + delta for x in v])
 
 
+def _inline(model: Model, ob) -> "schema.BufferT":
+    """A copy of buffer ``ob`` holding its bytes inline: a buffer stored after the
+    flatbuffer (``offset`` > 1, LiteRT's large-model layout) points into the original
+    file, which the sub-model is not."""
+    nb = schema.BufferT()
+    if ob.offset and ob.offset > 1:
+        nb.data = np.frombuffer(model.raw, np.uint8, int(ob.size), int(ob.offset))
+    else:
+        nb.data = ob.data
+    return nb
+
+
 def build_submodel(model: Model, subgraph: int, nodes: list[int], inputs: list[int],
                    outputs: list[int]) -> bytes:
     """Pack nodes ``nodes`` of subgraph ``subgraph`` as a one-entry-subgraph model.
@@ -66,8 +78,8 @@ def build_submodel(model: Model, subgraph: int, nodes: list[int], inputs: list[i
     new.version = src.version or 3
     new.operatorCodes = src.operatorCodes
     new.description = "litecl fallback segment"
-    if calls:
-        buffers = list(src.buffers)
+    if calls:  # every subgraph comes along, so every buffer keeps its index
+        buffers = [_inline(model, ob) for ob in src.buffers]
         bremap = None
     else:
         buffers = [schema.BufferT()]
@@ -78,14 +90,8 @@ def build_submodel(model: Model, subgraph: int, nodes: list[int], inputs: list[i
         b = int(tt.buffer)
         if bremap is not None:
             if b not in bremap:
-                ob = src.buffers[b]
-                nb = schema.BufferT()
-                if ob.offset and ob.offset > 1:
-                    nb.data = np.frombuffer(model.raw, np.uint8, int(ob.size), int(ob.offset))
-                else:
-                    nb.data = ob.data
                 bremap[b] = len(buffers)
-                buffers.append(nb)
+                buffers.append(_inline(model, src.buffers[b]))
             tt.buffer = bremap[b]
         tensors.append(tt)
     for op in ops:

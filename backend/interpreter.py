@@ -22,6 +22,10 @@ from .partition import summary_lines
 __all__ = ["Interpreter", "SignatureRunner"]
 
 
+#: numpy types LiteRT's details give for tensor types outside litecl's dtype table
+_OTHER_TYPES = {"STRING": np.bytes_}
+
+
 def _details(t, shape) -> dict:
     scales = t.scales.astype(np.float32)
     zps = t.zero_points.astype(np.int32)
@@ -31,7 +35,7 @@ def _details(t, shape) -> dict:
         "index": t.index,
         "shape": np.array(shape, dtype=np.int32),
         "shape_signature": np.array(t.shape_signature, dtype=np.int32),
-        "dtype": t.dtype.np.type if t.dtype is not None else None,
+        "dtype": t.dtype.np.type if t.dtype is not None else _OTHER_TYPES.get(t.type_name),
         "quantization": q,
         "quantization_parameters": {"scales": scales, "zero_points": zps,
                                     "quantized_dimension": t.quantized_dimension,
@@ -357,13 +361,14 @@ class Interpreter:
     @_exclusive
     def reset_all_variables(self) -> None:
         """LiteRT's reset_all_variables: every variable tensor back to its initial value.
-        Variables (and the nodes that touch them) live in LiteRT fallback segments, so
-        this resets each segment's sub-interpreter."""
+        Variable tensors are kept by the executor between segments (reset to LiteRT's
+        initial value); resource variables live in LiteRT sub-interpreters, reset too."""
         self._check_open()
         for g in self._graphs.values():
+            g.ex.reset_variables()  # variable tensors: their state lives in the executor
             for kind, step in g.ex._steps:
                 if kind == "f" and step.interp is not None:
-                    step.interp.reset_all_variables()
+                    step.interp.reset_all_variables()  # resource variables: in LiteRT
 
     def get_signature_list(self) -> dict:
         self._check_open()
@@ -444,7 +449,8 @@ class SignatureRunner:
 
     def get_input_details(self) -> dict:
         g = self._g
-        return {k: _details(g.sg.tensors[t], g.input_shapes[t]) for k, t in self._sig.inputs.items()}
+        return {k: _details(g.sg.tensors[t], g.input_shapes.get(t, g.ex.shapes.get(t, g.sg.tensors[t].shape)))
+                for k, t in self._sig.inputs.items()}
 
     def get_output_details(self) -> dict:
         g = self._g
@@ -478,6 +484,17 @@ class SignatureRunner:
         values = {}
         for name, v in kwargs.items():
             t = sig.inputs[name]
+            if t not in g.sg.inputs:
+                # a signature input that is no subgraph input: LiteRT's runner writes the
+                # tensor in place (no resize: "Dimension mismatch" otherwise); a node that
+                # produces it overwrites the value when invoked, as in LiteRT
+                arr = g.check_value(t, v)
+                if g.sg.tensors[t].is_constant:
+                    raise InputError(f"signature input {name!r} is tensor {t} "
+                                     f"({g.sg.tensors[t].name!r}), a constant")
+                if not any(t in n.outputs for n in g.sg.nodes):
+                    values[t] = arr
+                continue
             arr = g.check_value(t, v, resize_ok=True)
             values[t] = arr
             if tuple(arr.shape) != tuple(g.input_shapes[t]):

@@ -68,6 +68,12 @@ class Tensor:
     quantized_dimension: int
     is_variable: bool
     block_size: int = 0  # blockwise quantization (LiteRT's detail key)
+    #: the tensor has a buffer with bytes (LiteRT's read-only tensors), also when litecl
+    #: cannot decode it into ``data`` (sparse, STRING), or it has zero elements and no
+    #: operator or input gives it a value (nothing to read: ``data`` is then empty)
+    constant: bool = False
+    #: ``Tensor.sparsity`` is set: the buffer holds the compressed form DENSIFY expands
+    sparse: bool = False
 
     @property
     def type_name(self) -> str:
@@ -75,7 +81,7 @@ class Tensor:
 
     @property
     def is_constant(self) -> bool:
-        return self.data is not None
+        return self.constant or self.data is not None
 
     @property
     def quantized(self) -> bool:
@@ -229,6 +235,23 @@ def _buffer_bytes(raw: bytes, buf, where: str, bi: int) -> Optional[bytes]:
     return data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
 
 
+def _strings(blob: bytes, shape: tuple, where: str, what: str) -> np.ndarray:
+    """A STRING constant's value as LiteRT's get_tensor returns it: an object array of
+    bytes of ``shape``. TFLite's layout (tflite/string_util.h): int32 count N, N + 1
+    int32 offsets from the buffer's start, then the bytes."""
+    n = math.prod(shape)
+    if len(blob) < 4 * (n + 2) or int.from_bytes(blob[:4], "little", signed=True) != n:
+        raise ModelError(f"{where}: {what} is a STRING constant whose buffer does not hold "
+                         f"{n} strings")
+    offs = np.frombuffer(blob, "<i4", n + 1, 4).astype(np.int64)
+    if np.any(np.diff(offs) < 0) or offs[0] < 4 * (n + 2) or offs[-1] > len(blob):
+        raise ModelError(f"{where}: {what} is a STRING constant with offsets outside its buffer")
+    out = np.empty(n, dtype=object)
+    for i in range(n):
+        out[i] = bytes(blob[offs[i]:offs[i + 1]])
+    return out.reshape(shape)
+
+
 def _text(b, where: str, what: str) -> str:
     """A flatbuffer string as str, up to its first NUL byte: LiteRT reads names as C
     strings (a tensor named b"in\0put" is "in" in its details). The schema's strings are
@@ -255,7 +278,7 @@ def _check_sources(sub: "Subgraph", has_value: set, where: str) -> None:
             produced_by.setdefault(t, n.index)
     for n in sub.nodes:
         for t in n.outputs:
-            if t >= 0 and sub.tensors[t].data is not None:
+            if t >= 0 and sub.tensors[t].is_constant:
                 raise ModelError(f"{where}: subgraph {sub.index} operator {n.index} ({n.op}) writes "
                                  f"tensor {t} ({sub.tensors[t].name!r}), a constant")
         for t in n.inputs:
@@ -283,6 +306,24 @@ def _check_sources(sub: "Subgraph", has_value: set, where: str) -> None:
 
 
 _QUANT_TYPES = ("INT8", "UINT8", "INT16")
+
+#: The options table LiteRT's parser reads for the operators litecl lowers
+#: (tflite/core/api/flatbuffer_conversions.cc: ``op->builtin_options_as_AddOptions()``
+#: is null when the union holds another table, and the defaults apply).
+_OPTIONS_OF = {"ADD": schema.AddOptionsT, "CAST": schema.CastOptionsT}
+
+
+def _zero_element_constants(sub: "Subgraph") -> None:
+    """A zero-element tensor that no operator writes and that is no subgraph input holds
+    its (empty) value from the start, like a constant: e.g. the int32[0] shape operand of
+    a RESHAPE to a scalar, whose buffer has no bytes (LiteRT gives it an empty arena
+    allocation)."""
+    written = set(sub.inputs) | {t for n in sub.nodes for t in n.outputs}
+    for t in sub.tensors:
+        if (t.data is None and not t.constant and 0 in t.shape and t.index not in written
+                and t.dtype is not None and not t.is_variable):
+            t.data = np.empty(t.shape, t.dtype.np)
+            t.constant = True
 
 
 
@@ -334,9 +375,12 @@ def _validate(raw: bytes, obj, where: str) -> Model:
             data = None
             blob = _buffer_bytes(raw, bufs[t.buffer], where, t.buffer) if bufs and t.buffer > 0 else None
             name = _text(t.name, where, f"subgraph {si} tensor {ti} name")
+            sparse = t.sparsity is not None
             if blob:
-                if dt is None:
-                    data = None  # e.g. string constants: left to LiteRT
+                if int(t.type) == schema.TensorType.STRING and not sparse:
+                    data = _strings(blob, shape, where, f"subgraph {si} tensor {ti} ({name!r})")
+                elif dt is None or sparse:
+                    data = None  # sparse (compressed) constants and other types: left to LiteRT
                 else:
                     need = math.prod(shape) * dt.itemsize
                     if len(blob) < need:  # LiteRT reads the first bytes of a longer buffer
@@ -352,7 +396,8 @@ def _validate(raw: bytes, obj, where: str) -> Model:
             if blob or t.isVariable or 0 in shape:
                 has_value.add(ti)
             tensors.append(Tensor(ti, name, int(t.type), dt, shape, sig, int(t.buffer), data,
-                                  scales, zps, qd, bool(t.isVariable), bs))
+                                  scales, zps, qd, bool(t.isVariable), bs,
+                                  constant=bool(blob), sparse=sparse and bool(blob)))
 
         def check_idx(lst, what, allow_optional=False):
             out = tuple(int(x) for x in (lst if lst is not None else ()))
@@ -373,9 +418,13 @@ def _validate(raw: bytes, obj, where: str) -> Model:
             if name == "CUSTOM":
                 cc = oc.customCode.decode("utf-8", "replace") if isinstance(oc.customCode, bytes) else oc.customCode
                 name = f"CUSTOM:{cc}"
+            options = op.builtinOptions
+            expected = _OPTIONS_OF.get(name)
+            if expected is not None and not isinstance(options, expected):
+                options = None  # LiteRT: builtin_options_as_<T>() is null, defaults apply
             node = Node(ni, code, name, check_idx(op.inputs, f"operator {ni} input", True),
                         check_idx(op.outputs, f"operator {ni} output", True),
-                        op.builtinOptions, getattr(op, "builtinOptions2", None),
+                        options, getattr(op, "builtinOptions2", None),
                         int(getattr(oc, "version", 1) or 1))
             both = sorted(set(node.inputs) & set(node.outputs) - {-1})
             if both:  # LiteRT: "Tensor 0 is both input 0 and output 0" (AllocateTensors fails)
@@ -388,10 +437,11 @@ def _validate(raw: bytes, obj, where: str) -> Model:
         sname = sg.name.decode("utf-8", "replace") if isinstance(sg.name, bytes) else (sg.name or "")
         sub = Subgraph(si, sname, tensors, nodes, check_idx(sg.inputs, "input"),
                        check_idx(sg.outputs, "output"))
+        _zero_element_constants(sub)
         _check_sources(sub, has_value, where)
         _check_litert_aborts(sub, where)
         for t in sub.inputs:
-            if sub.tensors[t].data is not None:  # LiteRT segfaults in set_tensor on these
+            if sub.tensors[t].is_constant:  # LiteRT segfaults in set_tensor on these
                 raise ModelError(f"{where}: subgraph {si} input tensor {t} ({sub.tensors[t].name!r}) "
                                  "also holds constant data")
         subgraphs.append(sub)

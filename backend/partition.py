@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .lowering import why_not
 from .model import Subgraph
 
-__all__ = ["Placement", "Segment", "partition", "summary_lines", "STATEFUL_OPS"]
+__all__ = ["Placement", "Segment", "partition", "dependencies", "summary_lines", "STATEFUL_OPS"]
 
 OPENCL, FALLBACK = "opencl", "fallback"
 
@@ -63,31 +63,54 @@ def place(sg: Subgraph, caps, force_fallback: dict | None = None) -> dict[int, P
     return out
 
 
-def _order(sg: Subgraph, placements: dict[int, Placement]) -> list[int]:
-    """Topological order that prefers staying in the current placement."""
-    producer = {}
-    for n in sg.nodes:
-        for t in n.outputs:
-            if t >= 0:
-                producer[t] = n.index
+def dependencies(sg: Subgraph) -> dict[int, set]:
+    """node -> the nodes that must run before it, from the model's order (LiteRT runs
+    ``Subgraph.operators`` as listed): for every tensor, read-after-write (a reader after
+    the last writer before it), write-after-read (a writer after every reader since the
+    previous write, so a value is not overwritten before it is read: a graph input
+    overwritten by a later node, say) and write-after-write (two writers keep their
+    order); plus the listed order of stateful nodes (STATEFUL_OPS, custom ops), whose
+    effects are not visible in their tensors. TFLite's PartitionGraphIntoIndependentNodeSubsets
+    uses read-after-write alone, which suffices for the converter's SSA graphs only."""
     deps: dict[int, set] = {n.index: set() for n in sg.nodes}
+    last_writer: dict[int, int] = {}
+    readers: dict[int, list] = {}
     last_stateful = None
     for n in sg.nodes:
+        mine = deps[n.index]
         for t in n.inputs:
-            if t >= 0 and t in producer and producer[t] != n.index:
-                deps[n.index].add(producer[t])
+            if t < 0:
+                continue
+            if t in last_writer:
+                mine.add(last_writer[t])
+            readers.setdefault(t, []).append(n.index)
+        for t in n.outputs:
+            if t < 0:
+                continue
+            mine.update(readers.pop(t, ()))
+            if t in last_writer:
+                mine.add(last_writer[t])
+            last_writer[t] = n.index
         if n.op in STATEFUL_OPS or n.op.startswith("CUSTOM"):
             if last_stateful is not None:
-                deps[n.index].add(last_stateful)
+                mine.add(last_stateful)
             last_stateful = n.index
+        mine.discard(n.index)
+    return deps
+
+
+def _order(sg: Subgraph, placements: dict[int, Placement]) -> list[int]:
+    """Topological order of ``dependencies(sg)`` that prefers staying in the current
+    placement (fewer segments), else the lowest model index (the model's order)."""
+    deps = dependencies(sg)
     done: set = set()
     order: list[int] = []
     remaining = [n.index for n in sg.nodes]
     current = None
     while remaining:
         ready = [i for i in remaining if deps[i] <= done]
-        if not ready:  # a cycle cannot happen in a valid model; keep file order then
-            ready = remaining[:1]
+        # every edge points from an earlier to a later model index, so some node is ready
+        assert ready, "dependency edges follow the model's order"
         same = [i for i in ready if placements[i].placement == current]
         pick = same[0] if same else ready[0]
         current = placements[pick].placement

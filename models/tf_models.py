@@ -45,7 +45,40 @@ def variable_cast_model() -> bytes:
     return conv.convert()
 
 
-MODELS = {"while_cast": while_cast_model, "variable_cast": variable_cast_model}
+def reshape_scalar_model() -> bytes:
+    """float32[] x -> ADD 1 -> RESHAPE to [] (its shape operand: an int32[0] constant with
+    an empty buffer) -> MUL 2 (issue 12's smallest zero-element-constant case)."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    @tf.function(input_signature=[tf.TensorSpec([1], tf.float32)])
+    def f(x):
+        return tf.reshape(x + 1.0, []) * 2.0
+
+    return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
+
+
+def dynamic_reshape_model() -> bytes:
+    """float32[1, 16] x -> SHAPE, STRIDED_SLICE, FLOOR_DIV, PACK -> RESHAPE to
+    [1, n // 4, 4, 1] (a shape computed at invoke), ADD 1, two CONV_2D: the RESHAPE's
+    output shape is known only after the nodes before it ran (issue 12 item 1)."""
+    import numpy as np  # noqa: PLC0415
+    import tensorflow as tf  # noqa: PLC0415
+
+    w1 = tf.constant(np.linspace(-1, 1, 3 * 3 * 1 * 2, dtype=np.float32).reshape(3, 3, 1, 2))
+    w2 = tf.constant(np.linspace(-0.5, 0.5, 3 * 3 * 2 * 2, dtype=np.float32).reshape(3, 3, 2, 2))
+
+    @tf.function(input_signature=[tf.TensorSpec([1, None], tf.float32)])
+    def f(x):
+        n = tf.shape(x)[1] // 4
+        r = tf.reshape(x, tf.stack([1, n, 4, 1])) + 1.0
+        y = tf.nn.conv2d(r, w1, 1, "SAME")
+        return tf.nn.conv2d(y, w2, 1, "SAME")
+
+    return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
+
+
+MODELS = {"while_cast": while_cast_model, "variable_cast": variable_cast_model,
+          "reshape_scalar": reshape_scalar_model, "dynamic_reshape": dynamic_reshape_model}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in MODELS:

@@ -1,6 +1,7 @@
 """Shared fixtures: the OpenCL devices this machine offers, real models, the builders."""
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -82,6 +83,7 @@ def shared_model(name: str) -> Path:
     return p
 
 
+@functools.lru_cache(maxsize=None)
 def tf_model(name: str) -> bytes:
     """Build a models/tf_models.py model in a subprocess (TensorFlow and LLVM-based OpenCL
     ICDs crash when loaded in one process). Skips when TensorFlow is not installed."""

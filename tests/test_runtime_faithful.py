@@ -58,3 +58,233 @@ def test_tensorflow_imported_first(dev):
                        text=True, env=env, timeout=600)
     assert r.returncode == 0, f"rc={r.returncode}: {r.stderr[-1500:]}"
     assert r.stdout.strip().startswith("OK"), r.stdout
+
+
+# ---------------------------------------------------------------------------------------
+# Hand-made graphs (models/runtime_graphs.py) and TensorFlow-built ones, against LiteRT
+
+from ai_edge_litert.interpreter import Interpreter as LiteRT, OpResolverType  # noqa: E402
+
+import litecl  # noqa: E402
+from conftest import device_params, tf_model  # noqa: E402
+from models import runtime_graphs as rg  # noqa: E402
+
+DEVICES = device_params(["pocl", "intel"]) + device_params(["pocl"], ("mobile",))
+
+
+def _litert(buf: bytes):
+    return LiteRT(model_content=buf, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype == object or b.dtype == object:
+        return a.shape == b.shape and list(a.ravel()) == list(b.ravel())
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _both(buf: bytes, dev: str, inputs: dict, resize: dict | None = None, invokes: int = 2):
+    """Run ``buf`` on LiteRT and on litecl with the same inputs (index -> array), ``invokes``
+    times; returns (litert outputs, litecl outputs) of each invoke and the litecl Interpreter."""
+    ref, it = _litert(buf), litecl.Interpreter(model_content=buf, device=dev)
+    for x in (ref, it):
+        for k, s in (resize or {}).items():
+            x.resize_tensor_input(k, s)
+        x.allocate_tensors()
+    runs = []
+    for _ in range(invokes):
+        outs = []
+        for x in (ref, it):
+            for k, v in inputs.items():
+                x.set_tensor(k, v)
+            x.invoke()
+            outs.append([x.get_tensor(d["index"]) for d in x.get_output_details()])
+        runs.append(outs)
+    return runs, it
+
+
+def _assert_same(runs):
+    for want, got in runs:
+        assert len(want) == len(got)
+        for w, g in zip(want, got):
+            assert _same(g, w), (g, w)
+
+
+def _ops_on(it, op):
+    return [p["placement"] for p in it.placement() if p["op"] == op]
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_write_after_write_keeps_model_order(dev):
+    # CAST a->y, ADD y+y->w, CAST b->y: LiteRT w = 2a, y = b (litecl gave w = 2b before)
+    a, b = np.array([1, 2, 3, 4], np.int32), np.array([100, 200, 300, 400], np.int32)
+    runs, it = _both(rg.write_after_write(), dev, {0: a, 1: b})
+    _assert_same(runs)
+    assert runs[0][1][0].tolist() == [2, 4, 6, 8]
+    assert _ops_on(it, "CAST") == ["opencl", "opencl"] and _ops_on(it, "ADD") == ["opencl"]
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_graph_input_overwritten_after_read(dev):
+    x, z = np.array([1.5, -2, 3, 4], np.float32), np.array([7, 8, 9, 10], np.int32)
+    runs, it = _both(rg.input_overwritten(), dev, {0: x, 1: z})
+    _assert_same(runs)
+    assert runs[0][1][0].tolist() == [3, -4, 6, 8]
+
+
+def test_dependencies_have_all_three_edges():
+    from litecl.partition import dependencies
+
+    sg = litecl.load_model(model_content=rg.write_after_write()).subgraphs[0]
+    deps = dependencies(sg)
+    assert deps[1] == {0}          # ADD reads y after CAST a->y (read after write)
+    assert deps[2] == {0, 1}       # CAST b->y after the reader and the first writer
+    sg = litecl.load_model(model_content=rg.input_overwritten()).subgraphs[0]
+    assert dependencies(sg)[1] == {0}  # CAST z->x waits for ADD's read of x
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_variable_written_in_one_segment_read_in_a_later_one(dev):
+    x = np.array([1.5, 2.25, -3, 4], np.float32)
+    runs, it = _both(rg.variable_across_segments(), dev, {0: x})
+    _assert_same(runs)
+    assert runs[0][1][0].tolist() == (2 * x - np.trunc(x)).tolist()
+    assert _ops_on(it, "CAST") == ["opencl", "opencl"]
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_variable_input_takes_the_value_set(dev):
+    x, v = np.array([1, 2, 3, 4], np.float32), np.array([5, -6, 7.5, 8], np.float32)
+    runs, it = _both(rg.variable_input(), dev, {0: x, 1: v})
+    _assert_same(runs)
+    assert runs[0][1][0].tolist() == [5, -12, 22, 32]
+
+
+def test_reset_all_variables_matches_litert(fast_device):
+    buf = rg.variable_input()
+    ref, it = _litert(buf), litecl.Interpreter(model_content=buf, device=fast_device)
+    for x in (ref, it):
+        x.allocate_tensors()
+        x.set_tensor(0, np.array([1, 2, 3, 4], np.float32))
+        x.set_tensor(1, np.array([5, 6, 7, 8], np.float32))
+        x.reset_all_variables()
+        x.invoke()
+    assert _same(it.get_tensor(it.get_output_details()[0]["index"]),
+                 ref.get_tensor(ref.get_output_details()[0]["index"]))
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_add_with_another_options_table_ignores_it(dev):
+    # MulOptions(RELU) in ADD's union: LiteRT applies no activation
+    a, b = np.array([-1, 2, -3, 4], np.float32), np.array([-1, -5, 1, 1], np.float32)
+    runs, it = _both(rg.add_with_mul_options(), dev, {0: a, 1: b})
+    _assert_same(runs)
+    assert runs[0][1][0].tolist() == [-2, -3, -2, 5]
+    assert _ops_on(it, "ADD") == ["opencl"]
+
+
+def test_signature_input_that_is_no_subgraph_input(fast_device):
+    buf = rg.signature_non_input()
+    x, c = np.array([1, 2, 3, 4], np.int32), np.array([9, 9, 9, 9], np.float32)
+    want = _litert(buf).get_signature_runner()(x=x, c=c)
+    it = litecl.Interpreter(model_content=buf, device=fast_device)
+    runner = it.get_signature_runner()
+    assert runner.get_input_details()["c"]["index"] == 1
+    got = runner(x=x, c=c)
+    assert _same(got["y"], want["y"])
+    with pytest.raises(ValueError):  # LiteRT: "Dimension mismatch" (no resize of non-inputs)
+        runner(x=x, c=np.zeros(6, np.float32))
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_constant_string_output(dev):
+    runs, it = _both(rg.constant_string_output(), dev, {0: np.array([3, -4], np.int32)})
+    _assert_same(runs)
+    assert list(runs[0][1][1]) == [b"ab", b"c"]
+    assert it.get_output_details()[1]["dtype"] is np.bytes_
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_sparse_constant_read_by_densify(dev):
+    x = np.arange(16, dtype=np.float32).reshape(4, 4) * 0.75 - 3
+    runs, it = _both(rg.sparse_densify_add(), dev, {0: x})
+    _assert_same(runs)
+    assert _ops_on(it, "ADD") == ["opencl"] and _ops_on(it, "CAST") == ["opencl"]
+    assert _ops_on(it, "DENSIFY") == ["fallback"]
+
+
+def test_compare_shows_outputs_of_one_name_by_position(tmp_path, fast_device):
+    # two outputs named alike: compare prints a row for each (keyed by position)
+    from ai_edge_litert import schema_py_generated as schema
+
+    m = schema.ModelT.InitFromPackedBuf(rg.write_after_write(), 0)
+    for t in m.subgraphs[0].outputs:
+        m.subgraphs[0].tensors[t].name = "same"
+    m.signatureDefs = []
+    p = tmp_path / "dup.tflite"
+    p.write_bytes(rg._pack(m))
+    r = subprocess.run([sys.executable, "-m", "litecl.cli", "compare", str(p), "--device", fast_device],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = [ln for ln in r.stdout.splitlines() if ln.startswith("same")]
+    assert len(rows) == 2 and rows[0].split()[0] == "same#0" and rows[1].split()[0] == "same#1", r.stdout
+
+
+# TensorFlow-built models: run-time shapes and zero-element constants --------------------
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_shape_computed_at_run_time(dev):
+    # SHAPE, STRIDED_SLICE, FLOOR_DIV, PACK -> RESHAPE to [1, n/4, 4, 1], ADD, 2 CONV_2D:
+    # LiteRT reports the RESHAPE output as (1, 1, 4, 1) until it runs; the real one is
+    # (1, 4, 4, 1), and the CONV segment must be prepared at that shape (it was refused)
+    buf = tf_model("dynamic_reshape")
+    x = np.linspace(-2, 2, 16, dtype=np.float32).reshape(1, 16)
+    runs, it = _both(buf, dev, {0: x}, resize={0: [1, 16]})
+    _assert_same(runs)
+    assert runs[0][1][0].shape == (1, 4, 4, 2)
+    assert _ops_on(it, "ADD") == ["opencl"]
+    # a new input shape: re-planned at run time, still bit-exact
+    x2 = np.linspace(-1, 3, 32, dtype=np.float32).reshape(1, 32)
+    runs, _ = _both(buf, dev, {0: x2}, resize={0: [1, 32]})
+    _assert_same(runs)
+    assert runs[0][1][0].shape == (1, 8, 4, 2)
+
+
+def test_run_time_planning_is_marked_and_cached(fast_device):
+    buf = tf_model("dynamic_reshape")
+    it = litecl.Interpreter(model_content=buf, device=fast_device)
+    it.resize_tensor_input(0, [1, 16])
+    it.allocate_tensors()
+    ex = it._main.ex
+    add = next(p["index"] for p in it.placement() if p["op"] == "ADD")
+    assert ex.planned_at_run_time(add) and add not in ex._kernels  # nothing built at a placeholder
+    x = np.ones((1, 16), np.float32)
+    it.set_tensor(0, x)
+    it.invoke()
+    k = ex._kernels[add]
+    assert k.in_shapes[0] == (1, 4, 4, 1)
+    it.set_tensor(0, x)
+    it.invoke()
+    assert ex._kernels[add] is k  # same shape: not planned again
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_zero_element_constant_shape_operand(dev):
+    # tf.reshape(x + 1.0, []) * 2.0: RESHAPE's shape operand is int32[0] with no bytes
+    buf = tf_model("reshape_scalar")
+    runs, it = _both(buf, dev, {0: np.array([1.25], np.float32)})
+    _assert_same(runs)
+    assert float(runs[0][1][0]) == 4.5
+    assert _ops_on(it, "ADD") == ["opencl"]
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_buffers_after_the_flatbuffer_on_the_control_flow_path(dev):
+    # a WHILE model with every buffer stored after the flatbuffer (offset/size): the
+    # sub-model of the control-flow segment must carry the bytes (it read garbage before)
+    buf = rg.buffers_after_flatbuffer(tf_model("while_cast"))
+    assert all(not b.data for b in litecl.load_model(model_content=buf).obj.buffers)
+    x, n = np.array([1.5, -2.5, 3, 4, 100], np.float32), np.array(3, np.int32)
+    runs, it = _both(buf, dev, {0: x, 1: n})
+    _assert_same(runs)
+    assert _ops_on(it, "CAST")[:2] == ["opencl", "opencl"]
