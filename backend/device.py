@@ -560,16 +560,35 @@ def probe_nontemporal(d: "cl.Device") -> bool:
     bypasses the cache saves the read-for-ownership of each written line."""
     key = f"nt|{d.platform.name}|{d.name}|{d.int_ptr}"
     if key not in _PROBES:
-        import warnings  # noqa: PLC0415
-
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                cl.Program(cl.Context([d]), _NT_PROBE_SOURCE).build()
-            _PROBES[key] = ""
-        except Exception as e:  # the compiler does not know the builtin
-            _PROBES[key] = str(e)[:200] or type(e).__name__
+        _PROBES[key] = _cached_probe("nontemporal", d, lambda: _nt_probe(d))
     return not _PROBES[key]
+
+
+def _cached_probe(name: str, d: "cl.Device", run) -> str:
+    """A probe's result ('' or the error) from the disk cache (backend/cache.py, keyed by
+    the device's platform, name and driver versions), else ``run()`` stored there: each
+    probe builds a kernel, ~100 ms per device on PoCL at every start otherwise."""
+    from .cache import device_identity, probe_get, probe_put  # noqa: PLC0415
+
+    ident = device_identity(d)
+    got = probe_get(name, ident)
+    if isinstance(got, str):
+        return got
+    got = run()
+    probe_put(name, ident, got)
+    return got
+
+
+def _nt_probe(d: "cl.Device") -> str:
+    import warnings  # noqa: PLC0415
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cl.Program(cl.Context([d]), _NT_PROBE_SOURCE).build()
+        return ""
+    except Exception as e:  # the compiler does not know the builtin
+        return str(e)[:200] or type(e).__name__
 
 
 def probe_compiler(d: "cl.Device") -> str:
@@ -580,20 +599,24 @@ def probe_compiler(d: "cl.Device") -> str:
     """
     key = f"{d.platform.name}|{d.name}|{d.int_ptr}"
     if key not in _PROBES:
-        import warnings  # noqa: PLC0415
-
-        try:
-            ctx = cl.Context([d])
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                cl.Program(ctx, _PROBE_SOURCE).build()
-            _PROBES[key] = ""
-        except Exception as e:  # cl.RuntimeError with the build log, or a driver error
-            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-            err = next((ln for ln in lines if "error" in ln.lower() and "build" not in ln.lower()),
-                       lines[0] if lines else type(e).__name__)
-            _PROBES[key] = err[:200]
+        _PROBES[key] = _cached_probe("compiler", d, lambda: _compiler_probe(d))
     return _PROBES[key]
+
+
+def _compiler_probe(d: "cl.Device") -> str:
+    import warnings  # noqa: PLC0415
+
+    try:
+        ctx = cl.Context([d])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cl.Program(ctx, _PROBE_SOURCE).build()
+        return ""
+    except Exception as e:  # cl.RuntimeError with the build log, or a driver error
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        err = next((ln for ln in lines if "error" in ln.lower() and "build" not in ln.lower()),
+                   lines[0] if lines else type(e).__name__)
+        return err[:200]
 
 
 def open_device(spec: str | Device | None = None) -> Device:

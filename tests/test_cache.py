@@ -1,0 +1,90 @@
+"""backend/cache.py: program binaries and probe results kept on disk (fast start), and a
+broken cache never costs the device."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from litecl import cache
+
+SCRIPT = textwrap.dedent("""
+    import time, numpy as np, litecl, litecl.executor as ex
+    from models.builders import cast_model
+    m = cast_model("float32", "int8", [33])
+    built = []  # programs that came from a cached binary
+    real = ex.load_binary
+    def counting(ident, source):
+        b = real(ident, source)
+        built.append(b is not None)
+        return b
+    ex.load_binary = counting
+    it = litecl.Interpreter(model_content=m, device=DEV)
+    it.allocate_tensors()
+    x = np.array([1.5, -2.5, 1e10, float("nan")] * 8 + [300], np.float32)
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    print(sum(built), it.get_tensor(it.get_output_details()[0]["index"]).tolist())
+""")
+
+
+def _run(dev: str, env: dict) -> tuple[int, list]:
+    from conftest import ROOT
+
+    r = subprocess.run([sys.executable, "-c", SCRIPT.replace("DEV", repr(dev))], capture_output=True,
+                       text=True, timeout=300, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), **env))
+    assert r.returncode == 0, r.stderr[-1500:]
+    n, out = r.stdout.split(" ", 1)
+    return int(n), eval(out), r.stderr
+
+
+def test_second_process_loads_the_binary(tmp_path, fast_device):
+    env = {"LITECL_CACHE_DIR": str(tmp_path / "c")}
+    n1, out1, _ = _run(fast_device, env)
+    n2, out2, _ = _run(fast_device, env)
+    assert out1 == out2 == [1, -2, 127, 127] * 8 + [127]
+    assert n1 == 0 and n2 >= 1  # the second process built from the stored binary
+    assert any((tmp_path / "c" / "programs").rglob("*.bin"))
+    assert any((tmp_path / "c" / "probes").rglob("*.bin"))
+
+
+def test_corrupted_binary_is_rebuilt(tmp_path, fast_device):
+    env = {"LITECL_CACHE_DIR": str(tmp_path / "c")}
+    _run(fast_device, env)
+    for p in (tmp_path / "c" / "programs").rglob("*.bin"):
+        b = p.read_bytes()
+        p.write_bytes(b[: len(b) // 2])  # truncated
+    n, out, _ = _run(fast_device, env)
+    assert out == [1, -2, 127, 127] * 8 + [127]
+    assert n == 0  # the damaged entries were not used
+
+
+@pytest.mark.parametrize("kind", ["file", "readonly"])
+def test_unusable_cache_warns_and_builds(tmp_path, fast_device, kind):
+    if kind == "file":
+        (tmp_path / "c").write_text("not a folder")
+    else:
+        (tmp_path / "c").mkdir()
+        os.chmod(tmp_path / "c", 0o500)
+        if os.access(tmp_path / "c", os.W_OK):  # root ignores the mode bits
+            pytest.skip("running as root: a read-only folder is still writable")
+    _, out, err = _run(fast_device, {"LITECL_CACHE_DIR": str(tmp_path / "c")})
+    assert out == [1, -2, 127, 127] * 8 + [127]
+    assert "cannot use the cache folder" in err and str(tmp_path / "c") in err
+
+
+def test_binary_checksum_detects_damage(tmp_path, monkeypatch):
+    monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path))
+    cache.store_binary("dev", "src", b"payload-bytes")
+    assert cache.load_binary("dev", "src") == b"payload-bytes"
+    assert cache.load_binary("dev", "other") is None
+    p = next(tmp_path.rglob("*.bin"))
+    p.write_bytes(p.read_bytes()[:-1] + b"X")
+    assert cache.load_binary("dev", "src") is None and not p.exists()
+    monkeypatch.setenv("LITECL_NO_CACHE", "1")
+    cache.store_binary("dev", "src", b"x")
+    assert cache.load_binary("dev", "src") is None
