@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["RunStats", "time_runs", "benchmark_interpreter", "node_profile", "format_stats"]
+__all__ = ["RunStats", "time_runs", "time_alternating", "benchmark_interpreter", "node_profile",
+           "format_stats"]
 
 
 @dataclass
@@ -56,6 +57,23 @@ def time_runs(run, *, min_runs: int, min_secs: float, max_secs: float) -> RunSta
             return st
 
 
+def time_alternating(runs: dict, *, min_runs: int, min_secs: float, max_secs: float) -> dict:
+    """Call each closure of ``runs`` (name -> run) in turn, one run each per round, until
+    every one ran ``min_runs`` times and ``min_secs`` passed (or ``max_secs``): the peer
+    measured in the same process and in alternating rounds, so drift of the machine hits
+    both alike. Returns name -> RunStats."""
+    out = {k: RunStats() for k in runs}
+    t_start = time.perf_counter()
+    while True:
+        for k, run in runs.items():
+            t0 = time.perf_counter_ns()
+            run()
+            out[k].times_us.append((time.perf_counter_ns() - t0) / 1e3)
+        el = time.perf_counter() - t_start
+        if (min(s.count for s in out.values()) >= min_runs and el >= min_secs) or el >= max_secs:
+            return out
+
+
 def make_run(interp, inputs: dict):
     """A closure doing one inference on a LiteRT-API interpreter (litecl's or LiteRT's):
     set inputs (keyed by tensor index), invoke, read outputs."""
@@ -85,11 +103,14 @@ def _fused_note(g) -> str:
     return ", streaming stores" if "__builtin_nontemporal_store" in g.source else ""
 
 
-def node_profile(interp, inputs: dict, runs: int = 10, run=None, ex=None) -> list[dict]:
+def node_profile(interp, inputs: dict, runs: int = 10, run=None, ex=None,
+                 inference_ms: float | None = None) -> list[dict]:
     """Per node (OpenCL kernels: event-profiled device time) and per fallback segment
     (wall time of the LiteRT sub-interpreter's invoke), averaged over ``runs`` runs with
     profiling on (each kernel is waited for, so these are not the pipelined timings).
-    ``run``/``ex``: another inference closure and the executor it runs (a signature's)."""
+    ``run``/``ex``: another inference closure and the executor it runs (a signature's).
+    ``inference_ms``: the average inference time; the host time the rows do not cover
+    becomes an "(other)" row, and [%] is of the whole inference."""
     ex = ex or interp._main.ex
     run = run or make_run(interp, inputs)
     acc: dict = {}
@@ -133,6 +154,11 @@ def node_profile(interp, inputs: dict, runs: int = 10, run=None, ex=None) -> lis
                          "what": f"{len(ops)} node(s): " + ", ".join(ops[:6]) + (" ..." if len(ops) > 6 else ""),
                          "folded": False, "avg_ms": (np.mean(times) / 1e6) if times else 0.0})
     total = sum(r["avg_ms"] for r in rows) or 1.0
+    if inference_ms is not None and inference_ms > total:  # the rest is host time: its own row
+        rows.append({"node": "(other)", "index": -1, "placement": "host", "folded": False,
+                     "what": "transfers, launches, Python overhead (inference avg minus the rows above)",
+                     "avg_ms": inference_ms - total})
+        total = inference_ms
     cdf = 0.0
     for r in rows:
         r["pct"] = 100.0 * r["avg_ms"] / total

@@ -230,7 +230,9 @@ def _open(args):
 
     return Interpreter(model_path=args.model, device=args.device,
                        strict=getattr(args, "strict", False),
-                       reference=getattr(args, "reference", "builtin"))
+                       reference=getattr(args, "reference", "builtin"),
+                       num_threads=getattr(args, "num_threads", None),
+                       placement=getattr(args, "placement", "all"))
 
 
 def _details_by_name(interp, signature):
@@ -386,7 +388,8 @@ def cmd_compare(args) -> int:
     interp, sig, inputs = _open_with_inputs(args)
     got = _run_litecl(interp, inputs, sig)
     try:
-        want = reference_outputs(interp._model.raw, inputs, sig, reference=args.reference)
+        want = reference_outputs(interp._model.raw, inputs, sig, num_threads=args.num_threads,
+                                 reference=args.reference)
     except (RuntimeError, ValueError) as e:  # e.g. an op version this LiteRT lacks
         msg = " ".join(str(e).split())[:300]
         raise _Usage(f"LiteRT cannot run the model as the reference: {msg}") from None
@@ -417,14 +420,16 @@ def cmd_compare(args) -> int:
 def cmd_bench(args) -> int:
     import time  # noqa: PLC0415
 
-    from .bench import benchmark_interpreter, format_stats, node_profile  # noqa: PLC0415
+    from .bench import (benchmark_interpreter, format_stats, make_run, node_profile,  # noqa: PLC0415
+                        time_alternating)
     from .interpreter import Interpreter  # noqa: PLC0415
 
     if args.json:
         _check_writable(args.json, "JSON file")
     given = _load_npz(args.inputs) if args.inputs else None
     t0 = time.perf_counter()
-    interp = Interpreter(model_path=args.model, device=args.device, num_threads=args.num_threads)
+    interp = Interpreter(model_path=args.model, device=args.device, num_threads=args.num_threads,
+                         placement=args.placement, reference=args.reference)
     interp.allocate_tensors()
     init_ms = (time.perf_counter() - t0) * 1e3
     sig = _pick_signature(interp, args.signature)
@@ -452,17 +457,47 @@ def cmd_bench(args) -> int:
     print(f"INFO: Initialized session in {init_ms:.3f}ms.")
     print(f"INFO: Running benchmark for at least {args.warmup_runs} iterations and at least "
           f"{args.warmup_min_secs} seconds but terminate if exceeding {args.max_secs} seconds.")
+    # LiteRT on the same model and inputs, in this process (the peer of every figure)
+    from .fallback import make_interpreter  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    ref = make_interpreter(interp._model.raw, args.num_threads, args.reference)
+    if sig is None:
+        for d in interp.get_input_details():
+            ref.resize_tensor_input(d["index"], list(d["shape"]))
+        ref.allocate_tensors()
+        ref_run = make_run(ref, inputs)
+    else:
+        ref_runner = ref.get_signature_runner(sig)
+
+        def ref_run():
+            ref_runner(**by_name)
+    ref_run()
+    ref_init_ms = (time.perf_counter() - t0) * 1e3
     res = benchmark_interpreter(interp, inputs, warmup_runs=args.warmup_runs,
-                                warmup_min_secs=args.warmup_min_secs, num_runs=args.num_runs,
-                                min_secs=args.min_secs, max_secs=args.max_secs, run=run)
+                                warmup_min_secs=args.warmup_min_secs, num_runs=0,
+                                min_secs=0, max_secs=args.max_secs, run=run)
+    benchmark_interpreter(ref, {}, warmup_runs=args.warmup_runs, warmup_min_secs=args.warmup_min_secs,
+                          num_runs=0, min_secs=0, max_secs=args.max_secs, run=ref_run)
     print(f"INFO: {format_stats(res['warmup'])}")
     print(f"INFO: Running benchmark for at least {args.num_runs} iterations and at least "
-          f"{args.min_secs} seconds but terminate if exceeding {args.max_secs} seconds.")
+          f"{args.min_secs} seconds but terminate if exceeding {args.max_secs} seconds "
+          "(litecl and LiteRT in alternating runs).")
+    timed = time_alternating({"litecl": run or make_run(interp, inputs), "litert": ref_run},
+                             min_runs=args.num_runs, min_secs=args.min_secs, max_secs=args.max_secs)
+    res["runs"], res["litert"] = timed["litecl"].summary(), timed["litert"].summary()
+    res["litert_init_ms"] = ref_init_ms
     print(f"INFO: {format_stats(res['runs'])}")
-    w, r = res["warmup"], res["runs"]
+    w, r, lr = res["warmup"], res["runs"], res["litert"]
     print(f"INFO: Inference timings in us: Init: {init_ms * 1e3:.0f}, First inference: "
           f"{w['first']:.0f}, Warmup (avg): {w['avg']:.0f}, Inference (avg): {r['avg']:.0f}")
-    rows = node_profile(interp, inputs, runs=args.profile_runs, run=run, ex=ex)
+    print(f"INFO: LiteRT ({args.reference} kernels, same process): {format_stats(lr)}")
+    print(f"INFO: LiteRT timings in us: Init: {ref_init_ms * 1e3:.0f}, Inference (avg): {lr['avg']:.0f}")
+    res["ratio_median"] = r["median"] / lr["median"] if lr["median"] else None
+    print(f"INFO: litecl / LiteRT: median {r['median']:.0f} / {lr['median']:.0f} us = "
+          f"{res['ratio_median']:.2f}x, avg {r['avg'] / lr['avg']:.2f}x")
+    rows = node_profile(interp, inputs, runs=args.profile_runs, run=run, ex=ex,
+                        inference_ms=r["avg"] / 1e3)
     print()
     print("============================== Run Order ==============================")
     print(f"{'[node type]':>24} {'[placement]':>11} {'[avg ms]':>10} {'[%]':>8} {'[cdf%]':>8}  [what]")
@@ -470,9 +505,6 @@ def cmd_bench(args) -> int:
         what = row["what"] + (" (computed once at allocate_tensors)" if row["folded"] else "")
         print(f"{row['node']:>24} {row['placement']:>11} {row['avg_ms']:>10.3f} "
               f"{row['pct']:>7.2f}% {row['cdf']:>7.2f}%  {what}")
-    other = r["avg"] / 1e3 - sum(row["avg_ms"] for row in rows)
-    print(f"{'(other)':>24} {'host':>11} {max(other, 0.0):>10.3f}  transfers, launches, "
-          "Python overhead (inference avg minus the rows above)")
     print("(OpenCL rows: event-profiled kernel time; fallback rows: wall time of the LiteRT "
           "sub-interpreter's invoke; profiled runs wait for each kernel)")
     if args.json:
@@ -539,6 +571,14 @@ def _parser() -> argparse.ArgumentParser:
     sig_help = ("signature key to run (default: subgraph 0, or the first signature when "
                 "subgraph 0 has no inputs)")
     ref_choices = ("builtin", "ref", "xnnpack")
+    placement_help = ("all (default): every node that can run on OpenCL does; auto: only where the "
+                      "cost model (the device's measured bandwidth and round trip against LiteRT's) "
+                      "expects it to be faster, the rest stays on LiteRT")
+    threads_help = ("threads of the LiteRT fallback segments (an integer >= 1, as LiteRT; "
+                    "default LiteRT's)")
+
+    def add_placement(s):
+        s.add_argument("--placement", choices=("all", "auto"), default="all", help=placement_help)
 
     s = sub.add_parser("devices", help="list OpenCL devices and their capabilities")
     s.add_argument("--json", action="store_true", help="print the devices as a JSON list")
@@ -551,6 +591,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="show only the nodes of this signature's subgraph (and the subgraphs it calls)")
     s.add_argument("--json", action="store_true",
                    help="print JSON: model, device {platform, name, profile}, signature, nodes, summary")
+    add_placement(s)
     s.set_defaults(fn=cmd_inspect)
 
     def add_input_args(s):  # what run and compare share: the inputs and how the model runs
@@ -562,6 +603,8 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--signature", metavar="KEY", help=sig_help)
         s.add_argument("--strict", action="store_true",
                        help="fail instead of falling back when a kernel does not build")
+        s.add_argument("--num_threads", type=_POSITIVE, default=None, metavar="N", help=threads_help)
+        add_placement(s)
 
     s = sub.add_parser("run", help="run a model (seeded random inputs unless --inputs)")
     s.add_argument("model", help=model_help)
@@ -593,9 +636,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--inputs", metavar="NPZ", help=".npz of inputs keyed by input name (default: seeded random)")
     s.add_argument("--resize", action="store_true", help=resize_help)
     s.add_argument("--seed", type=_NON_NEGATIVE, default=0, help=seed_help)
-    s.add_argument("--num_threads", type=_POSITIVE, default=None, metavar="N",
-                   help="threads of the LiteRT fallback segments (an integer >= 1, as LiteRT; "
-                        "default LiteRT's)")
+    s.add_argument("--num_threads", type=_POSITIVE, default=None, metavar="N", help=threads_help)
+    add_placement(s)
+    s.add_argument("--reference", choices=ref_choices, default="builtin",
+                   help="LiteRT op resolver for the fallback segments and for the LiteRT run "
+                   "timed beside litecl's (default builtin)")
     s.add_argument("--warmup_runs", type=_NON_NEGATIVE, default=1, metavar="N",
                    help="warm-up runs, at least (an integer >= 0; default 1; one run is always done)")
     s.add_argument("--warmup_min_secs", type=_arg_secs, default=0.5, metavar="SECS",

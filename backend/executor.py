@@ -152,6 +152,7 @@ class _Fallback:
     in_index: list = field(default_factory=list)
     out_index: list = field(default_factory=list)
     out_details: list = field(default_factory=list)
+    passthrough: bool = False  # the segment is the whole of subgraph 0: the model's own bytes
 
 
 class Executor:
@@ -164,7 +165,7 @@ class Executor:
     def __init__(self, model: Model, subgraph: int, device, num_threads=None,
                  strict: bool = False, force_fallback: dict | None = None,
                  reference: str = "builtin", fuse: bool = True,
-                 preserve_all_tensors: bool = False):
+                 preserve_all_tensors: bool = False, placement: str = "all"):
         self.model = model
         self.fuse = fuse
         self.preserve_all_tensors = preserve_all_tensors
@@ -180,6 +181,14 @@ class Executor:
         self.reference = reference
         self.strict = strict
         self.placements, self.segments = partition(self.sg, self.caps, force_fallback)
+        if placement == "auto":  # the cost decision, apart from what can run (placement.py)
+            from .placement import auto_keep_on_litert, device_costs  # noqa: PLC0415
+
+            keep = auto_keep_on_litert(self.sg, self.segments, {}, device_costs(device),
+                                       self._constant_only_nodes())
+            if keep:
+                self.placements, self.segments = partition(self.sg, self.caps,
+                                                           {**keep, **(force_fallback or {})})
         self.build_failures: dict[int, str] = {}
         self._steps: list = []
         self._kernels: dict[int, _Kernel] = {}
@@ -201,6 +210,19 @@ class Executor:
         self._pinned: dict = {}       # tensor -> (pinned buffer, its mapped array), GPUs
         self._prefetch = list(dict.fromkeys(t for t in model.subgraphs[subgraph].outputs if t >= 0))
         self._boundaries()
+
+    def _constant_only_nodes(self) -> set:
+        """OpenCL nodes whose inputs are all constant, or outputs of such nodes: computed
+        once at allocate (what allocate() folds)."""
+        on = {p.index for p in self.placements if p.placement == OPENCL}
+        out: set = set()
+        made: set = set()
+        for n in self.sg.nodes:
+            if n.index in on and all(t >= 0 and (self.sg.tensors[t].is_constant or t in made)
+                                     for t in n.inputs):
+                out.add(n.index)
+                made.update(n.outputs)
+        return out
 
     # ----------------------------------------------------------------- planning
     def _boundaries(self) -> None:
@@ -235,6 +257,12 @@ class Executor:
             ins += [t for t in state if t not in ins]
             outs_seg += state
             self._steps.append(("f", _Fallback(list(seg.nodes), ins, list(dict.fromkeys(outs_seg)))))
+        self._pass = None  # the LiteRT interpreter when the whole model is one segment
+        if (self.sg.index == 0 and len(self._steps) == 1 and self._steps[0][0] == "f"
+                and len(self._steps[0][1].nodes) == len(sg.nodes)):
+            f = self._steps[0][1]
+            # the model as it is: LiteRT runs its own bytes, tensor indices unchanged
+            f.inputs, f.outputs, f.passthrough = list(sg.inputs), list(sg.outputs), True
 
     def _const(self, t: int):
         return self.sg.tensors[t].data
@@ -270,6 +298,10 @@ class Executor:
             else:
                 self._plan_fallback(step)
         self.allocated = True
+        first = self._steps[0][1] if self._steps and self._steps[0][0] == "f" else None
+        self._pass = first.interp if first is not None and first.passthrough else None
+        self._dynamic_outputs = [t for t in self.sg.outputs
+                                 if t in self.dynamic or -1 in self.sg.tensors[t].shape_signature]
         # computed once: nodes whose inputs are all constant (or folded)
         for kind, step in self._steps:
             if kind == "k" and step not in self.build_failures:
@@ -499,7 +531,8 @@ class Executor:
             self._check_aborts(f)
             try:
                 if f.interp is None:
-                    content = build_submodel(self.model, self.sg.index, f.nodes, f.inputs, f.outputs)
+                    content = self.model.raw if f.passthrough else \
+                        build_submodel(self.model, self.sg.index, f.nodes, f.inputs, f.outputs)
                     f.interp = make_interpreter(content, self.num_threads, self.reference)
                 details = f.interp.get_input_details()
                 f.in_index = [d["index"] for d in details]
@@ -631,6 +664,10 @@ class Executor:
         return arr
 
     def set_input(self, t: int, value: np.ndarray) -> None:
+        if self._pass is not None:  # the whole model on LiteRT: straight into its tensor
+            self._pass.set_tensor(t, value)
+            self.on_host.add(t)
+            return
         ev = self._writes.pop(t, None)
         if ev is not None:
             ev.wait()  # a queued upload may still be reading the host array
@@ -688,6 +725,9 @@ class Executor:
 
     def invoke(self) -> None:
         """Run every step once. Inputs must have been set with set_input."""
+        if self._pass is not None:
+            self._invoke_passthrough()
+            return
         for t in self.sg.inputs:
             if t not in self.on_host and t not in self.on_device and self.sg.tensors[t].data is None:
                 raise InputError(f"input tensor {t} ({self.sg.tensors[t].name!r}) was not set")
@@ -737,9 +777,27 @@ class Executor:
             ro = self._host_readers = {x for kind, f in self._steps if kind == "f" for x in f.inputs}
         return t not in ro
 
+    def _invoke_passthrough(self) -> None:
+        """The whole model is one LiteRT segment run on the model's own bytes: LiteRT
+        keeps every tensor (variables included), litecl only forwards."""
+        for t in self.sg.inputs:
+            if t not in self.on_host and not self.sg.tensors[t].is_variable:
+                raise InputError(f"input tensor {t} ({self.sg.tensors[t].name!r}) was not set")
+        t0 = time.perf_counter_ns()
+        self._pass.invoke()
+        if self.profile:
+            self.segment_times_ns[self.sg.nodes[0].index] = time.perf_counter_ns() - t0
+        for t in self._dynamic_outputs:  # shapes LiteRT knows only now
+            self.shapes[t] = tuple(int(x) for x in self._pass._get_tensor_details(t, 0)["shape"])
+
     def get(self, t: int) -> np.ndarray:
         """A host copy of tensor ``t``'s current value (one copy: mapped on CPU devices,
         read straight into the result on GPUs)."""
+        if self._pass is not None:  # LiteRT answers for its own tensors
+            try:
+                return self._pass.get_tensor(t)
+            except ValueError as e:
+                raise InputError(f"tensor {t} ({self.sg.tensors[t].name!r}): {e}") from None
         if t in self.on_device and t not in self.on_host and t in self.dev:
             d = self.sg.tensors[t].dtype.np
             shape = tuple(self.shapes[t])

@@ -59,7 +59,8 @@ class _Graph:
     def _executor(self) -> Executor:
         i = self.interp
         return Executor(i._model, self.index, i._device, i._num_threads, i._strict, self.forced,
-                        i._reference, fuse=i._fuse, preserve_all_tensors=i._preserve)
+                        i._reference, fuse=i._fuse, preserve_all_tensors=i._preserve,
+                        placement=i._placement)
 
     def allocate(self) -> None:
         for _ in range(len(self.sg.nodes) + 1):
@@ -104,6 +105,8 @@ class _Graph:
         self.allocated = False
 
     def tensor_index(self, index) -> int:
+        if type(index) is int and 0 <= index < len(self.sg.tensors):  # the common case, fast
+            return index
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
             raise InputError(f"tensor index must be an int, got {type(index).__name__}")
         index = int(index)
@@ -114,6 +117,9 @@ class _Graph:
 
     def check_value(self, t: int, value, resize_ok: bool = False) -> np.ndarray:
         tensor = self.sg.tensors[t]
+        if (type(value) is np.ndarray and tensor.dtype is not None and value.dtype == tensor.dtype.np
+                and value.shape == self.input_shapes.get(t, tensor.shape)):
+            return value  # the common case, fast
         if tensor.dtype is None:
             raise InputError(f"tensor {t} ({tensor.name!r}) has type {tensor.type_name}, which litecl cannot set")
         arr = np.asarray(value)
@@ -161,7 +167,7 @@ def _exclusive(method):
     invoking one Interpreter, measured). Re-entrant within a thread."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        lock = (self._interp if isinstance(self, SignatureRunner) else self)._lock
+        lock = self._lock
         if not lock.acquire(blocking=False):
             raise LiteclError("this Interpreter is in use by another thread; give each thread its "
                               "own Interpreter (LiteRT's rule)")
@@ -200,6 +206,10 @@ class Interpreter:
         OpenCL. Tensors internal to a LiteRT fallback segment are never kept.
       num_threads: None or an int >= 1, for the fallback sub-interpreters (ai-edge-litert
         2.3.0 raises "num_threads should >= 1" for -1 and 0, measured).
+      placement: "all" (default): every node that can run on OpenCL does; "auto": only
+        the runs of nodes the cost model (backend/placement.py: the device's measured
+        bandwidth and round trip against LiteRT's, cached on disk) expects to be faster
+        there; the rest stay on LiteRT, placement() saying why.
     Raises ModelError (bad model), DeviceError (no such device), LiteclError (bad
     num_threads/reference), KernelBuildError (strict on a device that cannot build
     kernels): all ValueError.
@@ -209,8 +219,9 @@ class Interpreter:
 
     def __init__(self, model_path=None, model_content=None, *, device=None, num_threads=None,
                  strict: bool = False, reference: str = "builtin", fuse: bool = True,
-                 experimental_preserve_all_tensors: bool = False):
+                 experimental_preserve_all_tensors: bool = False, placement: str = "all"):
         from .fallback import REFERENCES  # noqa: PLC0415
+        from .placement import PLACEMENTS  # noqa: PLC0415
 
         self._lock = threading.RLock()
 
@@ -224,6 +235,9 @@ class Interpreter:
         if reference not in REFERENCES:
             raise LiteclError(f"unknown reference {reference!r}; expected one of {', '.join(REFERENCES)}")
         self._reference = reference
+        if placement not in PLACEMENTS:
+            raise LiteclError(f"unknown placement {placement!r}; expected one of {', '.join(PLACEMENTS)}")
+        self._placement = placement
         self._model = load_model(model_path, model_content)
         if num_threads is not None:  # LiteRT's own checks, at construction
             if not isinstance(num_threads, int):
@@ -249,6 +263,9 @@ class Interpreter:
 
     @property
     def _main(self) -> _Graph:
+        g = self._graphs.get(0)
+        if g is not None and not self._closed:
+            return g
         return self._graph(0)
 
     def _graph(self, index: int) -> _Graph:
@@ -313,12 +330,12 @@ class Interpreter:
     def get_tensor(self, tensor_index, subgraph_index: int = 0) -> np.ndarray:
         """A copy of a tensor's current value (inputs, outputs, constants, intermediates
         that crossed a boundary); a 0-d tensor as a numpy scalar, as LiteRT returns it."""
-        g = self._graph(int(subgraph_index))
+        g = self._main if subgraph_index == 0 and type(subgraph_index) is int else self._graph(int(subgraph_index))
         t = g.tensor_index(tensor_index)
         if not g.allocated:
             raise InputError("call allocate_tensors() before get_tensor()")
         v = g.ex.get(t)
-        return v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v
+        return v[()] if type(v) is np.ndarray and v.ndim == 0 else v
 
     def tensor(self, tensor_index):
         """LiteRT's ``tensor(i)``: a function returning tensor ``i``'s current value.
@@ -439,6 +456,7 @@ class SignatureRunner:
 
     def __init__(self, interp: Interpreter, sig):
         self._interp = interp
+        self._lock = interp._lock  # one thread at a time for the Interpreter and its runners
         self._sig = sig
         self._graph = interp._graph(sig.subgraph)
 

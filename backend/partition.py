@@ -117,6 +117,22 @@ def _order(sg: Subgraph, placements: dict[int, Placement]) -> list[int]:
         order.append(pick)
         done.add(pick)
         remaining.remove(pick)
+    return _late_constant_producers(sg, placements, deps, order)
+
+
+def _late_constant_producers(sg: Subgraph, placements, deps, order: list[int]) -> list[int]:
+    """Move each fallback node that reads only constants (a weight DEQUANTIZE, say) to
+    just before the first node that depends on it, so that it lands in its consumer's
+    LiteRT segment: there the weight is a constant-only producer LiteRT (and XNNPACK,
+    which refuses runtime weights) sees whole, not a runtime input of another segment."""
+    for i in [i for i in order if placements[i].placement == FALLBACK]:
+        n = sg.nodes[i]
+        if (n.op in STATEFUL_OPS or n.op.startswith("CUSTOM") or n.subgraph_refs() or deps[i]
+                or not all(t < 0 or sg.tensors[t].is_constant for t in n.inputs)):
+            continue
+        order.remove(i)
+        first = next((k for k, j in enumerate(order) if i in deps[j]), len(order))
+        order.insert(first, i)
     return order
 
 

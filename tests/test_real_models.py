@@ -85,3 +85,17 @@ def test_sweep_everything_fetched(fast_device):
         if res["status"] != "exact":
             bad.append((m.name, res))
     assert not bad, bad
+
+
+@pytest.mark.parametrize("name", ["selfie_segmentation.tflite", "selfie_segmentation_landscape.tflite"])
+@pytest.mark.parametrize("placement", ["all", "auto"])
+def test_xnnpack_reference_runs_selfie_segmentation(name, placement, fast_device):
+    # the weights' DEQUANTIZE used to land in an earlier segment, so XNNPACK's
+    # Convolution2DTransposeBias saw a runtime weight and refused it (issue 14 item 4)
+    found = sorted(_fetch("mediapipe==0.10.21").rglob(name))
+    assert found
+    r = subprocess.run([sys.executable, "-m", "litecl.cli", "compare", str(found[0]), "--device",
+                        fast_device, "--reference", "xnnpack", "--placement", placement],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+    assert "all outputs bit-exact with LiteRT" in r.stdout
