@@ -533,7 +533,8 @@ class Executor:
                 if f.interp is None:
                     content = self.model.raw if f.passthrough else \
                         build_submodel(self.model, self.sg.index, f.nodes, f.inputs, f.outputs)
-                    f.interp = make_interpreter(content, self.num_threads, self.reference)
+                    f.interp = make_interpreter(content, self.num_threads, self.reference,
+                                                preserve_all_tensors=f.passthrough and self.preserve_all_tensors)
                 details = f.interp.get_input_details()
                 f.in_index = [d["index"] for d in details]
                 for d, s in zip(details, shapes):
@@ -794,6 +795,11 @@ class Executor:
         """A host copy of tensor ``t``'s current value (one copy: mapped on CPU devices,
         read straight into the result on GPUs)."""
         if self._pass is not None:  # LiteRT answers for its own tensors
+            tensor = self.sg.tensors[t]
+            if not (self.preserve_all_tensors or t in self.sg.inputs or t in self.sg.outputs
+                    or tensor.is_constant or tensor.is_variable):
+                raise InputError(f"tensor {t} ({tensor.name!r}) is internal to a LiteRT fallback "
+                                 "segment; pass experimental_preserve_all_tensors=True to keep it")
             try:
                 return self._pass.get_tensor(t)
             except ValueError as e:

@@ -222,9 +222,11 @@ def litert_abort_reason(node, sg, shapes: dict, reference: str = "builtin") -> s
 REFERENCES = ("builtin", "ref", "xnnpack")
 
 
-def make_interpreter(content: bytes, num_threads=None, reference: str = "builtin"):
+def make_interpreter(content: bytes, num_threads=None, reference: str = "builtin",
+                     preserve_all_tensors: bool = False):
     """A LiteRT Interpreter over model bytes, with the op resolver named by ``reference``
-    (see REFERENCES). Raises ValueError for an unknown reference."""
+    (see REFERENCES); ``preserve_all_tensors`` is LiteRT's
+    experimental_preserve_all_tensors. Raises ValueError for an unknown reference."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
 
     kinds = {"builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
@@ -232,4 +234,5 @@ def make_interpreter(content: bytes, num_threads=None, reference: str = "builtin
     if reference not in kinds:
         raise ValueError(f"unknown reference {reference!r}; expected one of {', '.join(REFERENCES)}")
     return Interpreter(model_content=content, num_threads=num_threads,
-                       experimental_op_resolver_type=kinds[reference])
+                       experimental_op_resolver_type=kinds[reference],
+                       experimental_preserve_all_tensors=preserve_all_tensors)

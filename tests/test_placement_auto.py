@@ -162,3 +162,26 @@ def test_constant_only_producer_joins_its_consumer_segment(fast_device):
     assert order.index(0) == order.index(2) - 1  # DEQUANTIZE right before MUL
     segs = it._main.ex.segments
     assert any(set(s.nodes) == {0, 2} for s in segs)
+
+
+def test_passthrough_intermediates_follow_preserve_all_tensors(fast_device):
+    buf = multi_op_model("alternating", (2, 3, 4))
+    x = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    ref = LiteRT(model_content=buf, experimental_preserve_all_tensors=True,
+                 experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    ref.allocate_tensors()
+    ref.set_tensor(0, x)
+    ref.invoke()
+    inner = 1  # the first CAST's output: an intermediate
+    for preserve in (False, True):
+        it = litecl.Interpreter(model_content=buf, device=fast_device, placement="auto",
+                                experimental_preserve_all_tensors=preserve)
+        it.allocate_tensors()
+        assert it._main.ex._pass is not None
+        it.set_tensor(0, x)
+        it.invoke()
+        if preserve:
+            assert it.get_tensor(inner).tobytes() == ref.get_tensor(inner).tobytes()
+        else:
+            with pytest.raises(litecl.InputError, match="internal to a LiteRT"):
+                it.get_tensor(inner)
