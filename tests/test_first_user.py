@@ -1,0 +1,160 @@
+"""What a first-time user trips on (issue 16): LiteRT code that must run unchanged,
+device names, flag spellings, full-range inputs, degenerate models, inspect."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import litecl
+from models.builders import cast_model, multi_op_model
+
+from conftest import shared_model
+
+
+def _litert(**kw):
+    from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Interpreter(**kw)
+
+
+# ------------------------------------------------------------------------------------------
+# LiteRT parity of the constructor and the op details
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("delegates", [None, [], ()])
+def test_no_delegate_is_accepted(fast_device, delegates):
+    """Code that adds a delegate conditionally passes None or [] (LiteRT: ``if
+    experimental_delegates:``)."""
+    m = cast_model("float32", "int8", [3])
+    _litert(model_content=m, experimental_delegates=delegates).allocate_tensors()
+    it = litecl.Interpreter(model_content=m, experimental_delegates=delegates, device=fast_device)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], np.array([1.5, -2.5, 300], np.float32))
+    it.invoke()
+    assert it.get_tensor(it.get_output_details()[0]["index"]).tolist() == [1, -2, 127]
+
+
+class _FakeDelegate:
+    def _get_native_delegate_pointer(self):
+        return 0
+
+
+@pytest.mark.parametrize("delegates", [[_FakeDelegate()], _FakeDelegate(), "gpu"])
+def test_a_real_delegate_is_refused_clearly(fast_device, delegates):
+    with pytest.raises(litecl.LiteclError, match="experimental_delegates"):
+        litecl.Interpreter(model_content=cast_model("float32", "int8", [3]),
+                           experimental_delegates=delegates, device=fast_device)
+
+
+def test_op_resolver_type_maps_onto_reference(fast_device):
+    """LiteRT's resolver ids (interpreter.py _get_op_resolver_id): AUTO and BUILTIN share
+    one (XNNPACK applied), BUILTIN_REF the reference kernels, BUILTIN_WITHOUT_DEFAULT_
+    DELEGATES the optimized kernels alone."""
+    from ai_edge_litert.interpreter import OpResolverType  # noqa: PLC0415
+
+    m = multi_op_model("cast_mul_cast")
+    want = {OpResolverType.AUTO: "xnnpack", OpResolverType.BUILTIN: "xnnpack",
+            OpResolverType.BUILTIN_REF: "ref",
+            OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES: "builtin"}
+    assert set(want) == set(OpResolverType)
+    x = np.linspace(-3, 3, 24, dtype=np.float32)
+    for kind, ref in want.items():
+        it = litecl.Interpreter(model_content=m, experimental_op_resolver_type=kind,
+                                device=fast_device)
+        assert it._reference == ref
+        it.allocate_tensors()
+        peer = _litert(model_content=m, experimental_op_resolver_type=kind)
+        peer.allocate_tensors()
+        for interp in (it, peer):
+            d = interp.get_input_details()[0]
+            interp.set_tensor(d["index"], x.reshape(d["shape"]).astype(d["dtype"]))
+            interp.invoke()
+        o = peer.get_output_details()[0]["index"]
+        assert np.array_equal(it.get_tensor(o), peer.get_tensor(o)), kind
+        # the same name given twice agrees
+        litecl.Interpreter(model_content=m, experimental_op_resolver_type=kind, reference=ref,
+                           device=fast_device)
+    assert litecl.Interpreter(model_content=m, device=fast_device)._reference == "builtin"
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"experimental_op_resolver_type": "ref"}, "unrecognized experimental_op_resolver_type"),
+    ({"experimental_op_resolver_type": 2}, "unrecognized experimental_op_resolver_type"),
+    ({"experimental_op_resolver_type": "BUILTIN_REF", "reference": "xnnpack"}, "unrecognized"),
+])
+def test_op_resolver_type_refusals(fast_device, kw, match):
+    with pytest.raises(litecl.LiteclError, match=match):
+        litecl.Interpreter(model_content=cast_model("float32", "int8", [3]), device=fast_device, **kw)
+
+
+def test_op_resolver_type_conflicting_with_reference(fast_device):
+    from ai_edge_litert.interpreter import OpResolverType  # noqa: PLC0415
+
+    with pytest.raises(litecl.LiteclError, match="means reference='ref'.*reference='builtin'"):
+        litecl.Interpreter(model_content=cast_model("float32", "int8", [3]), device=fast_device,
+                           experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+                           reference="builtin")
+
+
+def test_litert_flags_at_default_accepted_else_refused(fast_device):
+    m = cast_model("float32", "int8", [3])
+    flags = ("experimental_disable_delegate_clustering",
+             "experimental_default_delegate_latest_features",
+             "experimental_compress_quantization_zero_points",
+             "experimental_disable_delegate_node_fusion",
+             "experimental_force_delegate_node_profiling")
+    litecl.Interpreter(model_content=m, device=fast_device, **{f: False for f in flags})
+    for f in flags:
+        with pytest.raises(litecl.LiteclError, match=f"{f}=True is not supported"):
+            litecl.Interpreter(model_content=m, device=fast_device, **{f: True})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'experimental_bogus'"):
+        litecl.Interpreter(model_content=m, device=fast_device, experimental_bogus=True)
+
+
+def test_litert_positional_arguments(fast_device):
+    """LiteRT's order: model_path, model_content, experimental_delegates, num_threads,
+    experimental_op_resolver_type, experimental_preserve_all_tensors."""
+    from ai_edge_litert.interpreter import OpResolverType  # noqa: PLC0415
+
+    it = litecl.Interpreter(None, multi_op_model("cast_mul_cast"), None, 2,
+                            OpResolverType.BUILTIN_REF, True, device=fast_device)
+    assert it._num_threads == 2 and it._reference == "ref" and it._preserve
+
+
+def test_num_threads_true_is_one(fast_device):
+    """LiteRT: isinstance(True, int) holds and it runs int(num_threads or 1) threads."""
+    it = litecl.Interpreter(model_content=multi_op_model("cast_mul_cast"), num_threads=True,
+                            device=fast_device)
+    assert it._num_threads == 1 and type(it._num_threads) is int
+    it.allocate_tensors()
+
+
+@pytest.mark.parametrize("name", ["rope.tflite", "lyra_quantizer.tflite",
+                                  "movenet_singlepose_lightning_int8.tflite",
+                                  "mixed_input_model.tflite"])
+def test_get_ops_details_equals_litert(shared_models, fast_device, name):
+    from ai_edge_litert.interpreter import OpResolverType  # noqa: PLC0415
+
+    path = shared_model(name)
+    ours = litecl.Interpreter(model_path=path, device=fast_device)._get_ops_details()
+    theirs = _litert(model_path=str(path), experimental_op_resolver_type=
+                     OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)._get_ops_details()
+    assert len(ours) == len(theirs) > 0
+    for a, b in zip(ours, theirs):
+        assert a.keys() == b.keys()
+        assert a["index"] == b["index"] and a["op_name"] == b["op_name"]
+        for k in ("inputs", "outputs"):
+            assert a[k].dtype == b[k].dtype and a[k].tolist() == b[k].tolist(), (k, a, b)
+        assert a["operand_types"] == b["operand_types"] and a["result_types"] == b["result_types"]
+
+
+def test_get_op_details_index_checked(fast_device):
+    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [3]), device=fast_device)
+    assert it._get_op_details(0)["op_name"] == "CAST"
+    for bad in (1, -1, True, "0"):
+        with pytest.raises(litecl.InputError, match="op index"):
+            it._get_op_details(bad)
