@@ -264,27 +264,45 @@ def _pick_signature(interp, sig):
 
 
 def cmd_devices(args) -> int:
-    from .device import list_devices  # noqa: PLC0415
+    """One line per device: the spec that selects it (``--device SPEC``), ``*`` on the one
+    ``auto`` picks, its capabilities, and whether it builds kernels."""
+    import shlex  # noqa: PLC0415
 
-    from .device import _all_devices, probe_compiler  # noqa: PLC0415
+    from .device import (_all_devices, _type_name, auto_device, probe_compiler, read_caps,  # noqa: PLC0415
+                         spec_of)
 
-    devs = list_devices()
+    raw = _all_devices()
     # each device builds a trivial kernel first: one that cannot (PoCL 3.0 on AMD Zen 5)
     # would send every node to the fallback
-    errors = [probe_compiler(d) for d in _all_devices()]
+    errors = [probe_compiler(d) for d in raw]
+    devs = [read_caps(d) for d in raw]
+    chosen = auto_device()
+    auto = [chosen is not None and d.int_ptr == chosen.int_ptr for d in raw]
+    specs = [spec_of(d) for d in raw]
     if args.json:
         print(json.dumps([{
             "platform": c.platform, "name": c.name, "driver": c.driver, "gpu": c.is_gpu,
             "fp16": c.fp16, "fp64": c.fp64, "int64": c.int64, "compute_units": c.compute_units,
             "max_work_group_size": c.max_work_group_size, "builds_kernels": not err,
-            "build_error": err} for c, err in zip(devs, errors)], indent=2))
+            "build_error": err, "spec": spec, "auto": a}
+            for c, err, spec, a in zip(devs, errors, specs, auto)], indent=2))
         return 0
-    for c, err in zip(devs, errors):
+    shown = [shlex.quote(s) if s else "-" for s in specs]
+    width = max([len(s) for s in shown] + [4])
+    print(f"  {'spec':<{width}}  device")
+    for d, c, err, spec, a in zip(raw, devs, errors, shown, auto):
         feats = ", ".join(f for f, on in (("fp16", c.fp16), ("fp64", c.fp64), ("int64", c.int64)) if on)
-        kind = "GPU" if c.is_gpu else "CPU/other"
+        kind = _type_name(d)
         bad = f"; CANNOT BUILD KERNELS: {err}" if err else ""
-        print(f"{c.platform}: {c.name} [{kind}; {c.compute_units} compute units; "
-              f"max work-group {c.max_work_group_size}; {feats or 'no fp16/fp64'}{bad}]")
+        print(f"{'*' if a else ' '} {spec:<{width}}  {c.platform}: {c.name} [{kind}; "
+              f"{c.compute_units} compute units; max work-group {c.max_work_group_size}; "
+              f"{feats or 'no fp16/fp64'}{bad}]")
+    print()
+    print("* is what --device auto (the default) picks. Pass --device SPEC to choose another; "
+          "gpu and cpu pick by device type, and SPEC:profile=mobile (or mobile-fp16, nofp64, "
+          "nofp16, strict, noint64, joined with '+') restricts a device to what mobile GPUs offer.")
+    if any(s is None for s in specs):
+        print("- marks a device no spec selects alone (an identical device of its platform comes first).")
     return 0
 
 
@@ -511,8 +529,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser,
                            help="what to do (litecl COMMAND --help for its options)")
     sub.required = True
-    dev_help = ("OpenCL device: auto (default), pocl, intel, oclgrind, nvidia or a name "
-                "substring, optionally with :profile=mobile|mobile-fp16|nofp64|nofp16|strict|noint64 "
+    dev_help = ("OpenCL device: auto (default), gpu, cpu, pocl, intel, oclgrind, nvidia or a "
+                "name substring (litecl devices lists each device's spec), optionally with :profile=mobile|mobile-fp16|nofp64|nofp16|strict|noint64 "
                 "(default: $LITECL_DEVICE or auto)")
     model_help = "path of the .tflite model"
     seed_help = "seed of the random inputs used when --inputs is not given (an integer >= 0; default 0)"

@@ -158,3 +158,65 @@ def test_get_op_details_index_checked(fast_device):
     for bad in (1, -1, True, "0"):
         with pytest.raises(litecl.InputError, match="op index"):
             it._get_op_details(bad)
+
+
+# ------------------------------------------------------------------------------------------
+# Devices: gpu / cpu by type, the auto choice and each device's spec
+# ------------------------------------------------------------------------------------------
+
+def test_cpu_and_gpu_select_by_device_type():
+    import pyopencl as cl  # noqa: PLC0415
+
+    from litecl.device import _all_devices, _auto_order, probe_compiler  # noqa: PLC0415
+
+    devices = _all_devices()
+    gpus = [d for d in devices if d.type == cl.device_type.GPU]
+    cpus = [d for d in _auto_order(devices) if d not in gpus and d.type & cl.device_type.CPU]
+    for spec, pool in (("gpu", gpus), ("cpu", cpus)):
+        if not pool:
+            with pytest.raises(litecl.DeviceError, match=f"no OpenCL {spec.upper()} device found"):
+                litecl.open_device(spec)
+            continue
+        want = next((d for d in pool if not probe_compiler(d)), pool[0])
+        dev = litecl.open_device(spec + ":profile=mobile")
+        assert dev.device.int_ptr == want.int_ptr and dev.caps.profile == "mobile"
+        assert dev.caps.is_gpu == (spec == "gpu")
+
+
+def test_spec_of_selects_each_device():
+    from litecl.device import _all_devices, _select, spec_of  # noqa: PLC0415
+
+    devices = _all_devices()
+    for d in devices:
+        spec = spec_of(d)
+        twins = [e for e in devices if (e.platform.name, e.name) == (d.platform.name, d.name)]
+        if spec is None:
+            assert len(twins) > 1, d.name  # only an identical earlier device hides it
+            continue
+        assert _select(spec).int_ptr == d.int_ptr, (spec, d.name)
+
+
+def test_cli_devices_marks_auto_and_prints_specs():
+    import json  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from litecl.device import _all_devices, auto_device, spec_of  # noqa: PLC0415
+
+    cli = [sys.executable, "-m", "litecl.cli", "devices"]
+    rows = json.loads(subprocess.run(cli + ["--json"], capture_output=True, text=True,
+                                     timeout=300, check=True).stdout)
+    devices = _all_devices()
+    auto = auto_device()
+    assert [r["spec"] for r in rows] == [spec_of(d) for d in devices]
+    assert [r["auto"] for r in rows] == [d.int_ptr == auto.int_ptr for d in devices]
+    assert sum(r["auto"] for r in rows) == 1
+    text = subprocess.run(cli, capture_output=True, text=True, timeout=300, check=True).stdout
+    lines = text.splitlines()[1:1 + len(rows)]
+    starred = [ln for ln in lines if ln.startswith("*")]
+    assert len(starred) == 1
+    k = lines.index(starred[0])
+    assert rows[k]["auto"] and rows[k]["name"] in starred[0]
+    for ln, r in zip(lines, rows):
+        assert ln[2:].split("  ")[0].strip().strip("'") == r["spec"], (ln, r)
+    assert "--device auto (the default)" in text
