@@ -20,8 +20,22 @@ class _Usage(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors, and every multi-word flag in both spellings:
+    ``--full-range`` and ``--full_range``, ``--num_runs`` and ``--num-runs`` (users mix
+    benchmark_model's underscores with the usual hyphens). The first spelling given is
+    the one help shows first and names the attribute."""
+
     def error(self, message):  # argparse's own exit status is 2 already; keep one line
         raise _Usage(message)
+
+    def add_argument(self, *names, **kwargs):
+        spelled = list(names)
+        for n in names:
+            if n.startswith("--") and ("-" in n[2:] or "_" in n[2:]):
+                for other in ("--" + n[2:].replace("_", "-"), "--" + n[2:].replace("-", "_")):
+                    if other not in spelled:
+                        spelled.append(other)
+        return super().add_argument(*spelled, **kwargs)
 
 
 def _fail(msg: str) -> int:
@@ -537,11 +551,12 @@ def _parser() -> argparse.ArgumentParser:
     resize_help = ("resize fixed-shape inputs to the shapes the --inputs file holds (without it, "
                    "only dimensions that are -1 in an input's shape_signature may differ from "
                    "the model's shape, as in LiteRT's strict resize)")
-    full_range_help = ("random inputs over the full range: 8- and 16-bit integers uniform over "
-                       "all their values, floats (and complex parts) random bit patterns, so "
-                       "NaN, inf and subnormals appear; bool stays a fair coin and wider "
-                       "integers stay in [0, 10) (they are often indices). Default: normal "
-                       "floats, 8-bit integers over their range, 16-bit and wider in [0, 10)")
+    full_range_help = ("random inputs over the full range: every integer type (int32 and "
+                       "int64 included) uniform over all its values, floats (and complex parts) "
+                       "random bit patterns, so NaN, inf and subnormals appear; bool stays a "
+                       "fair coin. Integer inputs used as indices are then out of range. "
+                       "Default: normal floats, 8-bit integers over their range, 16-bit and "
+                       "wider in [0, 10) (they are often indices)")
     sig_help = ("signature key to run (default: subgraph 0, or the first signature when "
                 "subgraph 0 has no inputs)")
     ref_choices = ("builtin", "ref", "xnnpack")

@@ -220,3 +220,88 @@ def test_cli_devices_marks_auto_and_prints_specs():
     for ln, r in zip(lines, rows):
         assert ln[2:].split("  ")[0].strip().strip("'") == r["spec"], (ln, r)
     assert "--device auto (the default)" in text
+
+
+# ------------------------------------------------------------------------------------------
+# CLI: both flag spellings; --full-range over every integer type
+# ------------------------------------------------------------------------------------------
+
+def _cli(*args, timeout=300):
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    return subprocess.run([sys.executable, "-m", "litecl.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _parsers(p):
+    import argparse  # noqa: PLC0415
+
+    yield p
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sub in a.choices.values():
+                yield from _parsers(sub)
+
+
+def test_every_multiword_flag_has_both_spellings():
+    from litecl.cli import _parser  # noqa: PLC0415
+
+    seen = 0
+    for p in _parsers(_parser()):
+        for a in p._actions:
+            for o in a.option_strings:
+                if o.startswith("--") and ("-" in o[2:] or "_" in o[2:]):
+                    seen += 1
+                    for other in ("--" + o[2:].replace("_", "-"), "--" + o[2:].replace("-", "_")):
+                        assert other in a.option_strings, (p.prog, o)
+    assert seen >= 2 * 9  # full-range, num_threads, warmup_runs, ... in both spellings
+
+
+def test_both_spellings_run(fast_device, tmp_path):
+    m = tmp_path / "m.tflite"
+    m.write_bytes(cast_model("float32", "int8", [64]))
+    fast = ["0", "--min_secs", "0", "--warmup-min-secs", "0", "--profile-runs", "1"]
+    for spelling in ("--num-runs", "--num_runs"):
+        r = _cli("bench", m, "--device", fast_device, spelling, "2", "--warmup-runs", *fast,
+                 "--num-threads", "1")
+        assert r.returncode == 0, r.stderr
+    for spelling in ("--full-range", "--full_range"):
+        r = _cli("compare", m, "--device", fast_device, spelling)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_random_inputs_full_range_covers_every_integer_type():
+    from litecl.compare import random_inputs  # noqa: PLC0415
+
+    types = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
+    details = [{"name": t, "dtype": np.dtype(t), "shape": np.array([1 << 16])} for t in types]
+    mild = random_inputs(details, 1)
+    full = random_inputs(details, 1, full_range=True)
+    for t in types:
+        info = np.iinfo(t)
+        v = full[t].astype(np.float64)
+        assert full[t].dtype == np.dtype(t)
+        # uniform over the type: the extreme eighths both appear
+        assert v.min() < info.min + (info.max - info.min) / 8 and v.max() > info.max - (info.max - info.min) / 8, t
+        if np.dtype(t).itemsize > 1:
+            assert mild[t].min() >= 0 and mild[t].max() < 10, t  # the plain default stays [0, 10)
+
+
+@pytest.mark.parametrize("src,dst", [("int64", "int32"), ("int64", "float16"), ("int32", "int8")])
+def test_full_range_cli_reaches_wraparound(fast_device, tmp_path, src, dst):
+    """From the CLI, --full-range now feeds int64/int32 values beyond every narrower type:
+    CAST's wrap-around and rounding are compared with LiteRT."""
+    m = tmp_path / "m.tflite"
+    m.write_bytes(cast_model(src, dst, [4096]))
+    r = _cli("compare", m, "--device", fast_device, "--full-range", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = tmp_path / "o.npz"
+    r = _cli("run", m, "--device", fast_device, "--full-range", "--output", out)
+    assert r.returncode == 0, r.stderr
+    v = np.load(out)["output"].astype(np.float64)
+    info = np.iinfo(dst) if dst != "float16" else None
+    if info is not None:
+        assert v.min() < info.min / 2 and v.max() > info.max / 2  # wrapped values, all over
+    else:
+        assert np.isinf(v).any()  # int64 beyond 65504 rounds to inf
