@@ -116,12 +116,6 @@ class AddLowering:
             if any(t.scales.size != 1 for t in ts):
                 return f"{dt} ADD without per-tensor quantization"
             try:
-                import importlib  # noqa: PLC0415
-
-                importlib.import_module(".ops.add_quant", __package__)
-            except ImportError:
-                return f"{dt} quantized not supported yet"
-            try:
                 p = AddLowering._quant_params(node, sg)
             except ValueError as e:
                 return str(e)
