@@ -321,42 +321,144 @@ def cmd_devices(args) -> int:
 
 
 def cmd_inspect(args) -> int:
+    """Where each node of one signature runs and how: the signature compare runs (the
+    given one, else subgraph 0, else the first signature when subgraph 0 has no inputs),
+    its nodes in execution order with their model index, tensors, placement, and the
+    OpenCL kernel (conversion chain, fused group, folded at allocate) or the reason for
+    the fallback."""
     from .partition import Placement, summary_lines  # noqa: PLC0415
 
     interp = _open(args)
+    sig = _pick_signature(interp, args.signature)
+    si = _subgraph_of(interp, sig)
     # allocating builds the kernels: a node whose kernel fails to build shows as a
     # fallback with the build log in its reason
-    if args.signature is not None:
-        interp.get_signature_runner(args.signature).allocate_tensors()  # validates the key
-        pl = _placement_of(interp, args.signature)
-        keep = {p["subgraph"] for p in pl} | {_subgraph_of(interp, args.signature)}
-        entries = interp._entry_subgraphs()
-        summary = summary_lines([Placement(**p) for p in pl],
-                                {si: interp._graph(si).ex.segments for si in entries if si in keep})
+    if sig is not None:
+        interp.get_signature_runner(sig).allocate_tensors()
     else:
         interp.allocate_tensors()
-        for key in interp.get_signature_list():
-            interp.get_signature_runner(key).allocate_tensors()
-        pl = interp.placement()
-        summary = interp.summary()
-    fused = _fused_groups(interp, {p["subgraph"] for p in pl})
+    pl = _placement_of(interp, sig)
+    keep = {p["subgraph"] for p in pl} | {si}
+    summary = summary_lines([Placement(**p) for p in pl],
+                            {s: interp._graph(s).ex.segments for s in interp._entry_subgraphs() if s in keep})
+    nodes = _node_rows(interp, pl)
+    fused = _fused_groups(interp, keep)
+    notes = _unwritten_outputs(interp, si)
+    shown = sig if sig is not None else next(
+        (s.key for s in interp._model.signatures if s.subgraph == si), None)
+    others = [k for k in interp.get_signature_list() if k != shown]
     if args.json:
         print(json.dumps({"model": args.model, "device": _device_json(interp.device),
-                          "signature": args.signature, "nodes": pl, "summary": summary,
-                          "fused": fused}, indent=2))
+                          "signature": sig, "subgraph": si, "other_signatures": others,
+                          "nodes": nodes, "summary": summary, "fused": fused, "notes": notes},
+                         indent=2))
         return 0
-    print(f"model: {args.model}" + (f"  signature: {args.signature}" if args.signature else ""))
+    print(f"model: {args.model}" + (f"  signature: {shown}" if shown is not None else "")
+          + f"  (subgraph {si})")
+    if others:
+        print(f"other signatures: {', '.join(others)} (pass --signature KEY to inspect one)")
     print(f"device: {_device_line(interp.device)}")
-    print(f"{'subgraph':>8} {'node':>5}  {'op':<24} {'placement':<9}  reason")
-    for p in pl:
-        print(f"{p['subgraph']:>8} {p['index']:>5}  {p['op']:<24} {p['placement']:<9}  {p['reason']}")
+    print(f"{'subgraph':>8} {'node':>5}  {'op':<24} {'placement':<9} {'step':>5}  inputs -> outputs")
+    for n in nodes:
+        print(f"{n['subgraph']:>8} {n['index']:>5}  {n['op']:<24} {n['placement']:<9} "
+              f"{n['order']:>5}  {_tensors_text(n['inputs'])} -> {_tensors_text(n['outputs'])}")
+        if n["placement"] == "opencl":
+            how = [n["kernel"] or "kernel planned at run time"]
+            if n["folded"]:
+                how.append("folded at allocate (constant inputs: computed once, not at invoke)")
+            if n["fused_with"]:
+                how.append(f"fused: one kernel for nodes {_node_runs(n['fused_with'])}")
+            print(f"{'':>16}kernel: {'; '.join(how)}")
+        else:
+            print(f"{'':>16}reason: {n['reason']}")
+    print("(node: the operator's index in the model; step: its place in litecl's execution order)")
     print()
     for line in summary:
         print(line)
     for f in fused:
         print(f"Fused into one OpenCL kernel: subgraph {f['subgraph']} nodes "
               f"{', '.join(map(str, f['nodes']))} ({', '.join(f['ops'])}).")
+    for note in notes:
+        print(f"note: {note}")
     return 0
+
+
+def _node_runs(nodes) -> str:
+    """Node indices with consecutive runs joined: [0, 1, 2, 5] -> '0-2, 5'."""
+    runs: list[list[int]] = []
+    for i in nodes:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def _tensor_row(interp, si: int, t: int) -> dict:
+    """A node operand as inspect shows it: index, name, type and the shape planned at
+    allocate (the model's shape where nothing planned it); an omitted input is -1."""
+    if t < 0:
+        return {"index": -1, "name": None, "dtype": None, "shape": None}
+    tensor = interp._model.subgraphs[si].tensors[t]
+    g = interp._graphs.get(si)
+    shape = g.ex.shapes.get(t, tensor.shape) if g is not None else tensor.shape
+    return {"index": t, "name": tensor.name,
+            "dtype": tensor.dtype.name if tensor.dtype is not None else tensor.type_name.lower(),
+            "shape": [int(x) for x in shape]}
+
+
+def _tensors_text(rows: list[dict]) -> str:
+    return ", ".join("-" if r["index"] < 0 else f"{r['dtype']}{r['shape']}" for r in rows) or "()"
+
+
+def _node_rows(interp, placements: list[dict]) -> list[dict]:
+    """placement() entries with what inspect adds: ``order`` (the step in the
+    subgraph's execution order), ``inputs``/``outputs`` (_tensor_row), and for OpenCL
+    nodes ``kernel`` (the kernel's description: op, types, conversion chain), ``folded``
+    (computed once at allocate) and ``fused_with`` (the members of its fused kernel)."""
+    rows, step = [], {}
+    for p in placements:
+        si, i = p["subgraph"], p["index"]
+        node = interp._model.subgraphs[si].nodes[i]
+        g = interp._graphs.get(si)
+        ex = g.ex if g is not None else None
+        kernel, folded, fused = None, False, None
+        if ex is not None and p["placement"] == "opencl":
+            k = ex._kernels.get(i)
+            kernel = k.spec.what if k is not None and k.spec is not None else None
+            folded = i in ex.folded
+            fused = next((list(grp.nodes) for grp in ex._groups.values() if i in grp.nodes), None)
+        order = step.get(si, 0)
+        step[si] = order + 1
+        rows.append(dict(p, order=order,
+                         inputs=[_tensor_row(interp, si, t) for t in node.inputs],
+                         outputs=[_tensor_row(interp, si, t) for t in node.outputs],
+                         kernel=kernel, folded=folded, fused_with=fused))
+    return rows
+
+
+def _unwritten_outputs(interp, si: int) -> list[str]:
+    """What inspect and compare say about outputs of subgraph ``si`` no operator writes
+    (a model with no operators, say): each is an input, a constant, or an empty tensor
+    (the model loader refuses a non-empty one: it would never get a value)."""
+    sg = interp._model.subgraphs[si]
+    written = {t for n in sg.nodes for t in n.outputs}
+    notes = []
+    for t in sg.outputs:
+        if t in written:
+            continue
+        tensor = sg.tensors[t]
+        what = (f"output {tensor.name!r} ({tensor.type_name.lower()}{list(tensor.shape)}) is "
+                "written by no operator: ")
+        if t in sg.inputs:
+            notes.append(what + "it is an input, returned as given")
+        elif tensor.data is not None and tensor.data.size:
+            notes.append(what + "it is a constant of the model")
+        else:
+            notes.append(what + "it has no elements, so it reads as an empty array (as in LiteRT)")
+    if not sg.nodes:
+        notes.insert(0, f"subgraph {si} has no operators: nothing runs on OpenCL or LiteRT")
+    return notes
 
 
 def _fused_groups(interp, subgraphs) -> list[dict]:
@@ -431,6 +533,8 @@ def cmd_compare(args) -> int:
             print(f"{r['name'][:32]:<32} {r['dtype']:<9} {str(r['shape']):<18} "
                   f"{'yes' if r['bit_exact'] else 'NO':<9} {mad:>12} {r['mismatched']:>10}")
         print("all outputs bit-exact with LiteRT" if ok else "outputs DIFFER from LiteRT")
+        for note in _unwritten_outputs(interp, _subgraph_of(interp, sig)):
+            print(f"note: {note}")
     return 0 if ok else 1
 
 

@@ -147,7 +147,8 @@ class AddLowering:
         out = add_ops.broadcast_shape(shapes[0], shapes[1])
         bc = " (broadcast)" if tuple(shapes[0]) != tuple(shapes[1]) else ""
         return KernelSpec(src, "litecl_add", _numel(out), dt.itemsize,
-                          f"ADD {dt.name} {node.activation}{bc}{_streaming_note(src)}")
+                          f"ADD {dt.name}{' quantized (' + quant.path + ' path)' if quant else ''} "
+                          f"{node.activation}{bc}{_streaming_note(src)}")
 
     @staticmethod
     def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):

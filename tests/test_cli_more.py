@@ -178,7 +178,9 @@ def test_inspect_signature(sigmodel):
     assert set(rep["device"]) == {"platform", "name", "profile"}
     r = run_cli("inspect", sigmodel, "--device", DEV + ":profile=mobile", "--json")
     rep = json.loads(r.stdout)
-    assert len(rep["nodes"]) == 5 and rep["device"]["profile"] == "mobile"
+    # one signature at a time, as compare runs it: subgraph 0 (signature "add") by default
+    assert len(rep["nodes"]) == 1 and rep["device"]["profile"] == "mobile"
+    assert rep["subgraph"] == 0 and rep["other_signatures"] == ["norm"]
     one_error(run_cli("inspect", sigmodel, "--device", DEV, "--signature", "nope"), "nope")
 
 

@@ -359,3 +359,142 @@ def test_no_quantized_not_supported_guard():
 
     for mod in (litecl.lowering, litecl.ops.add):
         assert "not supported yet" not in pyinspect.getsource(mod)
+
+
+# ------------------------------------------------------------------------------------------
+# inspect: per node, one signature at a time
+# ------------------------------------------------------------------------------------------
+
+def _inspect_json(path, device, *extra):
+    import json  # noqa: PLC0415
+
+    r = _cli("inspect", path, "--device", device, "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_inspect_shows_types_shapes_kernel_and_order(fast_device, tmp_path):
+    """Each node: model index, execution step, op, operand types and shapes, placement and
+    the kernel (conversion chain) or the reason; a fused group names its members."""
+    from models.builders import chain_model  # noqa: PLC0415
+
+    p = tmp_path / "chain.tflite"
+    p.write_bytes(chain_model(["uint8", "float32", ("add", np.float32(1.0), "NONE"), ("mul", 2.0),
+                               "float16"], (4096,)))
+    rep = _inspect_json(p, fast_device)
+    nodes = rep["nodes"]
+    assert [n["op"] for n in nodes] == ["CAST", "ADD", "MUL", "CAST"]
+    assert [n["order"] for n in nodes] == [0, 1, 2, 3]
+    cast = nodes[0]
+    assert cast["inputs"][0]["dtype"] == "uint8" and cast["inputs"][0]["shape"] == [4096]
+    assert cast["outputs"][0]["dtype"] == "float32"
+    assert cast["kernel"] == "CAST uint8->float32 via int -> float" and not cast["folded"]
+    assert cast["fused_with"] == [0, 1]  # CAST + ADD, then MUL on LiteRT
+    assert nodes[1]["inputs"][1]["shape"] == [] and "ADD float32 NONE" in nodes[1]["kernel"]
+    assert nodes[2]["placement"] == "fallback" and nodes[2]["kernel"] is None and nodes[2]["reason"]
+    text = _cli("inspect", p, "--device", fast_device).stdout
+    assert "uint8[4096] -> float32[4096]" in text
+    assert "kernel: CAST uint8->float32 via int -> float; fused: one kernel for nodes 0, 1" in text
+    assert "reason: not a lowered operator" in text
+
+
+def test_inspect_marks_folded_constant_nodes(fast_device, tmp_path):
+    p = tmp_path / "c.tflite"
+    p.write_bytes(cast_model("int32", "float32", [5], constant=np.arange(5)))
+    n = _inspect_json(p, fast_device)["nodes"][0]
+    assert n["placement"] == "opencl" and n["folded"]
+    assert "folded at allocate" in _cli("inspect", p, "--device", fast_device).stdout
+
+
+def test_inspect_lists_execution_order_and_model_index(shared_models, fast_device):
+    """rope.tflite's nodes run in an order grouped by placement: the rows follow that
+    order (step 0, 1, ...) and name each node's model index."""
+    path = shared_model("rope.tflite")
+    rep = _inspect_json(path, fast_device)
+    it = litecl.Interpreter(model_path=path, device=fast_device)
+    assert [n["index"] for n in rep["nodes"]] == [p.index for p in it._main.ex.placements]
+    assert [n["order"] for n in rep["nodes"]] == list(range(len(rep["nodes"])))
+    assert [n["index"] for n in rep["nodes"]] != sorted(n["index"] for n in rep["nodes"])
+
+
+def test_inspect_counts_one_signature_as_compare(shared_models, fast_device):
+    """Lyra: inspect without --signature shows the signature compare runs, not the sum
+    of both; the other one is named."""
+    import json  # noqa: PLC0415
+
+    path = shared_model("lyra_quantizer.tflite")
+    rep = _inspect_json(path, fast_device)
+    cmp = json.loads(_cli("compare", path, "--device", fast_device, "--json").stdout)
+    assert len(rep["nodes"]) == cmp["nodes"]
+    assert sum(n["placement"] == "opencl" for n in rep["nodes"]) == cmp["opencl_nodes"]
+    assert rep["other_signatures"]
+    for key in litecl.Interpreter(model_path=path, device=fast_device).get_signature_list():
+        one = _inspect_json(path, fast_device, "--signature", key)
+        c = json.loads(_cli("compare", path, "--device", fast_device, "--json", "--signature", key).stdout)
+        assert len(one["nodes"]) == c["nodes"] and key not in one["other_signatures"]
+        assert f"out of {c['nodes']} node(s)" in one["summary"][-1]
+
+
+# ------------------------------------------------------------------------------------------
+# A degenerate model: an empty output no operator writes
+# ------------------------------------------------------------------------------------------
+
+def _no_operator_model(shape, with_input: bool, buffer: int) -> bytes:
+    import flatbuffers  # noqa: PLC0415
+    from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
+
+    m = schema.ModelT()
+    m.version = 3
+    m.buffers = [schema.BufferT(), schema.BufferT()]
+    sg = schema.SubGraphT()
+    tensors = []
+    if with_input:
+        x = schema.TensorT()
+        x.name, x.shape, x.type, x.buffer = b"x", [2, 3], 0, 0
+        tensors.append(x)
+    y = schema.TensorT()
+    y.name, y.shape, y.type, y.buffer = b"Identity", list(shape), 0, buffer
+    tensors.append(y)
+    sg.tensors, sg.operators = tensors, []
+    sg.inputs, sg.outputs = ([0] if with_input else []), [len(tensors) - 1]
+    m.subgraphs, m.operatorCodes = [sg], []
+    b = flatbuffers.Builder(0)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+@pytest.mark.parametrize("with_input", [True, False])
+@pytest.mark.parametrize("buffer", [0, 1])
+def test_empty_output_without_operators_reads_as_litert(fast_device, with_input, buffer):
+    """LiteRT 2.3.0 returns an empty [0, 3] array for such an output (measured); litecl
+    used to say "has no value yet"."""
+    from ai_edge_litert.interpreter import OpResolverType  # noqa: PLC0415
+
+    m = _no_operator_model([0, 3], with_input, buffer)
+    outs = []
+    for interp in (_litert(model_content=m, experimental_op_resolver_type=
+                           OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES),
+                   litecl.Interpreter(model_content=m, device=fast_device)):
+        interp.allocate_tensors()
+        for d in interp.get_input_details():
+            interp.set_tensor(d["index"], np.ones(d["shape"], np.float32))
+        interp.invoke()
+        outs.append(interp.get_tensor(interp.get_output_details()[0]["index"]))
+    assert outs[0].shape == outs[1].shape == (0, 3) and outs[0].dtype == outs[1].dtype
+
+
+def test_cli_says_what_a_no_operator_model_is(fast_device, tmp_path):
+    p = tmp_path / "empty.tflite"
+    p.write_bytes(_no_operator_model([0, 3], True, 0))
+    for cmd in ("inspect", "compare"):
+        r = _cli(cmd, p, "--device", fast_device)
+        assert r.returncode == 0, r.stderr
+        assert "note: subgraph 0 has no operators" in r.stdout
+        assert "output 'Identity' (float32[0, 3]) is written by no operator" in r.stdout
+        assert "empty array" in r.stdout
+
+
+def test_nonempty_unwritten_output_is_refused(fast_device):
+    """LiteRT gives "Tensor data is null" at get_tensor; litecl refuses the model."""
+    with pytest.raises(litecl.ModelError, match="is no input, constant, variable or operator output"):
+        litecl.Interpreter(model_content=_no_operator_model([2, 3], True, 0), device=fast_device)
