@@ -282,8 +282,8 @@ def cmd_devices(args) -> int:
     ``auto`` picks, its capabilities, and whether it builds kernels."""
     import shlex  # noqa: PLC0415
 
-    from .device import (_all_devices, _type_name, auto_device, probe_compiler, read_caps,  # noqa: PLC0415
-                         spec_of)
+    from .device import (PROFILES, _all_devices, _type_name, auto_device, probe_compiler,  # noqa: PLC0415
+                         read_caps, spec_of)
 
     raw = _all_devices()
     # each device builds a trivial kernel first: one that cannot (PoCL 3.0 on AMD Zen 5)
@@ -312,9 +312,10 @@ def cmd_devices(args) -> int:
               f"{c.compute_units} compute units; max work-group {c.max_work_group_size}; "
               f"{feats or 'no fp16/fp64'}{bad}]")
     print()
+    profiles = ", ".join(p for p in PROFILES if p and p != "mobile")
     print("* is what --device auto (the default) picks. Pass --device SPEC to choose another; "
-          "gpu and cpu pick by device type, and SPEC:profile=mobile (or mobile-fp16, nofp64, "
-          "nofp16, strict, noint64, joined with '+') restricts a device to what mobile GPUs offer.")
+          f"gpu and cpu pick by device type, and SPEC:profile=mobile (or {profiles}, joined "
+          "with '+') restricts a device to what mobile GPUs offer.")
     if any(s is None for s in specs):
         print("- marks a device no spec selects alone (an identical device of its platform comes first).")
     return 0
