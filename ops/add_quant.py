@@ -426,25 +426,19 @@ int litecl_srdhm(int a, int b) {
 
 _CL_SRDHM_32 = r"""
 /* gemmlowp::SaturatingRoundingDoublingHighMul in 32-bit operations (no long: embedded
-   profile). The 64-bit product is (hi, lo) = (mul_hi(a, b), a * b in uint); the nudge
-   (2^30, or 1 - 2^30 = hi -1, lo 0xC0000001) is added with its carry; a negative sum gets
-   2^31 - 1 more so that the shift by 31 truncates toward zero, as C++'s division does.
-   |a * b| <= 2^62, so hi never overflows and the quotient (bits 31..62) fits an int.
-   mul_hi(l, 2u) is l >> 31: LLVM turns (h << 1) | (l >> 31) into a funnel shift
-   (llvm.fshl), which Oclgrind 21.10 cannot run. */
+   profile). Its nudge (2^30 for a product >= 0, 1 - 2^30 below) and C++'s division
+   toward zero by 2^31 make, for either sign, floor((a * b + 2^30) / 2^31): below zero,
+   truncating is flooring after adding 2^31 - 1, and 1 - 2^30 + 2^31 - 1 = 2^30. With the
+   64-bit product as hi * 2^32 + lo (hi = mul_hi(a, b), lo = a * b in uint) that is
+   2 * hi + floor((lo + 2^30) / 2^31) = 2 * hi + (lo / 2 + 2^29) / 2^30, whose sum
+   lo / 2 + 2^29 fits a uint (no carry) and whose quotient is 0, 1 or 2; the result fits
+   an int (|a * b| <= 2^62). (Written as an add of overlapping bits, not as
+   (hi << 1) | (lo' >> 31), which LLVM turns into a funnel shift that Oclgrind 21.10
+   cannot run.) */
 int litecl_srdhm(int a, int b) {
     if (a == b && a == INT_MIN) return INT_MAX;
-    int hi = mul_hi(a, b);
-    const uint lo = (uint)a * (uint)b;
-    const int neg = hi < 0;
-    uint l = lo + (neg ? 0xC0000001u : 0x40000000u);
-    hi += (l < lo ? 1 : 0) - neg;
-    if (neg) {
-        const uint t = l + 0x7FFFFFFFu;
-        hi += t < l ? 1 : 0;
-        l = t;
-    }
-    return as_int(((uint)hi << 1) | mul_hi(l, 2u));   /* mul_hi: l >> 31 */
+    const uint w = (((uint)a * (uint)b) >> 1) + 0x20000000u;
+    return as_int(((uint)mul_hi(a, b) << 1) + (w >> 30));
 }
 """
 
@@ -486,22 +480,23 @@ int litecl_mbqm_single(int x, int m, int shift) {
 
 _CL_SINGLE_32 = r"""
 /* tflite::MultiplyByQuantizedMultiplier, TFLITE_SINGLE_ROUNDING: -31 <= shift <= 30, in
-   32-bit operations: (x * m + 2^(total - 1)) >> total on the product's (hi, lo) words,
-   keeping the low 32 bits of the shifted value (the C++ stores it in an int32). */
+   32-bit operations: the low 32 bits (the C++ stores an int32) of
+   floor((x * m + 2^(total - 1)) / 2^total) with the product as hi * 2^32 + lo.
+   total < 32: hi * 2^(32 - total) + (lo / 2 + 2^(total - 2)) / 2^(total - 1) (the halved
+   sum fits a uint; an add of overlapping bits, not a funnel shift, see litecl_srdhm);
+   total 1: hi * 2^31 + (lo + 1) / 2 (rhadd, opaque to the same fold); total >= 32: the rounding bit lands in hi (or, at
+   32, carries into it), then an arithmetic shift of hi. */
 int litecl_mbqm_single(int x, int m, int shift) {
     const int total = 31 - shift;   /* 1 .. 62 */
-    int hi = mul_hi(x, m);
-    uint lo = (uint)x * (uint)m;
-    if (total <= 32) {
-        const uint l = lo + (1u << (total - 1));
-        hi += l < lo ? 1 : 0;
-        lo = l;
-    } else {
-        hi += 1 << (total - 33);
-    }
-    if (total < 32)   /* mul_hi: lo >> total, without a funnel shift (see litecl_srdhm) */
-        return as_int(mul_hi(lo, 1u << (32 - total)) | ((uint)hi << (32 - total)));
-    return total == 32 ? hi : hi >> (total - 32);
+    const int hi = mul_hi(x, m);
+    const uint lo = (uint)x * (uint)m;
+    if (total == 1)
+        return as_int(((uint)hi << 31) + rhadd(lo, 0u));   /* rhadd: (lo + 1) / 2 in 33 bits */
+    if (total < 32)
+        return as_int(((uint)hi << (32 - total)) + (((lo >> 1) + (1u << (total - 2))) >> (total - 1)));
+    if (total == 32)
+        return hi + (int)(((lo >> 1) + 0x40000000u) >> 31);
+    return (hi + (1 << (total - 33))) >> (total - 32);
 }
 """
 
