@@ -378,9 +378,8 @@ class Interpreter:
                              f"{len(g.sg.nodes)} nodes")
         n = g.sg.nodes[int(op_index)]
 
-        def types(ts):
-            return [g.sg.tensors[t].dtype.np.type if g.sg.tensors[t].dtype is not None else None
-                    for t in ts if t != -1]
+        def types(ts):  # LiteRT's: the tensor details' dtype
+            return [_details(g.sg.tensors[t], g.sg.tensors[t].shape)["dtype"] for t in ts if t != -1]
 
         return {"index": n.index,
                 "op_name": n.op.split(":", 1)[1] if n.op.startswith("CUSTOM:") else n.op,
