@@ -5,8 +5,8 @@ exists, else the first CPU runtime that can build kernels, tried in the order Po
 Oclgrind), ``gpu`` / ``cpu`` (by CL_DEVICE_TYPE: the first GPU, or the first CPU device
 in auto's order, that builds kernels), ``pocl``, ``intel``, ``oclgrind``, ``nvidia``, or
 any substring of a platform or device name (case-insensitive); ``spec_of`` gives the
-spec that selects a given device (``litecl devices`` prints it). The aliases match platform names (device names too
-only when no platform name matches). A substring matching devices of more than one
+spec that selects a given device (``litecl devices`` prints it). The aliases match
+platform names (device names too only when no platform name matches). A substring matching devices of more than one
 platform (``"AMD EPYC"``: PoCL's ``pthread-AMD EPYC`` and Intel's ``AMD EPYC``) is an
 error listing them; when all matches are of one platform name (two installs of one
 runtime, or several devices of one platform) the first that builds kernels is taken. An
@@ -491,9 +491,9 @@ def auto_device() -> "cl.Device | None":
 
 
 def spec_of(d: "cl.Device") -> str | None:
-    """The shortest spec that selects ``d`` (an alias, ``gpu``/``cpu``, its device name,
-    its platform name, or both joined), or None when none does (two identical devices of
-    one platform: the first is always taken)."""
+    """The first spec that selects ``d``, tried in the order: an alias, ``gpu``/``cpu``,
+    its device name, its platform name; None when none does (an identical device of the
+    same platform comes first and is always taken)."""
     platform, name = d.platform.name.strip(), d.name.strip()
     candidates = [a for a in _ALIASES if _ALIASES[a] in platform.lower()]
     candidates += [t for t in _TYPE_SPECS if (_is_gpu(d) if t == "gpu" else _is_cpu(d))]
