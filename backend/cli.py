@@ -20,8 +20,22 @@ class _Usage(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors, and every multi-word flag in both spellings:
+    ``--full-range`` and ``--full_range``, ``--num_runs`` and ``--num-runs`` (users mix
+    benchmark_model's underscores with the usual hyphens). The first spelling given is
+    the one help shows first and names the attribute."""
+
     def error(self, message):  # argparse's own exit status is 2 already; keep one line
         raise _Usage(message)
+
+    def add_argument(self, *names, **kwargs):
+        spelled = list(names)
+        for n in names:
+            if n.startswith("--") and ("-" in n[2:] or "_" in n[2:]):
+                for other in ("--" + n[2:].replace("_", "-"), "--" + n[2:].replace("-", "_")):
+                    if other not in spelled:
+                        spelled.append(other)
+        return super().add_argument(*spelled, **kwargs)
 
 
 def _fail(msg: str) -> int:
@@ -274,67 +288,188 @@ def _pick_signature(interp, sig):
 
 
 def cmd_devices(args) -> int:
-    from .device import list_devices  # noqa: PLC0415
+    """One line per device: the spec that selects it (``--device SPEC``), ``*`` on the one
+    ``auto`` picks, its capabilities, and whether it builds kernels."""
+    import shlex  # noqa: PLC0415
 
-    from .device import _all_devices, probe_compiler  # noqa: PLC0415
+    from .device import (PROFILES, _all_devices, _type_name, auto_device, probe_compiler,  # noqa: PLC0415
+                         read_caps, spec_of)
 
-    devs = list_devices()
+    raw = _all_devices()
     # each device builds a trivial kernel first: one that cannot (PoCL 3.0 on AMD Zen 5)
     # would send every node to the fallback
-    errors = [probe_compiler(d) for d in _all_devices()]
+    errors = [probe_compiler(d) for d in raw]
+    devs = [read_caps(d) for d in raw]
+    chosen = auto_device()
+    auto = [chosen is not None and d.int_ptr == chosen.int_ptr for d in raw]
+    specs = [spec_of(d) for d in raw]
     if args.json:
         print(json.dumps([{
             "platform": c.platform, "name": c.name, "driver": c.driver, "gpu": c.is_gpu,
             "fp16": c.fp16, "fp64": c.fp64, "int64": c.int64, "compute_units": c.compute_units,
             "max_work_group_size": c.max_work_group_size, "builds_kernels": not err,
-            "build_error": err} for c, err in zip(devs, errors)], indent=2))
+            "build_error": err, "spec": spec, "auto": a}
+            for c, err, spec, a in zip(devs, errors, specs, auto)], indent=2))
         return 0
-    for c, err in zip(devs, errors):
+    shown = [shlex.quote(s) if s else "-" for s in specs]
+    width = max([len(s) for s in shown] + [4])
+    print(f"  {'spec':<{width}}  device")
+    for d, c, err, spec, a in zip(raw, devs, errors, shown, auto):
         feats = ", ".join(f for f, on in (("fp16", c.fp16), ("fp64", c.fp64), ("int64", c.int64)) if on)
-        kind = "GPU" if c.is_gpu else "CPU/other"
+        kind = _type_name(d)
         bad = f"; CANNOT BUILD KERNELS: {err}" if err else ""
-        print(f"{c.platform}: {c.name} [{kind}; {c.compute_units} compute units; "
-              f"max work-group {c.max_work_group_size}; {feats or 'no fp16/fp64'}{bad}]")
+        print(f"{'*' if a else ' '} {spec:<{width}}  {c.platform}: {c.name} [{kind}; "
+              f"{c.compute_units} compute units; max work-group {c.max_work_group_size}; "
+              f"{feats or 'no fp16/fp64'}{bad}]")
+    print()
+    profiles = ", ".join(p for p in PROFILES if p and p != "mobile")
+    print("* is what --device auto (the default) picks. Pass --device SPEC to choose another; "
+          f"gpu and cpu pick by device type, and SPEC:profile=mobile (or {profiles}, joined "
+          "with '+') restricts a device to what mobile GPUs offer.")
+    if any(s is None for s in specs):
+        print("- marks a device no spec selects alone (an identical device of its platform comes first).")
     return 0
 
 
 def cmd_inspect(args) -> int:
+    """Where each node of one signature runs and how: the signature compare runs (the
+    given one, else subgraph 0, else the first signature when subgraph 0 has no inputs),
+    its nodes in execution order with their model index, tensors, placement, and the
+    OpenCL kernel (conversion chain, fused group, folded at allocate) or the reason for
+    the fallback."""
     from .partition import Placement, summary_lines  # noqa: PLC0415
 
     interp = _open(args)
+    sig = _pick_signature(interp, args.signature)
+    si = _subgraph_of(interp, sig)
     # allocating builds the kernels: a node whose kernel fails to build shows as a
     # fallback with the build log in its reason
-    if args.signature is not None:
-        interp.get_signature_runner(args.signature).allocate_tensors()  # validates the key
-        pl = _placement_of(interp, args.signature)
-        keep = {p["subgraph"] for p in pl} | {_subgraph_of(interp, args.signature)}
-        entries = interp._entry_subgraphs()
-        summary = summary_lines([Placement(**p) for p in pl],
-                                {si: interp._graph(si).ex.segments for si in entries if si in keep})
+    if sig is not None:
+        interp.get_signature_runner(sig).allocate_tensors()
     else:
         interp.allocate_tensors()
-        for key in interp.get_signature_list():
-            interp.get_signature_runner(key).allocate_tensors()
-        pl = interp.placement()
-        summary = interp.summary()
-    fused = _fused_groups(interp, {p["subgraph"] for p in pl})
+    pl = _placement_of(interp, sig)
+    keep = {p["subgraph"] for p in pl} | {si}
+    summary = summary_lines([Placement(**p) for p in pl],
+                            {s: interp._graph(s).ex.segments for s in interp._entry_subgraphs() if s in keep})
+    nodes = _node_rows(interp, pl)
+    fused = _fused_groups(interp, keep)
+    notes = _unwritten_outputs(interp, si)
+    shown = sig if sig is not None else next(
+        (s.key for s in interp._model.signatures if s.subgraph == si), None)
+    others = [k for k in interp.get_signature_list() if k != shown]
     if args.json:
         print(json.dumps({"model": args.model, "device": _device_json(interp.device),
-                          "signature": args.signature, "nodes": pl, "summary": summary,
-                          "fused": fused}, indent=2))
+                          "signature": sig, "subgraph": si, "other_signatures": others,
+                          "nodes": nodes, "summary": summary, "fused": fused, "notes": notes},
+                         indent=2))
         return 0
-    print(f"model: {args.model}" + (f"  signature: {args.signature}" if args.signature else ""))
+    print(f"model: {args.model}" + (f"  signature: {shown}" if shown is not None else "")
+          + f"  (subgraph {si})")
+    if others:
+        print(f"other signatures: {', '.join(others)} (pass --signature KEY to inspect one)")
     print(f"device: {_device_line(interp.device)}")
-    print(f"{'subgraph':>8} {'node':>5}  {'op':<24} {'placement':<9}  reason")
-    for p in pl:
-        print(f"{p['subgraph']:>8} {p['index']:>5}  {p['op']:<24} {p['placement']:<9}  {p['reason']}")
+    print(f"{'subgraph':>8} {'node':>5}  {'op':<24} {'placement':<9} {'step':>5}  inputs -> outputs")
+    for n in nodes:
+        print(f"{n['subgraph']:>8} {n['index']:>5}  {n['op']:<24} {n['placement']:<9} "
+              f"{n['order']:>5}  {_tensors_text(n['inputs'])} -> {_tensors_text(n['outputs'])}")
+        if n["placement"] == "opencl":
+            how = [n["kernel"] or "kernel planned at run time"]
+            if n["folded"]:
+                how.append("folded at allocate (constant inputs: computed once, not at invoke)")
+            if n["fused_with"]:
+                how.append(f"fused: one kernel for nodes {_node_runs(n['fused_with'])}")
+            print(f"{'':>16}kernel: {'; '.join(how)}")
+        else:
+            print(f"{'':>16}reason: {n['reason']}")
+    print("(node: the operator's index in the model; step: its place in litecl's execution order)")
     print()
     for line in summary:
         print(line)
     for f in fused:
         print(f"Fused into one OpenCL kernel: subgraph {f['subgraph']} nodes "
               f"{', '.join(map(str, f['nodes']))} ({', '.join(f['ops'])}).")
+    for note in notes:
+        print(f"note: {note}")
     return 0
+
+
+def _node_runs(nodes) -> str:
+    """Node indices with consecutive runs joined: [0, 1, 2, 5] -> '0-2, 5'."""
+    runs: list[list[int]] = []
+    for i in nodes:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def _tensor_row(interp, si: int, t: int) -> dict:
+    """A node operand as inspect shows it: index, name, type and the shape planned at
+    allocate (the model's shape where nothing planned it); an omitted input is -1."""
+    if t < 0:
+        return {"index": -1, "name": None, "dtype": None, "shape": None}
+    tensor = interp._model.subgraphs[si].tensors[t]
+    g = interp._graphs.get(si)
+    shape = g.ex.shapes.get(t, tensor.shape) if g is not None else tensor.shape
+    return {"index": t, "name": tensor.name,
+            "dtype": tensor.dtype.name if tensor.dtype is not None else tensor.type_name.lower(),
+            "shape": [int(x) for x in shape]}
+
+
+def _tensors_text(rows: list[dict]) -> str:
+    return ", ".join("-" if r["index"] < 0 else f"{r['dtype']}{r['shape']}" for r in rows) or "()"
+
+
+def _node_rows(interp, placements: list[dict]) -> list[dict]:
+    """placement() entries with what inspect adds: ``order`` (the step in the
+    subgraph's execution order), ``inputs``/``outputs`` (_tensor_row), and for OpenCL
+    nodes ``kernel`` (the kernel's description: op, types, conversion chain), ``folded``
+    (computed once at allocate) and ``fused_with`` (the members of its fused kernel)."""
+    rows, step = [], {}
+    for p in placements:
+        si, i = p["subgraph"], p["index"]
+        node = interp._model.subgraphs[si].nodes[i]
+        g = interp._graphs.get(si)
+        ex = g.ex if g is not None else None
+        kernel, folded, fused = None, False, None
+        if ex is not None and p["placement"] == "opencl":
+            k = ex._kernels.get(i)
+            kernel = k.spec.what if k is not None and k.spec is not None else None
+            folded = i in ex.folded
+            fused = next((list(grp.nodes) for grp in ex._groups.values() if i in grp.nodes), None)
+        order = step.get(si, 0)
+        step[si] = order + 1
+        rows.append(dict(p, order=order,
+                         inputs=[_tensor_row(interp, si, t) for t in node.inputs],
+                         outputs=[_tensor_row(interp, si, t) for t in node.outputs],
+                         kernel=kernel, folded=folded, fused_with=fused))
+    return rows
+
+
+def _unwritten_outputs(interp, si: int) -> list[str]:
+    """What inspect and compare say about outputs of subgraph ``si`` no operator writes
+    (a model with no operators, say): each is an input, a constant, or an empty tensor
+    (the model loader refuses a non-empty one: it would never get a value)."""
+    sg = interp._model.subgraphs[si]
+    written = {t for n in sg.nodes for t in n.outputs}
+    notes = []
+    for t in sg.outputs:
+        if t in written:
+            continue
+        tensor = sg.tensors[t]
+        what = (f"output {tensor.name!r} ({tensor.type_name.lower()}{list(tensor.shape)}) is "
+                "written by no operator: ")
+        if t in sg.inputs:
+            notes.append(what + "it is an input, returned as given")
+        elif tensor.data is not None and tensor.data.size:
+            notes.append(what + "it is a constant of the model")
+        else:
+            notes.append(what + "it has no elements, so it reads as an empty array (as in LiteRT)")
+    if not sg.nodes:
+        notes.insert(0, f"subgraph {si} has no operators: nothing runs on OpenCL or LiteRT")
+    return notes
 
 
 def _fused_groups(interp, subgraphs) -> list[dict]:
@@ -414,6 +549,8 @@ def cmd_compare(args) -> int:
             print(f"{r['name'][:32]:<32} {r['dtype']:<9} {str(r['shape']):<18} "
                   f"{'yes' if r['bit_exact'] else 'NO':<9} {mad:>12} {r['mismatched']:>10}")
         print("all outputs bit-exact with LiteRT" if ok else "outputs DIFFER from LiteRT")
+        for note in _unwritten_outputs(interp, _subgraph_of(interp, sig)):
+            print(f"note: {note}")
     return 0 if ok else 1
 
 
@@ -555,19 +692,20 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser,
                            help="what to do (litecl COMMAND --help for its options)")
     sub.required = True
-    dev_help = ("OpenCL device: auto (default), pocl, intel, oclgrind, nvidia or a name "
-                "substring, optionally with :profile=mobile|mobile-fp16|nofp64|nofp16|strict|noint64 "
+    dev_help = ("OpenCL device: auto (default), gpu, cpu, pocl, intel, oclgrind, nvidia or a "
+                "name substring (litecl devices lists each device's spec), optionally with :profile=mobile|mobile-fp16|nofp64|nofp16|strict|noint64 "
                 "(default: $LITECL_DEVICE or auto)")
     model_help = "path of the .tflite model"
     seed_help = "seed of the random inputs used when --inputs is not given (an integer >= 0; default 0)"
     resize_help = ("resize fixed-shape inputs to the shapes the --inputs file holds (without it, "
                    "only dimensions that are -1 in an input's shape_signature may differ from "
                    "the model's shape, as in LiteRT's strict resize)")
-    full_range_help = ("random inputs over the full range: 8- and 16-bit integers uniform over "
-                       "all their values, floats (and complex parts) random bit patterns, so "
-                       "NaN, inf and subnormals appear; bool stays a fair coin and wider "
-                       "integers stay in [0, 10) (they are often indices). Default: normal "
-                       "floats, 8-bit integers over their range, 16-bit and wider in [0, 10)")
+    full_range_help = ("random inputs over the full range: every integer type (int32 and "
+                       "int64 included) uniform over all its values, floats (and complex parts) "
+                       "random bit patterns, so NaN, inf and subnormals appear; bool stays a "
+                       "fair coin. Integer inputs used as indices are then out of range. "
+                       "Default: normal floats, 8-bit integers over their range, 16-bit and "
+                       "wider in [0, 10) (they are often indices)")
     sig_help = ("signature key to run (default: subgraph 0, or the first signature when "
                 "subgraph 0 has no inputs)")
     ref_choices = ("builtin", "ref", "xnnpack")

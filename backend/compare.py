@@ -108,16 +108,17 @@ def random_inputs(details, seed: int = 0, full_range: bool = False) -> dict:
     floats: standard normal; bool: fair coin; 8-bit integers: their full range (images,
     quantized activations); wider integers: [0, 10) so they are valid indices and ids.
 
-    full_range: 8- and 16-bit integers uniform over all their values, floats and complex
-    numbers random bit patterns (so NaN, inf and subnormals appear); bool and wider
-    integers as above.
+    full_range: every integer type (int8 .. int64, uint8 .. uint64) uniform over all its
+    values, so int32/int64 wrap-around and saturation are exercised; floats and complex
+    numbers random bit patterns (so NaN, inf and subnormals appear); bool as above.
+    Integer inputs a model uses as indices or sizes are then mostly out of range.
     """
     rng = np.random.default_rng(seed)
     out = {}
     for d in details:
         dt = np.dtype(d["dtype"])
         shape = tuple(int(x) for x in d["shape"])
-        if full_range and (dt.kind in "fc" or (dt.kind in "iu" and dt.itemsize <= 2)):
+        if full_range and dt.kind in "fciu":
             n = int(np.prod(shape, dtype=np.int64))
             v = np.frombuffer(rng.bytes(n * dt.itemsize), dtype=dt).reshape(shape).copy()
         elif dt.kind == "f":

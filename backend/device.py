@@ -2,9 +2,11 @@
 
 Specs (``open_device(spec)`` and ``LITECL_DEVICE``): ``auto`` (the default: a GPU if one
 exists, else the first CPU runtime that can build kernels, tried in the order PoCL, Intel,
-Oclgrind), ``pocl``, ``intel``, ``oclgrind``, ``nvidia``, or any substring of a platform
-or device name (case-insensitive). The aliases match platform names (device names too
-only when no platform name matches). A substring matching devices of more than one
+Oclgrind), ``gpu`` / ``cpu`` (by CL_DEVICE_TYPE: the first GPU, or the first CPU device
+in auto's order, that builds kernels), ``pocl``, ``intel``, ``oclgrind``, ``nvidia``, or
+any substring of a platform or device name (case-insensitive); ``spec_of`` gives the
+spec that selects a given device (``litecl devices`` prints it). The aliases match
+platform names (device names too only when no platform name matches). A substring matching devices of more than one
 platform (``"AMD EPYC"``: PoCL's ``pthread-AMD EPYC`` and Intel's ``AMD EPYC``) is an
 error listing them; when all matches are of one platform name (two installs of one
 runtime, or several devices of one platform) the first that builds kernels is taken. An
@@ -52,7 +54,8 @@ from pathlib import Path
 
 from .errors import DeviceError
 
-__all__ = ["Caps", "Device", "open_device", "list_devices", "PROFILES", "parse_spec"]
+__all__ = ["Caps", "Device", "open_device", "list_devices", "PROFILES", "parse_spec", "spec_of",
+           "auto_device"]
 
 #: The ICD loader's default vendors folder (used when neither OCL_ICD_VENDORS nor
 #: OPENCL_VENDOR_PATH is set). Tests override it with LITECL_ICD_SYSTEM_VENDORS.
@@ -371,7 +374,10 @@ _ALIASES = {
 }
 
 
-_SPEC_NAMES = "auto, pocl, intel, oclgrind, nvidia or a platform/device name substring"
+_SPEC_NAMES = "auto, gpu, cpu, pocl, intel, oclgrind, nvidia or a platform/device name substring"
+
+#: Specs that select by CL_DEVICE_TYPE rather than by name.
+_TYPE_SPECS = ("gpu", "cpu")
 
 
 def _type_error(spec) -> DeviceError:
@@ -510,6 +516,55 @@ def _describe(d: "cl.Device") -> str:
     return f"{d.platform.name.strip()}: {d.name.strip()}"
 
 
+def _auto_order(devices: list) -> list:
+    """The order ``auto`` tries devices in: GPUs first, then the CPU runtimes (PoCL,
+    Intel), the simulator (Oclgrind) last, then anything else; the first that builds
+    kernels is taken."""
+    order = [d for d in devices if _is_gpu(d)]
+    for alias in ("pocl", "intel", "oclgrind"):
+        order += [d for d in devices if d not in order and _ALIASES[alias] in d.platform.name.lower()]
+    return order + [d for d in devices if d not in order]
+
+
+def _is_cpu(d: "cl.Device") -> bool:
+    return bool(d.type & cl.device_type.CPU)
+
+
+def _type_name(d: "cl.Device") -> str:
+    return "GPU" if _is_gpu(d) else "CPU" if _is_cpu(d) else "other"
+
+
+def _same(a: "cl.Device", b: "cl.Device") -> bool:
+    return a.int_ptr == b.int_ptr
+
+
+def auto_device() -> "cl.Device | None":
+    """The device ``auto`` (the default spec) opens, or None when there is none."""
+    try:
+        return _select("auto")
+    except DeviceError:
+        return None
+
+
+def spec_of(d: "cl.Device") -> str | None:
+    """The first spec that selects ``d``, tried in the order: an alias, ``gpu``/``cpu``,
+    its device name, its platform name; None when none does (an identical device of the
+    same platform comes first and is always taken)."""
+    platform, name = d.platform.name.strip(), d.name.strip()
+    candidates = [a for a in _ALIASES if _ALIASES[a] in platform.lower()]
+    candidates += [t for t in _TYPE_SPECS if (_is_gpu(d) if t == "gpu" else _is_cpu(d))]
+    candidates += [name, platform]
+    for c in candidates:
+        if ":" in c or not c:
+            continue  # the spec syntax reserves ':'
+        try:
+            if _same(_select(c), d):
+                return c
+        except DeviceError:
+            continue
+    return None
+
+
 def _select(base: str) -> "cl.Device":
     key = base.strip().lower()
     if not key:  # parse_spec rejects it first; "" is a substring of every name
@@ -518,15 +573,16 @@ def _select(base: str) -> "cl.Device":
     if not devices:
         raise DeviceError("no OpenCL device found")
     if key == "auto":
-        # a GPU first, then the CPU runtimes, the simulator last; each must compile
-        order = [d for d in devices if _is_gpu(d)]
-        for alias in ("pocl", "intel", "oclgrind"):
-            order += [d for d in devices if _ALIASES[alias] in d.platform.name.lower()]
-        order += [d for d in devices if d not in order]
-        for d in order:
-            if not probe_compiler(d):
-                return d
-        return order[0]
+        order = _auto_order(devices)
+        return next((d for d in order if not probe_compiler(d)), order[0])
+    if key in _TYPE_SPECS:
+        order = [d for d in _auto_order(devices)
+                 if (_is_gpu(d) if key == "gpu" else not _is_gpu(d) and _is_cpu(d))]
+        if not order:
+            names = "; ".join(f"{_describe(d)} ({_type_name(d)})" for d in devices)
+            raise DeviceError(f"no OpenCL {key.upper()} device found; available: {names} "
+                              f"(pass {'cpu' if key == 'gpu' else 'gpu'} or auto)")
+        return next((d for d in order if not probe_compiler(d)), order[0])
     needle = _ALIASES.get(key, key)
     matches = []
     if key in _ALIASES:  # an alias names a runtime: its platform, not devices of others
@@ -623,8 +679,8 @@ def open_device(spec: str | Device | None = None) -> Device:
     """Open (or reuse) the device named by ``spec``.
 
     spec: None (read ``LITECL_DEVICE``, default ``auto``), a Device (returned as is), or
-    ``NAME[:profile=PROFILE[+PROFILE...]]`` with NAME in auto/pocl/intel/oclgrind/nvidia
-    or a platform or device name substring. ``auto`` takes a GPU if one exists, else the
+    ``NAME[:profile=PROFILE[+PROFILE...]]`` with NAME in auto/gpu/cpu/pocl/intel/oclgrind/
+    nvidia or a platform or device name substring. ``auto`` takes a GPU if one exists, else the
     first CPU runtime that builds kernels (PoCL, Intel, then Oclgrind). One context and
     queue per (device, profile) per process. Raises DeviceError when nothing matches,
     when a substring matches devices of more than one platform, or when the spec is

@@ -640,6 +640,8 @@ class Executor:
             self.on_host.add(t)
             return a
         shape = self.shapes.get(t)
+        if shape is None and not any(t in n.outputs for n in self.sg.nodes):
+            shape = tuple(self.sg.tensors[t].shape)  # no producer: the model's own shape
         if shape is not None and _numel(shape) == 0 and self.sg.tensors[t].dtype is not None:
             return np.empty(shape, self.sg.tensors[t].dtype.np)  # nothing to compute
         inside = [f.nodes for kind, f in self._steps if kind == "f"

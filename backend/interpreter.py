@@ -161,6 +161,64 @@ def _fits_signature(shape, sig) -> bool:
     return len(shape) == len(sig) and all(s == -1 or s == d for s, d in zip(sig, shape))
 
 
+#: The op resolver each OpResolverType name selects, as LiteRT 2.3.0 resolves it:
+#: AUTO and BUILTIN share one id (the builtin resolver with XNNPACK applied).
+_RESOLVER_REFERENCE = {"AUTO": "xnnpack", "BUILTIN": "xnnpack", "BUILTIN_REF": "ref",
+                       "BUILTIN_WITHOUT_DEFAULT_DELEGATES": "builtin"}
+
+#: LiteRT Interpreter flags litecl takes only at their default (False).
+_LITERT_FALSE_FLAGS = ("experimental_disable_delegate_clustering",
+                       "experimental_default_delegate_latest_features",
+                       "experimental_compress_quantization_zero_points",
+                       "experimental_disable_delegate_node_fusion",
+                       "experimental_force_delegate_node_profiling")
+
+
+def _resolve_reference(reference, resolver_type) -> str:
+    """``reference`` from litecl's argument and LiteRT's experimental_op_resolver_type
+    (an OpResolverType of ai_edge_litert or tf.lite, matched by member name). Raises
+    LiteclError for an unknown resolver type or two arguments that disagree."""
+    if resolver_type is None:
+        return "builtin" if reference is None else reference
+    name = getattr(resolver_type, "name", None)
+    if type(resolver_type).__name__ != "OpResolverType" or name not in _RESOLVER_REFERENCE:
+        raise LiteclError(f"unrecognized experimental_op_resolver_type {resolver_type!r}; expected "
+                          f"an ai_edge_litert.interpreter.OpResolverType "
+                          f"({', '.join(_RESOLVER_REFERENCE)})")
+    mapped = _RESOLVER_REFERENCE[name]
+    if reference is not None and reference != mapped:
+        raise LiteclError(f"experimental_op_resolver_type {name} means reference={mapped!r}, "
+                          f"but reference={reference!r} was given; pass one of them")
+    return mapped
+
+
+def _check_litert_flags(delegates, flags: dict) -> None:
+    """LiteRT constructor arguments litecl has no counterpart for: accepted at their
+    defaults, refused otherwise (LiteclError). Unknown keywords are a TypeError, as a
+    missing parameter would be."""
+    for k in flags:
+        if k not in _LITERT_FALSE_FLAGS:
+            raise TypeError(f"Interpreter() got an unexpected keyword argument {k!r}")
+    for k, v in flags.items():
+        if not isinstance(v, (bool, np.bool_)):
+            raise LiteclError(f"{k} must be True or False, got {v!r}")
+        if v:
+            raise LiteclError(f"{k}=True is not supported: litecl places nodes itself "
+                              "(it is the delegate); leave it False")
+    if delegates is None:
+        return
+    try:
+        n = len(delegates)
+    except TypeError:
+        raise LiteclError(f"experimental_delegates must be a list of delegates or None, got "
+                          f"{type(delegates).__name__}") from None
+    if n:
+        raise LiteclError(f"experimental_delegates: litecl takes no LiteRT delegate (got {n}); "
+                          "it is the delegate itself: nodes it cannot run on OpenCL run on "
+                          "LiteRT's CPU kernels. Pass None or [] (or use ai_edge_litert's "
+                          "Interpreter for that delegate)")
+
+
 def _exclusive(method):
     """One thread at a time per Interpreter (LiteRT's rule too): a second thread gets a
     LiteclError instead of racing on the shared buffers (PoCL segfaulted on 4 threads
@@ -205,7 +263,22 @@ class Interpreter:
         (LiteRT's flag of the same name) is set, which writes every tensor computed on
         OpenCL. Tensors internal to a LiteRT fallback segment are never kept.
       num_threads: None or an int >= 1, for the fallback sub-interpreters (ai-edge-litert
-        2.3.0 raises "num_threads should >= 1" for -1 and 0, measured).
+        2.3.0 raises "num_threads should >= 1" for -1 and 0, measured; True is an int
+        there and runs as 1, so here too).
+      experimental_delegates: LiteRT's argument; None or an empty list (code that adds a
+        delegate conditionally) is accepted. A delegate is refused (LiteclError): litecl
+        places the nodes itself and its fallback segments run LiteRT's CPU kernels.
+      experimental_op_resolver_type: a LiteRT ``OpResolverType``, mapped onto
+        ``reference`` as LiteRT resolves it (interpreter.py ``_get_op_resolver_id``):
+        BUILTIN_WITHOUT_DEFAULT_DELEGATES -> "builtin", BUILTIN_REF -> "ref", AUTO and
+        BUILTIN (which apply XNNPACK) -> "xnnpack". Unset (None): ``reference`` decides,
+        "builtin" by default (not LiteRT's AUTO: XNNPACK computes other bits).
+        Giving both with different meanings raises LiteclError.
+      experimental_disable_delegate_clustering, experimental_default_delegate_latest_features,
+        experimental_compress_quantization_zero_points, experimental_disable_delegate_node_fusion,
+        experimental_force_delegate_node_profiling: LiteRT's flags, accepted when False
+        (their default); True raises LiteclError (litecl has no such behaviour).
+      The first six parameters take LiteRT's positions.
       placement: "all" (default): every node that can run on OpenCL does; "auto": only
         the runs of nodes the cost model (backend/placement.py: the device's measured
         bandwidth and round trip against LiteRT's, cached on disk) expects to be faster
@@ -217,9 +290,11 @@ class Interpreter:
     shapes, InputError when they refuse shapes set by resize_tensor_input().
     """
 
-    def __init__(self, model_path=None, model_content=None, *, device=None, num_threads=None,
-                 strict: bool = False, reference: str = "builtin", fuse: bool = True,
-                 experimental_preserve_all_tensors: bool = False, placement: str = "all"):
+    def __init__(self, model_path=None, model_content=None, experimental_delegates=None,
+                 num_threads=None, experimental_op_resolver_type=None,
+                 experimental_preserve_all_tensors: bool = False, *, device=None,
+                 strict: bool = False, reference: str | None = None, fuse: bool = True,
+                 placement: str = "all", **litert_flags):
         from .fallback import REFERENCES  # noqa: PLC0415
         from .placement import PLACEMENTS  # noqa: PLC0415
 
@@ -231,7 +306,9 @@ class Interpreter:
                 raise LiteclError(f"{name} must be True or False, got {flag!r}")
         self._fuse = bool(fuse)
         self._preserve = bool(experimental_preserve_all_tensors)
+        _check_litert_flags(experimental_delegates, litert_flags)
 
+        reference = _resolve_reference(reference, experimental_op_resolver_type)
         if reference not in REFERENCES:
             raise LiteclError(f"unknown reference {reference!r}; expected one of {', '.join(REFERENCES)}")
         self._reference = reference
@@ -244,6 +321,7 @@ class Interpreter:
                 raise LiteclError(f"num_threads must be an int or None, got {type(num_threads).__name__}")
             if num_threads < 1:
                 raise LiteclError(f"num_threads must be >= 1 (as LiteRT), got {num_threads}")
+            num_threads = int(num_threads)  # True is 1, as LiteRT's int(num_threads or 1)
         self._device = open_device(device)
         self._num_threads = num_threads
         self._strict = strict
@@ -308,6 +386,31 @@ class Interpreter:
         g = self._graph(int(subgraph_index))
         return [_details(t, g.ex.shapes.get(t.index, t.shape)) for t in g.sg.tensors
                 if t.dtype is not None]
+
+    def _get_op_details(self, op_index) -> dict:
+        """LiteRT's _get_op_details: node ``op_index`` of subgraph 0 as {"index",
+        "op_name", "inputs", "outputs" (int32 arrays of tensor indices, -1 for an omitted
+        input, as LiteRT), "operand_types", "result_types" (numpy types of the present
+        tensors)}. op_name is the builtin name, or a custom op's custom_code."""
+        g = self._main
+        if isinstance(op_index, (bool, np.bool_)) or not isinstance(op_index, (int, np.integer)) \
+                or not 0 <= int(op_index) < len(g.sg.nodes):
+            raise InputError(f"op index {op_index!r} out of range; subgraph 0 has "
+                             f"{len(g.sg.nodes)} nodes")
+        n = g.sg.nodes[int(op_index)]
+
+        def types(ts):  # LiteRT's: the tensor details' dtype
+            return [_details(g.sg.tensors[t], g.sg.tensors[t].shape)["dtype"] for t in ts if t != -1]
+
+        return {"index": n.index,
+                "op_name": n.op.split(":", 1)[1] if n.op.startswith("CUSTOM:") else n.op,
+                "inputs": np.array(n.inputs, np.int32), "outputs": np.array(n.outputs, np.int32),
+                "operand_types": types(n.inputs), "result_types": types(n.outputs)}
+
+    def _get_ops_details(self) -> list[dict]:
+        """LiteRT's _get_ops_details: _get_op_details of every node of subgraph 0, in
+        the model's order (litecl's execution order is ``placement()``'s)."""
+        return [self._get_op_details(i) for i in range(len(self._main.sg.nodes))]
 
     def num_subgraphs(self) -> int:
         """LiteRT's num_subgraphs(): subgraphs in the model."""

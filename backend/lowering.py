@@ -116,12 +116,6 @@ class AddLowering:
             if any(t.scales.size != 1 for t in ts):
                 return f"{dt} ADD without per-tensor quantization"
             try:
-                import importlib  # noqa: PLC0415
-
-                importlib.import_module(".ops.add_quant", __package__)
-            except ImportError:
-                return f"{dt} quantized not supported yet"
-            try:
                 p = AddLowering._quant_params(node, sg)
             except ValueError as e:
                 return str(e)
@@ -153,7 +147,8 @@ class AddLowering:
         out = add_ops.broadcast_shape(shapes[0], shapes[1])
         bc = " (broadcast)" if tuple(shapes[0]) != tuple(shapes[1]) else ""
         return KernelSpec(src, "litecl_add", _numel(out), dt.itemsize,
-                          f"ADD {dt.name} {node.activation}{bc}{_streaming_note(src)}")
+                          f"ADD {dt.name}{' quantized (' + quant.path + ' path)' if quant else ''} "
+                          f"{node.activation}{bc}{_streaming_note(src)}")
 
     @staticmethod
     def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):

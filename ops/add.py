@@ -6,9 +6,9 @@ Semantics follow tensorflow/lite/kernels/add.cc and reference_ops::Add:
 - int32 / int64, and int16 without quantization parameters: two's-complement
   wrap-around (computed in unsigned, which C defines), then the activation clamp.
 - int8 / uint8 / int16 (quantized): the fixed-point path in ``add_quant``.
-Broadcasting follows numpy (up to 6-D in TFLite); index arithmetic is generated for the
-shapes known at allocate_tensors, with adjacent dimensions merged when they broadcast
-alike.
+Broadcasting follows numpy (up to 6-D in TFLite); the index arithmetic (ops/broadcast.py)
+is generated for the shapes known at allocate_tensors, with adjacent dimensions merged
+when they broadcast alike.
 """
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ import math
 
 import numpy as np
 
+from .broadcast import broadcast_shape, collapse, index_code
 from .codegen import (NodeOp, elementwise_kernel, float_literal, int_literal, load_expr,
                       op_preamble, storage_type, tiled_kernel)
 from .dtypes import dtype
+from .fusion import FusedSpec, fused_kernel
 
 __all__ = ["broadcast_shape", "collapse", "index_code", "activation_range", "add_kernel", "add_op",
            "PLAIN_ADD_TYPES", "QUANT_ADD_TYPES", "add_why_not"]
@@ -30,75 +32,6 @@ MAX_RANK = 6
 #: Wrapping integer ADD: (unsigned, signed) OpenCL C types per type. int16 is here for an
 #: ADD without quantization parameters, which LiteRT runs as plain wrapping arithmetic.
 _WRAP_TYPES = {"int16": ("ushort", "short"), "int32": ("uint", "int"), "int64": ("ulong", "long")}
-
-
-def broadcast_shape(a, b) -> tuple:
-    """numpy's broadcast of shapes a and b. Raises ValueError if they do not broadcast."""
-    try:
-        return tuple(int(x) for x in np.broadcast_shapes(tuple(a), tuple(b)))
-    except ValueError:
-        raise ValueError(f"shapes {list(a)} and {list(b)} do not broadcast") from None
-
-
-def collapse(out_shape, in_shapes) -> tuple[list[int], list[list[bool]]]:
-    """Merge adjacent output dims where every input broadcasts (or not) alike.
-
-    Returns (dims, flags): dims of the collapsed output, flags[k][d] True where input k
-    is broadcast (size 1) along collapsed dim d. Size-1 output dims are dropped.
-    """
-    r = len(out_shape)
-    padded = [(1,) * (r - len(s)) + tuple(s) for s in in_shapes]
-    dims: list[int] = []
-    flags: list[list[bool]] = [[] for _ in in_shapes]
-    for d in range(r):
-        n = out_shape[d]
-        if n == 1:
-            continue
-        f = [p[d] == 1 for p in padded]
-        if dims and all(flags[k][-1] == f[k] for k in range(len(f))):
-            dims[-1] *= n
-        else:
-            dims.append(n)
-            for k in range(len(f)):
-                flags[k].append(f[k])
-    return dims, flags
-
-
-def index_code(out_shape, in_shapes, i: str = "i") -> tuple[str, list[str]]:
-    """OpenCL C computing each input's element index from output index ``i``.
-
-    Returns (statements, [index expression per input]).
-    """
-    dims, flags = collapse(out_shape, in_shapes)
-    exprs: list[str] = []
-    need_coords = False
-    for f in flags:
-        if not any(f):
-            exprs.append(i)
-        elif all(f):
-            exprs.append("0")
-        else:
-            need_coords = True
-            exprs.append("")
-    if not need_coords:
-        return "", exprs
-    lines = [f"uint r_ = {i};"]
-    nd = len(dims)
-    for d in range(nd - 1, -1, -1):
-        if d == 0:
-            lines.append(f"const uint c{d} = r_;")
-        else:
-            lines.append(f"const uint c{d} = r_ % {dims[d]}u; r_ /= {dims[d]}u;")
-    for k, f in enumerate(flags):
-        if exprs[k]:
-            continue
-        terms, stride = [], 1
-        for d in range(nd - 1, -1, -1):
-            if not f[d]:
-                terms.append(f"c{d}" if stride == 1 else f"c{d} * {stride}u")
-                stride *= dims[d]
-        exprs[k] = "(" + " + ".join(reversed(terms)) + ")"
-    return "\n".join(lines), exprs
 
 
 def activation_range(dt: str, activation: str):
@@ -122,7 +55,7 @@ def activation_range(dt: str, activation: str):
     raise ValueError(f"fused activation {activation} not supported for ADD")
 
 
-def add_why_not(dt: str, shapes, activation: str, caps, quant_ok: bool = True) -> str | None:
+def add_why_not(dt: str, shapes, activation: str, caps) -> str | None:
     """Why ADD of dtype ``dt`` cannot be lowered (None when it can)."""
     if dt not in PLAIN_ADD_TYPES + QUANT_ADD_TYPES:
         return f"{dt} not supported"
@@ -132,8 +65,6 @@ def add_why_not(dt: str, shapes, activation: str, caps, quant_ok: bool = True) -
         return f"fused activation {activation} not supported"
     if any(len(s) > MAX_RANK for s in shapes):
         return f"rank above {MAX_RANK}"
-    if dt in QUANT_ADD_TYPES and not quant_ok:
-        return f"{dt} quantized not supported yet"
     return None
 
 
@@ -357,8 +288,6 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
     if skeleton == "tiled" and vec_bytes is None and (numel(shape1) == 1 or numel(shape2) == 1):
         # one operand is a single element (x + scalar constant, a common pattern): the
         # fused kernel generator splats it across vectors
-        from .fusion import FusedSpec, fused_kernel  # noqa: PLC0415
-
         spec = FusedSpec(tuple(out_shape), ((d, tuple(shape1)), (d, tuple(shape2))),
                          ((op, (("in", 0), ("in", 1))),), ((0, d),))
         return fused_kernel(spec, caps, name)

@@ -15,7 +15,8 @@ Three layers, all pure (no device access):
 - :func:`quant_add_reference` is the kernel in numpy int64 arithmetic, with int32/int16
   wrap-around emulated where the C++ stores into those types.
 - :func:`quant_add_cl_functions` / :func:`quant_add_cl_expr` give OpenCL C 1.2 text that
-  computes the same bits on a device (``int``/``long`` arithmetic only).
+  computes the same bits on a device (``int``/``long`` arithmetic, or ``int`` alone for
+  a device without 64-bit integers).
 
 What LiteRT 2.3.0 (ai-edge-litert, x86-64) computes, measured here with the reference
 kernels (``OpResolverType.BUILTIN_REF``; tests/test_add_quant.py re-checks each point):
@@ -411,9 +412,7 @@ def quant_add_reference(a: np.ndarray, b: np.ndarray, p: QuantAddParams) -> np.n
 # OpenCL C
 # --------------------------------------------------------------------------------------
 
-_CL_FUNCTIONS = r"""
-/* Quantized ADD helpers: TFLite/gemmlowp fixed-point arithmetic (litecl.ops.add_quant). */
-
+_CL_SRDHM_64 = r"""
 /* gemmlowp::SaturatingRoundingDoublingHighMul: a * b / 2^31 to nearest; a tie rounds up
    for a positive product, toward zero for a negative one (-0.5 -> 0); INT_MIN * INT_MIN
    saturates to INT_MAX. */
@@ -423,10 +422,30 @@ int litecl_srdhm(int a, int b) {
     long nudge = ab >= 0 ? (1L << 30) : (1L - (1L << 30));
     return (int)((ab + nudge) / (1L << 31));   /* C division truncates, as in C++ */
 }
+"""
 
+_CL_SRDHM_32 = r"""
+/* gemmlowp::SaturatingRoundingDoublingHighMul in 32-bit operations (no long: embedded
+   profile). Its nudge (2^30 for a product >= 0, 1 - 2^30 below) and C++'s division
+   toward zero by 2^31 make, for either sign, floor((a * b + 2^30) / 2^31): below zero,
+   truncating is flooring after adding 2^31 - 1, and 1 - 2^30 + 2^31 - 1 = 2^30. With the
+   64-bit product as hi * 2^32 + lo (hi = mul_hi(a, b), lo = a * b in uint) that is
+   2 * hi + floor((lo + 2^30) / 2^31) = 2 * hi + (lo / 2 + 2^29) / 2^30, whose sum
+   lo / 2 + 2^29 fits a uint (no carry) and whose quotient is 0, 1 or 2; the result fits
+   an int (|a * b| <= 2^62). (Written as an add of overlapping bits, not as
+   (hi << 1) | (lo' >> 31), which LLVM turns into a funnel shift that Oclgrind 21.10
+   cannot run.) */
+int litecl_srdhm(int a, int b) {
+    if (a == b && a == INT_MIN) return INT_MAX;
+    const uint w = (((uint)a * (uint)b) >> 1) + 0x20000000u;
+    return as_int(((uint)mul_hi(a, b) << 1) + (w >> 30));
+}
+"""
+
+_CL_COMMON = r"""
 /* gemmlowp::RoundingDivideByPOT(int32): x / 2^e rounded half away from zero, 0 <= e <= 31. */
 int litecl_rdbpot(int x, int e) {
-    int mask = (int)((1L << e) - 1);
+    int mask = as_int((1u << e) - 1u);
     int remainder = x & mask;
     int threshold = (mask >> 1) + (x < 0 ? 1 : 0);
     return (x >> e) + (remainder > threshold ? 1 : 0);
@@ -434,7 +453,7 @@ int litecl_rdbpot(int x, int e) {
 
 /* gemmlowp::RoundingDivideByPOT<int16_t>: every intermediate stored in a short. */
 int litecl_rdbpot16(int x, int e) {
-    short mask = as_short((ushort)((1L << e) - 1));
+    short mask = as_short((ushort)((1u << e) - 1u));
     short remainder = as_short((ushort)(x & mask));
     short threshold = as_short((ushort)((mask >> 1) + (x < 0 ? 1 : 0)));
     return (int)as_short((ushort)((x >> e) + (remainder > threshold ? 1 : 0)));
@@ -448,7 +467,9 @@ int litecl_mbqm(int x, int m, int shift) {
     int right = shift > 0 ? 0 : -shift;
     return litecl_rdbpot(litecl_srdhm(as_int((uint)x << left), m), right);
 }
+"""
 
+_CL_SINGLE_64 = r"""
 /* tflite::MultiplyByQuantizedMultiplier, TFLITE_SINGLE_ROUNDING: -31 <= shift <= 30. */
 int litecl_mbqm_single(int x, int m, int shift) {
     int total = 31 - shift;
@@ -457,14 +478,47 @@ int litecl_mbqm_single(int x, int m, int shift) {
 }
 """
 
+_CL_SINGLE_32 = r"""
+/* tflite::MultiplyByQuantizedMultiplier, TFLITE_SINGLE_ROUNDING: -31 <= shift <= 30, in
+   32-bit operations: the low 32 bits (the C++ stores an int32) of
+   floor((x * m + 2^(total - 1)) / 2^total) with the product as hi * 2^32 + lo.
+   total < 32: hi * 2^(32 - total) + (lo / 2 + 2^(total - 2)) / 2^(total - 1) (the halved
+   sum fits a uint; an add of overlapping bits, not a funnel shift, see litecl_srdhm);
+   total 1: hi * 2^31 + (lo + 1) / 2 (rhadd, opaque to the same fold); total >= 32: the rounding bit lands in hi (or, at
+   32, carries into it), then an arithmetic shift of hi. */
+int litecl_mbqm_single(int x, int m, int shift) {
+    const int total = 31 - shift;   /* 1 .. 62 */
+    const int hi = mul_hi(x, m);
+    const uint lo = (uint)x * (uint)m;
+    if (total == 1)
+        return as_int(((uint)hi << 31) + rhadd(lo, 0u));   /* rhadd: (lo + 1) / 2 in 33 bits */
+    if (total < 32)
+        return as_int(((uint)hi << (32 - total)) + (((lo >> 1) + (1u << (total - 2))) >> (total - 1)));
+    if (total == 32)
+        return hi + (int)(((lo >> 1) + 0x40000000u) >> 31);
+    return (hi + (1 << (total - 33))) >> (total - 32);
+}
+"""
 
-def quant_add_cl_functions() -> str:
+_CL_HEAD = "\n/* Quantized ADD helpers: TFLite/gemmlowp fixed-point arithmetic (litecl.ops.add_quant). */\n"
+
+
+def quant_add_cl_functions(int64: bool = True) -> str:
     """OpenCL C 1.2 helper functions used by :func:`quant_add_cl_expr`'s expressions
     (``litecl_srdhm``, ``litecl_rdbpot``, ``litecl_rdbpot16``, ``litecl_mbqm``,
-    ``litecl_mbqm_single``). int and long arithmetic only (long is core in the full
-    profile); wrap-around is written with ``as_int``/``as_short`` of unsigned values, so
-    nothing relies on signed overflow. The same text every call (a cache key)."""
-    return _CL_FUNCTIONS
+    ``litecl_mbqm_single``). Wrap-around is written with ``as_int``/``as_short`` of
+    unsigned values, so nothing relies on signed overflow.
+
+    int64: whether the device has 64-bit integers (``Caps.int64``; long is core in the
+    full profile, optional in the embedded one). With it the two 32x32 -> 64-bit products
+    (SaturatingRoundingDoublingHighMul, the single-rounding multiply) are one ``long``
+    multiply; without it they are built from ``mul_hi`` and the low 32-bit product with
+    explicit carries, and the text holds no 64-bit type at all. Both give the same bits
+    (tests/test_add_quant.py runs both against LiteRT). The same text for the same
+    argument (a cache key)."""
+    if int64:
+        return _CL_HEAD + _CL_SRDHM_64 + _CL_COMMON + _CL_SINGLE_64
+    return _CL_HEAD + _CL_SRDHM_32 + _CL_COMMON + _CL_SINGLE_32
 
 
 def _lit(v: int) -> str:

@@ -95,8 +95,11 @@ def cast_why_not(src, dst, caps) -> str | None:
         return f"CAST to {dst.name} not supported"
     if not caps.int64:
         for d in (src, dst):
-            if d.name == "int64" or (d.name == "float64" and not caps.fp64):
-                return f"{d.name} needs 64-bit integers, which the device lacks"
+            if d.name == "int64":
+                return "int64 needs 64-bit integers, which the device lacks"
+            if d.name == "float64" and not caps.fp64:
+                return ("float64 needs cl_khr_fp64 or 64-bit integers (for soft float64), "
+                        "which the device lacks")
     return None
 
 

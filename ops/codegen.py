@@ -657,7 +657,7 @@ def op_preamble(ops, caps) -> str:
     if any(o.quant for o in ops):
         from .add_quant import quant_add_cl_functions  # noqa: PLC0415
 
-        pre += quant_add_cl_functions() + "\n"
+        pre += quant_add_cl_functions(caps.int64) + "\n"
     return pre + "".join(o.text + "\n" for o in ops)
 
 

@@ -8,7 +8,7 @@ when the device has no cl_khr_fp16). Only tensors something outside the group ne
 written to global memory.
 
 Inputs may broadcast (ADD): each external input is indexed from the group's element
-index with ``add.index_code``. Same inputs, same text.
+index with ``broadcast.index_code``. Same inputs, same text.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import math
 
-from .add import index_code
+from .broadcast import index_code
 from .codegen import (NodeOp, lane_index, load_expr, op_preamble, scalar_store, storage_type,
                       tiled_kernel, vcomponent, vector_load, vector_store)
 from .dtypes import DType
@@ -103,7 +103,7 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
     former/tail skeleton (ops/codegen.py tiled_kernel). Where every input is same-shape
     or a single element and every member has a vector form (NodeOp.vec), chunks are
     walked in aligned vectors (single elements splatted) with a scalar tail; otherwise
-    element by element, broadcast inputs indexed with ``add.index_code``."""
+    element by element, broadcast inputs indexed with ``broadcast.index_code``."""
     ops = [op for op, _ in spec.steps]
     pre = op_preamble(list({op.fn: op for op in ops}.values()), caps)
     needs_round = any(op.out.name == "float16" and not (caps.fp16 and op.out_vtype == "half")

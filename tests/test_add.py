@@ -584,10 +584,17 @@ def test_real_model_adds_equal_litert(shared_models, fast_device, name, referenc
     experimental_preserve_all_tensors) and every model output bit-equal to LiteRT run
     with the same op resolver as litecl's fallback segments; quantized ADDs also equal
     the reference formula on the operands LiteRT computed in place."""
+    check_real_model_adds(name, fast_device, reference)
+
+
+def check_real_model_adds(name: str, device: str, reference: str):
+    """test_real_model_adds_equal_litert's checks for one model on one device spec
+    (tests/test_noint64.py runs them under the noint64 profile). Returns the litecl
+    Interpreter."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
 
     path = shared_model(name)
-    it = litecl.Interpreter(model_path=path, device=fast_device, reference=reference,
+    it = litecl.Interpreter(model_path=path, device=device, reference=reference,
                             experimental_preserve_all_tensors=True)  # ADD outputs read in place
     adds = [p for p in it.placement() if p["op"] == "ADD"]
     assert adds and all(p["placement"] == "opencl" for p in adds), adds
@@ -631,6 +638,7 @@ def test_real_model_adds_equal_litert(shared_models, fast_device, name, referenc
             assert_same(got, quant_add_reference(*operands, p), f"{name} ADD {n.index} in place")
     for d in ref.get_output_details():
         check(it.get_tensor(d["index"]), ref.get_tensor(d["index"]), f"{name} output")
+    return it
 
 
 @pytest.mark.parametrize("sig", ["encode", "decode"])

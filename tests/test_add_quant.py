@@ -588,10 +588,12 @@ def _cl_cases_cached():
     return _cl_cases()
 
 
-@pytest.mark.parametrize("device", device_params(("pocl", "intel", "oclgrind")))
+@pytest.mark.parametrize("device", device_params(("pocl", "intel", "oclgrind"))
+                         + device_params(("pocl", "oclgrind"), ("noint64",)))
 def test_opencl_matches_litert(device):
     """One work-item per element over same-shape operands; every 8-bit pair, 65536 int16
-    pairs (Oclgrind, a simulator that also flags invalid accesses: every 7th of them)."""
+    pairs (Oclgrind, a simulator that also flags invalid accesses: every 7th of them).
+    Under noint64 the helpers are the 32-bit form (no long)."""
     import pyopencl as cl  # noqa: PLC0415
 
     from litecl.device import open_device  # noqa: PLC0415
@@ -609,7 +611,7 @@ def test_opencl_matches_litert(device):
             f"    const int i = get_global_id(0);\n"
             f"    const int qa = (int)a[i];\n    const int qb = (int)b[i];\n"
             f"    out[i] = ({ct})({quant_add_cl_expr(p, 'qa', 'qb')});\n}}\n")
-    source = quant_add_cl_functions() + "\n" + "\n".join(kernels)
+    source = quant_add_cl_functions(dev.caps.int64) + "\n" + "\n".join(kernels)
     with warnings.catch_warnings():  # a build log is not a failure
         warnings.simplefilter("ignore")
         prog = cl.Program(dev.context, source).build()

@@ -1,0 +1,240 @@
+"""The ``noint64`` profile: no kernel litecl generates holds a 64-bit type, and what runs
+on OpenCL is still bit-exact with LiteRT.
+
+Embedded-profile OpenCL devices may lack 64-bit integers (``long`` is optional there,
+OpenCL 1.2 section 6.1.1), and many mobile GPUs run them slowly. Under ``noint64``
+(``Caps.int64`` False, which also drops fp64) the quantized ADD's fixed-point helpers are
+built from ``mul_hi`` and 32-bit parts (ops/add_quant.py), and every node that needs 64-bit
+values (int64 CAST/ADD, float64 without cl_khr_fp64) falls back with a reason.
+
+Every kernel source passes through ``litecl.executor.build_program``; the tests record
+them there and scan them for 64-bit type names and literals.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import litecl
+import litecl.executor as executor
+from litecl.ops.add_quant import _mbqm, _srdhm, quant_add_cl_functions
+from litecl.ops.dtypes import DTYPES
+from models.builders import add_model, cast_model
+
+from conftest import SHARED_MODELS, device_params, shared_model
+from test_add import (ACTIVATIONS, QUANT, SHAPES, _case, assert_same, check_real_model_adds,
+                      litecl_run)
+
+#: A 64-bit OpenCL C type (scalar or vector), or an integer literal with an L suffix.
+_64BIT = re.compile(r"\b(?:u?long(?:2|3|4|8|16)?|u?int64(?:_t)?|double(?:2|3|4|8|16)?"
+                    r"|(?:0[xX][0-9a-fA-F]+|\d+)[uU]?[lL]{1,2})\b")
+
+NOINT64 = device_params(["pocl", "intel"], ["mobile+noint64"])
+
+
+def sixty_four_bit_tokens(source: str) -> list[str]:
+    """The 64-bit type names and literals of OpenCL C ``source`` (comments dropped)."""
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", "", source, flags=re.S)
+    return _64BIT.findall(code)
+
+
+@pytest.fixture
+def sources(monkeypatch) -> list[str]:
+    """Every kernel source built by the executor during the test."""
+    seen: list[str] = []
+    build = executor.build_program
+
+    def record(device, source):
+        seen.append(source)
+        return build(device, source)
+
+    monkeypatch.setattr(executor, "build_program", record)
+    return seen
+
+
+def assert_no_64bit(sources: list[str], what: str) -> None:
+    assert sources, f"{what}: no kernel was built"
+    for s in sources:
+        found = sixty_four_bit_tokens(s)
+        assert not found, f"{what}: kernel holds 64-bit tokens {sorted(set(found))[:8]}"
+
+
+def test_scanner_finds_what_it_must():
+    assert sixty_four_bit_tokens("long a; ulong4 b; 1L; 0xffUL; double c;") == [
+        "long", "ulong4", "1L", "0xffUL", "double"]
+    assert sixty_four_bit_tokens("/* long */ int along; uint x = 1u; // ulong\n") == []
+    assert sixty_four_bit_tokens(quant_add_cl_functions(True))
+    assert sixty_four_bit_tokens(quant_add_cl_functions(False)) == []
+
+
+# ------------------------------------------------------------------------------------------
+# The fixed-point helpers alone, on operands far beyond what an ADD feeds them
+# ------------------------------------------------------------------------------------------
+
+_I32 = np.iinfo(np.int32)
+_EDGES = np.array([_I32.min, _I32.min + 1, -(1 << 30), -(1 << 30) - 1, -3, -2, -1, 0, 1, 2, 3,
+                   (1 << 30) - 1, 1 << 30, (1 << 30) + 1, _I32.max - 1, _I32.max], np.int32)
+
+
+def _operands(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    a = rng.integers(_I32.min, _I32.max, n, dtype=np.int32, endpoint=True)
+    b = rng.integers(_I32.min, _I32.max, n, dtype=np.int32, endpoint=True)
+    small = rng.integers(-70000, 70000, n // 4, dtype=np.int32)  # products near the nudge
+    a[: n // 4] = small
+    ea, eb = np.meshgrid(_EDGES, _EDGES)
+    return np.concatenate([ea.ravel(), a]), np.concatenate([eb.ravel(), b])
+
+
+@pytest.mark.parametrize("int64", [True, False], ids=["long", "32-bit"])
+@pytest.mark.parametrize("device", device_params(["pocl", "intel", "oclgrind"]))
+def test_fixed_point_helpers_match_numpy(device, int64):
+    """litecl_srdhm and litecl_mbqm_single (every shift -31..30, passed at run time) on
+    2^18 random int32 pairs (2^10 under Oclgrind, a simulator) and every pair of edge
+    values, in both forms, against the numpy port (itself checked against LiteRT in
+    tests/test_add_quant.py). Oclgrind also proves the text has no LLVM funnel shift,
+    which it cannot run."""
+    import pyopencl as cl  # noqa: PLC0415
+
+    from litecl.device import open_device  # noqa: PLC0415
+
+    dev = open_device(device)
+    source = quant_add_cl_functions(int64) + r"""
+__kernel void srdhm(__global const int* a, __global const int* b, __global int* out) {
+    const uint i = get_global_id(0);
+    out[i] = litecl_srdhm(a[i], b[i]);
+}
+__kernel void single(__global const int* a, __global const int* b, __global int* out,
+                     const int shift) {
+    const uint i = get_global_id(0);
+    out[i] = litecl_mbqm_single(a[i], b[i], shift);
+}
+"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = cl.Program(dev.context, source).build()
+    single = cl.Kernel(prog, "single")
+    a, b = _operands(1 << 10 if device.startswith("oclgrind") else 1 << 18, 3)
+    mf = cl.mem_flags
+    ga = cl.Buffer(dev.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
+    gb = cl.Buffer(dev.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=b)
+    go = cl.Buffer(dev.context, mf.WRITE_ONLY, a.nbytes)
+    out = np.empty_like(a)
+
+    def run(kernel, *extra):
+        kernel(dev.queue, (a.size,), None, ga, gb, go, *extra)
+        cl.enqueue_copy(dev.queue, out, go)
+        dev.queue.finish()
+        return out
+
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    want = _srdhm(a64, b64).astype(np.int32)
+    got = run(prog.srdhm)
+    bad = np.flatnonzero(got != want)
+    assert not bad.size, (f"srdhm: {bad.size} differ, e.g. a={a[bad[:3]]} b={b[bad[:3]]} "
+                          f"got {got[bad[:3]]} want {want[bad[:3]]}")
+    for shift in range(-31, 31):
+        want = _mbqm(a64, b64, shift, "single").astype(np.int32)
+        got = run(single, np.int32(shift))
+        bad = np.flatnonzero(got != want)
+        assert not bad.size, (f"mbqm_single shift {shift}: {bad.size} differ, e.g. "
+                              f"x={a[bad[:3]]} m={b[bad[:3]]} got {got[bad[:3]]} want {want[bad[:3]]}")
+
+
+# ------------------------------------------------------------------------------------------
+# Through the Interpreter: the quantized ADD matrix and the real models
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dt", sorted(QUANT))
+@pytest.mark.parametrize("device", NOINT64)
+def test_quantized_add_matrix_without_int64(device, dt, sources):
+    """tests/test_add.py's matrix for the quantized types (every shape pair x every
+    activation, against LiteRT's reference and optimized kernels) under noint64, with no
+    64-bit type in any kernel it built (fused broadcast kernels included)."""
+    count = 0
+    for k, (s1, s2) in enumerate(SHAPES):
+        for act in ACTIVATIONS:
+            m, ins, _ = _case(dt, tuple(s1), tuple(s2), act, 10 * k, "ref")
+            got, _ = litecl_run(m, ins, device, "ref")
+            for ref in ("ref", "builtin"):
+                want = _case(dt, tuple(s1), tuple(s2), act, 10 * k, ref)[2]
+                assert_same(got, want, f"{dt} {s1}+{s2} {act} on {device} vs {ref}", ins)
+            count += 1
+    assert count == len(SHAPES) * len(ACTIVATIONS)
+    assert_no_64bit(sources, f"{dt} ADD matrix on {device}")
+
+
+_QUANT_MODELS = ["movenet_singlepose_lightning_int8.tflite",
+                 "coral_mobilenet_v2_1_0_224_quant.tflite",
+                 "single_add_default_a8w8_recipe_quantized.tflite",
+                 "single_add_default_a16w8_recipe_quantized.tflite",
+                 "tflm_add_model.tflite", "simple_quantized_ops.tflite"]
+
+
+@pytest.mark.parametrize("name", _QUANT_MODELS)
+def test_quantized_models_without_int64(shared_models, fast_device, name, sources):
+    """Every ADD of the quantized real models on OpenCL under mobile+noint64 (MoveNet:
+    every one of its ADDs, fused groups included), every ADD output and model output
+    bit-equal to LiteRT's reference kernels, and no kernel with a 64-bit type."""
+    device = f"{fast_device}:profile=mobile+noint64"
+    it = check_real_model_adds(name, device, "ref")
+    assert not it._main.ex.caps.int64
+    assert_no_64bit(sources, f"{name} on {device}")
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SHARED_MODELS.glob("*.tflite"))
+                         if SHARED_MODELS.is_dir() else ["(no shared models)"])
+def test_every_shared_model_kernel_is_32bit(shared_models, fast_device, name, sources):
+    """Whatever runs on OpenCL under noint64, in any shared model, holds no 64-bit type;
+    what needs 64-bit values falls back and says so."""
+    it = litecl.Interpreter(model_path=shared_model(name), device=f"{fast_device}:profile=noint64")
+    it.allocate_tensors()
+    for s in sources:
+        assert not sixty_four_bit_tokens(s), (name, sorted(set(sixty_four_bit_tokens(s))))
+    for p in it.placement():
+        if p["placement"] == "fallback" and p["op"] in ("CAST", "ADD"):
+            assert p["reason"], p
+
+
+_CAST_TYPES = [d.name for d in DTYPES]
+
+
+def test_every_cast_pair_is_32bit_or_falls_back(fast_device, sources):
+    """All 132 CAST pairs (12 sources, complex64 included, x 11 destinations) under mobile+noint64: a pair with
+    int64, or float64 (no cl_khr_fp64 there), falls back naming what is missing; every
+    other pair runs on OpenCL with a 32-bit kernel."""
+    device = f"{fast_device}:profile=mobile+noint64"
+    on_cl = 0
+    for src in _CAST_TYPES:
+        for dst in _CAST_TYPES:
+            if dst == "complex64":
+                continue
+            sources.clear()
+            it = litecl.Interpreter(model_content=cast_model(src, dst, [37]), device=device)
+            p = it.placement()[0]
+            it.allocate_tensors()
+            if "int64" in (src, dst) or "float64" in (src, dst):
+                assert p["placement"] == "fallback", (src, dst, p)
+                assert "64-bit integers" in p["reason"], (src, dst, p["reason"])
+                continue
+            assert p["placement"] == "opencl", (src, dst, p)
+            assert_no_64bit(sources, f"CAST {src}->{dst}")
+            on_cl += 1
+    assert on_cl == 10 * 9  # sources without int64/float64 x destinations without them
+
+
+def test_int64_add_falls_back_with_reason(fast_device):
+    it = litecl.Interpreter(model_content=add_model("int64", [5], [5]),
+                            device=f"{fast_device}:profile=noint64")
+    p = it.placement()[0]
+    assert p["placement"] == "fallback" and "64-bit integers" in p["reason"]
+
+
+def test_full_profile_keeps_the_long_multiply():
+    """The default (full-profile) text is unchanged: one long multiply per product."""
+    text = quant_add_cl_functions(True)
+    assert "(long)a * (long)b" in text and "mul_hi" not in text
+    assert "mul_hi" in quant_add_cl_functions(False)
