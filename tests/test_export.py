@@ -33,7 +33,7 @@ from conftest import DEVICE_STATUS, SHARED_MODELS
 from test_cast import _out_of_reference_contract, edge_values
 
 #: platform-name substrings the C host is pointed at (LITECL_RUN_DEVICE)
-RUN_DEVICE = {"pocl": "Portable Computing Language", "intel": "Intel(R) OpenCL"}
+RUN_DEVICE = {"pocl": "Portable Computing Language", "intel": "Intel(R) OpenCL", "nvidia": "NVIDIA CUDA"}
 
 #: (id, export device spec, --target, runtime the C host runs on). The GPU target: its
 #: LAUNCH row (512 work-items, integer half stores, saturating converts...) with the mobile
@@ -263,3 +263,131 @@ def test_exported_host_matches_litert(name, config, model_files, tmp_path):
             bad.append(f"t{t} {tensors[t]['name']} ({tensors[t]['dtype']}): {int(diff.sum())} of "
                        f"{diff.size} differ, got {got[diff][:4]!r} want {want[diff][:4]!r}")
     assert not bad, f"{name} on {cid}: " + "; ".join(bad[:5])
+
+
+# ----------------------------------------------------------------------- manifest, CLI
+@pytest.fixture(scope="module")
+def pairs_export(model_files, fast_device, tmp_path_factory):
+    """every_cast_pair exported once on the fast device (manifest checks, C host errors)."""
+    out = tmp_path_factory.mktemp("pairs")
+    assert main(["export", str(model_files["every_cast_pair"]), "--out", str(out), "--device", fast_device]) == 0
+    return out, json.loads((out / "manifest.json").read_text())
+
+
+def test_manifest_describes_every_launch(pairs_export, model_files):
+    out, m = pairs_export
+    from litecl.model import load_model  # noqa: PLC0415
+
+    sg = load_model(str(model_files["every_cast_pair"])).subgraphs[0]
+    tensors = {t["index"]: t for t in m["tensors"]}
+    assert m["format"] == "litecl-export-1" and m["placement"] == "all" and m["subgraph"] == 0
+    assert len(m["launches"]) == 11 * 11 + 2  # every pair, complex64 -> each, the folded CAST, its ADD
+    sources = set()
+    for ln in m["launches"]:
+        node = sg.nodes[ln["nodes"][0]["index"]]
+        bufs = [a for a in ln["args"] if a["kind"] != "scalar"]
+        scalars = [a for a in ln["args"] if a["kind"] == "scalar"]
+        # buffers in the node's order, inputs then outputs, then n, former_num, former_len, tail_len
+        assert [a["tensor"] for a in bufs] == [*node.inputs, *node.outputs]
+        assert [a["name"] for a in scalars] == ["n", "former_num", "former_len", "tail_len"]
+        assert all(a["ctype"] == "uint" for a in scalars)
+        n, former_num, former_len, tail_len = (a["value"] for a in scalars)
+        assert n == tensors[node.outputs[0]]["elements"]
+        groups = ln["global_size"][0] // ln["local_size"][0]
+        # the former/tail plan covers n: former chunks then tail chunks (ops/tiling.py)
+        assert former_num * former_len + (groups - former_num) * tail_len >= n
+        assert ln["reads"] == list(dict.fromkeys(node.inputs)) and ln["writes"] == list(node.outputs)
+        assert (out / ln["source"]).read_text().count(f"__kernel void {ln['kernel']}(") == 1
+        sources.add(ln["source"])
+    assert sorted(sources) == sorted(p.name for p in out.glob("k*.cl"))
+    folded = [ln for ln in m["launches"] if ln["folded"]]
+    assert [ln["what"].split(" via")[0] for ln in folded] == ["CAST int32->float32"]
+    (c,) = [t for t in m["tensors"] if t["role"] == "constant"]
+    assert c["name"] == "c_int32" and c["file"] == "t%d.bin" % c["index"]
+    assert (out / c["file"]).read_bytes() == sg.tensors[c["index"]].data.astype("<i4").tobytes()
+    assert set(m["inputs"]) == set(sg.inputs)
+    assert set(m["outputs"]) == {t for n in sg.nodes for t in n.outputs}
+
+
+def test_c_host_errors_are_one_line(pairs_export, fast_device, tmp_path):
+    _need_host()
+    out, m = pairs_export
+    exe = build_host(out)
+    runtime = fast_device.split(":")[0]
+    in_dir = tmp_path / "in"
+    in_dir.mkdir()
+    r = run_host(exe, in_dir, tmp_path / "o", runtime)  # no input files
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot open input" in r.stderr, r.stderr
+    for t in m["inputs"]:
+        (in_dir / f"t{t}.bin").write_bytes(b"\0" * next(x["bytes"] for x in m["tensors"] if x["index"] == t))
+    first = m["inputs"][0]
+    (in_dir / f"t{first}.bin").write_bytes(b"\0" * 3)
+    r = run_host(exe, in_dir, tmp_path / "o", runtime)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "must hold exactly" in r.stderr, r.stderr
+    r = subprocess.run([str(exe), str(in_dir), str(tmp_path / "o")], capture_output=True, text=True,
+                       env=dict(os.environ, LITECL_RUN_DEVICE="no-such-device"), timeout=60)
+    assert r.returncode == 1 and "no OpenCL device matches LITECL_RUN_DEVICE=no-such-device" in r.stderr
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("usage:")
+
+
+def test_export_without_lowered_node_writes_empty_manifest(fast_device, tmp_path, capsys):
+    p = tmp_path / "mul.tflite"
+    p.write_bytes(chain_model(["float32", ("mul", 2.0)], [4]))
+    out = tmp_path / "e"
+    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
+    said = capsys.readouterr().out
+    assert "no node is lowered to OpenCL" in said
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["launches"] == [] and m["tensors"] == [] and m["lowered_nodes"] == [] and "note" in m
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
+
+
+def test_export_refuses_bad_paths_and_models(fast_device, tmp_path, capsys, model_files):
+    junk = tmp_path / "junk.tflite"
+    junk.write_bytes(b"not a model at all")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    good = str(model_files["fused_chain"])
+    cases = [
+        (["export", str(tmp_path / "missing.tflite"), "--out", str(tmp_path / "o")], "not found"),
+        (["export", str(junk), "--out", str(tmp_path / "o")], "not a TFLite model"),
+        (["export", str(tmp_path), "--out", str(tmp_path / "o")], ""),
+        (["export", good, "--out", str(afile)], "not a folder"),
+        (["export", good, "--out", str(tmp_path / "no" / "such")], "does not exist"),
+        (["export", good, "--out", str(tmp_path / "o"), "--signature", "nope"], "nope"),
+        (["export", good, "--out", str(tmp_path / "o"), "--placement", "auto"], "invalid choice"),
+        (["export", good, "--out", str(tmp_path / "o"), "--target", "dsp"], "invalid choice"),
+        (["export", good], "--out"),
+    ]
+    for argv, what in cases:
+        rc = main(argv + ["--device", fast_device])
+        err = capsys.readouterr().err
+        assert rc == 2, (argv, err)
+        assert err.startswith("error: ") and err.count("\n") == 1 and what in err, (argv, err)
+    assert not (tmp_path / "o").exists()
+
+
+def test_kernel_add_and_cast_take_target(fast_device, capsys):
+    assert main(["kernel", "add", "float32", "--shapes", "2,1,3", "4,1", "--device", fast_device,
+                 "--target", "gpu", "--build"]) == 0
+    out = capsys.readouterr().out
+    assert "// target: gpu" in out and "__kernel void litecl_add(" in out and "// built OK" in out
+    assert "[2, 1, 3] + [4, 1] -> [2, 4, 3]" in out and "local size 512" in out
+    assert main(["kernel", "add", "int8", "--quant", "0.5:1", "0.25:-2", "0.75:0", "--activation", "RELU",
+                 "--device", fast_device, "--build"]) == 0
+    out = capsys.readouterr().out
+    assert "quantized 0.5:1 0.25:-2 0.75:0" in out and "local size 1" in out and "// built OK" in out
+    assert main(["kernel", "cast", "float32", "float16", "--device", fast_device + ":profile=mobile",
+                 "--target", "gpu", "--build"]) == 0
+    out = capsys.readouterr().out
+    assert "// target: gpu" in out and "(profile mobile)" in out and "// built OK" in out
+    for argv, what in [(["int8"], "--quant"), (["float32", "--shapes", "2", "3"], "do not broadcast"),
+                       (["float32", "--quant", "1:0", "1:0", "1:0"], "int8, uint8 and int16"),
+                       (["int8", "--quant", "0:0", "1:0", "1:0"], "scale"),
+                       (["float32", "--shapes", "2,x", "2"], "shape"),
+                       (["bfloat16"], ""), (["float16"], "not supported"),
+                       (["int16", "--quant", "0.5:3", "0.5:0", "0.5:0"], "zero point")]:
+        rc = main(["kernel", "add", *argv, "--device", fast_device])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and what in err, (argv, err)
