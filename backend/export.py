@@ -402,6 +402,19 @@ int main(int argc, char **argv)
     progs = (cl_program *)calloc((size_t)litecl_num_sources + 1, sizeof *progs);
     mems = (cl_mem *)calloc((size_t)litecl_num_tensors + 1, sizeof *mems);
     if (!progs || !mems) fail("out of memory");
+    /* inputs first: a missing or short file is reported before any compile */
+    for (i = 0; i < litecl_num_tensors; i++) {
+        const litecl_tensor *t = &litecl_tensors[i];
+        size_t size = t->bytes ? t->bytes : 1;
+        if (t->role == LITECL_WRITTEN || t->bytes == 0) {
+            mems[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, size, NULL, &err);
+        } else {
+            unsigned char *data = t->role == LITECL_INPUT ? read_input(argv[1], t) : (unsigned char *)t->data;
+            mems[i] = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, size, data, &err);
+            if (t->role == LITECL_INPUT) free(data);
+        }
+        CHECK(err, "clCreateBuffer");
+    }
     for (i = 0; i < litecl_num_sources; i++) {
         const char *src = litecl_sources[i];
         progs[i] = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
@@ -419,18 +432,6 @@ int main(int argc, char **argv)
             fprintf(stderr, "litecl_run: building %s failed: %.300s\n", litecl_source_files[i], line);
             return 1;
         }
-    }
-    for (i = 0; i < litecl_num_tensors; i++) {
-        const litecl_tensor *t = &litecl_tensors[i];
-        size_t size = t->bytes ? t->bytes : 1;
-        if (t->role == LITECL_WRITTEN || t->bytes == 0) {
-            mems[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, size, NULL, &err);
-        } else {
-            unsigned char *data = t->role == LITECL_INPUT ? read_input(argv[1], t) : (unsigned char *)t->data;
-            mems[i] = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, size, data, &err);
-            if (t->role == LITECL_INPUT) free(data);
-        }
-        CHECK(err, "clCreateBuffer");
     }
     for (k = 0; k < litecl_num_launches; k++) {
         const litecl_launch *l = &litecl_launches[k];
