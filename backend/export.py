@@ -534,17 +534,24 @@ def _open_graph(model: str, device, signature, fuse: bool):
     from .interpreter import Interpreter  # noqa: PLC0415
 
     interp = Interpreter(model_path=model, device=device, fuse=fuse)
+    try:
+        return _allocate(interp, model, device, signature, fuse)
+    except BaseException:
+        interp.close()
+        raise
+
+
+def _allocate(interp, model: str, device, signature, fuse: bool):
     if signature is not None:
         sigs = interp.get_signature_list()
         if signature not in sigs:
-            interp.close()
             raise InputError(f"unknown signature {signature!r}; the model has {sorted(sigs) or 'none'}")
         interp.get_signature_runner(signature).allocate_tensors()
         si = next(s.subgraph for s in interp._model.signatures if s.key == signature)
     else:
         if not interp._model.subgraphs[0].inputs and interp.get_signature_list():
             signature = next(iter(interp.get_signature_list()))  # as `litecl run` picks
-            return _open_graph(model, device, signature, fuse)
+            return _allocate(interp, model, device, signature, fuse)
         interp.allocate_tensors()
         si = 0
     return interp, interp._graph(si).ex, signature
