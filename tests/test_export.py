@@ -216,12 +216,13 @@ def _opencl_nodes(path: Path, device: str, signature) -> list[int]:
     return sorted(p["index"] for p in it.placement() if p["subgraph"] == si and p["placement"] == "opencl")
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=[c[0] for c in CONFIGS])
-@pytest.mark.parametrize("name", MODELS)
+CASES = [pytest.param(name, c, id=f"{name}-{c[0]}") for name in MODELS for c in CONFIGS
+         if name not in HEAVY or c[0] in HEAVY[name]]
+
+
+@pytest.mark.parametrize("name, config", CASES)
 def test_exported_host_matches_litert(name, config, model_files, tmp_path):
     cid, spec, target, runtime = config
-    if name in HEAVY and cid not in HEAVY[name]:
-        pytest.skip(f"{name} runs on {', '.join(sorted(HEAVY[name]))} only (test time)")
     _runtime_ok(runtime)
     _need_host()
     path, sig, _ = _model(name, model_files)
@@ -236,6 +237,8 @@ def test_exported_host_matches_litert(name, config, model_files, tmp_path):
     assert m["launch_row"]["local_size"] == (512 if target == "gpu" else 1)
     assert m["device"]["profile"] == (spec.partition("profile=")[2] or None)
     assert m["launches"], m.get("note")
+    local = min(m["launch_row"]["local_size"], m["caps"]["max_work_group_size"])
+    assert all(ln["local_size"] == [local] and ln["global_size"][0] % local == 0 for ln in m["launches"])
     # every node litecl runs on OpenCL is in one launch, once
     implemented = [n["index"] for ln in m["launches"] for n in ln["nodes"]]
     assert sorted(implemented) == m["lowered_nodes"] == _opencl_nodes(path, spec, sig)
