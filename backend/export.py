@@ -229,6 +229,26 @@ def _c_string(text: str) -> str:
     return "\n".join(out) if out else '    ""'
 
 
+def _split_lines(text: str, limit: int) -> list[str]:
+    """``text`` cut at line ends into pieces of at most ``limit`` characters where lines
+    allow (a longer line is cut inside); joined they give ``text``; at least one piece."""
+    parts, cur = [], ""
+    for line in text.splitlines(keepends=True):
+        while len(line) > limit:
+            if cur:
+                parts.append(cur)
+                cur = ""
+            parts.append(line[:limit])
+            line = line[limit:]
+        if len(cur) + len(line) > limit:
+            parts.append(cur)
+            cur = ""
+        cur += line
+    if cur or not parts:
+        parts.append(cur)
+    return parts
+
+
 def _c_bytes(data: bytes) -> str:
     rows = []
     for i in range(0, len(data), 24):
@@ -269,7 +289,8 @@ typedef struct {
     size_t local_size;
 } litecl_launch;
 
-extern const char *const litecl_sources[];
+extern const char *const *const litecl_sources[];  /* each: litecl_source_parts[i] strings */
+extern const int litecl_source_parts[];
 extern const char *const litecl_source_files[];
 extern const int litecl_num_sources;
 extern const litecl_tensor litecl_tensors[];
@@ -416,8 +437,8 @@ int main(int argc, char **argv)
         CHECK(err, "clCreateBuffer");
     }
     for (i = 0; i < litecl_num_sources; i++) {
-        const char *src = litecl_sources[i];
-        progs[i] = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+        progs[i] = clCreateProgramWithSource(ctx, (cl_uint)litecl_source_parts[i], (const char **)litecl_sources[i],
+                                             NULL, &err);
         CHECK(err, "clCreateProgramWithSource");
         if (clBuildProgram(progs[i], 1, &dev, "", NULL, NULL) != CL_SUCCESS) {
             size_t n = 0;
@@ -494,9 +515,15 @@ def model_c(manifest: dict, files: dict[str, str], constants: dict[int, bytes]) 
            '#include "litecl_model.h"', ""]
     srcs = list(files.items())
     for i, (src, _) in enumerate(srcs):
-        out.append(f"static const char source_{i}[] =\n{_c_string(src)};")
-    out.append("const char *const litecl_sources[] = {"
+        # ISO C99 compilers need take only 4095 characters per string literal: a source is
+        # passed to clCreateProgramWithSource as several strings, which it concatenates
+        parts = _split_lines(src, 3000)
+        out.append(f"static const char *const source_{i}[] = {{\n"
+                   + ",\n".join(_c_string(part) for part in parts) + "\n};")
+    out.append("const char *const *const litecl_sources[] = {"
                + ", ".join(f"source_{i}" for i in range(len(srcs))) + (", 0" if not srcs else "") + "};")
+    out.append("const int litecl_source_parts[] = {"
+               + ", ".join(str(len(_split_lines(src, 3000))) for src, _ in srcs) + (", 0" if not srcs else "") + "};")
     out.append("const char *const litecl_source_files[] = {"
                + ", ".join(json.dumps(f) for _, f in srcs) + (", 0" if not srcs else "") + "};")
     out.append(f"const int litecl_num_sources = {len(srcs)};")

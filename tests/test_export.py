@@ -78,9 +78,9 @@ def _need_host():
 
 
 def build_host(out: Path) -> Path:
-    """cc -O2 -o DIR/run DIR/*.c -lOpenCL, as README tells; returns DIR/run."""
+    """cc -O2 -o DIR/run DIR/*.c -lOpenCL, as README tells (strict C99, no warning); returns DIR/run."""
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    r = subprocess.run([cc, "-O2", "-std=c99", "-Wall", "-o", str(out / "run"),
+    r = subprocess.run([cc, "-O2", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-o", str(out / "run"),
                         *sorted(str(p) for p in out.glob("*.c")), "-lOpenCL"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
