@@ -37,15 +37,16 @@ RUN_DEVICE = {"pocl": "Portable Computing Language", "intel": "Intel(R) OpenCL",
 #: (id, export device spec, --target, runtime the C host runs on). The GPU target: its
 #: LAUNCH row (512 work-items, integer half stores, saturating converts...) with the mobile
 #: profile's caps on PoCL (no fp16/fp64, strict compiler: multi-hop chains, soft float64)
-#: and with Intel's cl_khr_fp16.
+#: and with Intel's cl_khr_fp16; and a real GPU where NVIDIA's runtime is present.
 CONFIGS = [("pocl", "pocl", None, "pocl"), ("intel", "intel", None, "intel"),
-           ("pocl-mobile-gpu", "pocl:profile=mobile", "gpu", "pocl"), ("intel-gpu", "intel", "gpu", "intel")]
+           ("pocl-mobile-gpu", "pocl:profile=mobile", "gpu", "pocl"), ("intel-gpu", "intel", "gpu", "intel"),
+           ("nvidia", "nvidia", None, "nvidia")]
 #: every_cast_pair builds 121 programs in the C host (~0.25 s each on Intel's runtime, which
 #: keeps no kernel cache): it runs on three configurations, the GPU row once.
 #: MoveNet's 20 quantized-ADD/CAST programs take ~0.7 s each to build on Intel: its GPU row
 #: is checked on PoCL (mobile caps) only; the other models cover Intel's GPU row
-HEAVY = {"every_cast_pair": {"pocl", "intel", "pocl-mobile-gpu"},
-         "movenet": {"pocl", "intel", "pocl-mobile-gpu"}}
+HEAVY = {"every_cast_pair": {"pocl", "intel", "pocl-mobile-gpu", "nvidia"},
+         "movenet": {"pocl", "intel", "pocl-mobile-gpu", "nvidia"}}
 
 _PROBE_C = ("#define CL_TARGET_OPENCL_VERSION 120\n#include <CL/cl.h>\n"
             "int main(void) { cl_uint n = 0; return clGetPlatformIDs(0, 0, &n) == CL_SUCCESS ? 0 : 0; }\n")
@@ -232,9 +233,9 @@ def test_exported_host_matches_litert(name, config, model_files, tmp_path):
     argv += ["--signature", sig] if sig else []
     assert main(argv) == 0
     m = json.loads((out / "manifest.json").read_text())
-    assert m["target"] == (target or "cpu")
-    assert m["caps"]["is_gpu"] == (target == "gpu")
-    assert m["launch_row"]["local_size"] == (512 if target == "gpu" else 1)
+    gpu = target == "gpu" or (target is None and runtime == "nvidia")
+    assert m["target"] == ("gpu" if gpu else "cpu") and m["caps"]["is_gpu"] == gpu
+    assert m["launch_row"]["local_size"] == (512 if gpu else 1)
     assert m["device"]["profile"] == (spec.partition("profile=")[2] or None)
     assert m["launches"], m.get("note")
     local = min(m["launch_row"]["local_size"], m["caps"]["max_work_group_size"])
