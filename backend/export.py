@@ -6,7 +6,7 @@ execution order, each lowered node's kernel or fused group's kernel, with the ar
 values (``kernel_args()`` of its former/tail plan, ops/tiling.py), global and local size,
 and the constant operands it reads. Nodes computed once at allocate (``folded``: all
 inputs constant) are exported as ordinary launches marked ``"folded": true``. The
-Executor's state is read in one place, ``executor_steps``, so that a change of the
+Executor's state is read in one place, ``executor_plan``, so that a change of the
 Executor's internals needs one adapted function.
 
 Files written to ``DIR``:
@@ -35,7 +35,8 @@ import numpy as np
 
 from .errors import InputError, LiteclError
 
-__all__ = ["Step", "executor_steps", "export", "target_device", "TARGETS", "PLACEMENTS"]
+__all__ = ["Step", "Plan", "executor_plan", "build_manifest", "export", "target_device", "TARGETS",
+           "PLACEMENTS"]
 
 TARGETS = ("gpu", "cpu")
 PLACEMENTS = ("all",)
@@ -69,14 +70,29 @@ class Step:
     folded: bool = False
 
 
-def executor_steps(ex) -> list[Step]:
-    """The launches of an allocated Executor ``ex`` in execution order.
+@dataclass(frozen=True)
+class Plan:
+    """What an export needs from an allocated Executor.
+
+    sg: the model.Subgraph (tensors' .name/.dtype/.data, nodes' .op); caps: the Caps the
+    kernels were generated for (``Executor.caps``); shapes: tensor -> planned shape of
+    every tensor a step touches; steps: the launches in execution order.
+    """
+
+    sg: object
+    caps: object
+    shapes: dict
+    steps: list
+
+
+def executor_plan(ex) -> Plan:
+    """The launches of an allocated Executor ``ex`` in execution order, with what they touch.
 
     The one place that reads the Executor's internals: ``_steps`` (("k", node) for lowered
     nodes), ``_kernels[node]`` (.spec .source/.name/.what, .tiling.kernel_args(), .gsize,
     .lsize), ``_groups`` / ``_member`` (fused groups by leader: .nodes, .inputs, .outputs,
-    .source, .tiling, .gsize, .lsize) and ``folded``. Raises LiteclError when ``ex`` is
-    not allocated.
+    .source, .tiling, .gsize, .lsize), ``folded``, ``shapes``, ``caps`` and ``sg``.
+    Raises LiteclError when ``ex`` is not allocated.
     """
     if not ex.allocated:
         raise LiteclError("export needs an allocated Executor (allocate_tensors first)")
@@ -100,7 +116,8 @@ def executor_steps(ex) -> list[Step]:
         out.append(Step("kernel", (i,), k.spec.source, k.spec.name, tuple(n.inputs),
                         (n.outputs[0],), tuple(int(v) for v in k.tiling.kernel_args()),
                         tuple(k.gsize), tuple(k.lsize), k.spec.what, i in ex.folded))
-    return out
+    touched = {t for st in out for t in (*st.inputs, *st.outputs)}
+    return Plan(sg, ex.caps, {t: tuple(int(d) for d in ex.shapes[t]) for t in touched}, out)
 
 
 def target_device(device, target: str | None):
@@ -136,12 +153,12 @@ def _caps_json(caps) -> dict:
     return {k: getattr(caps, k) for k in keep}
 
 
-def build_manifest(ex, steps: list[Step], *, model: str, signature, target: str) -> tuple[dict, dict]:
-    """(manifest dict, {source: file name}) for ``steps`` of Executor ``ex``."""
+def build_manifest(plan: Plan, *, model: str, signature, target: str) -> tuple[dict, dict]:
+    """(manifest dict, {source: file name}) for an Executor's ``plan``."""
     from . import __version__  # noqa: PLC0415
     from .ops.tiling import launch_config  # noqa: PLC0415
 
-    sg = ex.sg
+    sg, steps = plan.sg, plan.steps
     written = {t for s in steps for t in s.outputs}
     touched = list(dict.fromkeys([t for s in steps for t in (*s.inputs, *s.outputs)]))
     files: dict[str, str] = {}
@@ -151,7 +168,7 @@ def build_manifest(ex, steps: list[Step], *, model: str, signature, target: str)
     tensors = []
     for t in sorted(touched):
         tt = sg.tensors[t]
-        shape = [int(d) for d in ex.shapes[t]]
+        shape = list(plan.shapes[t])
         if tt.data is not None:
             role = "constant"
         elif t in written:
@@ -170,7 +187,7 @@ def build_manifest(ex, steps: list[Step], *, model: str, signature, target: str)
         args = []
         for t in (*s.inputs, *s.outputs):
             kind = "constant" if sg.tensors[t].data is not None else "buffer"
-            a = {"kind": kind, "tensor": t, "elements": _numel(ex.shapes[t]),
+            a = {"kind": kind, "tensor": t, "elements": _numel(plan.shapes[t]),
                  "access": "write" if t in s.outputs else "read"}
             if kind == "constant":
                 a["file"] = f"t{t}.bin"
@@ -184,7 +201,7 @@ def build_manifest(ex, steps: list[Step], *, model: str, signature, target: str)
             "args": args, "global_size": list(s.gsize), "local_size": list(s.lsize),
             "reads": list(dict.fromkeys(s.inputs)), "writes": list(s.outputs),
         })
-    caps = ex.caps
+    caps = plan.caps
     manifest = {
         "format": FORMAT,
         "litecl_version": __version__,
@@ -614,11 +631,13 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     dev = target_device(open_device(device), target)
     interp, ex, signature = _open_graph(model, dev, signature, fuse)
     try:
-        steps = executor_steps(ex)
-        manifest, files = build_manifest(ex, steps, model=os.path.abspath(model), signature=signature,
+        plan = executor_plan(ex)
+        steps = plan.steps
+        manifest, files = build_manifest(plan, model=os.path.abspath(model), signature=signature,
                                          target="gpu" if dev.caps.is_gpu else "cpu")
-        constants = {t["index"]: np.ascontiguousarray(ex.sg.tensors[t["index"]].data).astype(
-                     ex.sg.tensors[t["index"]].dtype.np.newbyteorder("<"), copy=False).tobytes()
+        tensors = plan.sg.tensors
+        constants = {t["index"]: np.ascontiguousarray(tensors[t["index"]].data).astype(
+                     tensors[t["index"]].dtype.np.newbyteorder("<"), copy=False).tobytes()
                      for t in manifest["tensors"] if t["role"] == "constant"}
     finally:
         interp.close()
