@@ -1,4 +1,4 @@
-"""The ``litecl`` command line: devices, inspect, run, compare, bench, kernel, --version.
+"""The ``litecl`` command line: devices, inspect, run, compare, bench, kernel, export, --version.
 
 Errors print one ``error: ...`` line on stderr and exit with status 2 (set LITECL_DEBUG=1
 for a traceback). ``compare`` exits 1 when any output differs from LiteRT.
@@ -654,12 +654,34 @@ def cmd_bench(args) -> int:
     return 0
 
 
-def cmd_kernel(args) -> int:
+def _kernel_device(args):
+    """The device ``kernel`` and ``export`` generate for: --device, as a --target type."""
     from .device import open_device  # noqa: PLC0415
+    from .export import target_device  # noqa: PLC0415
+
+    return target_device(open_device(args.device), args.target)
+
+
+def _kernel_header(dev, target) -> None:
+    print(f"// device: {dev.caps.platform}: {dev.caps.name}"
+          + (f" (profile {dev.caps.profile})" if dev.caps.profile else ""))
+    print(f"// target: {'gpu' if dev.caps.is_gpu else 'cpu'}"
+          + ("" if target else " (the device's type; --target gpu|cpu picks another)"))
+
+
+def _kernel_build(args, dev, source) -> None:
+    if args.build:
+        from .executor import build_program  # noqa: PLC0415
+
+        build_program(dev, source)
+        print("// built OK")
+
+
+def cmd_kernel(args) -> int:
     from .ops.codegen import cast_kernel  # noqa: PLC0415
     from .ops.dtypes import dtype  # noqa: PLC0415
 
-    dev = open_device(args.device)
+    dev = _kernel_device(args)
     try:
         src, dst = dtype(args.src), dtype(args.dst)
     except KeyError as e:
@@ -668,17 +690,117 @@ def cmd_kernel(args) -> int:
         source, plan = cast_kernel(src, dst, dev.caps)
     except ValueError as e:
         raise _Usage(f"CAST {src.name} -> {dst.name} on {dev.caps.name}: {e}") from None
-    print(f"// device: {dev.caps.platform}: {dev.caps.name}"
-          + (f" (profile {dev.caps.profile})" if dev.caps.profile else ""))
+    _kernel_header(dev, args.target)
     print("// chain: " + " -> ".join(plan.chain()))
     for line in plan.describe().splitlines():
         print("// " + line)
     print(source)
-    if args.build:
-        from .executor import build_program  # noqa: PLC0415
+    _kernel_build(args, dev, source)
+    return 0
 
-        build_program(dev, source)
-        print("// built OK")
+
+def _arg_shape(text: str) -> tuple:
+    """argparse type: a shape as comma-separated dims >= 0 ("2,3,4"; "" or "[]" for 0-d)."""
+    t = text.strip().strip("[]()").strip()
+    if not t:
+        return ()
+    try:
+        dims = tuple(int(x) for x in t.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a shape such as 2,3,4 (or [] for a scalar), got {text!r}") from None
+    if any(d < 0 for d in dims):
+        raise argparse.ArgumentTypeError(f"dimensions must be >= 0, got {text!r}")
+    return dims
+
+
+def _arg_qparam(text: str) -> tuple:
+    """argparse type: SCALE:ZERO_POINT (a tensor's per-tensor quantization)."""
+    s, sep, z = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        scale, zp = float(s), int(z)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected SCALE:ZERO_POINT such as 0.5:-3, got {text!r}") from None
+    if not (np.isfinite(scale) and scale > 0):
+        raise argparse.ArgumentTypeError(f"scale must be a finite number > 0, got {s!r}")
+    return scale, zp
+
+
+def cmd_kernel_add(args) -> int:
+    from .ops import add as add_ops  # noqa: PLC0415
+    from .ops.add_quant import quant_add_params, quant_add_why_not  # noqa: PLC0415
+    from .ops.dtypes import dtype  # noqa: PLC0415
+    from .ops.tiling import launch  # noqa: PLC0415
+
+    dev = _kernel_device(args)
+    try:
+        dt = dtype(args.dtype)
+    except KeyError as e:
+        raise _Usage(str(e.args[0])) from None
+    a, b = args.shapes
+    try:
+        out = add_ops.broadcast_shape(a, b)
+    except ValueError as e:
+        raise _Usage(f"ADD shapes {list(a)} and {list(b)}: {e}") from None
+    quant = None
+    if dt.name in ("int8", "uint8") and args.quant is None:
+        raise _Usage(f"{dt.name} ADD is quantized: pass --quant S1:Z1 S2:Z2 SOUT:ZOUT")
+    if args.quant is not None:
+        if dt.name not in ("int8", "uint8", "int16"):
+            raise _Usage(f"--quant applies to int8, uint8 and int16 ADD, not {dt.name}")
+        try:
+            quant = quant_add_params(dt.name, *args.quant, args.activation,
+                                     pot_scale_int16=args.pot_scale_int16)
+            why = quant_add_why_not(quant, a, b)
+        except ValueError as e:
+            raise _Usage(f"quantized {dt.name} ADD: {e}") from None
+        if why:
+            raise _Usage(f"quantized {dt.name} ADD: {why}")
+    why = add_ops.add_why_not(dt.name, [a, b, out], args.activation, dev.caps)
+    if why:
+        raise _Usage(f"ADD {dt.name} on {dev.caps.name}: {why}")
+    try:
+        source = add_ops.add_kernel(dt.name, a, b, args.activation, dev.caps, quant)
+        tiling, gsize, lsize = launch(dev.caps, add_ops.numel(out), dt.itemsize)
+    except ValueError as e:
+        raise _Usage(f"ADD {dt.name} {list(a)} + {list(b)}: {e}") from None
+    _kernel_header(dev, args.target)
+    print(f"// ADD {dt.name} {list(a)} + {list(b)} -> {list(out)}, activation {args.activation}"
+          + (f", quantized {' '.join(f'{s:g}:{z}' for s, z in args.quant)}" if quant else ""))
+    n, former_num, former_len, tail_len = tiling.kernel_args()
+    print(f"// launch: litecl_add(a, b, out, n={n}, former_num={former_num}, former_len={former_len}, "
+          f"tail_len={tail_len}), global size {gsize[0]}, local size {lsize[0]}")
+    print(source)
+    _kernel_build(args, dev, source)
+    return 0
+
+
+def cmd_export(args) -> int:
+    from .export import export  # noqa: PLC0415
+
+    if not os.path.exists(args.model):
+        raise _Usage(f"model file not found: {args.model}")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise _Usage(f"cannot export to {args.out}: it is not a folder")
+    parent = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(parent):
+        raise _Usage(f"cannot export to {args.out}: folder {parent} does not exist")
+    m = export(args.model, args.out, device=args.device, target=args.target,
+               signature=args.signature, placement=args.placement)
+    d = m["device"]
+    where = f"{d['platform']}: {d['name']}" + (f" (profile {d['profile']})" if d["profile"] else "")
+    if not m["launches"]:
+        print(f"{args.model}: no node is lowered to OpenCL on {where} (target {m['target']}); "
+              f"wrote an empty manifest to {os.path.join(args.out, 'manifest.json')}")
+        return 0
+    sources = len({ln["source"] for ln in m["launches"]})
+    print(f"exported {len(m['launches'])} launches ({len(m['lowered_nodes'])} lowered nodes, "
+          f"{sources} kernel sources, {sum(t['role'] == 'constant' for t in m['tensors'])} constants) "
+          f"for target {m['target']} on {where} to {args.out}")
+    print(f"build the C host: cc -O2 -o {os.path.join(args.out, 'run')} {os.path.join(args.out, '*.c')} -lOpenCL")
+    print(f"run it: {os.path.join(args.out, 'run')} IN_DIR OUT_DIR  (inputs: "
+          + ", ".join(f"t{t}.bin" for t in m["inputs"][:8]) + (" ..." if len(m["inputs"]) > 8 else "") + ")")
     return 0
 
 
@@ -796,6 +918,19 @@ def _parser() -> argparse.ArgumentParser:
                    help="also write the results to this JSON file (checked before the benchmark runs)")
     s.set_defaults(fn=cmd_bench)
 
+    target_help = ("generate for this device type: its launch row (ops/tiling.py LAUNCH) and code "
+                   "path, whatever --device is (default: the device's own type)")
+    s = sub.add_parser("export", help="write every kernel of a model, a manifest and a C host that runs them")
+    s.add_argument("model", help=model_help)
+    s.add_argument("--out", required=True, metavar="DIR",
+                   help="folder to write manifest.json, the .cl files, constants and litecl_run.c to")
+    s.add_argument("--device", help=dev_help + "; kernels are built and checked there")
+    s.add_argument("--target", choices=("gpu", "cpu"), help=target_help)
+    s.add_argument("--signature", metavar="KEY", help=sig_help)
+    s.add_argument("--placement", choices=("all",), default="all",
+                   help="which nodes run as kernels: all (every node litecl lowers; default)")
+    s.set_defaults(fn=cmd_export)
+
     s = sub.add_parser("kernel", help="print a generated kernel")
     ks = s.add_subparsers(dest="kind", metavar="KIND", parser_class=_Parser,
                           help="which kernel")
@@ -805,8 +940,26 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("src", help=f"source tensor type: {types}")
     c.add_argument("dst", help=f"destination tensor type: {types}")
     c.add_argument("--device", help=dev_help)
+    c.add_argument("--target", choices=("gpu", "cpu"), help=target_help)
     c.add_argument("--build", action="store_true", help="also build it on the device")
     c.set_defaults(fn=cmd_kernel)
+    c = ks.add_parser("add", help="the ADD kernel of a dtype, shapes, activation and quantization")
+    c.add_argument("dtype", help="tensor type: float32, int32, int64, or int8, uint8, int16 (quantized)")
+    c.add_argument("--shapes", nargs=2, type=_arg_shape, default=[(16,), (16,)], metavar=("A", "B"),
+                   help="the two input shapes, comma-separated dims (2,3,4; [] for a scalar), "
+                        "broadcast like numpy (default 16 16)")
+    c.add_argument("--activation", choices=("NONE", "RELU", "RELU6", "RELU_N1_TO_1"), default="NONE",
+                   help="fused activation (default NONE)")
+    c.add_argument("--quant", nargs=3, type=_arg_qparam, metavar=("S1:Z1", "S2:Z2", "SOUT:ZOUT"),
+                   help="per-tensor (scale, zero point) of input 1, input 2 and the output: needed "
+                        "for int8/uint8, optional for int16 (without it int16 ADD wraps, as LiteRT's)")
+    c.add_argument("--pot-scale-int16", action="store_true",
+                   help="AddOptions.pot_scale_int16 (int16 with power-of-two scales takes LiteRT's "
+                        "POT path; default off, as the TFLite converter writes it)")
+    c.add_argument("--device", help=dev_help)
+    c.add_argument("--target", choices=("gpu", "cpu"), help=target_help)
+    c.add_argument("--build", action="store_true", help="also build it on the device")
+    c.set_defaults(fn=cmd_kernel_add)
     return p
 
 

@@ -1,0 +1,433 @@
+"""``litecl export``: the exported kernels, run by the generated C host (litecl_run.c built
+with the system C compiler against the OpenCL ICD loader, no litecl, no Python), give
+LiteRT's bits for every tensor they write.
+
+Each model is exported once per configuration (PoCL, Intel's CPU runtime, and the GPU
+target's code path and launch row built and run on PoCL and, with the mobile profile, on
+Intel). The C host is fed the kernels' input tensors as LiteRT computed them
+(experimental_preserve_all_tensors, resolver BUILTIN_WITHOUT_DEFAULT_DELEGATES, as
+litecl's fallback segments) and each tensor it writes is compared with LiteRT's bit for bit
+(NaN equals NaN of the same sign, litecl.compare.mismatches).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import litecl
+from litecl.cli import main
+from litecl.compare import mismatches, random_inputs
+from litecl.ops.dtypes import CAST_TYPES
+from models.builders import _Graph, add_model, chain_model
+
+from conftest import DEVICE_STATUS, SHARED_MODELS
+from test_cast import _out_of_reference_contract, edge_values
+
+#: platform-name substrings the C host is pointed at (LITECL_RUN_DEVICE)
+RUN_DEVICE = {"pocl": "Portable Computing Language", "intel": "Intel(R) OpenCL", "nvidia": "NVIDIA CUDA"}
+
+#: (id, export device spec, --target, runtime the C host runs on). The GPU target: its
+#: LAUNCH row (512 work-items, integer half stores, saturating converts...) with the mobile
+#: profile's caps on PoCL (no fp16/fp64, strict compiler: multi-hop chains, soft float64)
+#: and with Intel's cl_khr_fp16; and a real GPU where NVIDIA's runtime is present.
+CONFIGS = [("pocl", "pocl", None, "pocl"), ("intel", "intel", None, "intel"),
+           ("pocl-mobile-gpu", "pocl:profile=mobile", "gpu", "pocl"), ("intel-gpu", "intel", "gpu", "intel"),
+           ("nvidia", "nvidia", None, "nvidia")]
+#: every_cast_pair builds 121 programs in the C host (~0.25 s each on Intel's runtime, which
+#: keeps no kernel cache): it runs on three configurations, the GPU row once.
+#: MoveNet's 20 quantized-ADD/CAST programs take ~0.7 s each to build on Intel: its GPU row
+#: is checked on PoCL (mobile caps) only; the other models cover Intel's GPU row
+HEAVY = {"every_cast_pair": {"pocl", "intel", "pocl-mobile-gpu", "nvidia"},
+         "movenet": {"pocl", "intel", "pocl-mobile-gpu", "nvidia"}}
+
+_PROBE_C = ("#define CL_TARGET_OPENCL_VERSION 120\n#include <CL/cl.h>\n"
+            "int main(void) { cl_uint n = 0; return clGetPlatformIDs(0, 0, &n) == CL_SUCCESS ? 0 : 0; }\n")
+
+
+@functools.lru_cache(maxsize=None)
+def host_toolchain() -> str:
+    """'' when a C compiler can build and link an OpenCL 1.2 program here, else why not."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        return "no C compiler (cc) on PATH"
+    import tempfile  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d, "probe.c")
+        src.write_text(_PROBE_C)
+        r = subprocess.run([cc, "-O2", "-o", str(Path(d, "probe")), str(src), "-lOpenCL"],
+                           capture_output=True, text=True, timeout=120)
+    if r.returncode:
+        first = (r.stderr.strip().splitlines() or ["?"])[0]
+        return ("cannot build against OpenCL (install ocl-icd-opencl-dev, as .ci/run does): "
+                + first[:200])
+    return ""
+
+
+def _need_host():
+    why = host_toolchain()
+    if why:
+        pytest.skip(why)
+
+
+def build_host(out: Path) -> Path:
+    """cc -O2 -o DIR/run DIR/*.c -lOpenCL, as README tells (strict C99, no warning); returns DIR/run."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    r = subprocess.run([cc, "-O2", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-o", str(out / "run"),
+                        *sorted(str(p) for p in out.glob("*.c")), "-lOpenCL"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "warning" not in r.stderr, r.stderr[-3000:]
+    return out / "run"
+
+
+def run_host(exe: Path, in_dir: Path, out_dir: Path, runtime: str):
+    env = dict(os.environ, LITECL_RUN_DEVICE=RUN_DEVICE[runtime])
+    out_dir.mkdir(exist_ok=True)
+    return subprocess.run([str(exe), str(in_dir), str(out_dir)], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+# ----------------------------------------------------------------------- models
+def every_cast_pair_model() -> tuple[bytes, dict]:
+    """One input per CAST type (each its own length, so no two consecutive CASTs share an
+    element space and none fuse), CAST to every other type, ordered destination-major;
+    complex64 -> every type; and a CAST of a constant (folded at allocate) feeding an ADD.
+    Returns (model, inputs by name): edge values then random bits (test_cast.edge_values)."""
+    names = [d.name for d in CAST_TYPES]
+    g = _Graph()
+    src = {}
+    inputs = {}
+    for k, s in enumerate(names + ["complex64"]):
+        n = 101 + 2 * k
+        src[s] = g.tensor(f"in_{s}", s, [n])
+        g.inputs.append(src[s])
+        inputs[f"in_{s}"] = edge_values(s, n)
+    for d in names:
+        for s in names + ["complex64"]:
+            if s != d:
+                g.outputs.append(g.cast(src[s], d, f"{s}_to_{d}"))
+    c = g.tensor("c_int32", "int32", [37], data=np.arange(-18, 19, dtype=np.int32) * 1000003)
+    x = g.tensor("in_add", "float32", [37])
+    g.inputs.append(x)
+    inputs["in_add"] = edge_values("float32", 37)
+    cf = g.cast(c, "float32", "c_as_float32")
+    g.outputs.append(g.binary("add", cf, x, "c_plus_x"))
+    return g.finish(), inputs
+
+
+def _synthetic():
+    pairs, pair_inputs = every_cast_pair_model()
+    return {
+        "every_cast_pair": (pairs, None, pair_inputs),
+        # f32 -> f16 -> f32 + 0.25 -> int8 fuses into one kernel that rounds to half inside;
+        # the u8 image chain has a broadcast ADD of a bias and a RELU6 inside its group
+        "fused_chain": (chain_model(["float32", "float16", "float32", ("add", 0.25), "int8"], [1999]),
+                        None, None),
+        "fused_image_chain": (chain_model(["uint8", "float32", ("add", np.linspace(-3, 3, 67).astype(np.float32)),
+                                           ("add", 0.5, "RELU6"), "float16", "int64", "float64", "bool"],
+                                          [3, 67]), None, None),
+        "quant_add": (add_model("int8", [5, 1, 67], [1, 3, 67], activation="RELU6",
+                                quant=((0.05, 3), (0.1, -7), (0.08, 2))), None, None),
+        "add_6d_broadcast": (add_model("float32", [2, 1, 3, 1, 2, 5], [1, 3, 1, 4, 1, 5]), None, None),
+    }
+
+
+SYNTHETIC = _synthetic()
+REAL = {"movenet": ("movenet_singlepose_lightning_int8.tflite", None),
+        "lyra_encode": ("lyra_quantizer.tflite", "encode"),
+        "lyra_decode": ("lyra_quantizer.tflite", "decode")}
+MODELS = list(SYNTHETIC) + list(REAL)
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("models")
+    out = {}
+    for name, (content, _, _) in SYNTHETIC.items():
+        p = d / f"{name}.tflite"
+        p.write_bytes(content)
+        out[name] = p
+    return out
+
+
+def _model(name: str, files: dict) -> tuple[Path, str | None, dict | None]:
+    if name in SYNTHETIC:
+        return files[name], SYNTHETIC[name][1], SYNTHETIC[name][2]
+    fname, sig = REAL[name]
+    p = SHARED_MODELS / fname
+    if not p.exists():
+        pytest.skip(f"real model {p} is absent")
+    return p, sig, None
+
+
+@functools.lru_cache(maxsize=None)
+def _signature_subgraph(path: str, signature: str) -> int:
+    from litecl.model import load_model  # noqa: PLC0415
+
+    return next(s.subgraph for s in load_model(path).signatures if s.key == signature)
+
+
+@functools.lru_cache(maxsize=None)
+def reference(name: str, path: str, signature):
+    """LiteRT's run of model ``name`` with every tensor kept: a function tensor(t) -> array
+    of the subgraph that ran (the signature's, else 0). Inputs: the model's own
+    (SYNTHETIC) or seeded full-range random ones (NaN, inf, subnormals, every 8/16-bit
+    value)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
+
+    def _inputs(details):
+        # edge values everywhere, but int32/int64 inputs stay in [0, 10): real models use
+        # them as indices (Lyra's GATHER), and --full-range draws them over their range
+        full, plain = random_inputs(details, 0, full_range=True), random_inputs(details, 0)
+        return {k: (plain[k] if v.dtype in (np.int32, np.int64) else v) for k, v in full.items()}
+
+    given = SYNTHETIC[name][2] if name in SYNTHETIC else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = Interpreter(model_path=path, experimental_preserve_all_tensors=True,
+                          experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    if signature is not None:
+        r = ref.get_signature_runner(signature)
+        details = [dict(d, name=k) for k, d in r.get_input_details().items()]
+        r(**(given or _inputs(details)))
+        si = _signature_subgraph(path, signature)
+    else:
+        ref.allocate_tensors()
+        details = ref.get_input_details()
+        values = given or _inputs(details)
+        for d in details:
+            ref.set_tensor(d["index"], values[d["name"]])
+        ref.invoke()
+        si = 0
+    return lambda t: ref.get_tensor(t, si)
+
+
+def _runtime_ok(runtime: str):
+    if DEVICE_STATUS.get(runtime):
+        pytest.skip(DEVICE_STATUS[runtime])
+
+
+def _opencl_nodes(path: Path, device: str, signature) -> list[int]:
+    """The nodes litecl places on OpenCL in the subgraph that runs (after allocate)."""
+    it = litecl.Interpreter(model_path=str(path), device=device)
+    si = 0 if signature is None else _signature_subgraph(str(path), signature)
+    return sorted(p["index"] for p in it.placement() if p["subgraph"] == si and p["placement"] == "opencl")
+
+
+CASES = [pytest.param(name, c, id=f"{name}-{c[0]}") for name in MODELS for c in CONFIGS
+         if name not in HEAVY or c[0] in HEAVY[name]]
+
+
+@pytest.mark.parametrize("name, config", CASES)
+def test_exported_host_matches_litert(name, config, model_files, tmp_path):
+    cid, spec, target, runtime = config
+    _runtime_ok(runtime)
+    _need_host()
+    path, sig, _ = _model(name, model_files)
+    out = tmp_path / "export"
+    argv = ["export", str(path), "--out", str(out), "--device", spec]
+    argv += ["--target", target] if target else []
+    argv += ["--signature", sig] if sig else []
+    assert main(argv) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    gpu = target == "gpu" or (target is None and runtime == "nvidia")
+    assert m["target"] == ("gpu" if gpu else "cpu") and m["caps"]["is_gpu"] == gpu
+    assert m["launch_row"]["local_size"] == (512 if gpu else 1)
+    assert m["device"]["profile"] == (spec.partition("profile=")[2] or None)
+    assert m["launches"], m.get("note")
+    local = min(m["launch_row"]["local_size"], m["caps"]["max_work_group_size"])
+    assert all(ln["local_size"] == [local] and ln["global_size"][0] % local == 0 for ln in m["launches"])
+    # every node litecl runs on OpenCL is in one launch, once
+    implemented = [n["index"] for ln in m["launches"] for n in ln["nodes"]]
+    assert sorted(implemented) == m["lowered_nodes"] == _opencl_nodes(path, spec, sig)
+    tensors = {t["index"]: t for t in m["tensors"]}
+    ref = reference(name, str(path), sig)
+    in_dir = tmp_path / "in"
+    in_dir.mkdir()
+    for t in m["inputs"]:
+        v = np.ascontiguousarray(ref(t))
+        assert list(v.shape) == tensors[t]["shape"] and v.dtype.name == tensors[t]["dtype"]
+        (in_dir / f"t{t}.bin").write_bytes(v.astype(v.dtype.newbyteorder("<")).tobytes())
+    exe = build_host(out)
+    r = run_host(exe, in_dir, tmp_path / "out", runtime)
+    assert r.returncode == 0, r.stderr
+    written = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert written == sorted(f"t{t}.bin" for t in m["outputs"])
+    bad = []
+    for t in m["outputs"]:
+        want = ref(t)
+        got = np.frombuffer((tmp_path / "out" / f"t{t}.bin").read_bytes(),
+                            dtype=want.dtype.newbyteorder("<")).reshape(want.shape)
+        diff = mismatches(got, want)
+        if name == "every_cast_pair" and tensors[t]["name"].startswith("complex64_to_"):
+            x = SYNTHETIC[name][2]["in_complex64"]
+            diff &= ~_out_of_reference_contract("complex64", tensors[t]["dtype"], x)
+        if diff.any():
+            bad.append(f"t{t} {tensors[t]['name']} ({tensors[t]['dtype']}): {int(diff.sum())} of "
+                       f"{diff.size} differ, got {got[diff][:4]!r} want {want[diff][:4]!r}")
+    assert not bad, f"{name} on {cid}: " + "; ".join(bad[:5])
+
+
+# ----------------------------------------------------------------------- manifest, CLI
+@pytest.fixture(scope="module")
+def pairs_export(model_files, fast_device, tmp_path_factory):
+    """every_cast_pair exported once on the fast device (manifest checks, C host errors)."""
+    out = tmp_path_factory.mktemp("pairs")
+    assert main(["export", str(model_files["every_cast_pair"]), "--out", str(out), "--device", fast_device]) == 0
+    return out, json.loads((out / "manifest.json").read_text())
+
+
+def test_manifest_describes_every_launch(pairs_export, model_files):
+    out, m = pairs_export
+    from litecl.model import load_model  # noqa: PLC0415
+
+    sg = load_model(str(model_files["every_cast_pair"])).subgraphs[0]
+    tensors = {t["index"]: t for t in m["tensors"]}
+    assert m["format"] == "litecl-export-1" and m["placement"] == "all" and m["subgraph"] == 0
+    assert len(m["launches"]) == 11 * 11 + 2  # every pair, complex64 -> each, the folded CAST, its ADD
+    sources = set()
+    for ln in m["launches"]:
+        node = sg.nodes[ln["nodes"][0]["index"]]
+        bufs = [a for a in ln["args"] if a["kind"] != "scalar"]
+        scalars = [a for a in ln["args"] if a["kind"] == "scalar"]
+        # buffers in the node's order, inputs then outputs, then n, former_num, former_len, tail_len
+        assert [a["tensor"] for a in bufs] == [*node.inputs, *node.outputs]
+        assert [a["name"] for a in scalars] == ["n", "former_num", "former_len", "tail_len"]
+        assert all(a["ctype"] == "uint" for a in scalars)
+        n, former_num, former_len, tail_len = (a["value"] for a in scalars)
+        assert n == tensors[node.outputs[0]]["elements"]
+        groups = ln["global_size"][0] // ln["local_size"][0]
+        # the former/tail plan covers n: former chunks then tail chunks (ops/tiling.py)
+        assert former_num * former_len + (groups - former_num) * tail_len >= n
+        assert ln["reads"] == list(dict.fromkeys(node.inputs)) and ln["writes"] == list(node.outputs)
+        assert (out / ln["source"]).read_text().count(f"__kernel void {ln['kernel']}(") == 1
+        sources.add(ln["source"])
+    assert sorted(sources) == sorted(p.name for p in out.glob("k*.cl"))
+    folded = [ln for ln in m["launches"] if ln["folded"]]
+    assert [ln["what"].split(" via")[0] for ln in folded] == ["CAST int32->float32"]
+    (c,) = [t for t in m["tensors"] if t["role"] == "constant"]
+    assert c["name"] == "c_int32" and c["file"] == "t%d.bin" % c["index"]
+    assert (out / c["file"]).read_bytes() == sg.tensors[c["index"]].data.astype("<i4").tobytes()
+    assert set(m["inputs"]) == set(sg.inputs)
+    assert set(m["outputs"]) == {t for n in sg.nodes for t in n.outputs}
+
+
+def test_c_host_errors_are_one_line(model_files, fast_device, tmp_path):
+    _need_host()
+    out = tmp_path / "e"
+    assert main(["export", str(model_files["fused_chain"]), "--out", str(out), "--device", fast_device]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    exe = build_host(out)
+    runtime = fast_device.split(":")[0]
+    in_dir = tmp_path / "in"
+    in_dir.mkdir()
+    r = run_host(exe, in_dir, tmp_path / "o", runtime)  # no input files
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot open input" in r.stderr, r.stderr
+    for t in m["inputs"]:
+        (in_dir / f"t{t}.bin").write_bytes(b"\0" * next(x["bytes"] for x in m["tensors"] if x["index"] == t))
+    first = m["inputs"][0]
+    (in_dir / f"t{first}.bin").write_bytes(b"\0" * 3)
+    r = run_host(exe, in_dir, tmp_path / "o", runtime)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "must hold exactly" in r.stderr, r.stderr
+    r = subprocess.run([str(exe), str(in_dir), str(tmp_path / "o")], capture_output=True, text=True,
+                       env=dict(os.environ, LITECL_RUN_DEVICE="no-such-device"), timeout=60)
+    assert r.returncode == 1 and "no OpenCL device matches LITECL_RUN_DEVICE=no-such-device" in r.stderr
+    r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.startswith("usage:")
+    # a kernel that does not build on the device: the build log's error line, exit 1
+    (in_dir / f"t{first}.bin").write_bytes(b"\0" * next(x["bytes"] for x in m["tensors"] if x["index"] == first))
+    model_c = out / "litecl_model.c"
+    model_c.write_text(model_c.read_text().replace("__kernel void", "__kernel void no_such_type x;", 1))
+    r = run_host(build_host(out), in_dir, tmp_path / "o", runtime)
+    # (PoCL's compiler prints its own "N errors generated." line first)
+    ours = [ln for ln in r.stderr.splitlines() if ln.startswith("litecl_run:")]
+    assert r.returncode == 1 and len(ours) == 1 and r.stderr.splitlines()[-1] == ours[0], r.stderr
+    assert ours[0].startswith("litecl_run: building k000_litecl_fused.cl failed: ") and "error" in ours[0], r.stderr
+
+
+def test_export_without_lowered_node_writes_empty_manifest(fast_device, tmp_path, capsys):
+    p = tmp_path / "mul.tflite"
+    p.write_bytes(chain_model(["float32", ("mul", 2.0)], [4]))
+    out = tmp_path / "e"
+    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
+    said = capsys.readouterr().out
+    assert "no node is lowered to OpenCL" in said
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["launches"] == [] and m["tensors"] == [] and m["lowered_nodes"] == [] and "note" in m
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
+
+
+def test_export_refuses_bad_paths_and_models(fast_device, tmp_path, capsys, model_files):
+    junk = tmp_path / "junk.tflite"
+    junk.write_bytes(b"not a model at all")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    good = str(model_files["fused_chain"])
+    cases = [
+        (["export", str(tmp_path / "missing.tflite"), "--out", str(tmp_path / "o")], "not found"),
+        (["export", str(junk), "--out", str(tmp_path / "o")], "not a TFLite model"),
+        (["export", str(tmp_path), "--out", str(tmp_path / "o")], ""),
+        (["export", good, "--out", str(afile)], "not a folder"),
+        (["export", good, "--out", str(tmp_path / "no" / "such")], "does not exist"),
+        (["export", good, "--out", str(tmp_path / "o"), "--signature", "nope"], "nope"),
+        (["export", good, "--out", str(tmp_path / "o"), "--placement", "auto"], "invalid choice"),
+        (["export", good, "--out", str(tmp_path / "o"), "--target", "dsp"], "invalid choice"),
+        (["export", good], "--out"),
+    ]
+    for argv, what in cases:
+        rc = main(argv + ["--device", fast_device])
+        err = capsys.readouterr().err
+        assert rc == 2, (argv, err)
+        assert err.startswith("error: ") and err.count("\n") == 1 and what in err, (argv, err)
+    assert not (tmp_path / "o").exists()
+
+
+def test_kernel_add_and_cast_take_target(fast_device, capsys):
+    assert main(["kernel", "add", "float32", "--shapes", "2,1,3", "4,1", "--device", fast_device,
+                 "--target", "gpu", "--build"]) == 0
+    out = capsys.readouterr().out
+    assert "// target: gpu" in out and "__kernel void litecl_add(" in out and "// built OK" in out
+    assert "[2, 1, 3] + [4, 1] -> [2, 4, 3]" in out and "local size 512" in out
+    assert main(["kernel", "add", "int8", "--quant", "0.5:1", "0.25:-2", "0.75:0", "--activation", "RELU",
+                 "--device", fast_device, "--build"]) == 0
+    out = capsys.readouterr().out
+    assert "quantized 0.5:1 0.25:-2 0.75:0" in out and "local size 1" in out and "// built OK" in out
+    assert main(["kernel", "cast", "float32", "float16", "--device", fast_device + ":profile=mobile",
+                 "--target", "gpu", "--build"]) == 0
+    out = capsys.readouterr().out
+    assert "// target: gpu" in out and "(profile mobile)" in out and "// built OK" in out
+    for argv, what in [(["int8"], "--quant"), (["float32", "--shapes", "2", "3"], "do not broadcast"),
+                       (["float32", "--quant", "1:0", "1:0", "1:0"], "int8, uint8 and int16"),
+                       (["int8", "--quant", "0:0", "1:0", "1:0"], "scale"),
+                       (["float32", "--shapes", "2,x", "2"], "shape"),
+                       (["bfloat16"], ""), (["float16"], "not supported"),
+                       (["int16", "--quant", "0.5:3", "0.5:0", "0.5:0"], "zero point")]:
+        rc = main(["kernel", "add", *argv, "--device", fast_device])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and what in err, (argv, err)
+
+
+def test_c_string_literals_round_trip(tmp_path):
+    """Kernel sources become C string literals in litecl_model.c: quotes, backslashes,
+    tabs, '?' (trigraphs), non-ASCII and a missing final newline come back byte for byte."""
+    from litecl.export import _c_string  # noqa: PLC0415
+
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler (cc) on PATH")
+    text = 'a "q" \\ b\n\t??= tab\n// \u00e9 \u2013 end\n#define X "y"\nlast'
+    (tmp_path / "s.c").write_text("#include <stdio.h>\nstatic const char s[] =\n" + _c_string(text)
+                                  + ";\nint main(void) { fputs(s, stdout); return 0; }\n")
+    r = subprocess.run([cc, "-std=c99", "-Wall", "-o", str(tmp_path / "s"), str(tmp_path / "s.c")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    assert subprocess.run([str(tmp_path / "s")], capture_output=True, timeout=60).stdout == text.encode()
