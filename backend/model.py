@@ -299,6 +299,40 @@ def _check_litert_aborts(sub: "Subgraph", where: str) -> None:
                              "positive and finite")
 
 
+def _check_call_cycles(subgraphs: list, where: str) -> None:
+    """Refuse a cycle in the call graph of subgraphs (a WHILE whose cond or body is its
+    own subgraph, an IF branch that calls back into its caller, ...): LiteRT 2.3.0 recurses
+    preparing such a model until the stack overflows (SIGSEGV in AllocateTensors,
+    measured, tests/test_hostile.py); TFLite has no recursion. The error names the cycle
+    as subgraph -> subgraph (operator)."""
+    calls = {s.index: [(n, ref) for n in s.nodes for ref in n.subgraph_refs()] for s in subgraphs}
+    state = {}  # subgraph -> 1 while on the DFS path, 2 when done
+    for root in calls:
+        if state.get(root):
+            continue
+        path = [(root, iter(calls[root]), None)]
+        state[root] = 1
+        while path:
+            si, it, _ = path[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[si] = 2
+                path.pop()
+                continue
+            node, ref = nxt
+            if state.get(ref) == 1:
+                start = [p[0] for p in path].index(ref)
+                steps = [f"subgraph {p[0]}" for p in path[start:]]
+                ops = [p[2] for p in path[start + 1:]] + [node]
+                shown = " -> ".join(f"{a} ({o.op} operator {o.index})" for a, o in zip(steps, ops))
+                raise ModelError(f"{where}: subgraphs call each other in a cycle: {shown} -> "
+                                 f"subgraph {ref} (LiteRT has no recursion and overflows its "
+                                 "stack preparing it)")
+            if not state.get(ref):
+                state[ref] = 1
+                path.append((ref, iter(calls[ref]), node))
+
+
 def _validate(raw: bytes, obj, where: str) -> Model:
     bufs = obj.buffers or []
     codes = obj.operatorCodes or []
@@ -395,6 +429,7 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                 raise ModelError(f"{where}: subgraph {si} input tensor {t} ({sub.tensors[t].name!r}) "
                                  "also holds constant data")
         subgraphs.append(sub)
+    _check_call_cycles(subgraphs, where)
     signatures = []
     for sd in obj.signatureDefs or []:
         key = _text(sd.signatureKey, where, "signature key")
