@@ -93,3 +93,48 @@ def test_valid_control_flow_model_runs(tmp_path, fast_device):
         path.write_bytes(control_flow_model(kind))
         r = _cli("compare", path, "--device", fast_device)
         assert r.returncode == 0, r.stderr
+
+
+# ------------------------------------------------------------------ 2. huge finite scales
+_LITERT_PREPARE = """
+import sys
+from litecl.fallback import make_interpreter
+m = make_interpreter(open(sys.argv[1], "rb").read())
+try:
+    m.allocate_tensors()
+except Exception:
+    pass
+"""
+
+_HUGE = [  # (dtype, (s1, s2, s_out)): LiteRT 2.3.0's Prepare aborts on the first six
+    ("int8", (0.01, 0.01, 1e33)),      # 2**20 * 1e33 overflows float32: multiplier 0
+    ("uint8", (0.01, 0.01, 1e38)),
+    ("int8", (1.71e38, 0.01, 1.0)),    # 2 * 1.71e38 overflows: input multipliers 0
+    ("uint8", (1e38, 1e38, 1e38)),
+    ("int16", (0.01, 0.01, 3.4e38)),   # 2**15 * 3.4e38 overflows
+    ("int8", (0.01, 0.01, 1e-10)),     # multiplier >= 1 (as before)
+    ("int8", (0.01, 0.01, 3.2e32)),    # 2**20 * 3.2e32 still finite: runs
+    ("int16", (0.01, 0.01, 1e30)),     # 2**15 * 1e30 finite: runs
+]
+
+
+@pytest.mark.parametrize("dtype,scales", _HUGE, ids=[f"{d}-{s}" for d, s in _HUGE])
+def test_huge_scale_guard_matches_litert(tmp_path, fast_device, dtype, scales):
+    """ops.add_quant.general_multipliers_abort predicts LiteRT's SIGABRT (LiteRT run
+    alone in a subprocess); where it aborts, `litecl run` and `compare` give one error
+    line (compare died with SIGABRT before), else compare is bit-exact."""
+    from litecl.ops.add_quant import general_multipliers_abort  # noqa: PLC0415
+    from models.builders import add_model  # noqa: PLC0415
+
+    path = tmp_path / "huge.tflite"
+    path.write_bytes(add_model(dtype, [4], [4], quant=tuple((s, 0) for s in scales)))
+    r = subprocess.run([sys.executable, "-c", _LITERT_PREPARE, str(path)], capture_output=True,
+                       timeout=60, env=_env())
+    predicted = general_multipliers_abort(*scales, 15 if dtype == "int16" else 20)
+    assert (r.returncode < 0) == (predicted is not None), (r.returncode, predicted)
+    for cmd in ("run", "compare"):
+        c = _cli(cmd, path, "--device", fast_device)
+        if predicted:
+            _error_line(c, "LiteRT aborts")
+        else:
+            assert c.returncode == 0, c.stderr
