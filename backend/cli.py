@@ -64,6 +64,11 @@ def _load_npz(path: str) -> dict:
         raise _Usage(f"inputs file not found: {path}")
     if os.path.isdir(path):
         raise _Usage(f"cannot read inputs file {path}: it is a directory; {_NPZ_WANTED}")
+    from .model import special_file_kind  # noqa: PLC0415
+
+    kind = special_file_kind(path)
+    if kind:  # opening a FIFO blocks until a writer comes; /dev/zero never ends
+        raise _Usage(f"cannot read inputs file {path}: it is {kind}, not a regular file; {_NPZ_WANTED}")
     try:
         with open(path, "rb") as f:
             head = f.read(6)
@@ -93,6 +98,18 @@ def _check_writable(path: str, what: str) -> None:
     parent = os.path.dirname(full)
     if os.path.isdir(full):
         raise _Usage(f"cannot write {what} {path}: it is a directory")
+    from .model import special_file_kind  # noqa: PLC0415
+
+    kind = special_file_kind(full)
+    if kind and "FIFO" in kind:  # opening a FIFO for writing blocks until a reader comes
+        try:  # a FIFO someone reads (`--json /dev/stdout | jq`) is fine
+            os.close(os.open(full, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # ENXIO: nobody reads it
+            raise _Usage(f"cannot write {what} {path}: it is {kind} that nobody reads "
+                         "(writing would block); give a regular file") from None
+        return
+    if kind and "socket" in kind:
+        raise _Usage(f"cannot write {what} {path}: it is {kind}, not a regular file")
     if not os.path.exists(parent):
         raise _Usage(f"cannot write {what} {path}: folder {parent} does not exist")
     if not os.path.isdir(parent):

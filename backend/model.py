@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -24,7 +25,7 @@ from .ops.dtypes import BY_TFLITE, TFLITE_TYPE_NAMES, DType
 from .verify import VerifyError, verify
 
 __all__ = ["Model", "Subgraph", "Tensor", "Node", "Signature", "load_model", "OP_NAMES",
-           "ACTIVATIONS"]
+           "ACTIVATIONS", "special_file_kind"]
 
 #: BuiltinOperator code -> name ("CAST"), from the generated schema.
 OP_NAMES: dict[int, str] = {
@@ -149,6 +150,22 @@ class Model:
         return sum(len(s.nodes) for s in self.subgraphs)
 
 
+def special_file_kind(path) -> str | None:
+    """What an existing path is when it is not a regular file or a directory ("a FIFO",
+    "a character device", ...), else None (also for a missing path). Reading one would
+    block (a FIFO waits for a writer) or never end (/dev/zero); LiteRT refuses them at
+    once ("mmap of size 0")."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    for test, kind in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return None
+
+
 def _read(path) -> bytes:
     try:
         p = Path(os.fsdecode(path))  # str, bytes or os.PathLike
@@ -158,11 +175,15 @@ def _read(path) -> bytes:
         raise ModelError(f"model file not found: {p}")
     if p.is_dir():
         raise ModelError(f"model path is a directory, expected a .tflite file: {p}")
+    kind = special_file_kind(p)
+    if kind:  # a FIFO blocks open() until a writer comes, /dev/zero never ends
+        raise ModelError(f"model path {p} is {kind}, not a regular file; expected a .tflite file")
     try:
-        size = p.stat().st_size
-        if size > MAX_MODEL_BYTES:
-            raise ModelError(f"model file {p} is {size} bytes; at most {MAX_MODEL_BYTES} supported")
-        return p.read_bytes()
+        with open(p, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_MODEL_BYTES:
+                raise ModelError(f"model file {p} is {size} bytes; at most {MAX_MODEL_BYTES} supported")
+            return f.read(size)  # no more than the size it had when opened
     except OSError as e:
         raise ModelError(f"cannot read model file {p}: {e.strerror or e}") from None
 
@@ -299,6 +320,23 @@ def _check_litert_aborts(sub: "Subgraph", where: str) -> None:
                              "positive and finite")
 
 
+def _check_quantization(n_scales: int, n_zero_points: int, qd: int, shape: tuple, what: str) -> None:
+    """LiteRT's checks of a tensor's quantization (InterpreterBuilder::ParseQuantization,
+    refused when the Interpreter is built, measured with LiteRT 2.3.0): when it has
+    scales, quantized_dimension in [0, rank) (any value >= 0 for a scalar), as many zero
+    points as scales, and one scale (per tensor) or shape[quantized_dimension] of them
+    (per axis)."""
+    if qd < 0 or (shape and qd >= len(shape)):
+        raise ModelError(f"{what}: quantized_dimension {qd} outside [0, {len(shape)}) for shape "
+                         f"{list(shape)}")
+    if n_zero_points != n_scales:
+        raise ModelError(f"{what}: quantization has {n_scales} scale(s) and {n_zero_points} zero "
+                         "point(s); LiteRT needs one zero point per scale")
+    if n_scales != 1 and (not shape or n_scales != shape[qd]):
+        raise ModelError(f"{what}: {n_scales} quantization scales; expected 1 (per tensor) or "
+                         f"shape[{qd}] = {shape[qd] if shape else 'none, a scalar'} (per axis)")
+
+
 def _check_call_cycles(subgraphs: list, where: str) -> None:
     """Refuse a cycle in the call graph of subgraphs (a WHILE whose cond or body is its
     own subgraph, an IF branch that calls back into its caller, ...): LiteRT 2.3.0 recurses
@@ -341,8 +379,17 @@ def _validate(raw: bytes, obj, where: str) -> Model:
         raise ModelError(f"{where}: schema version {obj.version}, expected {SCHEMA_VERSION}")
     if not sgs:
         raise ModelError(f"{where}: model has no subgraph")
+    for ci, oc in enumerate(codes):  # LiteRT registers every code, used or not
+        if int(oc.version) < 1:
+            code = max(int(oc.builtinCode), int(oc.deprecatedBuiltinCode))
+            raise ModelError(f"{where}: operator code {ci} ({OP_NAMES.get(code, code)}) has version "
+                             f"{oc.version}; versions start at 1 (LiteRT: \"Didn't find op ... "
+                             "Registration failed\")")
     subgraphs = []
     for si, sg in enumerate(sgs):
+        if sg.tensors is None:  # an empty vector is fine (LiteRT runs such a subgraph)
+            raise ModelError(f"{where}: subgraph {si} has no tensors field (LiteRT: \"Did not get "
+                             f"tensors in subgraph {si}\")")
         tensors = []
         has_value: set = set()  # constants, variables and empty tensors need no producer
         tlist = sg.tensors or []
@@ -383,6 +430,9 @@ def _validate(raw: bytes, obj, where: str) -> Model:
             zps = np.asarray(q.zeroPoint if q is not None and q.zeroPoint is not None else [], np.int64)
             qd = int(q.quantizedDimension) if q is not None else 0
             bs = int(getattr(getattr(q, "details", None), "blockSize", 0) or 0) if q is not None else 0
+            if scales.size:
+                _check_quantization(scales.size, zps.size, qd, shape,
+                                    f"{where}: subgraph {si} tensor {ti} ({name!r})")
             if blob or t.isVariable or 0 in shape:
                 has_value.add(ti)
             tensors.append(Tensor(ti, name, int(t.type), dt, shape, sig, int(t.buffer), data,
@@ -407,10 +457,10 @@ def _validate(raw: bytes, obj, where: str) -> Model:
             if name == "CUSTOM":
                 cc = oc.customCode.decode("utf-8", "replace") if isinstance(oc.customCode, bytes) else oc.customCode
                 name = f"CUSTOM:{cc}"
+            builtin = not name.startswith(("CUSTOM", "STABLEHLO_"))
             node = Node(ni, code, name, check_idx(op.inputs, f"operator {ni} input", True),
-                        check_idx(op.outputs, f"operator {ni} output", True),
-                        op.builtinOptions, getattr(op, "builtinOptions2", None),
-                        int(getattr(oc, "version", 1) or 1))
+                        check_idx(op.outputs, f"operator {ni} output", not builtin),
+                        op.builtinOptions, getattr(op, "builtinOptions2", None), int(oc.version))
             both = sorted(set(node.inputs) & set(node.outputs) - {-1})
             if both:  # LiteRT: "Tensor 0 is both input 0 and output 0" (AllocateTensors fails)
                 raise ModelError(f"{where}: subgraph {si} operator {ni} ({name}) has tensor {both[0]} "

@@ -48,8 +48,8 @@ def _subgraph(name, tensors, ops, inputs, outputs) -> schema.SubGraphT:
     s.name = name
     s.tensors = tensors
     s.operators = ops
-    s.inputs = list(inputs)
-    s.outputs = list(outputs)
+    s.inputs = None if inputs is None else list(inputs)
+    s.outputs = None if outputs is None else list(outputs)
     return s
 
 
@@ -108,4 +108,90 @@ def control_flow_model(kind: str = "while", calls: tuple = (1, 2), again: tuple 
     m.operatorCodes = codes
     m.buffers = buffers
     m.subgraphs = [caller("main", calls), cond, body, caller("again", again)]
+    return pack(m)
+
+
+def _first_op(m):
+    return m.subgraphs[0].operators[0]
+
+
+def _quantized_tensor(m):
+    for t in m.subgraphs[0].tensors:
+        if t.quantization is not None and t.quantization.scale is not None and len(t.quantization.scale):
+            return t
+    raise ValueError("model has no quantized tensor")
+
+
+def _set_version(v):
+    def edit(m):
+        m.operatorCodes[_first_op(m).opcodeIndex].version = v
+    return edit
+
+
+def _zero_points(n):
+    def edit(m):
+        q = _quantized_tensor(m).quantization
+        q.zeroPoint = [0] * n
+    return edit
+
+
+def _quantized_dimension(d):
+    def edit(m):
+        _quantized_tensor(m).quantization.quantizedDimension = d
+    return edit
+
+
+def _output_minus_one(m):
+    _first_op(m).outputs = [-1]
+
+
+def _empty_subgraph(m):
+    """A subgraph 1 with empty tensor, operator, input and output lists (LiteRT runs it)."""
+    m.subgraphs.append(_subgraph("empty", [], [], [], []))
+
+
+def _tensors_absent(m):
+    """A subgraph 1 without its tensors field (LiteRT: "Did not get tensors in subgraph 1")."""
+    m.subgraphs.append(_subgraph("no tensors", None, [], [], []))
+
+
+def _no_tensors(m):
+    """Subgraph 0 loses every tensor (its operators then name tensors that do not exist)."""
+    m.subgraphs[0].tensors = []
+
+
+def _scale(v, which=-1):
+    def edit(m):
+        ts = [t for t in m.subgraphs[0].tensors
+              if t.quantization is not None and t.quantization.scale is not None
+              and len(t.quantization.scale)]
+        ts[which].quantization.scale = [v]
+    return edit
+
+
+#: Structured edits: name -> function editing a ModelT in place. The quantization edits
+#: need a model with a quantized tensor (e.g. an int8 ADD); the others any model.
+EDITS = {
+    "version0": _set_version(0),
+    "version-1": _set_version(-1),
+    "version999": _set_version(999),
+    "zero_points0": _zero_points(0),
+    "zero_points2": _zero_points(2),
+    "quantized_dimension5": _quantized_dimension(5),
+    "quantized_dimension-1": _quantized_dimension(-1),
+    "output-1": _output_minus_one,
+    "empty_subgraph": _empty_subgraph,
+    "tensors_absent": _tensors_absent,
+    "no_tensors": _no_tensors,
+    "scale1e33": _scale(1e33),
+    "scale1e38_input": _scale(1e38, 0),
+    "while_self": None,  # filled below: not an edit of the given model
+}
+del EDITS["while_self"]
+
+
+def apply_edit(buf: bytes, name: str) -> bytes:
+    """``buf`` with structured edit ``name`` (a key of EDITS) applied, repacked."""
+    m = schema.ModelT.InitFromPackedBuf(buf, 0)
+    EDITS[name](m)
     return pack(m)

@@ -138,3 +138,110 @@ def test_huge_scale_guard_matches_litert(tmp_path, fast_device, dtype, scales):
             _error_line(c, "LiteRT aborts")
         else:
             assert c.returncode == 0, c.stderr
+
+
+# ------------------------------------------------------------------ 3. fields LiteRT refuses
+_LITERT_BUILD = """
+import sys
+import numpy as np
+from litecl.fallback import make_interpreter
+try:
+    m = make_interpreter(open(sys.argv[1], "rb").read())
+    m.allocate_tensors()
+    print("RESULT ok")
+except Exception as e:
+    print("RESULT refused", str(e).replace(chr(10), " ")[:300])
+"""
+
+_INT8_ADD = ("int8", [4], [4], ((0.01, 0), (0.01, 0), (0.02, 0)))
+_FIELDS = [  # (edit of models.hostile.EDITS, what litecl's error names)
+    ("version0", r"operator code 0 \(ADD\) has version 0"),
+    ("version-1", r"operator code 0 \(ADD\) has version -1"),
+    ("zero_points0", r"tensor 0 \('input1'\): quantization has 1 scale\(s\) and 0 zero point"),
+    ("zero_points2", r"tensor 0 \('input1'\): quantization has 1 scale\(s\) and 2 zero point"),
+    ("quantized_dimension5", r"tensor 0 \('input1'\): quantized_dimension 5 outside \[0, 1\)"),
+    ("quantized_dimension-1", r"tensor 0 \('input1'\): quantized_dimension -1 outside"),
+    ("output-1", r"operator 0 output names tensor -1"),
+    ("tensors_absent", r"subgraph 1 has no tensors field"),
+    ("no_tensors", r"subgraph 0 operator 0 input names tensor 0, subgraph has 0"),
+]
+
+
+@pytest.mark.parametrize("edit,match", _FIELDS, ids=[e for e, _ in _FIELDS])
+def test_fields_litert_refuses_are_model_errors(tmp_path, fast_device, edit, match):
+    """LiteRT 2.3.0 refuses each (Interpreter construction or AllocateTensors, measured
+    here); litecl ran the first seven (it read `version or 1`, ignored zero point counts
+    and quantized_dimension, took output -1 as optional)."""
+    from models.builders import add_model  # noqa: PLC0415
+    from models.hostile import apply_edit  # noqa: PLC0415
+
+    dt, s1, s2, q = _INT8_ADD
+    path = tmp_path / f"{edit}.tflite"
+    path.write_bytes(apply_edit(add_model(dt, s1, s2, quant=q), edit))
+    r = subprocess.run([sys.executable, "-c", _LITERT_BUILD, str(path)], capture_output=True,
+                       text=True, timeout=60, env=_env())
+    assert "RESULT refused" in r.stdout, (r.returncode, r.stdout, r.stderr[-500:])
+    _api_raises(_py(_LOAD.format(path=str(path), device=fast_device)), "ModelError", match)
+    _error_line(_cli("run", path, "--device", fast_device), match)
+
+
+def test_empty_subgraph_runs_as_in_litert(tmp_path, fast_device):
+    """A subgraph with empty tensor/operator lists: LiteRT 2.3.0 builds and runs the
+    model (measured), so litecl does too."""
+    from models.builders import add_model  # noqa: PLC0415
+    from models.hostile import apply_edit  # noqa: PLC0415
+
+    dt, s1, s2, q = _INT8_ADD
+    path = tmp_path / "empty.tflite"
+    path.write_bytes(apply_edit(add_model(dt, s1, s2, quant=q), "empty_subgraph"))
+    r = subprocess.run([sys.executable, "-c", _LITERT_BUILD, str(path)], capture_output=True,
+                       text=True, timeout=60, env=_env())
+    assert "RESULT ok" in r.stdout, r.stdout
+    c = _cli("compare", path, "--device", fast_device)
+    assert c.returncode == 0, c.stderr
+
+
+# ------------------------------------------------------------------ 4. special files
+@pytest.fixture
+def fifo(tmp_path):
+    p = tmp_path / "pipe.npz"
+    os.mkfifo(p)
+    return p
+
+
+def _small_model(tmp_path) -> Path:
+    from models.builders import add_model  # noqa: PLC0415
+
+    p = tmp_path / "add.tflite"
+    p.write_bytes(add_model("float32", [4], [4]))
+    return p
+
+
+@pytest.mark.parametrize("where", ["model", "inputs", "output", "json"])
+def test_fifo_is_refused_not_blocked_on(tmp_path, fast_device, fifo, where):
+    """Opening a FIFO nobody writes (reads) blocks forever: `run`/`bench` hung on each
+    (a 20 s timeout here turns a hang into a failure)."""
+    m = _small_model(tmp_path)
+    args = {"model": ("run", fifo), "inputs": ("run", m, "--inputs", fifo),
+            "output": ("run", m, "--output", fifo), "json": ("bench", m, "--json", fifo)}[where]
+    _error_line(_cli(*args, "--device", fast_device, timeout=20), r"FIFO \(named pipe\)")
+    if where == "model":
+        _api_raises(_py(_LOAD.format(path=str(fifo), device=fast_device), timeout=20), "ModelError",
+                    "FIFO")
+
+
+def test_dev_zero_is_refused_not_read_forever(tmp_path, fast_device):
+    """/dev/zero was read until memory ran out (model) or into numpy's loader (inputs)."""
+    _error_line(_cli("run", "/dev/zero", "--device", fast_device, timeout=20), "a character device")
+    _api_raises(_py(_LOAD.format(path="/dev/zero", device=fast_device), timeout=20), "ModelError",
+                "character device, not a regular file")
+    _error_line(_cli("run", _small_model(tmp_path), "--inputs", "/dev/zero", "--device", fast_device,
+                     timeout=20), "character device")
+
+
+def test_pipe_with_a_reader_is_a_fine_output(tmp_path, fast_device):
+    """`--json /dev/stdout | jq` writes into a pipe someone reads: accepted."""
+    r = _cli("bench", _small_model(tmp_path), "--json", "/dev/stdout", "--device", fast_device,
+             timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert '"nodes"' in r.stdout or "{" in r.stdout, r.stdout[-500:]
