@@ -29,14 +29,14 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _arg_int(lo: int, what: str):
-    """argparse type: an integer >= lo."""
+def _arg_int(lo: int, what: str, hi: int | None = None):
+    """argparse type: an integer >= lo (and <= hi)."""
     def conv(text: str) -> int:
         try:
             v = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if v < lo:
+        if v < lo or (hi is not None and v > hi):
             raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
         return v
     return conv
@@ -598,7 +598,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--inputs", metavar="NPZ", help=".npz of inputs keyed by input name (default: seeded random)")
     s.add_argument("--resize", action="store_true", help=resize_help)
     s.add_argument("--seed", type=_NON_NEGATIVE, default=0, help=seed_help)
-    s.add_argument("--num_threads", type=_POSITIVE, default=None, metavar="N",
+    s.add_argument("--num_threads", type=_arg_int(1, "an integer >= 1 and <= 2147483647 (LiteRT's C int)",
+                                                 2**31 - 1), default=None, metavar="N",
                    help="threads of the LiteRT fallback segments (an integer >= 1, as LiteRT; "
                         "default LiteRT's)")
     s.add_argument("--warmup_runs", type=_NON_NEGATIVE, default=1, metavar="N",

@@ -16,10 +16,14 @@ import numpy as np
 from .device import open_device
 from .errors import InputError, LiteclError, ModelError
 from .executor import Executor, _Replan
-from .model import load_model
+from .model import load_model, shape_too_big
 from .partition import summary_lines
 
-__all__ = ["Interpreter", "SignatureRunner"]
+__all__ = ["Interpreter", "SignatureRunner", "MAX_NUM_THREADS"]
+
+#: The largest num_threads LiteRT's Python binding takes (a C int: 2**31 gave a pybind
+#: TypeError; 2**31 - 1 builds and runs, measured with ai-edge-litert 2.3.0).
+MAX_NUM_THREADS = 2**31 - 1
 
 
 def _details(t, shape) -> dict:
@@ -140,6 +144,9 @@ def _parse_shape(g: _Graph, t: int, tensor_size, strict: bool) -> tuple:
     shape = tuple(int(x) for x in a)
     if any(not 0 <= d < 2**31 for d in shape):
         raise InputError(f"{what}: dimensions must be in [0, 2**31), got {list(shape)}")
+    why = shape_too_big(shape, tensor.dtype.itemsize if tensor.dtype is not None else 1)
+    if why:
+        raise InputError(f"{what}: new shape {list(shape)} {why}")
     sig = tensor.shape_signature
     if strict and not _fits_signature(shape, sig):
         raise InputError(f"{what}: strict resize may change only the dimensions that are -1 in "
@@ -194,10 +201,11 @@ class Interpreter:
         written, so get_tensor() on them fails unless experimental_preserve_all_tensors
         (LiteRT's flag of the same name) is set, which writes every tensor computed on
         OpenCL. Tensors internal to a LiteRT fallback segment are never kept.
-      num_threads: None or an int >= 1, for the fallback sub-interpreters (ai-edge-litert
-        2.3.0 raises "num_threads should >= 1" for -1 and 0, measured).
-    Raises ModelError (bad model), DeviceError (no such device), LiteclError (bad
-    num_threads/reference), KernelBuildError (strict on a device that cannot build
+      num_threads: None or an int in [1, MAX_NUM_THREADS], for the fallback
+        sub-interpreters (ai-edge-litert 2.3.0 raises "num_threads should >= 1" for -1 and
+        0, and a pybind TypeError above a C int, measured); else InputError.
+    Raises ModelError (bad model), DeviceError (no such device), InputError (bad
+    num_threads), LiteclError (bad reference), KernelBuildError (strict on a device that cannot build
     kernels): all ValueError.
     allocate_tensors() raises ModelError when LiteRT or a kernel refuses the model's own
     shapes, InputError when they refuse shapes set by resize_tensor_input().
@@ -222,10 +230,11 @@ class Interpreter:
         self._reference = reference
         self._model = load_model(model_path, model_content)
         if num_threads is not None:  # LiteRT's own checks, at construction
-            if not isinstance(num_threads, int):
-                raise LiteclError(f"num_threads must be an int or None, got {type(num_threads).__name__}")
-            if num_threads < 1:
-                raise LiteclError(f"num_threads must be >= 1 (as LiteRT), got {num_threads}")
+            if not isinstance(num_threads, int):  # a bool is one, as LiteRT takes it
+                raise InputError(f"num_threads must be an int or None, got {type(num_threads).__name__}")
+            if not 1 <= num_threads <= MAX_NUM_THREADS:
+                raise InputError(f"num_threads must be >= 1 and <= {MAX_NUM_THREADS} (LiteRT takes a "
+                                 f"C int), got {num_threads}")
         self._device = open_device(device)
         self._num_threads = num_threads
         self._strict = strict

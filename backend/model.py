@@ -25,7 +25,7 @@ from .ops.dtypes import BY_TFLITE, TFLITE_TYPE_NAMES, DType
 from .verify import VerifyError, verify
 
 __all__ = ["Model", "Subgraph", "Tensor", "Node", "Signature", "load_model", "OP_NAMES",
-           "ACTIVATIONS", "special_file_kind"]
+           "ACTIVATIONS", "special_file_kind", "shape_too_big"]
 
 #: BuiltinOperator code -> name ("CAST"), from the generated schema.
 OP_NAMES: dict[int, str] = {
@@ -148,6 +148,24 @@ class Model:
 
     def node_count(self) -> int:
         return sum(len(s.nodes) for s in self.subgraphs)
+
+
+def shape_too_big(shape, itemsize: int) -> str | None:
+    """Why no numpy array can have ``shape`` (elements of ``itemsize`` bytes), or None.
+    numpy multiplies the itemsize by every non-zero dimension and refuses a product above
+    2**63 - 1 ("array is too big"), even when a 0 dimension leaves no element: so
+    [0, 2**31-1, 2**31-1, 2**31-1] is refused although LiteRT allocates it (its Python
+    get_tensor then fails the same way, measured). A product of all dimensions above that
+    is larger than any memory (LiteRT refuses a size_t overflow)."""
+    size = itemsize
+    for d in shape:
+        size *= d if d else 1
+    if size <= 2**63 - 1:
+        return None
+    if 0 in shape:
+        return (f"has no elements but no numpy array can have it: {itemsize} bytes times the "
+                "non-zero dimensions exceeds 2**63 - 1 (numpy's limit)")
+    return "is larger than any memory"
 
 
 def special_file_kind(path) -> str | None:
@@ -401,12 +419,9 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                 raise ModelError(f"{where}: subgraph {si} tensor {ti} has a negative dimension {list(shape)}")
             if int(t.type) not in _TENSOR_TYPES:
                 raise ModelError(f"{where}: subgraph {si} tensor {ti} has unknown type {t.type}")
-            size = BY_TFLITE[int(t.type)].itemsize if int(t.type) in BY_TFLITE else 1
-            for d in shape:  # LiteRT refuses a running product that overflows size_t
-                size *= d
-                if size >= 2**63:  # nor can numpy address it
-                    raise ModelError(f"{where}: subgraph {si} tensor {ti} shape {list(shape)} "
-                                     "is larger than any memory")
+            why = shape_too_big(shape, BY_TFLITE[int(t.type)].itemsize if int(t.type) in BY_TFLITE else 1)
+            if why:
+                raise ModelError(f"{where}: subgraph {si} tensor {ti} shape {list(shape)} {why}")
             if len(sig) != len(shape) or any(s != -1 and s != d for s, d in zip(sig, shape)):
                 sig = shape if len(sig) != len(shape) else sig
             if not 0 <= t.buffer < max(len(bufs), 1):

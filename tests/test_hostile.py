@@ -245,3 +245,45 @@ def test_pipe_with_a_reader_is_a_fine_output(tmp_path, fast_device):
              timeout=60)
     assert r.returncode == 0, r.stderr
     assert '"nodes"' in r.stdout or "{" in r.stdout, r.stdout[-500:]
+
+
+# ------------------------------------------------------------------ 5. limits
+def test_num_threads_above_a_c_int_is_an_input_error(tmp_path, fast_device):
+    """LiteRT's binding takes a C int: 2**31 gave a 5-line pybind TypeError from the API
+    and "internal error" from `bench`; 2**31 - 1 is LiteRT's limit and runs."""
+    import litecl  # noqa: PLC0415
+
+    m = _small_model(tmp_path)
+    for bad in (2**31, 2**40, 0):
+        with pytest.raises(litecl.InputError, match=r"num_threads must be"):
+            litecl.Interpreter(model_path=m, device=fast_device, num_threads=bad)
+    it = litecl.Interpreter(model_path=m, device=fast_device, num_threads=2**31 - 1)
+    it.allocate_tensors()
+    it.close()
+    _error_line(_cli("bench", m, "--num_threads", 2**31, "--device", fast_device, timeout=60),
+                r"--num_threads: expected an integer >= 1 and <= 2147483647")
+
+
+def test_shape_numpy_cannot_hold_is_a_model_error(tmp_path, fast_device):
+    """[0, 2**31-1, 2**31-1, 2**31-1] has no elements, but numpy cannot make an array of
+    it ("array is too big"): `run`/`compare`/`bench` printed "internal error"."""
+    from models.builders import _Graph  # noqa: PLC0415
+
+    for op in ("cast", "mul"):  # lowered, and run on LiteRT
+        g = _Graph()
+        x = g.tensor("input", "float32", [0, 2**31 - 1, 2**31 - 1, 2**31 - 1])
+        g.inputs = [x]
+        g.outputs = [g.cast(x, "int32", "output") if op == "cast"
+                     else g.binary("mul", x, g.constant("k", "float32", 1.0), "output")]
+        path = tmp_path / f"{op}.tflite"
+        path.write_bytes(g.finish())
+        for cmd in ("run", "compare", "bench"):
+            _error_line(_cli(cmd, path, "--device", fast_device, timeout=60), "numpy's limit")
+
+
+def test_resize_to_a_shape_numpy_cannot_hold_is_an_input_error(tmp_path, fast_device):
+    import litecl  # noqa: PLC0415
+
+    it = litecl.Interpreter(model_path=_small_model(tmp_path), device=fast_device)
+    with pytest.raises(litecl.InputError, match="numpy's limit"):
+        it.resize_tensor_input(0, [0, 2**31 - 1, 2**31 - 1, 2**31 - 1])
