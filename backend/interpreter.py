@@ -166,6 +166,10 @@ def _exclusive(method):
     def wrapper(self, *args, **kwargs):
         lock = (self._interp if isinstance(self, SignatureRunner) else self)._lock
         if not lock.acquire(blocking=False):
+            interp = self._interp if isinstance(self, SignatureRunner) else self
+            if interp._closing:
+                raise LiteclError("this Interpreter is being closed by another thread; create a "
+                                  "new one")
             raise LiteclError("this Interpreter is in use by another thread; give each thread its "
                               "own Interpreter (LiteRT's rule)")
         try:
@@ -217,6 +221,7 @@ class Interpreter:
         from .fallback import REFERENCES  # noqa: PLC0415
 
         self._lock = threading.RLock()
+        self._closing = False  # close() waits for the lock: other threads' calls fail fast
 
         for name, flag in (("fuse", fuse), ("strict", strict),
                            ("experimental_preserve_all_tensors", experimental_preserve_all_tensors)):
@@ -422,14 +427,21 @@ class Interpreter:
 
     def close(self) -> None:
         """Release device buffers, kernels and LiteRT sub-interpreters now (idempotent).
-        Any later call on this Interpreter or its signature runners raises LiteclError."""
-        if self._closed:
-            return
-        for g in self._graphs.values():
-            g.close()
-        self._graphs.clear()
-        self._model = None  # the file's bytes and its object tree
-        self._closed = True
+        Any later call on this Interpreter or its signature runners raises LiteclError.
+
+        Called from another thread while a call runs (invoke, allocate_tensors, ...),
+        close() waits for that call to finish: releasing buffers under a running kernel
+        aborted PoCL ("PTHREAD ERROR in can_run_command") and crashed Intel's runtime
+        (measured)."""
+        self._closing = True
+        with self._lock:  # the lock every call holds (_exclusive); re-entrant
+            if self._closed:
+                return
+            self._closed = True  # calls that were waiting for the lock now fail cleanly
+            for g in self._graphs.values():
+                g.close()
+            self._graphs.clear()
+            self._model = None  # the file's bytes and its object tree
 
     def __enter__(self):
         return self

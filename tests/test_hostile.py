@@ -287,3 +287,47 @@ def test_resize_to_a_shape_numpy_cannot_hold_is_an_input_error(tmp_path, fast_de
     it = litecl.Interpreter(model_path=_small_model(tmp_path), device=fast_device)
     with pytest.raises(litecl.InputError, match="numpy's limit"):
         it.resize_tensor_input(0, [0, 2**31 - 1, 2**31 - 1, 2**31 - 1])
+
+
+# ------------------------------------------------------------------ 6. close() during invoke()
+_CLOSE_DURING_INVOKE = """
+import collections, sys, threading, time
+import numpy as np
+import litecl
+from models.builders import add_model
+m = add_model("float32", [1 << 20], [1 << 20])
+x = np.ones(1 << 20, np.float32)
+seen = collections.Counter()
+for trial in range(20):
+    it = litecl.Interpreter(model_content=m, device={device!r})
+    it.allocate_tensors()
+    it.set_tensor(0, x)
+    it.set_tensor(1, x)
+    started = threading.Event()
+    def work():
+        try:
+            while True:
+                started.set()
+                it.invoke()
+                it.get_tensor(it.get_output_details()[0]["index"])
+        except litecl.LiteclError as e:
+            seen[type(e).__name__] += 1
+    t = threading.Thread(target=work)
+    t.start()
+    started.wait()
+    time.sleep(0.001 * (trial % 10))
+    it.close()
+    t.join(30)
+    seen["hung"] += t.is_alive()
+print("RESULT", dict(seen))
+"""
+
+
+def test_close_from_another_thread_waits_for_invoke(fast_device):
+    """close() while another thread invokes: PoCL aborted ("PTHREAD ERROR in
+    POclEnqueueMapBuffer", measured on the first of 30 trials). Now close() waits for the
+    running call; the invoking thread then gets a LiteclError."""
+    r = _py(_CLOSE_DURING_INVOKE.format(device=fast_device), timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1]
+    assert line == "RESULT {'LiteclError': 20, 'hung': 0}", line
