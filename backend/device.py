@@ -358,9 +358,28 @@ class Device:
     queue: "cl.CommandQueue"
     caps: Caps
 
+    #: True in a child of fork() when the device was opened before it (see _after_fork)
+    forked: bool = False
+
     def __repr__(self) -> str:
         p = f", profile={self.caps.profile}" if self.caps.profile else ""
         return f"Device({self.caps.platform!r}, {self.caps.name!r}{p})"
+
+    def check_usable(self) -> None:
+        """Raise LiteclError in a child of fork() when this device was opened before
+        the fork: an OpenCL context does not survive fork() (PoCL's worker threads are
+        gone: an invoke in the child never returned, and a new context on the same
+        device in the child hung as well, measured)."""
+        if self.forked:
+            from .errors import LiteclError  # noqa: PLC0415
+
+            raise LiteclError(FORK_MESSAGE.format(device=f"{self.caps.platform}: {self.caps.name}"))
+
+
+FORK_MESSAGE = ("this process was fork()ed after {device} was opened, and an OpenCL context "
+                "cannot be used across fork(); create the Interpreter after forking, in a "
+                "process that had not opened the device before (multiprocessing's 'spawn' or "
+                "'forkserver' start method)")
 
 
 _ALIASES = {
@@ -493,6 +512,16 @@ def _select(base: str) -> "cl.Device":
 
 _OPEN: dict[tuple[str, str], Device] = {}
 _PROBES: dict[str, str] = {}
+
+
+def _after_fork_in_child() -> None:
+    """os.register_at_fork hook: every device opened so far is unusable in the child."""
+    for dev in _OPEN.values():
+        dev.forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 _PROBE_SOURCE = "__kernel void litecl_probe(__global int* a) { a[get_global_id(0)] = 1; }"
 _NT_PROBE_SOURCE = ("__kernel void litecl_probe(__global int4* a) "
                     "{ __builtin_nontemporal_store((int4)(1), a + get_global_id(0)); }")
@@ -552,13 +581,16 @@ def open_device(spec: str | Device | None = None) -> Device:
     malformed (an empty name included) or not a string.
     """
     if isinstance(spec, Device):
+        spec.check_usable()
         return spec
     if spec is not None and not isinstance(spec, str):
         raise _type_error(spec)
     base, profile = parse_spec(spec)
     d = _select(base)
     k = (f"{d.platform.name}|{d.name}|{d.int_ptr}", profile)
-    if k not in _OPEN:
+    if k in _OPEN:
+        _OPEN[k].check_usable()  # opened before fork(): a new context would hang as well
+    else:
         ctx = cl.Context([d])
         queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         err = probe_compiler(d)

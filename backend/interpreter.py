@@ -164,9 +164,11 @@ def _exclusive(method):
     invoking one Interpreter, measured). Re-entrant within a thread."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        lock = (self._interp if isinstance(self, SignatureRunner) else self)._lock
+        interp = self._interp if isinstance(self, SignatureRunner) else self
+        if not interp._closed:
+            interp._device.check_usable()  # a child of fork(): OpenCL would never return
+        lock = interp._lock
         if not lock.acquire(blocking=False):
-            interp = self._interp if isinstance(self, SignatureRunner) else self
             if interp._closing:
                 raise LiteclError("this Interpreter is being closed by another thread; create a "
                                   "new one")

@@ -331,3 +331,70 @@ def test_close_from_another_thread_waits_for_invoke(fast_device):
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     line = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")][-1]
     assert line == "RESULT {'LiteclError': 20, 'hung': 0}", line
+
+
+# ------------------------------------------------------------------ 7. fork()
+_FORK = """
+import os, sys
+import numpy as np
+import litecl
+from models.builders import add_model
+m = add_model("float32", [4], [4])
+it = litecl.Interpreter(model_content=m, device={device!r})
+it.allocate_tensors()
+x = np.ones(4, np.float32)
+it.set_tensor(0, x)
+it.set_tensor(1, x)
+it.invoke()
+pid = os.fork()
+if pid == 0:
+    try:
+        if {mode!r} == "old":
+            it.invoke()
+        else:
+            litecl.Interpreter(model_content=m, device={device!r})
+        print("RESULT no error", flush=True)
+    except litecl.LiteclError as e:
+        print("RESULT", type(e).__name__, e, flush=True)
+    sys.exit(0)  # a normal exit: finalizers release the inherited objects
+_, status = os.waitpid(pid, 0)
+it.invoke()
+print("PARENT", status, it.get_tensor(2).tolist())
+"""
+
+
+@pytest.mark.parametrize("mode", ["old", "new"])
+def test_invoke_in_a_forked_child_is_an_error_not_a_hang(fast_device, mode):
+    """An invoke in a child of fork() never returned on PoCL, and neither did one of a new
+    Interpreter on the device the parent had opened (measured): both are LiteclErrors
+    telling to create the Interpreter after forking; the parent goes on working."""
+    r = _py(_FORK.format(device=fast_device, mode=mode), timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-2000:])
+    _api_raises(r, "LiteclError", "create the Interpreter after forking")
+    assert "PARENT 0 [2.0, 2.0, 2.0, 2.0]" in r.stdout, r.stdout
+
+
+_FORK_FIRST = """
+import os, sys
+import numpy as np
+import litecl
+from models.builders import add_model
+m = add_model("float32", [4], [4])
+pid = os.fork()
+if pid == 0:
+    c = litecl.Interpreter(model_content=m, device={device!r})
+    c.allocate_tensors()
+    c.set_tensor(0, np.ones(4, np.float32))
+    c.set_tensor(1, np.ones(4, np.float32))
+    c.invoke()
+    print("RESULT", c.get_tensor(2).tolist(), flush=True)
+    sys.exit(0)
+_, status = os.waitpid(pid, 0)
+print("PARENT", status)
+"""
+
+
+def test_interpreter_created_in_a_child_works(fast_device):
+    """A device first opened in the child is the child's own: it runs."""
+    r = _py(_FORK_FIRST.format(device=fast_device), timeout=60)
+    assert "RESULT [2.0, 2.0, 2.0, 2.0]" in r.stdout and "PARENT 0" in r.stdout, (r.stdout, r.stderr[-2000:])
