@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyopencl as cl
 
-from .device import Caps
+from .device import Caps, build_source
 from .errors import InputError, KernelBuildError, LiteclError, ModelError, UnsupportedError
 from .fallback import build_submodel, litert_abort_reason, make_interpreter
 from .lowering import KernelSpec, kernel_spec, node_op, output_shapes
@@ -46,9 +46,7 @@ def build_program(device, source: str) -> "cl.Program":
     prg = _PROGRAMS.get(key)
     if prg is None:
         try:
-            with warnings.catch_warnings():  # pyopencl warns on any compiler chatter
-                warnings.simplefilter("ignore")
-                prg = cl.Program(device.context, source).build()
+            prg = build_source(device.context, source)  # caches checked, warnings quiet (device.py)
         except cl.Error as e:  # RuntimeError subclasses carry the log in their text
             log = str(e)
             first = next((ln.strip() for ln in log.splitlines() if "error" in ln.lower()), log.splitlines()[0] if log else "")

@@ -398,3 +398,107 @@ def test_interpreter_created_in_a_child_works(fast_device):
     """A device first opened in the child is the child's own: it runs."""
     r = _py(_FORK_FIRST.format(device=fast_device), timeout=60)
     assert "RESULT [2.0, 2.0, 2.0, 2.0]" in r.stdout and "PARENT 0" in r.stdout, (r.stdout, r.stderr[-2000:])
+
+
+# ------------------------------------------------------------------ 8. caches
+from conftest import DEVICE_STATUS, device_params  # noqa: E402
+
+
+def _inspect_on_opencl(r, device: str) -> None:
+    """`inspect` succeeded and the ADD runs on the device (not "cannot build kernels")."""
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert "Replacing 1 out of 1 node(s)" in r.stdout, r.stdout
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+def _pyopencl_dir(xdg: Path) -> Path:
+    import sys as _s  # noqa: PLC0415
+
+    return xdg / "pyopencl" / "pyopencl-compiler-cache-v2-py{}".format(".".join(str(i) for i in _s.version_info))
+
+
+@pytest.mark.parametrize("device", device_params(["pocl", "intel"]))
+def test_cache_folder_that_is_a_file_costs_nothing(tmp_path, device):
+    """XDG_CACHE_HOME naming a file: Intel put every node on LiteRT ("cannot build kernels
+    ('PYOPENCL_CACHE_FAILURE_FATAL')"), PoCL vanished from the device list. Now both build
+    kernels, and each broken folder is named once."""
+    xdg = tmp_path / "a_file"
+    xdg.write_text("not a folder")
+    env = _env(XDG_CACHE_HOME=xdg, POCL_CACHE_DIR="")
+    r = _cli("inspect", _small_model(tmp_path), "--device", device, env=env)
+    _inspect_on_opencl(r, device)
+    warned = [ln for ln in r.stderr.splitlines() if "RuntimeWarning" in ln]
+    assert any(f"{xdg}/pyopencl" in ln for ln in warned), r.stderr
+    assert len(warned) == len(set(warned)) <= 2, warned  # pocl folder, pyopencl folder: once each
+    d = _cli("devices", env=env)
+    assert "Portable Computing Language" in d.stdout or DEVICE_STATUS.get("pocl"), d.stdout
+
+
+@pytest.mark.parametrize("device", device_params(["intel"]))  # PoCL caches builds itself
+def test_stale_pyopencl_lock_does_not_stall(tmp_path, device):
+    """A lock file left in pyopencl's cache: `inspect --device intel` waited 61-65 s,
+    then put every node on LiteRT. Now the cache is skipped at once, naming the lock."""
+    xdg = tmp_path / "xdg"
+    lock = _pyopencl_dir(xdg) / "lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")
+    os.utime(lock, (os.path.getmtime(lock) - 300,) * 2)
+    r = _cli("inspect", _small_model(tmp_path), "--device", device, env=_env(XDG_CACHE_HOME=xdg),
+             timeout=45)
+    _inspect_on_opencl(r, device)
+    assert "stale lock file" in r.stderr and str(lock) in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("device", device_params(["intel"]))
+def test_corrupt_pyopencl_cache_entry_costs_nothing(tmp_path, device):
+    """A cache entry whose info file is garbage: KeyError('PYOPENCL_CACHE_FAILURE_FATAL')
+    from pyopencl, every node on LiteRT. Now built without the cache, with one warning."""
+    xdg = tmp_path / "xdg"
+    m = _small_model(tmp_path)
+    assert _cli("inspect", m, "--device", device, env=_env(XDG_CACHE_HOME=xdg)).returncode == 0
+    infos = list(_pyopencl_dir(xdg).glob("*/info"))
+    assert infos
+    for f in infos:
+        f.write_bytes(b"garbage")
+    r = _cli("inspect", m, "--device", device, env=_env(XDG_CACHE_HOME=xdg))
+    _inspect_on_opencl(r, device)
+    assert "PYOPENCL_CACHE_FAILURE_FATAL" in r.stderr and str(_pyopencl_dir(xdg)) in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("victim", ["litecl_add.so", "program.bc"])
+@pytest.mark.parametrize("device", device_params(["pocl"]))
+def test_corrupt_pocl_kernel_cache_is_repaired(tmp_path, device, victim):
+    """Truncated kernel .so or program.bc files in POCL_CACHE_DIR: `litecl run --device
+    pocl` died with SIGABRT inside PoCL ("Assertion `program->data[device_i]' failed",
+    dlopen "cannot read file data"). Now the damaged entries are removed (one warning
+    naming the folder) and PoCL rebuilds them; the outputs match LiteRT."""
+    cache = tmp_path / "kcache"
+    m = _small_model(tmp_path)
+    env = _env(POCL_CACHE_DIR=cache)
+    assert _cli("run", m, "--device", device, env=env).returncode == 0
+    files = list(cache.rglob(victim))
+    assert files
+    for f in files:
+        os.truncate(f, 100)
+    r = _cli("compare", m, "--device", device, env=env)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert f"PoCL's kernel cache {cache} held" in r.stderr and "removed" in r.stderr, r.stderr
+    r = _cli("run", m, "--device", device, env=env)  # repaired: no warning the second time
+    assert r.returncode == 0 and "RuntimeWarning" not in r.stderr, r.stderr
+
+
+def test_damage_checks_find_every_truncation(tmp_path):
+    """Each cut of a real PoCL kernel .so and program.bc is found; the whole files pass."""
+    from litecl.device import _bitcode_truncated, _elf_truncated  # noqa: PLC0415
+
+    cache = tmp_path / "kcache"
+    assert _cli("run", _small_model(tmp_path), "--device", "pocl",
+                env=_env(POCL_CACHE_DIR=cache)).returncode == 0 or pytest.skip("no PoCL")
+    for name, check in (("*.so", _elf_truncated), ("program.bc", _bitcode_truncated)):
+        f = next(cache.rglob(name))
+        data = f.read_bytes()
+        assert check(f, len(data)) is None
+        cut = tmp_path / "cut"
+        for n in range(1, len(data), max(1, len(data) // 97)):
+            cut.write_bytes(data[:n])
+            assert check(cut, n), (name, n)
