@@ -633,14 +633,86 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Set (non-empty) to run commands in the litecl process itself, without the supervising
+#: parent that turns a crash into an error line (see _supervised).
+NO_SUPERVISOR_ENV = "LITECL_NO_SUPERVISOR"
+#: The error line's start when the process running a command died of a signal.
+CRASH_PREFIX = "the process running the model crashed"
+
+
+def _supervised(args) -> int:
+    """Run the command in a forked child and wait for it: LiteRT runs fallback segments,
+    and OpenCL runtimes run kernels, in-process, so a crash there (SIGSEGV, SIGABRT) would
+    end `litecl` with no error line. The child does the work (stdout/stderr shared);
+    when it dies of a signal the parent prints one `error:` line and exits 2. The fork
+    comes before any OpenCL device is opened (after the arguments are parsed). SIGINT and
+    SIGTERM given to the parent are passed on; the child dies with its parent (Linux
+    PR_SET_PDEATHSIG), so a killed `litecl` leaves nothing running."""
+    import signal  # noqa: PLC0415
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: do the work
+        try:
+            import ctypes  # noqa: PLC0415
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except Exception:  # noqa: BLE001  (not Linux: no parent-death signal)
+            pass
+        code = 2
+        try:
+            code = _dispatch(args)
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code if isinstance(code, int) else 2)
+    forward = {sig: signal.signal(sig, lambda s, _f: os.kill(pid, s))
+               for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+    finally:
+        for sig, old in forward.items():
+            signal.signal(sig, old)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+        if sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            return _fail(f"interrupted ({name})")
+        return _fail(f"{CRASH_PREFIX} ({name}) in LiteRT or the OpenCL runtime while running "
+                     f"`litecl {args.cmd}` on {getattr(args, 'model', '?')}; litecl refuses the "
+                     "models LiteRT is known to crash on, so please report this one")
+    return os.WEXITSTATUS(status)
+
+
 def main(argv=None) -> int:
+    """The command line. With ``argv`` None (the ``litecl`` program), the commands that run
+    a model (inspect, run, compare, bench) run in a supervised child (``_supervised``)
+    unless $LITECL_NO_SUPERVISOR is set; an explicit ``argv`` runs in this process."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # --help, --version
+        return e.code if isinstance(e.code, int) else 0
+    except _Usage as e:
+        return _fail(str(e))
+    if argv is None and args.fn in (cmd_inspect, cmd_run, cmd_compare, cmd_bench) \
+            and not os.environ.get(NO_SUPERVISOR_ENV) and hasattr(os, "fork"):
+        return _supervised(args)
+    return _dispatch(args)
+
+
+def _dispatch(args) -> int:
+    """Run the parsed command, mapping every error to one `error:` line (exit 2)."""
     from .errors import LiteclError  # noqa: PLC0415
 
     try:
-        try:
-            args = _parser().parse_args(argv)
-        except SystemExit as e:  # --help, --version
-            return e.code if isinstance(e.code, int) else 0
         return args.fn(args)
     except _Usage as e:
         return _fail(str(e))

@@ -326,10 +326,22 @@ _QUANT_TYPES = ("INT8", "UINT8", "INT16")
 
 
 def _check_litert_aborts(sub: "Subgraph", where: str) -> None:
-    """Refuse an 8/16-bit quantized tensor whose scale is not a positive finite number:
-    LiteRT aborts the whole process on it (SIGABRT in ADD's and SUB's Prepare, measured
-    with LiteRT 2.3.0) instead of returning an error. Shape-dependent abort cases are
+    """Refuse what LiteRT 2.3.0 crashes on whatever the shapes: a fully integer SVDF whose
+    weights_time or state is not int16 (tflite-micro's keyword_scrambled_8bit has int8
+    ones: heap corruption, measured), and an 8/16-bit quantized tensor whose scale is not
+    a positive finite number (SIGABRT in ADD's and SUB's Prepare, measured) instead of
+    returning an error. Shape-dependent abort cases are
     checked before each fallback segment is prepared (fallback.litert_abort_reason)."""
+    for n in sub.nodes:
+        if n.op == "SVDF" and len(n.inputs) >= 5 and min(n.inputs[0], n.inputs[2], n.inputs[4]) >= 0 \
+                and sub.tensors[n.inputs[0]].type_name == "INT8":
+            wt, st = sub.tensors[n.inputs[2]], sub.tensors[n.inputs[4]]
+            if (wt.type_name, st.type_name) != ("INT16", "INT16"):
+                raise ModelError(
+                    f"{where}: subgraph {sub.index} operator {n.index} (SVDF) is fully integer (int8 "
+                    f"input) with {wt.type_name.lower()} weights_time and {st.type_name.lower()} "
+                    "state; LiteRT's integer SVDF reads both as int16 and corrupts memory on "
+                    "others (SIGSEGV/SIGABRT, measured; tflite-micro's kernel takes int8 ones)")
     for t in sub.tensors:
         if t.type_name in _QUANT_TYPES and t.scales.size and not (
                 np.all(np.isfinite(t.scales)) and np.all(t.scales > 0)):

@@ -195,3 +195,58 @@ def apply_edit(buf: bytes, name: str) -> bytes:
     m = schema.ModelT.InitFromPackedBuf(buf, 0)
     EDITS[name](m)
     return pack(m)
+
+
+def svdf_model(weights_time: str = "int8", state: str = "int8", *, batch: int = 1,
+               input_size: int = 4, units: int = 2, rank: int = 1, memory: int = 3) -> bytes:
+    """A fully integer SVDF like tflite-micro's keyword_scrambled_8bit: int8 input,
+    int8 weights_feature [units*rank, input_size], ``weights_time`` [units*rank, memory],
+    int32 bias [units], a variable ``state`` [batch, memory*units*rank], int8 output
+    [batch, units]. LiteRT's integer SVDF expects int16 weights_time and state (what the
+    converter writes); tflite-micro's kernel also takes int8 ones."""
+    T = schema.TensorType
+    types = {"int8": T.INT8, "int16": T.INT16}
+    np_types = {"int8": np.int8, "int16": np.int16}
+    filters = units * rank
+
+    def q(scale, zp=0):
+        p = schema.QuantizationParametersT()
+        p.scale = [scale]
+        p.zeroPoint = [zp]
+        return p
+
+    bufs = [schema.BufferT()]
+
+    def const(arr):
+        b = schema.BufferT()
+        b.data = np.frombuffer(np.ascontiguousarray(arr).tobytes(), np.uint8)
+        bufs.append(b)
+        return len(bufs) - 1
+
+    rng = np.random.default_rng(0)
+    tensors = [
+        _tensor("input", T.INT8, [batch, input_size]),
+        _tensor("weights_feature", T.INT8, [filters, input_size],
+                const(rng.integers(-127, 127, (filters, input_size), dtype=np.int8))),
+        _tensor("weights_time", types[weights_time], [filters, memory],
+                const(rng.integers(-127, 127, (filters, memory)).astype(np_types[weights_time]))),
+        _tensor("bias", T.INT32, [units], const(np.zeros(units, np.int32))),
+        _tensor("state", types[state], [batch, memory * filters]),
+        _tensor("output", T.INT8, [batch, units]),
+    ]
+    for t, s in zip(tensors, (0.05, 0.01, 0.002, 0.0005, 0.03, 0.1)):
+        t.quantization = q(s)
+    tensors[4].isVariable = True
+    opts = schema.SVDFOptionsT()
+    opts.rank = rank
+    opts.fusedActivationFunction = schema.ActivationFunctionType.RELU  # LiteRT: integer SVDF needs it
+    oc = schema.OperatorCodeT()
+    oc.builtinCode = oc.deprecatedBuiltinCode = _S.SVDF
+    oc.version = 3
+    op = _op(0, [0, 1, 2, 3, 4], [5], schema.BuiltinOptions.SVDFOptions, opts)
+    m = schema.ModelT()
+    m.version = 3
+    m.operatorCodes = [oc]
+    m.buffers = bufs
+    m.subgraphs = [_subgraph("main", tensors, [op], [0], [5])]
+    return pack(m)

@@ -502,3 +502,54 @@ def test_damage_checks_find_every_truncation(tmp_path):
         for n in range(1, len(data), max(1, len(data) // 97)):
             cut.write_bytes(data[:n])
             assert check(cut, n), (name, n)
+
+
+# ------------------------------------------------------------------ 9. models LiteRT crashes on
+@pytest.mark.parametrize("weights_time,state", [("int8", "int8"), ("int8", "int16"), ("int16", "int8")])
+def test_integer_svdf_with_int8_time_weights_or_state_is_refused(tmp_path, fast_device,
+                                                                 weights_time, state):
+    """tflite-micro's keyword_scrambled_8bit has an SVDF with int8 weights_time and
+    state; LiteRT's integer SVDF reads them as int16 and corrupts the heap ("double free
+    or corruption", SIGSEGV: measured with the models.hostile.svdf_model copy at 64
+    units), so `compare` died with no error line."""
+    from models.hostile import svdf_model  # noqa: PLC0415
+
+    path = tmp_path / "svdf.tflite"
+    path.write_bytes(svdf_model(weights_time, state, input_size=64, units=64, memory=64))
+    for cmd in ("run", "compare"):
+        _error_line(_cli(cmd, path, "--device", fast_device), r"SVDF\) is fully integer .* LiteRT's integer SVDF")
+
+
+def test_integer_svdf_as_litert_expects_it_runs(tmp_path, fast_device):
+    from models.hostile import svdf_model  # noqa: PLC0415
+
+    path = tmp_path / "svdf.tflite"
+    path.write_bytes(svdf_model("int16", "int16", input_size=64, units=64, memory=64))
+    r = _cli("compare", path, "--device", fast_device)
+    assert r.returncode == 0 and "bit-exact" in r.stdout, (r.stdout, r.stderr)
+
+
+_CRASH_INJECTION = """
+import ctypes
+import litecl.interpreter
+def _crash(self):  # stands for a crash inside LiteRT or the OpenCL runtime
+    ctypes.string_at(0)
+litecl.interpreter.Interpreter.invoke = _crash
+"""
+
+
+@pytest.mark.parametrize("cmd", ["run", "compare", "bench"])
+def test_a_crash_in_process_is_an_error_line(tmp_path, fast_device, cmd):
+    """A SIGSEGV while running the model (injected through sitecustomize: LiteRT runs
+    fallback segments in-process, so its crashes are litecl's) ended `litecl` with no
+    error line; the supervising parent now prints one and exits 2. With
+    LITECL_NO_SUPERVISOR the signal shows as before (the fuzzer sets it)."""
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(_CRASH_INJECTION)
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join([str(inject), env["PYTHONPATH"]])
+    m = _small_model(tmp_path)
+    _error_line(_cli(cmd, m, "--device", fast_device, env=env), r"crashed \(SIGSEGV\)")
+    env["LITECL_NO_SUPERVISOR"] = "1"
+    assert _cli(cmd, m, "--device", fast_device, env=env).returncode == -11
