@@ -140,7 +140,7 @@ def _broadcast_abort(node, sg, shapes: dict, reference: str) -> str | None:
     e1, e2 = ((1,) * (r - len(s)) + tuple(int(d) for d in s) for s in (s1, s2))
     if r <= 8 or e1 == e2:
         return None
-    kind = sg.tensors[node.outputs[0]].type_name
+    kind = sg.tensors[node.inputs[1]].type_name  # LiteRT's output type: input2's
     if reference != "ref" and kind in ("FLOAT32", "INT8", "UINT8") and fivefold(e1, e2):
         return None
     return (f"broadcasting ADD of {list(s1)} and {list(s2)}: {r} dimensions (LiteRT aborts on "
@@ -173,7 +173,9 @@ def litert_abort_reason(node, sg, shapes: dict, reference: str = "builtin") -> s
             or min(node.inputs) < 0:
         return None
     ts = [sg.tensors[t] for t in (*node.inputs, node.outputs[0])]
-    kind = ts[2].type_name
+    # Prepare sets output->type = input2->type before anything else (add.cc, sub.cc): an
+    # int8 ADD declared with a float32 output runs (and aborts) as int8, measured
+    kind = ts[1].type_name
     if kind not in ("INT8", "UINT8", "INT16"):
         return None
     if node.op == "ADD" and any(t.scales.size > 1 for t in ts):

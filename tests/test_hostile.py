@@ -588,3 +588,25 @@ def test_structured_mutants_keep_the_contract(tmp_path, fast_device):
             kind = "hang"
         assert kind in ("rejected", "ok"), (k, what, kind, r.stderr[-1000:])
     assert len(kinds) >= 6, kinds
+
+
+def test_add_output_type_follows_the_inputs_as_in_litert(tmp_path, fast_device):
+    """An ADD of two unquantized int8 inputs declared with a float32 output (a structured
+    mutant found it): LiteRT's Prepare sets the output type to input2's and aborts on the
+    missing quantization; the guard read the output's type and let it through."""
+    from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
+
+    from models.builders import add_model  # noqa: PLC0415
+
+    m = schema.ModelT.InitFromPackedBuf(add_model("float32", [4], [4]), 0)
+    for t in m.subgraphs[0].tensors[:2]:
+        t.type = schema.TensorType.INT8
+    from models.hostile import pack  # noqa: PLC0415
+
+    path = tmp_path / "mixed.tflite"
+    path.write_bytes(pack(m))
+    r = subprocess.run([sys.executable, "-c", _LITERT_PREPARE, str(path)], capture_output=True,
+                       timeout=60, env=_env())
+    assert r.returncode < 0, r.returncode  # LiteRT alone aborts
+    _error_line(_cli("run", path, "--device", fast_device, env=_env(LITECL_NO_SUPERVISOR=1)),
+                "int8 ADD with quantization parameters on 0 of its 3 tensors")
