@@ -43,14 +43,14 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _arg_int(lo: int, what: str):
-    """argparse type: an integer >= lo."""
+def _arg_int(lo: int, what: str, hi: int | None = None):
+    """argparse type: an integer >= lo (and <= hi)."""
     def conv(text: str) -> int:
         try:
             v = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if v < lo:
+        if v < lo or (hi is not None and v > hi):
             raise argparse.ArgumentTypeError(f"expected {what}, got {v}")
         return v
     return conv
@@ -78,6 +78,11 @@ def _load_npz(path: str) -> dict:
         raise _Usage(f"inputs file not found: {path}")
     if os.path.isdir(path):
         raise _Usage(f"cannot read inputs file {path}: it is a directory; {_NPZ_WANTED}")
+    from .model import special_file_kind  # noqa: PLC0415
+
+    kind = special_file_kind(path)
+    if kind:  # opening a FIFO blocks until a writer comes; /dev/zero never ends
+        raise _Usage(f"cannot read inputs file {path}: it is {kind}, not a regular file; {_NPZ_WANTED}")
     try:
         with open(path, "rb") as f:
             head = f.read(6)
@@ -107,6 +112,18 @@ def _check_writable(path: str, what: str) -> None:
     parent = os.path.dirname(full)
     if os.path.isdir(full):
         raise _Usage(f"cannot write {what} {path}: it is a directory")
+    from .model import special_file_kind  # noqa: PLC0415
+
+    kind = special_file_kind(full)
+    if kind and "FIFO" in kind:  # opening a FIFO for writing blocks until a reader comes
+        try:  # a FIFO someone reads (`--json /dev/stdout | jq`) is fine
+            os.close(os.open(full, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # ENXIO: nobody reads it
+            raise _Usage(f"cannot write {what} {path}: it is {kind} that nobody reads "
+                         "(writing would block); give a regular file") from None
+        return
+    if kind and "socket" in kind:
+        raise _Usage(f"cannot write {what} {path}: it is {kind}, not a regular file")
     if not os.path.exists(parent):
         raise _Usage(f"cannot write {what} {path}: folder {parent} does not exist")
     if not os.path.isdir(parent):
@@ -836,6 +853,7 @@ def _parser() -> argparse.ArgumentParser:
                       "expects it to be faster, the rest stays on LiteRT")
     threads_help = ("threads of the LiteRT fallback segments (an integer >= 1, as LiteRT; "
                     "default LiteRT's)")
+    threads_type = _arg_int(1, "an integer >= 1 and <= 2147483647 (LiteRT's C int)", 2**31 - 1)
 
     def add_placement(s):
         s.add_argument("--placement", choices=("all", "auto"), default="all", help=placement_help)
@@ -863,7 +881,7 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--signature", metavar="KEY", help=sig_help)
         s.add_argument("--strict", action="store_true",
                        help="fail instead of falling back when a kernel does not build")
-        s.add_argument("--num_threads", type=_POSITIVE, default=None, metavar="N", help=threads_help)
+        s.add_argument("--num_threads", type=threads_type, default=None, metavar="N", help=threads_help)
         add_placement(s)
 
     s = sub.add_parser("run", help="run a model (seeded random inputs unless --inputs)")
@@ -896,7 +914,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--inputs", metavar="NPZ", help=".npz of inputs keyed by input name (default: seeded random)")
     s.add_argument("--resize", action="store_true", help=resize_help)
     s.add_argument("--seed", type=_NON_NEGATIVE, default=0, help=seed_help)
-    s.add_argument("--num_threads", type=_POSITIVE, default=None, metavar="N", help=threads_help)
+    s.add_argument("--num_threads", type=threads_type, default=None, metavar="N", help=threads_help)
     add_placement(s)
     s.add_argument("--reference", choices=ref_choices, default="builtin",
                    help="LiteRT op resolver for the fallback segments and for the LiteRT run "
@@ -963,14 +981,86 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Set (non-empty) to run commands in the litecl process itself, without the supervising
+#: parent that turns a crash into an error line (see _supervised).
+NO_SUPERVISOR_ENV = "LITECL_NO_SUPERVISOR"
+#: The error line's start when the process running a command died of a signal.
+CRASH_PREFIX = "the process running the model crashed"
+
+
+def _supervised(args) -> int:
+    """Run the command in a forked child and wait for it: LiteRT runs fallback segments,
+    and OpenCL runtimes run kernels, in-process, so a crash there (SIGSEGV, SIGABRT) would
+    end `litecl` with no error line. The child does the work (stdout/stderr shared);
+    when it dies of a signal the parent prints one `error:` line and exits 2. The fork
+    comes before any OpenCL device is opened (after the arguments are parsed). SIGINT and
+    SIGTERM given to the parent are passed on; the child dies with its parent (Linux
+    PR_SET_PDEATHSIG), so a killed `litecl` leaves nothing running."""
+    import signal  # noqa: PLC0415
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: do the work
+        try:
+            import ctypes  # noqa: PLC0415
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except Exception:  # noqa: BLE001  (not Linux: no parent-death signal)
+            pass
+        code = 2
+        try:
+            code = _dispatch(args)
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code if isinstance(code, int) else 2)
+    forward = {sig: signal.signal(sig, lambda s, _f: os.kill(pid, s))
+               for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+    finally:
+        for sig, old in forward.items():
+            signal.signal(sig, old)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+        if sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            return _fail(f"interrupted ({name})")
+        return _fail(f"{CRASH_PREFIX} ({name}) in LiteRT or the OpenCL runtime while running "
+                     f"`litecl {args.cmd}` on {getattr(args, 'model', '?')}; litecl refuses the "
+                     "models LiteRT is known to crash on, so please report this one")
+    return os.WEXITSTATUS(status)
+
+
 def main(argv=None) -> int:
+    """The command line. With ``argv`` None (the ``litecl`` program), the commands that run
+    a model (inspect, run, compare, bench) run in a supervised child (``_supervised``)
+    unless $LITECL_NO_SUPERVISOR is set; an explicit ``argv`` runs in this process."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as e:  # --help, --version
+        return e.code if isinstance(e.code, int) else 0
+    except _Usage as e:
+        return _fail(str(e))
+    if argv is None and args.fn in (cmd_inspect, cmd_run, cmd_compare, cmd_bench) \
+            and not os.environ.get(NO_SUPERVISOR_ENV) and hasattr(os, "fork"):
+        return _supervised(args)
+    return _dispatch(args)
+
+
+def _dispatch(args) -> int:
+    """Run the parsed command, mapping every error to one `error:` line (exit 2)."""
     from .errors import LiteclError  # noqa: PLC0415
 
     try:
-        try:
-            args = _parser().parse_args(argv)
-        except SystemExit as e:  # --help, --version
-            return e.code if isinstance(e.code, int) else 0
         return args.fn(args)
     except _Usage as e:
         return _fail(str(e))

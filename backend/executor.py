@@ -30,7 +30,7 @@ import numpy as np
 import pyopencl as cl
 
 from .cache import device_identity, forget_binary, load_binary, store_binary
-from .device import Caps
+from .device import Caps, build_binary, build_source
 from .errors import InputError, KernelBuildError, LiteclError, ModelError, UnsupportedError
 from .fallback import build_submodel, litert_abort_reason, make_interpreter
 from .lowering import KernelSpec, kernel_spec, node_op, output_shapes
@@ -64,9 +64,7 @@ def build_program(device, source: str) -> "cl.Program":
         binary = load_binary(ident, source)
         if binary is not None:
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    prg = cl.Program(device.context, [device.device], [binary]).build()
+                prg = build_binary(device.context, device.device, binary)
             except cl.Error:  # a binary this driver no longer takes: build from source
                 forget_binary(ident, source)
                 prg = None
@@ -74,9 +72,7 @@ def build_program(device, source: str) -> "cl.Program":
             _PROGRAMS[key] = prg
             return prg
         try:
-            with warnings.catch_warnings():  # pyopencl warns on any compiler chatter
-                warnings.simplefilter("ignore")
-                prg = cl.Program(device.context, source).build()
+            prg = build_source(device.context, source)  # caches checked, warnings quiet (device.py)
             try:
                 store_binary(ident, source, prg.get_info(cl.program_info.BINARIES)[0])
             except cl.Error:
@@ -413,8 +409,12 @@ class Executor:
             tiling, gsize, lsize = launch_geometry(self.caps, n_el, tile)
         except (KernelBuildError, ValueError):
             return  # stay unfused: every member has its own kernel already
+        try:
+            kern = cl.Kernel(prg, "litecl_fused")
+        except cl.Error:  # see _plan_kernel: stay unfused
+            return
         g = _Fused(list(nodes), inputs, outputs, [tuple(self.shapes[t]) for t in inputs],
-                   cl.Kernel(prg, "litecl_fused"), tiling, gsize, lsize, source)
+                   kern, tiling, gsize, lsize, source)
         self._groups[nodes[0]] = g
         for i in nodes:
             self._member[i] = nodes[0]
@@ -484,7 +484,14 @@ class Executor:
                 raise UnsupportedError(f"node {i} ({n.op}): {e}") from None
             self.build_failures[i] = f"no OpenCL launch: {e}"
             raise _Replan(i, self.build_failures[i]) from None
-        kern = cl.Kernel(prg, spec.name)
+        try:
+            kern = cl.Kernel(prg, spec.name)
+        except cl.Error as e:  # Oclgrind 21.10 builds llvm.fshl but cannot create the kernel
+            if self.strict:
+                raise KernelBuildError(f"node {i} ({n.op}): creating the kernel failed: {e}",
+                                       source=spec.source) from None
+            self.build_failures[i] = f"creating the kernel failed on {self.caps.name}: {str(e)[:300]}"
+            raise _Replan(i, self.build_failures[i]) from None
         kobj = _Kernel(spec, kern, tiling, gsize, lsize)
         kobj.in_shapes = shapes  # type: ignore[attr-defined]
         self._kernels[i] = kobj

@@ -146,7 +146,7 @@ def _broadcast_abort(node, sg, shapes: dict, reference: str) -> str | None:
     e1, e2 = ((1,) * (r - len(s)) + tuple(int(d) for d in s) for s in (s1, s2))
     if r <= 8 or e1 == e2:
         return None
-    kind = sg.tensors[node.outputs[0]].type_name
+    kind = sg.tensors[node.inputs[1]].type_name  # LiteRT's output type: input2's
     if reference != "ref" and kind in ("FLOAT32", "INT8", "UINT8") and fivefold(e1, e2):
         return None
     return (f"broadcasting ADD of {list(s1)} and {list(s2)}: {r} dimensions (LiteRT aborts on "
@@ -160,15 +160,16 @@ def litert_abort_reason(node, sg, shapes: dict, reference: str = "builtin") -> s
 
     Measured with LiteRT 2.3.0 (tests/test_hardening.py): a quantized-type SUB with an
     input lacking quantization parameters, an 8-bit ADD with any tensor lacking them, an
-    int16 ADD whose output lacks them while an input has them; a quantized ADD
-    whose output rescale multiplier 2 * max(input scales) / (2**shift * output scale) is
-    >= 1 (shift 20 for 8-bit, 15 for int16: QuantizeMultiplierSmallerThanOneExp); an int16
+    int16 ADD whose output lacks them while an input has them; a quantized ADD on the
+    general path whose rescale multipliers, in LiteRT's float32 arithmetic, leave (0, 1)
+    (ops.add_quant.general_multipliers_abort: a too small output scale, or huge finite
+    scales that overflow float32, e.g. an 8-bit output scale of 1e33); an int16
     ADD on the power-of-two path (pot_scale_int16 and every scale a power of two, by
     tflite::CheckedLog2) whose operands hold different element counts
     (MatchingElementsSize); a broadcasting ADD above 8 dimensions (``_broadcast_abort``).
     Non-positive or non-finite scales are refused by model.py.
     """
-    from .ops.add_quant import checked_log2  # noqa: PLC0415
+    from .ops.add_quant import checked_log2, general_multipliers_abort  # noqa: PLC0415
 
     r = _broadcast_abort(node, sg, shapes, reference)
     if r:
@@ -178,7 +179,9 @@ def litert_abort_reason(node, sg, shapes: dict, reference: str = "builtin") -> s
             or min(node.inputs) < 0:
         return None
     ts = [sg.tensors[t] for t in (*node.inputs, node.outputs[0])]
-    kind = ts[2].type_name
+    # Prepare sets output->type = input2->type before anything else (add.cc, sub.cc): an
+    # int8 ADD declared with a float32 output runs (and aborts) as int8, measured
+    kind = ts[1].type_name
     if kind not in ("INT8", "UINT8", "INT16"):
         return None
     if node.op == "ADD" and any(t.scales.size > 1 for t in ts):
@@ -208,10 +211,9 @@ def litert_abort_reason(node, sg, shapes: dict, reference: str = "builtin") -> s
                 return (f"int16 power-of-two-scale ADD of {list(known[0])} and {list(known[1])} "
                         "(LiteRT aborts in MatchingElementsSize on broadcasting)")
         return None
-    shift = 15 if kind == "INT16" else 20
-    if 2 * max(s1, s2) / (2**shift * so) >= 1:
-        return (f"output scale {so:g} is too small for input scales {s1:g}, {s2:g} "
-                "(LiteRT aborts on an output multiplier >= 1)")
+    bad = general_multipliers_abort(s1, s2, so, 15 if kind == "INT16" else 20)
+    if bad:
+        return f"{kind.lower()} ADD with scales {s1:g}, {s2:g} -> {so:g}: {bad}"
     return None
 
 

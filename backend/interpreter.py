@@ -16,10 +16,14 @@ import numpy as np
 from .device import open_device
 from .errors import InputError, LiteclError, ModelError
 from .executor import Executor, _Replan
-from .model import load_model
+from .model import load_model, shape_too_big
 from .partition import summary_lines
 
-__all__ = ["Interpreter", "SignatureRunner"]
+__all__ = ["Interpreter", "SignatureRunner", "MAX_NUM_THREADS"]
+
+#: The largest num_threads LiteRT's Python binding takes (a C int: 2**31 gave a pybind
+#: TypeError; 2**31 - 1 builds and runs, measured with ai-edge-litert 2.3.0).
+MAX_NUM_THREADS = 2**31 - 1
 
 
 #: numpy types LiteRT's details give for tensor types outside litecl's dtype table
@@ -150,6 +154,9 @@ def _parse_shape(g: _Graph, t: int, tensor_size, strict: bool) -> tuple:
     shape = tuple(int(x) for x in a)
     if any(not 0 <= d < 2**31 for d in shape):
         raise InputError(f"{what}: dimensions must be in [0, 2**31), got {list(shape)}")
+    why = shape_too_big(shape, tensor.dtype.itemsize if tensor.dtype is not None else 1)
+    if why:
+        raise InputError(f"{what}: new shape {list(shape)} {why}")
     sig = tensor.shape_signature
     if strict and not _fits_signature(shape, sig):
         raise InputError(f"{what}: strict resize may change only the dimensions that are -1 in "
@@ -225,8 +232,14 @@ def _exclusive(method):
     invoking one Interpreter, measured). Re-entrant within a thread."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        lock = self._lock
+        interp = getattr(self, "_interp", self)  # a SignatureRunner's Interpreter
+        if not interp._closed:
+            interp._device.check_usable()  # a child of fork(): OpenCL would never return
+        lock = interp._lock
         if not lock.acquire(blocking=False):
+            if interp._closing:
+                raise LiteclError("this Interpreter is being closed by another thread; create a "
+                                  "new one")
             raise LiteclError("this Interpreter is in use by another thread; give each thread its "
                               "own Interpreter (LiteRT's rule)")
         try:
@@ -262,9 +275,10 @@ class Interpreter:
         written, so get_tensor() on them fails unless experimental_preserve_all_tensors
         (LiteRT's flag of the same name) is set, which writes every tensor computed on
         OpenCL. Tensors internal to a LiteRT fallback segment are never kept.
-      num_threads: None or an int >= 1, for the fallback sub-interpreters (ai-edge-litert
-        2.3.0 raises "num_threads should >= 1" for -1 and 0, measured; True is an int
-        there and runs as 1, so here too).
+      num_threads: None or an int in [1, MAX_NUM_THREADS], for the fallback
+        sub-interpreters (ai-edge-litert 2.3.0 raises "num_threads should >= 1" for -1 and
+        0, and a pybind TypeError above a C int, measured; else InputError); True is an
+        int there and runs as 1, so here too.
       experimental_delegates: LiteRT's argument; None or an empty list (code that adds a
         delegate conditionally) is accepted. A delegate is refused (LiteclError): litecl
         places the nodes itself and its fallback segments run LiteRT's CPU kernels.
@@ -283,8 +297,8 @@ class Interpreter:
         the runs of nodes the cost model (backend/placement.py: the device's measured
         bandwidth and round trip against LiteRT's, cached on disk) expects to be faster
         there; the rest stay on LiteRT, placement() saying why.
-    Raises ModelError (bad model), DeviceError (no such device), LiteclError (bad
-    num_threads/reference), KernelBuildError (strict on a device that cannot build
+    Raises ModelError (bad model), DeviceError (no such device), InputError (bad
+    num_threads), LiteclError (bad reference), KernelBuildError (strict on a device that cannot build
     kernels): all ValueError.
     allocate_tensors() raises ModelError when LiteRT or a kernel refuses the model's own
     shapes, InputError when they refuse shapes set by resize_tensor_input().
@@ -299,6 +313,7 @@ class Interpreter:
         from .placement import PLACEMENTS  # noqa: PLC0415
 
         self._lock = threading.RLock()
+        self._closing = False  # close() waits for the lock: other threads' calls fail fast
 
         for name, flag in (("fuse", fuse), ("strict", strict),
                            ("experimental_preserve_all_tensors", experimental_preserve_all_tensors)):
@@ -317,10 +332,11 @@ class Interpreter:
         self._placement = placement
         self._model = load_model(model_path, model_content)
         if num_threads is not None:  # LiteRT's own checks, at construction
-            if not isinstance(num_threads, int):
-                raise LiteclError(f"num_threads must be an int or None, got {type(num_threads).__name__}")
-            if num_threads < 1:
-                raise LiteclError(f"num_threads must be >= 1 (as LiteRT), got {num_threads}")
+            if not isinstance(num_threads, int):  # a bool is one, as LiteRT takes it
+                raise InputError(f"num_threads must be an int or None, got {type(num_threads).__name__}")
+            if not 1 <= num_threads <= MAX_NUM_THREADS:
+                raise InputError(f"num_threads must be >= 1 and <= {MAX_NUM_THREADS} (LiteRT takes a "
+                                 f"C int), got {num_threads}")
             num_threads = int(num_threads)  # True is 1, as LiteRT's int(num_threads or 1)
         self._device = open_device(device)
         self._num_threads = num_threads
@@ -538,14 +554,21 @@ class Interpreter:
 
     def close(self) -> None:
         """Release device buffers, kernels and LiteRT sub-interpreters now (idempotent).
-        Any later call on this Interpreter or its signature runners raises LiteclError."""
-        if self._closed:
-            return
-        for g in self._graphs.values():
-            g.close()
-        self._graphs.clear()
-        self._model = None  # the file's bytes and its object tree
-        self._closed = True
+        Any later call on this Interpreter or its signature runners raises LiteclError.
+
+        Called from another thread while a call runs (invoke, allocate_tensors, ...),
+        close() waits for that call to finish: releasing buffers under a running kernel
+        aborted PoCL ("PTHREAD ERROR in can_run_command") and crashed Intel's runtime
+        (measured)."""
+        self._closing = True
+        with self._lock:  # the lock every call holds (_exclusive); re-entrant
+            if self._closed:
+                return
+            self._closed = True  # calls that were waiting for the lock now fail cleanly
+            for g in self._graphs.values():
+                g.close()
+            self._graphs.clear()
+            self._model = None  # the file's bytes and its object tree
 
     def __enter__(self):
         return self

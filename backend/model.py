@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -24,7 +25,7 @@ from .ops.dtypes import BY_TFLITE, TFLITE_TYPE_NAMES, DType
 from .verify import VerifyError, verify
 
 __all__ = ["Model", "Subgraph", "Tensor", "Node", "Signature", "load_model", "OP_NAMES",
-           "ACTIVATIONS"]
+           "ACTIVATIONS", "special_file_kind", "shape_too_big"]
 
 #: BuiltinOperator code -> name ("CAST"), from the generated schema.
 OP_NAMES: dict[int, str] = {
@@ -155,6 +156,40 @@ class Model:
         return sum(len(s.nodes) for s in self.subgraphs)
 
 
+def shape_too_big(shape, itemsize: int) -> str | None:
+    """Why no numpy array can have ``shape`` (elements of ``itemsize`` bytes), or None.
+    numpy multiplies the itemsize by every non-zero dimension and refuses a product above
+    2**63 - 1 ("array is too big"), even when a 0 dimension leaves no element: so
+    [0, 2**31-1, 2**31-1, 2**31-1] is refused although LiteRT allocates it (its Python
+    get_tensor then fails the same way, measured). A product of all dimensions above that
+    is larger than any memory (LiteRT refuses a size_t overflow)."""
+    size = itemsize
+    for d in shape:
+        size *= d if d else 1
+    if size <= 2**63 - 1:
+        return None
+    if 0 in shape:
+        return (f"has no elements but no numpy array can have it: {itemsize} bytes times the "
+                "non-zero dimensions exceeds 2**63 - 1 (numpy's limit)")
+    return "is larger than any memory"
+
+
+def special_file_kind(path) -> str | None:
+    """What an existing path is when it is not a regular file or a directory ("a FIFO",
+    "a character device", ...), else None (also for a missing path). Reading one would
+    block (a FIFO waits for a writer) or never end (/dev/zero); LiteRT refuses them at
+    once ("mmap of size 0")."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    for test, kind in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return None
+
+
 def _read(path) -> bytes:
     try:
         p = Path(os.fsdecode(path))  # str, bytes or os.PathLike
@@ -164,11 +199,15 @@ def _read(path) -> bytes:
         raise ModelError(f"model file not found: {p}")
     if p.is_dir():
         raise ModelError(f"model path is a directory, expected a .tflite file: {p}")
+    kind = special_file_kind(p)
+    if kind:  # a FIFO blocks open() until a writer comes, /dev/zero never ends
+        raise ModelError(f"model path {p} is {kind}, not a regular file; expected a .tflite file")
     try:
-        size = p.stat().st_size
-        if size > MAX_MODEL_BYTES:
-            raise ModelError(f"model file {p} is {size} bytes; at most {MAX_MODEL_BYTES} supported")
-        return p.read_bytes()
+        with open(p, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_MODEL_BYTES:
+                raise ModelError(f"model file {p} is {size} bytes; at most {MAX_MODEL_BYTES} supported")
+            return f.read(size)  # no more than the size it had when opened
     except OSError as e:
         raise ModelError(f"cannot read model file {p}: {e.strerror or e}") from None
 
@@ -328,16 +367,79 @@ def _zero_element_constants(sub: "Subgraph") -> None:
 
 
 def _check_litert_aborts(sub: "Subgraph", where: str) -> None:
-    """Refuse an 8/16-bit quantized tensor whose scale is not a positive finite number:
-    LiteRT aborts the whole process on it (SIGABRT in ADD's and SUB's Prepare, measured
-    with LiteRT 2.3.0) instead of returning an error. Shape-dependent abort cases are
+    """Refuse what LiteRT 2.3.0 crashes on whatever the shapes: a fully integer SVDF whose
+    weights_time or state is not int16 (tflite-micro's keyword_scrambled_8bit has int8
+    ones: heap corruption, measured), and an 8/16-bit quantized tensor whose scale is not
+    a positive finite number (SIGABRT in ADD's and SUB's Prepare, measured) instead of
+    returning an error. Shape-dependent abort cases are
     checked before each fallback segment is prepared (fallback.litert_abort_reason)."""
+    for n in sub.nodes:
+        if n.op == "SVDF" and len(n.inputs) >= 5 and min(n.inputs[0], n.inputs[2], n.inputs[4]) >= 0 \
+                and sub.tensors[n.inputs[0]].type_name == "INT8":
+            wt, st = sub.tensors[n.inputs[2]], sub.tensors[n.inputs[4]]
+            if (wt.type_name, st.type_name) != ("INT16", "INT16"):
+                raise ModelError(
+                    f"{where}: subgraph {sub.index} operator {n.index} (SVDF) is fully integer (int8 "
+                    f"input) with {wt.type_name.lower()} weights_time and {st.type_name.lower()} "
+                    "state; LiteRT's integer SVDF reads both as int16 and corrupts memory on "
+                    "others (SIGSEGV/SIGABRT, measured; tflite-micro's kernel takes int8 ones)")
     for t in sub.tensors:
         if t.type_name in _QUANT_TYPES and t.scales.size and not (
                 np.all(np.isfinite(t.scales)) and np.all(t.scales > 0)):
             raise ModelError(f"{where}: subgraph {sub.index} tensor {t.index} ({t.name!r}) has "
                              f"quantization scale {t.scales.tolist()[:4]}; scales must be "
                              "positive and finite")
+
+
+def _check_quantization(n_scales: int, n_zero_points: int, qd: int, shape: tuple, what: str) -> None:
+    """LiteRT's checks of a tensor's quantization (InterpreterBuilder::ParseQuantization,
+    refused when the Interpreter is built, measured with LiteRT 2.3.0): when it has
+    scales, quantized_dimension in [0, rank) (any value >= 0 for a scalar), as many zero
+    points as scales, and one scale (per tensor) or shape[quantized_dimension] of them
+    (per axis)."""
+    if qd < 0 or (shape and qd >= len(shape)):
+        raise ModelError(f"{what}: quantized_dimension {qd} outside [0, {len(shape)}) for shape "
+                         f"{list(shape)}")
+    if n_zero_points != n_scales:
+        raise ModelError(f"{what}: quantization has {n_scales} scale(s) and {n_zero_points} zero "
+                         "point(s); LiteRT needs one zero point per scale")
+    if n_scales != 1 and (not shape or n_scales != shape[qd]):
+        raise ModelError(f"{what}: {n_scales} quantization scales; expected 1 (per tensor) or "
+                         f"shape[{qd}] = {shape[qd] if shape else 'none, a scalar'} (per axis)")
+
+
+def _check_call_cycles(subgraphs: list, where: str) -> None:
+    """Refuse a cycle in the call graph of subgraphs (a WHILE whose cond or body is its
+    own subgraph, an IF branch that calls back into its caller, ...): LiteRT 2.3.0 recurses
+    preparing such a model until the stack overflows (SIGSEGV in AllocateTensors,
+    measured, tests/test_hostile.py); TFLite has no recursion. The error names the cycle
+    as subgraph -> subgraph (operator)."""
+    calls = {s.index: [(n, ref) for n in s.nodes for ref in n.subgraph_refs()] for s in subgraphs}
+    state = {}  # subgraph -> 1 while on the DFS path, 2 when done
+    for root in calls:
+        if state.get(root):
+            continue
+        path = [(root, iter(calls[root]), None)]
+        state[root] = 1
+        while path:
+            si, it, _ = path[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[si] = 2
+                path.pop()
+                continue
+            node, ref = nxt
+            if state.get(ref) == 1:
+                start = [p[0] for p in path].index(ref)
+                steps = [f"subgraph {p[0]}" for p in path[start:]]
+                ops = [p[2] for p in path[start + 1:]] + [node]
+                shown = " -> ".join(f"{a} ({o.op} operator {o.index})" for a, o in zip(steps, ops))
+                raise ModelError(f"{where}: subgraphs call each other in a cycle: {shown} -> "
+                                 f"subgraph {ref} (LiteRT has no recursion and overflows its "
+                                 "stack preparing it)")
+            if not state.get(ref):
+                state[ref] = 1
+                path.append((ref, iter(calls[ref]), node))
 
 
 def _validate(raw: bytes, obj, where: str) -> Model:
@@ -348,8 +450,17 @@ def _validate(raw: bytes, obj, where: str) -> Model:
         raise ModelError(f"{where}: schema version {obj.version}, expected {SCHEMA_VERSION}")
     if not sgs:
         raise ModelError(f"{where}: model has no subgraph")
+    for ci, oc in enumerate(codes):  # LiteRT registers every code, used or not
+        if int(oc.version) < 1:
+            code = max(int(oc.builtinCode), int(oc.deprecatedBuiltinCode))
+            raise ModelError(f"{where}: operator code {ci} ({OP_NAMES.get(code, code)}) has version "
+                             f"{oc.version}; versions start at 1 (LiteRT: \"Didn't find op ... "
+                             "Registration failed\")")
     subgraphs = []
     for si, sg in enumerate(sgs):
+        if sg.tensors is None:  # an empty vector is fine (LiteRT runs such a subgraph)
+            raise ModelError(f"{where}: subgraph {si} has no tensors field (LiteRT: \"Did not get "
+                             f"tensors in subgraph {si}\")")
         tensors = []
         has_value: set = set()  # constants, variables and empty tensors need no producer
         tlist = sg.tensors or []
@@ -361,12 +472,9 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                 raise ModelError(f"{where}: subgraph {si} tensor {ti} has a negative dimension {list(shape)}")
             if int(t.type) not in _TENSOR_TYPES:
                 raise ModelError(f"{where}: subgraph {si} tensor {ti} has unknown type {t.type}")
-            size = BY_TFLITE[int(t.type)].itemsize if int(t.type) in BY_TFLITE else 1
-            for d in shape:  # LiteRT refuses a running product that overflows size_t
-                size *= d
-                if size >= 2**63:  # nor can numpy address it
-                    raise ModelError(f"{where}: subgraph {si} tensor {ti} shape {list(shape)} "
-                                     "is larger than any memory")
+            why = shape_too_big(shape, BY_TFLITE[int(t.type)].itemsize if int(t.type) in BY_TFLITE else 1)
+            if why:
+                raise ModelError(f"{where}: subgraph {si} tensor {ti} shape {list(shape)} {why}")
             if len(sig) != len(shape) or any(s != -1 and s != d for s, d in zip(sig, shape)):
                 sig = shape if len(sig) != len(shape) else sig
             if not 0 <= t.buffer < max(len(bufs), 1):
@@ -393,6 +501,9 @@ def _validate(raw: bytes, obj, where: str) -> Model:
             zps = np.asarray(q.zeroPoint if q is not None and q.zeroPoint is not None else [], np.int64)
             qd = int(q.quantizedDimension) if q is not None else 0
             bs = int(getattr(getattr(q, "details", None), "blockSize", 0) or 0) if q is not None else 0
+            if scales.size:
+                _check_quantization(scales.size, zps.size, qd, shape,
+                                    f"{where}: subgraph {si} tensor {ti} ({name!r})")
             if blob or t.isVariable or 0 in shape:
                 has_value.add(ti)
             tensors.append(Tensor(ti, name, int(t.type), dt, shape, sig, int(t.buffer), data,
@@ -422,10 +533,10 @@ def _validate(raw: bytes, obj, where: str) -> Model:
             expected = _OPTIONS_OF.get(name)
             if expected is not None and not isinstance(options, expected):
                 options = None  # LiteRT: builtin_options_as_<T>() is null, defaults apply
+            builtin = not name.startswith(("CUSTOM", "STABLEHLO_"))
             node = Node(ni, code, name, check_idx(op.inputs, f"operator {ni} input", True),
-                        check_idx(op.outputs, f"operator {ni} output", True),
-                        options, getattr(op, "builtinOptions2", None),
-                        int(getattr(oc, "version", 1) or 1))
+                        check_idx(op.outputs, f"operator {ni} output", not builtin),
+                        options, getattr(op, "builtinOptions2", None), int(oc.version))
             both = sorted(set(node.inputs) & set(node.outputs) - {-1})
             if both:  # LiteRT: "Tensor 0 is both input 0 and output 0" (AllocateTensors fails)
                 raise ModelError(f"{where}: subgraph {si} operator {ni} ({name}) has tensor {both[0]} "
@@ -445,6 +556,7 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                 raise ModelError(f"{where}: subgraph {si} input tensor {t} ({sub.tensors[t].name!r}) "
                                  "also holds constant data")
         subgraphs.append(sub)
+    _check_call_cycles(subgraphs, where)
     signatures = []
     for sd in obj.signatureDefs or []:
         key = _text(sd.signatureKey, where, "signature key")

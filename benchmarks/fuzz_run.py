@@ -56,6 +56,8 @@ def classify(rc: int | None, stderr: str, command: str) -> str:
         return "traceback"
     lines = stderr.strip().splitlines()
     if rc == 2 and len(lines) == 1 and lines[0].startswith("error: "):
+        if "process running the model crashed" in lines[0]:  # the CLI's supervisor saw it
+            return "crash"
         return "internal" if "internal error" in lines[0] else "rejected"
     if rc == 0:
         return "ok"
@@ -97,6 +99,7 @@ def run_one(i: int, model: Path, seed: int, args, workdir: str) -> dict:
     if args.device:
         cmd += ["--device", args.device]
     env = {k: v for k, v in os.environ.items() if k != "LITECL_DEBUG"}  # the user's path
+    env["LITECL_NO_SUPERVISOR"] = "1"  # a crash must show as a signal, not as an error line
     t0 = time.perf_counter()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env,

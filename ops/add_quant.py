@@ -188,6 +188,39 @@ def checked_log2(x: float) -> tuple[bool, int]:
     return bool(abs(float(frac)) < 1e-3), int(rounded)
 
 
+def general_multipliers_abort(s1: float, s2: float, so: float, left_shift: int) -> str | None:
+    """Why LiteRT's quantized ADD Prepare aborts on these positive finite float32 scales
+    (input1, input2, output), or None. tflite/kernels/add.cc computes, with float32
+    operands (``2 *`` and ``(1 << left_shift) *`` multiply a float, so they overflow to
+    inf at 3.4e38) widened to double only afterwards:
+
+        twice_max = double(2 * max(s1, s2))                    # float32 product
+        real_input_i = s_i / twice_max
+        real_output = twice_max / double((1 << left_shift) * so)  # float32 product
+
+    and QuantizeMultiplierSmallerThanOneExp checks 0 < multiplier < 1 for each (a failed
+    TFLITE_CHECK is abort()). An output scale above 3.4e38 / 2**left_shift (3.2e32 for
+    8-bit) makes the divisor inf and the multiplier 0; an input scale above 1.7e38 makes
+    twice_max inf and the input multipliers 0; an output scale too small for the inputs
+    gives a multiplier >= 1. left_shift: 20 for 8-bit, 15 for int16's general path."""
+    with np.errstate(over="ignore"):
+        twice_max = float(_f32(2) * max(_f32(s1), _f32(s2)))
+        denom = float(_f32(1 << left_shift) * _f32(so))
+    with np.errstate(all="ignore"):
+        ins = [float(np.float64(_f32(s)) / np.float64(twice_max)) for s in (s1, s2)]
+        out = float(np.float64(twice_max) / np.float64(denom))
+    if not all(0 < m < 1 for m in ins):
+        return (f"2 * max(input scales) overflows float32 (input multipliers {ins[0]:g}, "
+                f"{ins[1]:g}; LiteRT aborts unless each is in (0, 1))")
+    if not 0 < out < 1:
+        why = "output scale too small for the input scales" if out >= 1 else \
+            f"2**{left_shift} * output scale overflows float32"
+        return (f"{why}: output multiplier 2 * max(input scales) / (2**{left_shift} * output "
+                f"scale) is {out:g} in LiteRT's float32 arithmetic (LiteRT aborts unless it "
+                "is in (0, 1))")
+    return None
+
+
 def activation_range(activation: str, dtype: str, scale: float, zero_point: int
                      ) -> tuple[int, int]:
     """tflite::CalculateActivationRangeQuantized: quantize(f) = zero_point +
@@ -284,14 +317,13 @@ def quant_add_params(dtype: str, in1: tuple[float, int], in2: tuple[float, int],
     # The general path: 8-bit, and int16 with general scales. 20 (8-bit) keeps
     # 255 << 20 well inside int32; 15 (int16) keeps 65535 << 15 below 2**31.
     left_shift = 15 if dtype == "int16" else 20
-    twice_max = 2.0 * max(s1, s2)
+    bad = general_multipliers_abort(s1, s2, so, left_shift)
+    if bad:  # LiteRT 2.3.0 aborts in Prepare (measured)
+        raise QuantizationError(f"scales {s1!r}, {s2!r} -> {so!r}: {bad}")
+    twice_max = 2.0 * max(s1, s2)  # exact in float32 when general_multipliers_abort passed
     m1, sh1 = quantize_multiplier_smaller_than_one_exp(s1 / twice_max, rounding)
     m2, sh2 = quantize_multiplier_smaller_than_one_exp(s2 / twice_max, rounding)
     real_out = twice_max / ((1 << left_shift) * so)
-    if not real_out < 1.0:  # LiteRT 2.3.0 aborts in Prepare (measured)
-        raise QuantizationError(
-            f"output scale {so!r} too small for input scales {s1!r}, {s2!r}: "
-            f"2 * max input scale / (2**{left_shift} * output scale) = {real_out!r} >= 1")
     mo, sho = quantize_multiplier_smaller_than_one_exp(real_out, rounding)
     return QuantAddParams(dtype, "general", rounding, -z1, -z2, zo, left_shift,
                           m1, sh1, m2, sh2, mo, sho, act_min, act_max)
