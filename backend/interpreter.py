@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from .device import open_device
-from .errors import InputError, LiteclError, ModelError
+from .errors import InputError, LiteclError, ModelError, NotAllocatedError, ResizedPrepareError
 from .executor import Executor, _Replan
 from .model import load_model
 from .partition import summary_lines
@@ -72,7 +72,8 @@ class _Graph:
                 shown = ", ".join(f"tensor {t} ({self.sg.tensors[t].name!r}) from "
                                   f"{list(self.sg.tensors[t].shape)} to {list(s)}"
                                   for t, s in resized.items())
-                raise InputError(f"after resizing {shown}: {e}") from None
+                cls = ResizedPrepareError if isinstance(e, RuntimeError) else InputError
+                raise cls(f"after resizing {shown}: {e}") from None
         raise LiteclError("could not place the graph after repeated kernel build failures")
 
     def _replan(self, r: "_Replan") -> None:
@@ -83,7 +84,7 @@ class _Graph:
 
     def invoke(self) -> None:
         if not self.allocated:
-            raise InputError("call allocate_tensors() before invoke()")
+            raise NotAllocatedError("call allocate_tensors() before invoke()")
         try:
             self.ex.invoke()
         except _Replan as r:  # a shape known only now gave a kernel that does not build

@@ -922,3 +922,36 @@ def test_rank_9_broadcast_still_refused(fast_device):
                             device=fast_device)
     (p,) = [p for p in it.placement() if p["op"] == "ADD"]
     assert p["placement"] != "opencl" and "above 8 dimensions" in p["reason"], p
+
+
+def test_errors_are_runtime_errors_where_litert_raises_one(fast_device):
+    """LiteRT raises RuntimeError at allocate_tensors for ADD shapes that do not broadcast
+    and at invoke() before allocate_tensors(): litecl's errors there are RuntimeErrors
+    too, and still its own classes (ValueError subclasses)."""
+    m = model("float32", (3,), (3,), "NONE")
+    for make in (lambda: make_interpreter(m), lambda: litecl.Interpreter(model_content=m, device=fast_device)):
+        it = make()
+        it.resize_tensor_input(0, [4])
+        with pytest.raises(RuntimeError, match="broadcast"):
+            it.allocate_tensors()
+        with pytest.raises(RuntimeError):
+            make().invoke()
+    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it.resize_tensor_input(0, [4])
+    with pytest.raises(litecl.ResizedPrepareError) as e:
+        it.allocate_tensors()
+    assert isinstance(e.value, litecl.InputError) and isinstance(e.value, ValueError)
+    with pytest.raises(litecl.NotAllocatedError) as e:
+        litecl.Interpreter(model_content=m, device=fast_device).invoke()
+    assert isinstance(e.value, litecl.InputError)
+    assert issubclass(litecl.PrepareError, litecl.ModelError) and issubclass(litecl.PrepareError, RuntimeError)
+    # a model whose own shapes do not broadcast (not a resize): PrepareError
+    mdl = schema.ModelT.InitFromPackedBuf(add_model("float32", [3], [3]), 0)
+    mdl.subgraphs[0].tensors[0].shape = [4]
+    b = flatbuffers.Builder(1024)
+    b.Finish(mdl.Pack(b), file_identifier=b"TFL3")
+    with pytest.raises(litecl.PrepareError):
+        lit = litecl.Interpreter(model_content=bytes(b.Output()), device=fast_device)
+        lit.allocate_tensors()
+    with pytest.raises(RuntimeError):
+        make_interpreter(bytes(b.Output())).allocate_tensors()
