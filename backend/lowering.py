@@ -54,8 +54,6 @@ class CastLowering:
         for t in (src, dst):
             if t.dtype is None:
                 return f"{t.type_name} tensors not supported"
-        if dst.dtype.kind == "complex":
-            return f"{src.dtype.name} -> {dst.dtype.name} not supported"
         return cast_why_not(src.dtype, dst.dtype, caps)
 
     @staticmethod

@@ -85,6 +85,8 @@ def store_value(d: DType, caps, value: str, vtype: str) -> str:
     st = storage_type(d, caps)
     if d.name == "float16":
         return value
+    if d.kind == "complex":  # a real value: the real part, imaginary +0 (cast.cc)
+        return value if vtype == "float2" else f"(float2)({value}, 0.0f)"
     if st in _SIGNED_NARROW:
         return f"as_{st}(({_SIGNED_NARROW[st]})({value}))"
     if st in ("uchar", "ushort"):
@@ -434,6 +436,8 @@ def cast_vector_fn(plan: CastPlan, caps, fn: str, w: int, operand: str = "x") ->
     ``vector_store`` stores."""
     from .tiling import launch_config  # noqa: PLC0415
 
+    if plan.dst.kind == "complex":  # interleaved (real, 0) pairs: scalar only
+        return None
     sat = launch_config(caps).sat_convert
     x = operand
     for s in plan.steps:
@@ -573,8 +577,13 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
             params.append(f"__global const {st}* restrict {pname}")
     # NaN signs matter only where the output keeps NaNs (a float type); an integer or bool
     # output maps every NaN alike, so half loads skip their NaN-sign fix-up there
-    keep = od.kind == "float"
-    call = f"{fn}({', '.join([load_expr(d, caps, p, 'i', keep) for p, d in inputs] + (['i'] if index_arg else []))})"
+    keep = od.kind in ("float", "complex")
+
+    def load(p, d):
+        if d.kind == "complex" and od.kind == "complex":  # complex64 -> complex64: both parts
+            return f"{p}[i]"
+        return load_expr(d, caps, p, 'i', keep)
+    call = f"{fn}({', '.join([load(p, d) for p, d in inputs] + (['i'] if index_arg else []))})"
     body = scalar_store(od, caps, oname, "i", call, out_vtype)
     if skeleton == "ndrange":
         return ndrange_kernel(name, params, body, preamble)
@@ -711,6 +720,8 @@ def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None
     pre = op_preamble([op], caps) + "\n"
     vb = vec_bytes if vec_bytes is not None else launch_config(caps).vec_bytes
     width = vector_width((src.itemsize, dst.itemsize), vb)
+    if dst.kind == "complex":  # element by element: (real, imaginary) pairs of float2
+        width = 1
     if capped_half_width(caps, src.name == "float16", dst.name == "float16") and vec_bytes is None:
         width = min(width, launch_config(caps).half_width)
     vfn = None

@@ -103,8 +103,11 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
     former/tail skeleton (ops/codegen.py tiled_kernel). Where every input is same-shape
     or a single element and every member has a vector form (NodeOp.vec), chunks are
     walked in aligned vectors (single elements splatted) with a scalar tail; otherwise
-    element by element, broadcast inputs indexed with ``add.index_code``."""
+    element by element, broadcast inputs indexed with ``add.index_code``. Raises
+    ValueError for a member with a complex64 result (not fused)."""
     ops = [op for op, _ in spec.steps]
+    if any(op.out.kind == "complex" for op in ops):  # raised: the executor leaves it unfused
+        raise ValueError("complex64 results are not fused (each such CAST has its own kernel)")
     pre = op_preamble(list({op.fn: op for op in ops}.values()), caps)
     needs_round = any(op.out.name == "float16" and not (caps.fp16 and op.out_vtype == "half")
                       for j, (op, _) in enumerate(spec.steps)

@@ -16,7 +16,10 @@ from models.builders import cast_model
 from conftest import REAL_DEVICES, device_params
 
 NAMES = [d.name for d in CAST_TYPES]
-PAIRS = [(s, d) for s in NAMES for d in NAMES if s != d] + [("complex64", d) for d in NAMES]
+#: the 110 real pairs, complex64 -> each real type, each real type -> complex64 and
+#: complex64 -> complex64 (a copy)
+PAIRS = ([(s, d) for s in NAMES for d in NAMES if s != d] + [("complex64", d) for d in NAMES]
+         + [(s, "complex64") for s in NAMES + ["complex64"]])
 SIZES = (1, 31, 33, 1999)
 
 _F = [0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.999, 127.9, 128.0, -128.9,
@@ -52,7 +55,8 @@ def edge_values(src: str, n: int) -> np.ndarray:
     else:  # complex64: real parts from the float edge values
         with np.errstate(over="ignore"):
             re = np.array(_F + _SPECIAL, np.float64).astype(np.float32)
-        base = (re + 1j * np.float32(3.0)).astype(np.complex64)
+        base = np.empty(re.size, np.complex64)  # imaginary parts: the edge values reversed
+        base.real, base.imag = re, re[::-1]
         rand = (rng.standard_normal(n) * 1e3 + 1j * rng.standard_normal(n)).astype(np.complex64)
     out = np.concatenate([base, rand])[:n] if n > len(base) else base[:n]
     if n > len(base):
@@ -64,7 +68,7 @@ def edge_values(src: str, n: int) -> np.ndarray:
 def _out_of_reference_contract(src: str, dst: str, x: np.ndarray) -> np.ndarray:
     """complex64 -> integer is static_cast of the real part in cast.cc: undefined behaviour
     when out of range or NaN (x86 gives INT_MIN), so only in-range values are compared."""
-    if src != "complex64" or dst in ("bool",) or np.dtype(dst).kind == "f":
+    if src != "complex64" or dst in ("bool",) or np.dtype(dst).kind in "fc":
         return np.zeros(x.shape, bool)
     re = x.real.astype(np.float64)
     info = np.iinfo(np.dtype(dst))
@@ -117,7 +121,9 @@ ORACLE_SUBSET = [("float32", "int8"), ("float32", "float16"), ("float64", "float
                  ("int64", "float16"), ("bool", "float16"), ("uint8", "float32"),
                  ("float16", "uint32"), ("float64", "int64"), ("int64", "float64"),
                  ("float32", "float64"), ("complex64", "int32"), ("int32", "bool"),
-                 ("float32", "bool"), ("float16", "bool"), ("float64", "bool"), ("int64", "bool")]
+                 ("float32", "bool"), ("float16", "bool"), ("float64", "bool"), ("int64", "bool"),
+                 ("int32", "complex64"), ("float64", "complex64"), ("float16", "complex64"),
+                 ("complex64", "complex64")]
 
 
 @pytest.mark.parametrize("device", device_params(["oclgrind"], ["", "mobile"]))
@@ -168,3 +174,35 @@ def test_zero_size_tensor(fast_device):
     it.set_tensor(it.get_input_details()[0]["index"], np.zeros([0], np.float32))
     it.invoke()
     assert it.get_tensor(it.get_output_details()[0]["index"]).shape == (0,)
+
+
+@pytest.mark.parametrize("spec", device_params(["intel", "pocl"], ["mobile"]))
+def test_complex64_outputs_on_the_gpu_row(spec):
+    """real -> complex64 and complex64 -> complex64 with the GPU LAUNCH row's code (a CPU
+    device that says it is a GPU: NaN-sign-keeping half loads, 512-wide work-groups)."""
+    from dataclasses import replace
+
+    d = litecl.open_device(spec)
+    gpu = litecl.Device(d.device, d.context, d.queue, replace(d.caps, is_gpu=True))
+    for s in NAMES + ["complex64"]:
+        check_pair(gpu, s, "complex64", sizes=(31, 1999))
+
+
+def test_complex64_chain_runs_unfused_and_exact(fast_device):
+    """f32 -> complex64 -> f16 -> complex64 -> int8: complex64 results are not fused, each
+    such CAST has its own kernel; the chain equals LiteRT's."""
+    from models.builders import chain_model
+
+    m = chain_model(["float32", "complex64", "float16", "complex64", "int8"], [757])
+    x = edge_values("float32", 757)
+    it = litecl.Interpreter(model_content=m, device=fast_device)
+    assert all(p["placement"] == "opencl" for p in it.placement()), it.placement()
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    ref = make_interpreter(m)
+    ref.allocate_tensors()
+    ref.set_tensor(ref.get_input_details()[0]["index"], x)
+    ref.invoke()
+    got = it.get_tensor(it.get_output_details()[0]["index"])
+    assert not mismatches(got, ref.get_tensor(ref.get_output_details()[0]["index"])).any()
