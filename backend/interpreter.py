@@ -118,6 +118,14 @@ class _Graph:
             arr = arr.astype(tensor.dtype.np)  # the same type in the other byte order: its values
         if arr.dtype != tensor.dtype.np:
             raise InputError(f"tensor {t} ({tensor.name!r}) expects {tensor.dtype.name}, got {arr.dtype}")
+        if tensor.dtype.packed_bits:  # LiteRT's Python API (measured): int4/uint4 as int8/uint8
+            lo, hi = tensor.dtype.min, tensor.dtype.max  # in range; int2 not at all
+            if tensor.dtype.name == "int2":
+                raise InputError(f"tensor {t} ({tensor.name!r}) has type INT2, which LiteRT's Python "
+                                 "API cannot set either")
+            if arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
+                raise InputError(f"tensor {t} ({tensor.name!r}): values for {tensor.type_name} must be "
+                                 f"between {lo} and {hi} (passed as {arr.dtype}, one value per byte)")
         want = self.input_shapes.get(t, tensor.shape)
         if tuple(arr.shape) != tuple(want):
             if resize_ok:  # LiteRT's SignatureRunner resizes to whatever it is given

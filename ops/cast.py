@@ -10,6 +10,12 @@ range or precision that LiteRT's CAST keeps (tensorflow/lite/kernels/cast.cc):
   device without cl_khr_fp64); complex64 -> float (its real part, as cast.cc does).
 - -> complex64: the real part is CAST -> float32, the imaginary part +0.0; complex64 ->
   complex64 copies both parts (measured with LiteRT 2.3.0, models/LITERT_FACTS.md (d)).
+- bfloat16 <-> any type: through float32 (bf16 -> float32 exact; -> bf16 rounds the float32
+  to nearest even on its bits, overflow to inf, subnormals kept, NaN -> quiet NaN of its
+  sign: measured on 2**20 random float32 bit patterns, 0 mismatches with ml_dtypes).
+- int4 / uint4 / int2: only to and from float32 (LiteRT fails on other pairs); float32 ->
+  them truncates, saturates to [-8, 7] / [0, 15] / [-2, 1], NaN -> the maximum, as for
+  every integer type (measured).
 - bool -> float is 0/1 (``x != 0``); bool -> integer keeps the stored byte, as LiteRT
   does for bytes other than 0/1.
 - -> bool is ``x != 0`` in the source's middle type (NaN -> true, -0.0 -> false); the
@@ -28,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .dtypes import DType, dtype
+from .dtypes import SUB_BYTE_CAST_PARTNER, DType, dtype
 
 __all__ = ["Step", "CastPlan", "plan_cast", "cast_why_not", "value_type", "load_type"]
 
@@ -93,6 +99,10 @@ def value_type(d: DType, caps) -> str:
 def cast_why_not(src, dst, caps) -> str | None:
     """Why CAST src -> dst cannot run on a device with ``caps`` (None: it can)."""
     src, dst = dtype(src), dtype(dst)
+    for a, b in ((src, dst), (dst, src)):
+        if a.packed_bits and b.name != SUB_BYTE_CAST_PARTNER:
+            return (f"LiteRT casts {a.name} only to and from {SUB_BYTE_CAST_PARTNER} "
+                    f"(its CAST fails on {src.name} -> {dst.name})")
     if not caps.int64:
         for d in (src, dst):
             if d.name == "int64" or (d.name == "float64" and not caps.fp64):
@@ -119,6 +129,13 @@ def plan_cast(src, dst, caps) -> CastPlan:
         # the real part is exactly CAST src -> float32 (measured for all 11 real types:
         # bool 0/1, float64 rounded to nearest even, NaN signs kept), the imaginary part +0
         p = plan_cast(src, "float32", caps)
+        return CastPlan(src, dst, p.load, p.steps, p.store, p.helpers)
+    if src.name == "bfloat16" or dst.name == "bfloat16":
+        # bfloat16 loads as the float32 it is the top half of (exact); X -> bfloat16 is
+        # X -> float32 then rounded to nearest even at the store (measured: two roundings,
+        # int32 16842753 -> 16777216, float64 1 + 2**-8 + 2**-40 -> 1.0)
+        p = plan_cast("float32" if src.name == "bfloat16" else src,
+                      "float32" if dst.name == "bfloat16" else dst, caps)
         return CastPlan(src, dst, p.load, p.steps, p.store, p.helpers)
     ld = load_type(src, caps)
     steps: list[Step] = []

@@ -66,6 +66,8 @@ def _reload(op: NodeOp, caps, var: str, w: int = 1) -> str:
         if caps.fp16 and op.out_vtype == "half":
             return var
         return f"litecl_half_round{'' if w == 1 else f'_v{w}'}({var})"
+    if d.name == "bfloat16":
+        return f"as_float(convert_uint({var}) << 16)" if w == 1 else f"as_float{w}(convert_uint{w}({var}) << 16)"
     if d.middle == "int" and d.cl != "int":
         return f"(int){var}" if w == 1 else f"convert_int{w}({var})"
     return var
@@ -160,7 +162,7 @@ def _load_ctype(d: DType, caps) -> str:
     """The OpenCL C type load_expr yields for ``d``."""
     if d.name == "float16":
         return "half" if caps.fp16 else "float"
-    if d.kind == "complex":
+    if d.kind == "complex" or d.name == "bfloat16":
         return "float"
     if d.name == "float64" and not caps.fp64:
         return "ulong"
