@@ -251,8 +251,8 @@ def half_add_text(activation: str, caps, fn: str, rule: str, w: int = 0) -> str:
         return (f"{t} {fn}(const {t} x, const {t} y)\n{{\n"
                 f"    const {t} v = x + y;\n"
                 f"    const {t} c = {c};\n"
-                f"    return as_{t}(isnan({first}) ? as_{u}({first}) : isnan({second}) ? as_{u}({second})\n"
-                f"                  : isnan(v) ? ({u}){dnan} : as_{u}(c));\n}}\n")
+                f"    return as_{t}(({u})(isnan({first}) ? as_{u}({first}) : isnan({second}) ? as_{u}({second})\n"
+                f"                  : isnan(v) ? ({u}){dnan} : as_{u}(c)));\n}}\n")  # ushort ?: is int
     tv, uv = f"{t}{w}", f"{u}{w}"
     lo_v, hi_v = f"({tv})({_lit(lo, t)})", f"({tv})({_lit(hi, t)})"
     return (f"{tv} {fn}(const {tv} x, const {tv} y)\n{{\n"

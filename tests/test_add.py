@@ -128,6 +128,8 @@ def litecl_run(content: bytes, inputs, device: str, reference: str = "builtin"):
     pl = [p for p in it.placement() if p["op"] == "ADD"]
     assert pl and all(p["placement"] == "opencl" for p in pl), pl
     it.allocate_tensors()
+    pl = [p for p in it.placement() if p["op"] == "ADD"]  # a kernel that fails to build falls back
+    assert all(p["placement"] == "opencl" for p in pl), pl
     for d, x in zip(it.get_input_details(), inputs):
         it.set_tensor(d["index"], x)
     it.invoke()
@@ -955,3 +957,21 @@ def test_errors_are_runtime_errors_where_litert_raises_one(fast_device):
         lit.allocate_tensors()
     with pytest.raises(RuntimeError):
         make_interpreter(bytes(b.Output())).allocate_tensors()
+
+
+@pytest.mark.parametrize("device", F16_DEVICES)
+def test_float16_add_in_fused_chains(device):
+    """float16 ADDs fused with CASTs (f32 -> f16 -> ADD -> ADD -> f32, a scalar and a
+    same-shape constant), the sums rounded to half between the nodes, against LiteRT."""
+    from models.builders import chain_model
+
+    for k, (c1, act) in enumerate(((np.float16(-0.0), "NONE"), (np.float16(65504), "RELU"),
+                                   (np.float16(np.nan), "RELU6"), (np.float16(1e-7), "RELU_N1_TO_1"))):
+        for n in (33, 1999):
+            c2 = half_values((n,), k)
+            m = chain_model(["float32", "float16", ("add", c1, act), ("add", c2, "NONE"), "float32"], [n])
+            with np.errstate(invalid="ignore", over="ignore"):
+                x = half_values((n,), 10 + k).astype(np.float32) * np.float32(1.0001)
+            got, it = litecl_run(m, [x], device)
+            assert any(len(g.nodes) > 1 for g in it._main.ex._groups.values()), "not fused"
+            assert_same(got, litert(m, [x]), f"fused float16 chain {act} n={n} on {device}", [x])
