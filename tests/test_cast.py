@@ -341,3 +341,15 @@ def test_sub_byte_inputs_follow_litert_python_api(fast_device):
 
     sg = load_model(model_content=cast_model("float32", "int2", [3])).subgraphs[0]
     assert sg.tensors[1].type_name == "INT2" and sg.tensors[1].dtype.name == "int2"
+
+
+def test_cli_compare_on_an_int4_input_model(tmp_path, fast_device):
+    """`litecl compare` seeds int4 inputs in [-8, 7] (their details say int8, as LiteRT's)."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "i4.tflite"
+    p.write_bytes(cast_model("int4", "float32", [757]))
+    r = subprocess.run([sys.executable, "-m", "litecl.cli", "compare", str(p), "--device", fast_device,
+                        "--full-range"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "bit-exact" in r.stdout, (r.stdout[-800:], r.stderr[-800:])
