@@ -126,8 +126,8 @@ def activation_range(dt: str, activation: str):
 
     tflite::CalculateActivationRange: NONE [lowest, max], RELU [0, max], RELU6 [0, 6],
     RELU_N1_TO_1 [-1, 1]. For integers lowest..max is a no-op; for float32 it clamps to
-    +-FLT_MAX (float16: +-65504, measured the same way), so LiteRT's builtin ADD turns inf + 1 into FLT_MAX even with NONE
-    (measured, models/LITERT_FACTS.md; XNNPACK keeps inf). Raises ValueError for other
+    +-FLT_MAX (float16: +-65504), so LiteRT's builtin ADD turns inf + 1 into FLT_MAX (65504)
+    even with NONE (measured, models/LITERT_FACTS.md; XNNPACK keeps inf). Raises ValueError for other
     activations (TANH, SIGN_BIT, ...).
     """
     big = float(np.finfo(np.dtype(dt)).max) if dt in ("float32", "float16") else None
