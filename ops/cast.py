@@ -151,6 +151,8 @@ def plan_cast(src, dst, caps) -> CastPlan:
         # native half: widen to float (exact) unless the store is native half too
         if dst.name != "float16":
             add("float", "exact")
+    if dst.kind == "bool" and src.kind == "bool":  # a copy of the byte (LiteRT: 2 -> 2, measured)
+        return CastPlan(src, dst, ld, (), "int", ())
     if dst.kind == "bool":
         if cur == "f64bits":
             helpers.append("litecl_f64_nonzero")

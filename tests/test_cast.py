@@ -353,3 +353,20 @@ def test_cli_compare_on_an_int4_input_model(tmp_path, fast_device):
     r = subprocess.run([sys.executable, "-m", "litecl.cli", "compare", str(p), "--device", fast_device,
                         "--full-range"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "bit-exact" in r.stdout, (r.stdout[-800:], r.stderr[-800:])
+
+
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["", "mobile"]))
+def test_same_type_casts(device):
+    """CAST T -> T runs in LiteRT for every type but the sub-byte ones: a copy (bool bytes
+    other than 0/1 kept, as LiteRT does)."""
+    for t in NAMES + ["complex64", "bfloat16"]:
+        check_pair(device, t, t, sizes=(1, 33, 1999))
+    m = cast_model("bool", "bool", [4])
+    x = np.array([0, 1, 2, 255], np.uint8).view(np.bool_)
+    out = []
+    for it in (make_interpreter(m), litecl.Interpreter(model_content=m, device=device)):
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        out.append(it.get_tensor(it.get_output_details()[0]["index"]).view(np.uint8).tolist())
+    assert out[0] == out[1] == [0, 1, 2, 255]
