@@ -130,6 +130,8 @@ def plan_cast(src, dst, caps) -> CastPlan:
         # bool 0/1, float64 rounded to nearest even, NaN signs kept), the imaginary part +0
         p = plan_cast(src, "float32", caps)
         return CastPlan(src, dst, p.load, p.steps, p.store, p.helpers)
+    if src.name == dst.name == "bfloat16":  # a copy of the bits (LiteRT keeps NaN payloads)
+        return CastPlan(src, dst, "ushort", (), "ushort", ())
     if src.name == "bfloat16" or dst.name == "bfloat16":
         # bfloat16 loads as the float32 it is the top half of (exact); X -> bfloat16 is
         # X -> float32 then rounded to nearest even at the store (measured: two roundings,

@@ -100,7 +100,7 @@ def store_value(d: DType, caps, value: str, vtype: str) -> str:
     if d.kind == "complex":  # a real value: the real part, imaginary +0 (cast.cc)
         return value if vtype == "float2" else f"(float2)({value}, 0.0f)"
     if d.name == "bfloat16":
-        return f"litecl_f2bf({value})"
+        return value if vtype == "ushort" else f"litecl_f2bf({value})"
     if st in _SIGNED_NARROW:
         return f"as_{st}(({_SIGNED_NARROW[st]})({value}))"
     if st in ("uchar", "ushort"):
@@ -600,6 +600,8 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
     def load(p, d):
         if d.kind == "complex" and od.kind == "complex":  # complex64 -> complex64: both parts
             return f"{p}[i]"
+        if d.name == od.name == "bfloat16":  # bfloat16 -> bfloat16: the bits
+            return f"{p}[i]"
         return load_expr(d, caps, p, 'i', keep)
     call = f"{fn}({', '.join([load(p, d) for p, d in inputs] + (['i'] if index_arg else []))})"
     body = scalar_store(od, caps, oname, "i", call, out_vtype)
@@ -740,8 +742,8 @@ def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None
     pre = op_preamble([op], caps) + "\n"
     vb = vec_bytes if vec_bytes is not None else launch_config(caps).vec_bytes
     width = vector_width((src.itemsize, dst.itemsize), vb)
-    if dst.kind == "complex":  # element by element: (real, imaginary) pairs of float2
-        width = 1
+    if dst.kind == "complex" or src.name == dst.name == "bfloat16":  # element by element:
+        width = 1  # (real, imaginary) float2 pairs; bfloat16 bits copied as they are
     if capped_half_width(caps, src.name == "float16", dst.name == "float16") and vec_bytes is None:
         width = min(width, launch_config(caps).half_width)
     vfn = None

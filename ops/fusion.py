@@ -110,6 +110,8 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
     ops = [op for op, _ in spec.steps]
     if any(op.out.kind == "complex" for op in ops):  # raised: the executor leaves it unfused
         raise ValueError("complex64 results are not fused (each such CAST has its own kernel)")
+    if any(op.out.name == "bfloat16" and op.inputs[0].name == "bfloat16" for op in ops):
+        raise ValueError("a bfloat16 -> bfloat16 copy of bits is not fused")
     pre = op_preamble(list({op.fn: op for op in ops}.values()), caps)
     needs_round = any(op.out.name == "float16" and not (caps.fp16 and op.out_vtype == "half")
                       for j, (op, _) in enumerate(spec.steps)

@@ -370,3 +370,20 @@ def test_same_type_casts(device):
         it.invoke()
         out.append(it.get_tensor(it.get_output_details()[0]["index"]).view(np.uint8).tolist())
     assert out[0] == out[1] == [0, 1, 2, 255]
+
+
+def test_bfloat16_copies_keep_bits_in_chains(fast_device):
+    """bf16 -> bf16 -> f32 -> bf16 -> bf16 on every bf16 bit pattern: the copies keep NaN
+    payloads as LiteRT does (not fused), the rest rounds as LiteRT."""
+    import ml_dtypes
+    from models.builders import chain_model
+
+    m = chain_model(["bfloat16", "bfloat16", "float32", "bfloat16", "bfloat16"], [1 << 16])
+    x = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16)
+    out = []
+    for it in (make_interpreter(m), litecl.Interpreter(model_content=m, device=fast_device)):
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        out.append(it.get_tensor(it.get_output_details()[0]["index"]))
+    assert (out[0].view(np.uint16) == out[1].view(np.uint16)).all()
