@@ -10,7 +10,7 @@ node falls back to the LiteRT interpreter on sub-models (its builtin kernels by 
 """
 from .device import Caps, Device, list_devices, open_device
 from .errors import (DeviceError, InputError, KernelBuildError, LiteclError, ModelError,
-                     UnsupportedError)
+                     NotAllocatedError, PrepareError, ResizedPrepareError, UnsupportedError)
 from .interpreter import Interpreter, SignatureRunner
 from .model import load_model
 
@@ -19,5 +19,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Interpreter", "SignatureRunner", "open_device", "list_devices", "Device", "Caps",
     "load_model", "LiteclError", "ModelError", "DeviceError", "InputError",
-    "KernelBuildError", "UnsupportedError", "__version__",
+    "KernelBuildError", "UnsupportedError", "PrepareError", "ResizedPrepareError",
+    "NotAllocatedError", "__version__",
 ]

@@ -232,7 +232,7 @@ def _inputs_for(details: list[dict], given: dict | None, seed: int, resize: bool
 
     if given is None:
         _check_fits(details)
-        return random_inputs(details, seed, full_range=full_range)
+        return _fit_sub_byte(random_inputs(details, seed, full_range=full_range), details, interp, sig)
     names = [d["name"] for d in details]
     unknown = sorted(set(given) - set(names))
     if unknown:
@@ -264,6 +264,21 @@ def _open(args):
                        reference=getattr(args, "reference", "builtin"),
                        num_threads=getattr(args, "num_threads", None),
                        placement=getattr(args, "placement", "all"))
+
+
+def _fit_sub_byte(inputs: dict, details: list[dict], interp, sig) -> dict:
+    """Seeded int4/uint4 inputs drawn in their range: their details say int8/uint8 (as
+    LiteRT's), and set_tensor refuses values outside it (as LiteRT does)."""
+    if interp is None:
+        return inputs
+    g = interp.get_signature_runner(sig)._graph if sig is not None else interp._graph(0)
+    for k, d in enumerate(details):
+        t = g.sg.tensors[int(d["index"])]
+        if t.dtype is not None and t.dtype.packed_bits:
+            v = inputs[d["name"]]
+            rng = np.random.default_rng(k)
+            inputs[d["name"]] = rng.integers(t.dtype.min, t.dtype.max + 1, v.shape).astype(v.dtype)
+    return inputs
 
 
 def _details_by_name(interp, signature):

@@ -22,6 +22,8 @@ def _nan_mask(a: np.ndarray) -> np.ndarray | None:
     if a.dtype.kind == "c":
         f = a.view(a.real.dtype)
         return np.isnan(f)
+    if a.dtype.name == "bfloat16":  # ml_dtypes' (kind "V"): the same NaN rule as the floats
+        return np.isnan(a.astype(np.float32))
     return None
 
 

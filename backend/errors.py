@@ -1,10 +1,19 @@
 """litecl's error hierarchy. Every error a user can cause is a ValueError subclass with a
-one-line message saying what was expected and what was given."""
+one-line message saying what was expected and what was given.
+
+Where LiteRT's Interpreter raises RuntimeError for the same situation (measured with
+ai-edge-litert 2.3.0: a node that fails to prepare at allocate_tensors, e.g. ADD inputs
+that do not broadcast, "Given shapes, [4] and [3], are not broadcastable. Node number 0
+(ADD) failed to prepare."; invoke() before allocate_tensors(), "Invoke called on model
+that is not ready."), litecl's error is also a RuntimeError (``PrepareError``,
+``ResizedPrepareError``, ``NotAllocatedError``), so code written to catch LiteRT's error
+catches litecl's; ``except ValueError`` and litecl's own classes keep working.
+(set_tensor/get_tensor before allocate_tensors are ValueErrors in LiteRT too.)"""
 from __future__ import annotations
 
 __all__ = [
     "LiteclError", "ModelError", "DeviceError", "InputError", "UnsupportedError",
-    "KernelBuildError",
+    "KernelBuildError", "PrepareError", "ResizedPrepareError", "NotAllocatedError",
 ]
 
 
@@ -16,12 +25,26 @@ class ModelError(LiteclError):
     """The .tflite file is missing, unreadable, corrupt or structurally invalid."""
 
 
+class PrepareError(ModelError, RuntimeError):
+    """A node cannot be prepared at the model's shapes (allocate_tensors), where LiteRT
+    raises RuntimeError: ADD inputs that do not broadcast, a fallback segment LiteRT
+    refuses to prepare."""
+
+
 class DeviceError(LiteclError):
     """No OpenCL device matches the requested spec, or the spec is malformed."""
 
 
 class InputError(LiteclError):
     """A tensor given to the Interpreter has the wrong name, index, dtype or shape."""
+
+
+class ResizedPrepareError(InputError, RuntimeError):
+    """A PrepareError at shapes given by resize_tensor_input (the resize is at fault)."""
+
+
+class NotAllocatedError(InputError, RuntimeError):
+    """invoke() before allocate_tensors() (LiteRT: RuntimeError)."""
 
 
 class UnsupportedError(LiteclError):

@@ -31,7 +31,7 @@ import pyopencl as cl
 
 from .cache import device_identity, forget_binary, load_binary, store_binary
 from .device import Caps, build_binary, build_source
-from .errors import InputError, KernelBuildError, LiteclError, ModelError, UnsupportedError
+from .errors import InputError, KernelBuildError, LiteclError, ModelError, PrepareError, UnsupportedError
 from .fallback import build_submodel, litert_abort_reason, make_interpreter
 from .lowering import KernelSpec, kernel_spec, node_op, output_shapes
 from .model import Model
@@ -459,7 +459,7 @@ class Executor:
         except ValueError as e:  # e.g. ADD inputs that do not broadcast
             if isinstance(e, LiteclError):
                 raise
-            raise ModelError(f"node {i} ({n.op}): {e}") from None
+            raise PrepareError(f"node {i} ({n.op}): {e}") from None
         for t, s in zip(n.outputs, out):
             self.shapes[t] = tuple(s)
         k = self._kernels.get(i)
@@ -558,7 +558,8 @@ class Executor:
                               if self.sg.tensors[t].dtype is None})
                 if odd:  # e.g. BFLOAT16: LiteRT's Python API has no numpy type for it
                     msg += f" (its boundary tensors include {', '.join(odd)}, which LiteRT's Python API cannot pass)"
-                raise ModelError(f"LiteRT cannot prepare nodes {_ranges(f.nodes)} ({', '.join(ops)}): "
+                cls = PrepareError if isinstance(e, RuntimeError) else ModelError  # as LiteRT's
+                raise cls(f"LiteRT cannot prepare nodes {_ranges(f.nodes)} ({', '.join(ops)}): "
                                  f"{msg}") from None
             f.out_index = [d["index"] for d in f.out_details]
             f.shapes_key = shapes

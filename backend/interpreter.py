@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from .device import open_device
-from .errors import InputError, LiteclError, ModelError
+from .errors import InputError, LiteclError, ModelError, NotAllocatedError, ResizedPrepareError
 from .executor import Executor, _Replan
 from .model import load_model, shape_too_big
 from .partition import summary_lines
@@ -81,7 +81,8 @@ class _Graph:
                 shown = ", ".join(f"tensor {t} ({self.sg.tensors[t].name!r}) from "
                                   f"{list(self.sg.tensors[t].shape)} to {list(s)}"
                                   for t, s in resized.items())
-                raise InputError(f"after resizing {shown}: {e}") from None
+                cls = ResizedPrepareError if isinstance(e, RuntimeError) else InputError
+                raise cls(f"after resizing {shown}: {e}") from None
         raise LiteclError("could not place the graph after repeated kernel build failures")
 
     def _replan(self, r: "_Replan") -> None:
@@ -92,7 +93,7 @@ class _Graph:
 
     def invoke(self) -> None:
         if not self.allocated:
-            raise InputError("call allocate_tensors() before invoke()")
+            raise NotAllocatedError("call allocate_tensors() before invoke()")
         try:
             self.ex.invoke()
         except _Replan as r:  # a shape known only now gave a kernel that does not build
@@ -131,6 +132,14 @@ class _Graph:
             arr = arr.astype(tensor.dtype.np)  # the same type in the other byte order: its values
         if arr.dtype != tensor.dtype.np:
             raise InputError(f"tensor {t} ({tensor.name!r}) expects {tensor.dtype.name}, got {arr.dtype}")
+        if tensor.dtype.packed_bits:  # LiteRT's Python API (measured): int4/uint4 as int8/uint8
+            lo, hi = tensor.dtype.min, tensor.dtype.max  # in range; int2 not at all
+            if tensor.dtype.name == "int2":
+                raise InputError(f"tensor {t} ({tensor.name!r}) has type INT2, which LiteRT's Python "
+                                 "API cannot set either")
+            if arr.size and (int(arr.min()) < lo or int(arr.max()) > hi):
+                raise InputError(f"tensor {t} ({tensor.name!r}): values for {tensor.type_name} must be "
+                                 f"between {lo} and {hi} (passed as {arr.dtype}, one value per byte)")
         want = self.input_shapes.get(t, tensor.shape)
         if tuple(arr.shape) != tuple(want):
             if resize_ok:  # LiteRT's SignatureRunner resizes to whatever it is given

@@ -54,8 +54,6 @@ class CastLowering:
         for t in (src, dst):
             if t.dtype is None:
                 return f"{t.type_name} tensors not supported"
-        if dst.dtype.kind == "complex":
-            return f"{src.dtype.name} -> {dst.dtype.name} not supported"
         return cast_why_not(src.dtype, dst.dtype, caps)
 
     @staticmethod
@@ -143,6 +141,9 @@ class AddLowering:
             r = quant_add_why_not(quant, shapes[0], shapes[1])
             if r:
                 raise InputError(f"ADD node {node.index}: {r}")
+        r = add_ops.add_why_not(dt.name, [shapes[0], shapes[1]], node.activation, caps)
+        if r:  # e.g. after a resize: a 9-D broadcast, on which LiteRT aborts
+            raise InputError(f"ADD node {node.index}: {r}")
         src = add_ops.add_kernel(dt.name, shapes[0], shapes[1], node.activation, caps, quant)
         out = add_ops.broadcast_shape(shapes[0], shapes[1])
         bc = " (broadcast)" if tuple(shapes[0]) != tuple(shapes[1]) else ""

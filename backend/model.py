@@ -51,6 +51,18 @@ OPTIONAL_INPUT_OPS = frozenset({
 })
 
 
+def unpack_bits(blob: bytes, dt: DType, n: int) -> np.ndarray:
+    """``n`` sub-byte integers of ``dt`` (int4, uint4, int2) from a constant buffer packed
+    as the schema stores them (low bits first), one value per byte (sign-extended for the
+    signed types), as LiteRT holds them at run time."""
+    b = np.frombuffer(blob, np.uint8).astype(np.int16)
+    per, bits = 8 // dt.packed_bits, dt.packed_bits
+    v = ((b[:, None] >> (np.arange(per) * bits)) & ((1 << bits) - 1)).reshape(-1)[:n]
+    if dt.kind == "int":
+        v = np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
+    return v.astype(dt.np)
+
+
 @dataclass
 class Tensor:
     """One tensor of a subgraph. ``dtype`` is None for types litecl does not compute
@@ -490,12 +502,16 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                 elif dt is None or sparse:
                     data = None  # sparse (compressed) constants and other types: left to LiteRT
                 else:
-                    need = math.prod(shape) * dt.itemsize
+                    n = math.prod(shape)
+                    need = -(-n * dt.packed_bits // 8) if dt.packed_bits else n * dt.itemsize
                     if len(blob) < need:  # LiteRT reads the first bytes of a longer buffer
                         raise ModelError(
                             f"{where}: subgraph {si} tensor {ti} ({name!r}) holds {len(blob)} bytes,"
                             f" expected {need} for {dt.name}{list(shape)}")
-                    data = np.frombuffer(blob[:need], dtype=dt.np).reshape(shape).copy()
+                    if dt.packed_bits:
+                        data = unpack_bits(blob[:need], dt, n).reshape(shape)
+                    else:
+                        data = np.frombuffer(blob[:need], dtype=dt.np).reshape(shape).copy()
             q = t.quantization
             scales = np.asarray(q.scale if q is not None and q.scale is not None else [], np.float32)
             zps = np.asarray(q.zeroPoint if q is not None and q.zeroPoint is not None else [], np.int64)

@@ -7,8 +7,9 @@ the empty sentinel; ``ai_edge_litert.interpreter.Interpreter(model_content=...)`
 and runs each of them (tests/test_builders.py).
 
 Type names are TFLite's lower-case names: bool, int8, uint8, int16, uint16, int32,
-uint32, int64, float16, float32, float64, complex64. The TensorType code and the numpy
-dtype are derived from the name (``schema.TensorType.<NAME>``, ``np.dtype(name)``), so
+uint32, int64, float16, float32, float64, complex64, bfloat16, int4, uint4, int2. The
+TensorType code and the numpy dtype are derived from the name
+(``schema.TensorType.<NAME>``, ``np.dtype(name)``, ml_dtypes for the last four), so
 this module keeps no type table of its own.
 
 The module also reads models back (``op_counts``, ``cast_pairs``), for the generator and
@@ -34,13 +35,19 @@ __all__ = [
     "cast_pairs",
     "builtin_name",
     "cast_version",
+    "pack_bits",
 ]
 
 #: The TFLite tensor types the builders accept (CAST takes all of them).
 TYPE_NAMES: tuple[str, ...] = (
     "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
-    "float16", "float32", "float64", "complex64",
+    "float16", "float32", "float64", "complex64", "bfloat16", "int4", "uint4", "int2",
 )
+#: Types numpy lacks: ml_dtypes' (a dependency of ai-edge-litert). Constant buffers of the
+#: sub-byte types are packed as the schema stores them (low bits first: two int4/uint4 or
+#: four int2 values per byte).
+_ML_DTYPES = {"bfloat16": "bfloat16", "int4": "int4", "uint4": "uint4", "int2": "int2"}
+_PACKED_BITS = {"int4": 4, "uint4": 4, "int2": 2}
 
 _ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 _BUILTIN_NAMES: dict[int, str] = {
@@ -64,7 +71,20 @@ def _type_code(name: str) -> int:
 
 def _np_dtype(name: str) -> np.dtype:
     _type_code(name)
+    if name in _ML_DTYPES:
+        import ml_dtypes  # noqa: PLC0415
+
+        return np.dtype(getattr(ml_dtypes, _ML_DTYPES[name]))
     return np.dtype(name)
+
+
+def pack_bits(values: np.ndarray, bits: int) -> bytes:
+    """Sub-byte integers packed as TFLite stores them: 8 // bits values per byte, the
+    first in the low bits; the last byte padded with zeros."""
+    v = np.asarray(values).astype(np.int64).reshape(-1) & ((1 << bits) - 1)
+    per = 8 // bits
+    v = np.concatenate([v, np.zeros(-len(v) % per, np.int64)]).reshape(-1, per)
+    return (v << (np.arange(per) * bits)).sum(axis=1).astype(np.uint8).tobytes()
 
 
 def _activation_code(name: str) -> int:
@@ -83,6 +103,10 @@ def _shape(shape) -> list[int]:
 def cast_version(src: str, dst: str) -> int:
     """CAST's operator version, following tensorflow/lite/tools/versioning/op_version.cc."""
     both = (src, dst)
+    if "bfloat16" in both:
+        return 7
+    if src == "int4" and dst == "float32":
+        return 6
     if "float64" in both or "float16" in both:
         return 5
     if "uint16" in both:
@@ -148,7 +172,8 @@ class _Graph:
             if list(arr.shape) != t.shape:
                 raise ValueError(f"constant {name!r} has shape {arr.shape}, tensor has {tuple(t.shape)}")
             buf = _AlignedBufferT()
-            buf.data = np.frombuffer(arr.tobytes(), dtype=np.uint8)
+            raw = pack_bits(arr, _PACKED_BITS[dtype]) if dtype in _PACKED_BITS else arr.tobytes()
+            buf.data = np.frombuffer(raw, dtype=np.uint8)
             self.buffers.append(buf)
             t.buffer = len(self.buffers) - 1
         self.tensors.append(t)

@@ -6,9 +6,28 @@ Semantics follow tensorflow/lite/kernels/add.cc and reference_ops::Add:
 - int32 / int64, and int16 without quantization parameters: two's-complement
   wrap-around (computed in unsigned, which C defines), then the activation clamp.
 - int8 / uint8 / int16 (quantized): the fixed-point path in ``add_quant``.
-Broadcasting follows numpy (up to 6-D in TFLite); the index arithmetic (ops/broadcast.py)
-is generated for the shapes known at allocate_tensors, with adjacent dimensions merged
-when they broadcast alike.
+- float16: see ``half_add_text``; semantics measured on LiteRT 2.3.0 (builtin and ref
+  resolvers alike, one-op models from models/builders.add_model, 200,000 random half bit
+  pattern pairs plus edge values, 800 random shape pairs of rank 1..8):
+  the result is the float32 sum rounded once to half (round to nearest even; 0 mismatches
+  on the random pairs), then clamped to the activation range, where NONE is [-65504, 65504]
+  as float32's [-FLT_MAX, FLT_MAX] (65504 + 65504 = 65504, inf + 1 = 65504, -inf - 1 =
+  -65504); RELU [0, 65504], RELU6 [0, 6], RELU_N1_TO_1 [-1, 1]; NaN passes every
+  activation. Half subnormals are kept (6e-8 + 6e-8 = 0x0002) and -0.0 + -0.0 = -0.0
+  (also under RELU). A NaN operand gives a NaN of its sign (payload dropped: 0x7e00 |
+  sign); two NaN operands give the second operand's NaN, except when the second operand
+  is broadcast along the innermost dimension (size 1 there, the first's > 1): then the
+  first's (``half_nan_rule``; the same in every resolver, no SIMD-position dependence);
+  inf + -inf gives 0xfe00 (x86's negative default NaN). Because float32 has 24 >= 2 * 11
+  + 2 significand bits, the float32 sum rounded to half is the correctly rounded half sum,
+  so native half arithmetic (cl_khr_fp16) and float arithmetic rounded once both give
+  LiteRT's bits (measured on the Intel CPU runtime: native half sums keep subnormals
+  although it reports CL_DEVICE_HALF_FP_CONFIG without CL_FP_DENORM).
+Broadcasting follows numpy up to 8-D (LiteRT: the optimized kernels up to 6-D, its
+generic path 7-D and 8-D; above 8 it aborts unless the shapes are equal or, for float32
+and 8-bit types, fit its fivefold loop: backend/fallback.py ``_broadcast_abort``); index
+arithmetic (ops/broadcast.py) is generated for the shapes known at allocate_tensors, with adjacent
+dimensions merged when they broadcast alike.
 """
 from __future__ import annotations
 
@@ -17,17 +36,18 @@ import math
 import numpy as np
 
 from .broadcast import broadcast_shape, collapse, index_code
-from .codegen import (NodeOp, elementwise_kernel, float_literal, int_literal, load_expr,
-                      op_preamble, storage_type, tiled_kernel)
+from .codegen import (NodeOp, capped_half_width, elementwise_kernel, float_literal, int_literal,
+                      load_expr, op_preamble, scalar_store, storage_type, tiled_kernel)
 from .dtypes import dtype
 from .fusion import FusedSpec, fused_kernel
 
 __all__ = ["broadcast_shape", "collapse", "index_code", "activation_range", "add_kernel", "add_op",
-           "PLAIN_ADD_TYPES", "QUANT_ADD_TYPES", "add_why_not"]
+           "PLAIN_ADD_TYPES", "QUANT_ADD_TYPES", "add_why_not", "half_nan_rule", "half_add_text"]
 
-PLAIN_ADD_TYPES = ("float32", "int32", "int64")
+PLAIN_ADD_TYPES = ("float32", "float16", "int32", "int64")
 QUANT_ADD_TYPES = ("int8", "uint8", "int16")
-MAX_RANK = 6
+MAX_RANK = 8  # LiteRT 2.3.0 broadcasts up to 8-D (its generic path), aborts above
+MAX_OPTIMIZED_RANK = 6  # the optimized kernels' broadcast loops go up to 6-D
 
 #: Wrapping integer ADD: (unsigned, signed) OpenCL C types per type. int16 is here for an
 #: ADD without quantization parameters, which LiteRT runs as plain wrapping arithmetic.
@@ -39,11 +59,11 @@ def activation_range(dt: str, activation: str):
 
     tflite::CalculateActivationRange: NONE [lowest, max], RELU [0, max], RELU6 [0, 6],
     RELU_N1_TO_1 [-1, 1]. For integers lowest..max is a no-op; for float32 it clamps to
-    +-FLT_MAX, so LiteRT's builtin ADD turns inf + 1 into FLT_MAX even with NONE
-    (measured, models/LITERT_FACTS.md; XNNPACK keeps inf). Raises ValueError for other
+    +-FLT_MAX (float16: +-65504), so LiteRT's builtin ADD turns inf + 1 into FLT_MAX (65504)
+    even with NONE (measured, models/LITERT_FACTS.md; XNNPACK keeps inf). Raises ValueError for other
     activations (TANH, SIGN_BIT, ...).
     """
-    big = float(np.finfo(np.float32).max) if dt == "float32" else None
+    big = float(np.finfo(np.dtype(dt)).max) if dt in ("float32", "float16") else None
     if activation == "NONE":
         return None if big is None else (-big, big)
     if activation == "RELU":
@@ -64,12 +84,22 @@ def add_why_not(dt: str, shapes, activation: str, caps) -> str | None:
     if activation not in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
         return f"fused activation {activation} not supported"
     if any(len(s) > MAX_RANK for s in shapes):
-        return f"rank above {MAX_RANK}"
+        if len({tuple(s) for s in shapes}) == 1 and all(int(d) >= 0 for d in shapes[0]):
+            return None  # same static shape: one flat loop, which LiteRT runs at any rank
+        return (f"broadcast above {MAX_RANK} dimensions (LiteRT aborts on it outside its "
+                "optimized fivefold loop)")
     return None
 
 
+def _lit(v, ctype: str) -> str:
+    """A literal of ``ctype`` (int/uint/long/float/double/half; half: a converted float)."""
+    if ctype == "half":
+        return f"(half){float_literal(v, 'float')}"
+    return float_literal(v, ctype) if ctype in ("float", "double") else int_literal(v, ctype)
+
+
 def _clamp(x: str, lo, hi, ctype: str) -> str:
-    lit = (lambda v: float_literal(v, ctype)) if ctype in ("float", "double") else (lambda v: int_literal(v, ctype))
+    lit = lambda v: _lit(v, ctype)  # noqa: E731
     if lo is not None:
         x = f"({x} < {lit(lo)} ? {lit(lo)} : {x})"
     if hi is not None:
@@ -107,6 +137,8 @@ def nan_rule(shape1, shape2, reference: str = "builtin"):
         if y[4] > 1:
             return ("pos", y[4], fast, 4)
         return "b" if fast == "a" else "a"
+    if r > MAX_OPTIMIZED_RANK:  # 7-D and 8-D: the generic path, reference_ops' loop
+        return _last_dim_rule(e1, e2, 8)
     # element by element (4-D slow path) or, at 5-D and 6-D, a loop over the innermost
     # dimension alone, vectorised when both operands vary along it
     if e1[-1] != e2[-1]:
@@ -114,6 +146,55 @@ def nan_rule(shape1, shape2, reference: str = "builtin"):
     if r <= 4 or e1[-1] == 1:
         return "a"
     return ("pos", e1[-1], "a", 4)
+
+
+def half_nan_rule(shape1, shape2) -> str:
+    """Whose NaN a float16 ADD of two NaNs returns in LiteRT 2.3.0 ("a" or "b"), at every
+    position: the second operand's, unless it is broadcast along the innermost dimension
+    (size 1 there while the first operand's is larger): then the first's. Measured on
+    800 random shape pairs of rank 1..8, builtin and ref resolvers (tests/test_add.py
+    test_half_nan_rule_predicts_litert)."""
+    r = max(len(shape1), len(shape2), 1)
+    e1 = (1,) * (r - len(shape1)) + tuple(int(d) for d in shape1)
+    e2 = (1,) * (r - len(shape2)) + tuple(int(d) for d in shape2)
+    return "a" if e2[-1] == 1 and e1[-1] > 1 else "b"
+
+
+def _half_types(caps) -> tuple[str, str, str]:
+    """(value type, its bits' type, the default NaN's bits) of float16 ADD arithmetic:
+    native half with cl_khr_fp16, else float (the sum rounded once at the store)."""
+    return ("half", "ushort", "0xfe00") if caps.fp16 else ("float", "uint", "0xffc00000u")
+
+
+def half_add_text(activation: str, caps, fn: str, rule: str, w: int = 0) -> str:
+    """float16 ADD (see the module docstring) as ``fn``: scalar (w == 0) or on ``w``-wide
+    vectors. Inputs as load_expr / vcomponent give them (half with cl_khr_fp16, else float
+    from vload_half, exact); returns the stored component (half, or float that the store
+    rounds to nearest even: clamping before that rounding gives the same half, as the
+    bounds are halves and rounding is monotonic). NaN results are chosen on bits (a NaN
+    operand by ``rule``, inf + -inf the negative default NaN), so no device's NaN
+    canonicalization changes their signs."""
+    t, u, dnan = _half_types(caps)
+    lo, hi = activation_range("float16", activation)
+    first, second = ("y", "x") if rule == "b" else ("x", "y")  # the NaN that wins is tested first
+    if not w:
+        c = _clamp("v", lo, hi, t)
+        return (f"{t} {fn}(const {t} x, const {t} y)\n{{\n"
+                f"    const {t} v = x + y;\n"
+                f"    const {t} c = {c};\n"
+                f"    return as_{t}(({u})(isnan({first}) ? as_{u}({first}) : isnan({second}) ? as_{u}({second})\n"
+                f"                  : isnan(v) ? ({u}){dnan} : as_{u}(c)));\n}}\n")  # ushort ?: is int
+    tv, uv = f"{t}{w}", f"{u}{w}"
+    lo_v, hi_v = f"({tv})({_lit(lo, t)})", f"({tv})({_lit(hi, t)})"
+    return (f"{tv} {fn}(const {tv} x, const {tv} y)\n{{\n"
+            f"    {tv} v = x + y;\n"
+            f"    const {uv} nan_v = as_{uv}(isnan(v));\n"  # isnan: intN for float, shortN for half
+            f"    v = select(v, {lo_v}, v < {lo_v});\n"
+            f"    v = select(v, {hi_v}, {hi_v} < v);\n"
+            f"    {uv} r = select(as_{uv}(v), ({uv})({dnan}), nan_v);\n"
+            f"    r = select(r, as_{uv}({second}), as_{uv}(isnan({second})));\n"
+            f"    r = select(r, as_{uv}({first}), as_{uv}(isnan({first})));\n"
+            f"    return as_{tv}(r);\n}}\n")
 
 
 def fivefold(e1, e2):
@@ -198,6 +279,10 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
                 "                    : isnan(y) ? as_uint(y) : isnan(v) ? 0xffc00000u : as_uint(c));\n}\n")
         vec = (lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w, rule))
         return NodeOp(fn, text, (d, d), d, d.middle, (), False, vec=vec, wants_index=True)
+    if dt == "float16":
+        rule = half_nan_rule(*shapes) if shapes is not None else "b"
+        return NodeOp(fn, half_add_text(activation, caps, fn, rule), (d, d), d, _half_types(caps)[0],
+                      half=caps.fp16, vec=lambda w: half_add_text(activation, caps, f"{fn}_v{w}", rule, w))
     if dt == "float32":
         val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
         text = f"float {fn}(const float x, const float y)\n{{\n    const float v = x + y;\n    return {val};\n}}\n"
@@ -258,7 +343,7 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
                skeleton: str = "tiled") -> str:
     """OpenCL C of a tiled ADD ``name(a, b, out, n, former_num, ...)``.
 
-    dt: "float32" | "int32" | "int64" | "int8" | "uint8" | "int16"; shape1/shape2: input
+    dt: "float32" | "float16" | "int32" | "int64" | "int8" | "uint8" | "int16"; shape1/shape2: input
     shapes (broadcast like numpy); quant: add_quant.QuantAddParams for
     quantized types (None with int16: plain wrapping arithmetic, as LiteRT runs an int16 ADD
     without quantization parameters).
@@ -279,10 +364,12 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
     if ia == "i" and ib == "i":  # same shape: vector loads
         vb = vec_bytes if vec_bytes is not None else launch_config(caps).vec_bytes
         w = vector_width((d.itemsize,), vb)
+        if dt == "float16" and vec_bytes is None and capped_half_width(caps, True, True):
+            w = min(w, launch_config(caps).half_width)
         vtext = op.vec(w) if (op.vec and w > 1 and skeleton == "tiled") else None
         if vtext:
             pre += vtext + "\n"
-        return elementwise_kernel(name, [("a", d), ("b", d)], ("out", d), fn, d.middle, caps,
+        return elementwise_kernel(name, [("a", d), ("b", d)], ("out", d), fn, op.out_vtype, caps,
                                   pre, w, skeleton, op.vfn(w) if vtext else None,
                                   index_arg=op.wants_index)
     if skeleton == "tiled" and vec_bytes is None and (numel(shape1) == 1 or numel(shape2) == 1):
@@ -292,7 +379,9 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
                          ((op, (("in", 0), ("in", 1))),), ((0, d),))
         return fused_kernel(spec, caps, name)
     idx_arg = ", i" if op.wants_index else ""
-    body = f"out[i] = {fn}({load_expr(d, caps, 'a', ia)}, {load_expr(d, caps, 'b', ib)}{idx_arg});"
+    body = scalar_store(d, caps, "out", "i",
+                        f"{fn}({load_expr(d, caps, 'a', ia)}, {load_expr(d, caps, 'b', ib)}{idx_arg})",
+                        op.out_vtype)
     if pre_idx:
         body = pre_idx + "\n" + body
     params = [f"__global const {st}* restrict a", f"__global const {st}* restrict b",

@@ -18,7 +18,7 @@ __all__ = [
     "scalar_store", "vector_load", "vector_store", "component", "cast_expr", "pragmas",
     "tiled_kernel", "ndrange_kernel", "grid_stride_kernel", "elementwise_kernel",
     "cast_kernel", "int_literal", "float_literal", "TILING_PARAMS", "SKELETONS",
-    "step_vexpr", "store_vvalue", "vcomponent", "cast_vector_fn", "half_bits_source",
+    "step_vexpr", "store_vvalue", "vcomponent", "cast_vector_fn", "half_bits_source", "bf16_source",
 ]
 
 #: Kernel parameters every tiled kernel takes after its buffers (see ops/tiling.py).
@@ -69,9 +69,21 @@ def load_expr(d: DType, caps, ptr: str, idx: str, nan_sign: bool = True) -> str:
         return f"vload_half({idx}, {ptr})"
     if d.kind == "complex":
         return f"{ptr}[{idx}].x"  # real part (cast.cc: std::real)
+    if d.name == "bfloat16":
+        return f"as_float(convert_uint({ptr}[{idx}]) << 16)"  # the float32 it is the top half of
     if d.middle == "int" and d.cl != "int":
         return f"(int){ptr}[{idx}]"
     return f"{ptr}[{idx}]"
+
+
+def bf16_source() -> str:
+    """``litecl_f2bf``: float -> bfloat16 bits, round to nearest even on the bits (overflow
+    to inf, subnormals kept), NaN -> the quiet NaN of its sign (LiteRT's, measured), in
+    integer operations (no float operation may flush or canonicalize)."""
+    return ("ushort litecl_f2bf(const float v)\n{\n"
+            "    const uint x = as_uint(v);\n"
+            "    return (x & 0x7fffffffu) > 0x7f800000u ? (ushort)(((x >> 16) & 0x8000u) | 0x7fc0u)\n"
+            "                                            : (ushort)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n}\n")
 
 
 _SIGNED_NARROW = {"char": "uchar", "short": "ushort"}
@@ -85,6 +97,10 @@ def store_value(d: DType, caps, value: str, vtype: str) -> str:
     st = storage_type(d, caps)
     if d.name == "float16":
         return value
+    if d.kind == "complex":  # a real value: the real part, imaginary +0 (cast.cc)
+        return value if vtype == "float2" else f"(float2)({value}, 0.0f)"
+    if d.name == "bfloat16":
+        return value if vtype == "ushort" else f"litecl_f2bf({value})"
     if st in _SIGNED_NARROW:
         return f"as_{st}(({_SIGNED_NARROW[st]})({value}))"
     if st in ("uchar", "ushort"):
@@ -212,6 +228,8 @@ def component(d: DType, caps, var: str, c: int) -> str:
     """Component ``c`` of a ``vector_load`` variable as the value ``load_expr`` gives."""
     if d.kind == "complex":
         return f"{var}.s{2 * c:x}"  # real part (cast.cc: std::real)
+    if d.name == "bfloat16":
+        return f"as_float(convert_uint({var}.s{c:x}) << 16)"
     if d.middle == "int" and d.cl != "int":
         return f"(int){var}.s{c:x}"
     return f"{var}.s{c:x}"
@@ -422,6 +440,8 @@ def vcomponent(d: DType, caps, var: str, w: int) -> str:
     """A ``vector_load`` variable as a vector of the value ``load_expr`` gives."""
     if d.kind == "complex":
         return f"{var}.even"  # real parts (cast.cc: std::real)
+    if d.name == "bfloat16":
+        return f"as_float{w}(convert_uint{w}({var}) << 16)"
     if d.middle == "int" and d.cl != "int":
         return f"convert_int{w}({var})"
     return var
@@ -434,6 +454,8 @@ def cast_vector_fn(plan: CastPlan, caps, fn: str, w: int, operand: str = "x") ->
     ``vector_store`` stores."""
     from .tiling import launch_config  # noqa: PLC0415
 
+    if plan.dst.kind == "complex" or plan.dst.name == "bfloat16":  # scalar only: (real, 0)
+        return None  # pairs; the bf16 rounding helper is scalar (lanes call it one by one)
     sat = launch_config(caps).sat_convert
     x = operand
     for s in plan.steps:
@@ -573,8 +595,15 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
             params.append(f"__global const {st}* restrict {pname}")
     # NaN signs matter only where the output keeps NaNs (a float type); an integer or bool
     # output maps every NaN alike, so half loads skip their NaN-sign fix-up there
-    keep = od.kind == "float"
-    call = f"{fn}({', '.join([load_expr(d, caps, p, 'i', keep) for p, d in inputs] + (['i'] if index_arg else []))})"
+    keep = od.kind in ("float", "complex")
+
+    def load(p, d):
+        if d.kind == "complex" and od.kind == "complex":  # complex64 -> complex64: both parts
+            return f"{p}[i]"
+        if d.name == od.name == "bfloat16":  # bfloat16 -> bfloat16: the bits
+            return f"{p}[i]"
+        return load_expr(d, caps, p, 'i', keep)
+    call = f"{fn}({', '.join([load(p, d) for p, d in inputs] + (['i'] if index_arg else []))})"
     body = scalar_store(od, caps, oname, "i", call, out_vtype)
     if skeleton == "ndrange":
         return ndrange_kernel(name, params, body, preamble)
@@ -654,6 +683,8 @@ def op_preamble(ops, caps) -> str:
         from .softf64 import source as soft_source  # noqa: PLC0415
 
         pre += soft_source(list(dict.fromkeys(soft))) + "\n"
+    if any("litecl_f2bf(" in o.text for o in ops):
+        pre += bf16_source() + "\n"
     if any(o.quant for o in ops):
         from .add_quant import quant_add_cl_functions  # noqa: PLC0415
 
@@ -711,6 +742,8 @@ def cast_kernel(src, dst, caps, name: str = "litecl_cast", vec_bytes: int | None
     pre = op_preamble([op], caps) + "\n"
     vb = vec_bytes if vec_bytes is not None else launch_config(caps).vec_bytes
     width = vector_width((src.itemsize, dst.itemsize), vb)
+    if dst.kind == "complex" or src.name == dst.name == "bfloat16":  # element by element:
+        width = 1  # (real, imaginary) float2 pairs; bfloat16 bits copied as they are
     if capped_half_width(caps, src.name == "float16", dst.name == "float16") and vec_bytes is None:
         width = min(width, launch_config(caps).half_width)
     vfn = None

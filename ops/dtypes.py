@@ -12,15 +12,22 @@ Storage rules (OpenCL C 1.2 section 6.1 / 6.9):
 - double needs cl_khr_fp64; without it a float64 tensor is stored as ``ulong`` bits and
   converted with integer operations.
 - complex64 is two floats, stored as ``float2`` (real, imaginary).
+- bfloat16 is the top half of a float32, stored as ``ushort`` bits (numpy type: ml_dtypes'
+  bfloat16, which LiteRT's Python API takes and returns; measured).
+- int4, uint4, int2 (sub-byte integers): one value per byte in tensors, as LiteRT holds
+  them at run time and as its Python API passes int4/uint4 (int8/uint8 arrays; values
+  outside the type's range refused); packed in constant buffers as the schema stores them
+  (``packed_bits`` per value, low bits first), unpacked when the model is read.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
+import ml_dtypes  # bfloat16 (a dependency of ai-edge-litert)
 import numpy as np
 
-__all__ = ["DType", "DTYPES", "BY_NAME", "BY_TFLITE", "BY_NUMPY", "CAST_TYPES", "dtype"]
+__all__ = ["DType", "DTYPES", "BY_NAME", "BY_TFLITE", "BY_NUMPY", "CAST_TYPES", "SUB_BYTE_CAST_PARTNER", "dtype"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,8 @@ class DType:
     middle: the OpenCL C type it is widened to before conversion (the seed's middle type,
     generalised so no step loses range: 64-bit integers keep ``long``, uint32 keeps
     ``uint``, float64 keeps ``double``); kind: "bool", "int", "uint", "float", "complex";
-    bits: value bits (integers and floats).
+    bits: value bits (integers and floats); packed_bits: bits per value in a constant
+    buffer when the schema packs several values per byte (0: not packed).
     """
 
     name: str
@@ -45,6 +53,7 @@ class DType:
     middle: str
     kind: str
     bits: int
+    packed_bits: int = 0
 
     @property
     def is_float(self) -> bool:
@@ -59,9 +68,9 @@ class DType:
         """Smallest finite value (numpy's iinfo/finfo)."""
         if self.kind == "bool":
             return 0
-        if self.is_integer:
-            return int(np.iinfo(self.np).min)
-        return float(np.finfo(self.np if self.kind == "float" else np.float32).min)
+        if self.is_integer:  # from the value bits: int4 is [-8, 7] though stored in an int8
+            return -(1 << (self.bits - 1)) if self.kind == "int" else 0
+        return float(_finfo(self.np if self.kind == "float" else np.float32).min)
 
     @property
     def max(self) -> int | float:
@@ -69,12 +78,20 @@ class DType:
         if self.kind == "bool":
             return 1
         if self.is_integer:
-            return int(np.iinfo(self.np).max)
-        return float(np.finfo(self.np if self.kind == "float" else np.float32).max)
+            return (1 << (self.bits - (self.kind == "int"))) - 1
+        return float(_finfo(self.np if self.kind == "float" else np.float32).max)
 
 
-def _row(name, tflite, itemsize, npdt, cl, ext, middle, kind, bits):
-    return DType(name, tflite, itemsize, np.dtype(npdt), cl, ext, middle, kind, bits)
+def _finfo(npdt):
+    """numpy's finfo, or ml_dtypes' for the types numpy lacks (bfloat16)."""
+    try:
+        return np.finfo(npdt)
+    except ValueError:
+        return ml_dtypes.finfo(npdt)
+
+
+def _row(name, tflite, itemsize, npdt, cl, ext, middle, kind, bits, packed_bits=0):
+    return DType(name, tflite, itemsize, np.dtype(npdt), cl, ext, middle, kind, bits, packed_bits)
 
 
 # TensorType codes from the TFLite schema (tensorflow/lite/schema/schema.fbs).
@@ -91,21 +108,33 @@ DTYPES: tuple[DType, ...] = (
     _row("float32", 0, 4, np.float32, "float", None, "float", "float", 32),
     _row("float64", 10, 8, np.float64, "double", "cl_khr_fp64", "double", "float", 64),
     _row("complex64", 8, 8, np.complex64, "float2", None, "float", "complex", 64),
+    _row("bfloat16", 18, 2, ml_dtypes.bfloat16, "ushort", None, "float", "float", 16),
+    # held as int8/uint8 (LiteRT's run-time layout and Python API), packed in buffers
+    _row("int4", 17, 1, np.int8, "char", None, "int", "int", 4, packed_bits=4),
+    _row("uint4", 20, 1, np.uint8, "uchar", None, "int", "uint", 4, packed_bits=4),
+    _row("int2", 19, 1, np.int8, "char", None, "int", "int", 2, packed_bits=2),
 )
 
 BY_NAME: dict[str, DType] = {d.name: d for d in DTYPES}
 BY_TFLITE: dict[int, DType] = {d.tflite: d for d in DTYPES}
-BY_NUMPY: dict[np.dtype, DType] = {d.np: d for d in DTYPES}
+#: numpy dtype -> row, for the types held in their own numpy dtype (the sub-byte types
+#: share int8/uint8 with those rows)
+BY_NUMPY: dict[np.dtype, DType] = {d.np: d for d in DTYPES if not d.packed_bits}
 
 #: The types TFLite CAST converts among (REFERENCE_FACTS.md: 110 ordered pairs).
-CAST_TYPES: tuple[DType, ...] = tuple(d for d in DTYPES if d.kind != "complex")
+CAST_TYPES: tuple[DType, ...] = tuple(d for d in DTYPES if d.kind != "complex"
+                                      and d.name != "bfloat16" and not d.packed_bits)
+
+#: Sub-byte integer types and the only type LiteRT 2.3.0 casts them to and from
+#: (measured: every other pair fails at invoke, "Type INT8 is unsupported by op Cast").
+SUB_BYTE_CAST_PARTNER = "float32"
 
 #: TensorType names of the schema, for messages about types litecl does not handle.
 TFLITE_TYPE_NAMES: dict[int, str] = {
     0: "FLOAT32", 1: "FLOAT16", 2: "INT32", 3: "UINT8", 4: "INT64", 5: "STRING",
     6: "BOOL", 7: "INT16", 8: "COMPLEX64", 9: "INT8", 10: "FLOAT64", 11: "COMPLEX128",
     12: "UINT64", 13: "RESOURCE", 14: "VARIANT", 15: "UINT32", 16: "UINT16", 17: "INT4",
-    18: "BFLOAT16",
+    18: "BFLOAT16", 19: "INT2", 20: "UINT4", 21: "FLOAT8_E4M3FN", 22: "FLOAT8_E5M2",
 }
 
 

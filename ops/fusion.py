@@ -66,6 +66,8 @@ def _reload(op: NodeOp, caps, var: str, w: int = 1) -> str:
         if caps.fp16 and op.out_vtype == "half":
             return var
         return f"litecl_half_round{'' if w == 1 else f'_v{w}'}({var})"
+    if d.name == "bfloat16":
+        return f"as_float(convert_uint({var}) << 16)" if w == 1 else f"as_float{w}(convert_uint{w}({var}) << 16)"
     if d.middle == "int" and d.cl != "int":
         return f"(int){var}" if w == 1 else f"convert_int{w}({var})"
     return var
@@ -103,8 +105,13 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
     former/tail skeleton (ops/codegen.py tiled_kernel). Where every input is same-shape
     or a single element and every member has a vector form (NodeOp.vec), chunks are
     walked in aligned vectors (single elements splatted) with a scalar tail; otherwise
-    element by element, broadcast inputs indexed with ``broadcast.index_code``."""
+    element by element, broadcast inputs indexed with ``broadcast.index_code``. Raises
+    ValueError for a member with a complex64 result (not fused)."""
     ops = [op for op, _ in spec.steps]
+    if any(op.out.kind == "complex" for op in ops):  # raised: the executor leaves it unfused
+        raise ValueError("complex64 results are not fused (each such CAST has its own kernel)")
+    if any(op.out.name == "bfloat16" and op.inputs[0].name == "bfloat16" for op in ops):
+        raise ValueError("a bfloat16 -> bfloat16 copy of bits is not fused")
     pre = op_preamble(list({op.fn: op for op in ops}.values()), caps)
     needs_round = any(op.out.name == "float16" and not (caps.fp16 and op.out_vtype == "half")
                       for j, (op, _) in enumerate(spec.steps)
@@ -157,7 +164,7 @@ def _load_ctype(d: DType, caps) -> str:
     """The OpenCL C type load_expr yields for ``d``."""
     if d.name == "float16":
         return "half" if caps.fp16 else "float"
-    if d.kind == "complex":
+    if d.kind == "complex" or d.name == "bfloat16":
         return "float"
     if d.name == "float64" and not caps.fp64:
         return "ulong"

@@ -128,6 +128,8 @@ def litecl_run(content: bytes, inputs, device: str, reference: str = "builtin"):
     pl = [p for p in it.placement() if p["op"] == "ADD"]
     assert pl and all(p["placement"] == "opencl" for p in pl), pl
     it.allocate_tensors()
+    pl = [p for p in it.placement() if p["op"] == "ADD"]  # a kernel that fails to build falls back
+    assert all(p["placement"] == "opencl" for p in pl), pl
     for d, x in zip(it.get_input_details(), inputs):
         it.set_tensor(d["index"], x)
     it.invoke()
@@ -742,10 +744,14 @@ def _rule_choice(s1, s2, reference):
     return np.where(i < run - run % block, "b" if x == "a" else "a", x)
 
 
-@pytest.mark.parametrize("reference,max_rank", [("builtin", 4), ("ref", 6)])
-def test_nan_rule_predicts_litert(reference, max_rank):
-    """ops/add.py nan_rule against LiteRT itself on random shape pairs (no device)."""
-    bad = [(s1, s2) for s1, s2 in _random_shape_pairs(3, 300, max_rank)
+@pytest.mark.parametrize("reference,min_rank,max_rank", [("builtin", 1, 4), ("ref", 1, 6), ("builtin", 7, 8),
+                                                          ("ref", 7, 8)])
+def test_nan_rule_predicts_litert(reference, min_rank, max_rank):
+    """ops/add.py nan_rule against LiteRT itself on random shape pairs (no device); 7-D
+    and 8-D: LiteRT's generic path, reference_ops' loop in both resolvers."""
+    pairs = [p for p in _random_shape_pairs(3, 300 if min_rank == 1 else 1500, max_rank)
+             if max(len(p[0]), len(p[1])) >= min_rank][:300]
+    bad = [(s1, s2) for s1, s2 in pairs
            if (_litert_nan_choice(s1, s2, reference) != _rule_choice(s1, s2, reference)).any()]
     assert not bad, bad[:5]
 
@@ -762,3 +768,218 @@ def test_nan_signs_random_broadcasts_on_device(fast_device, reference):
         a, b = np.full(s1, -np.nan, np.float32), np.full(s2, np.nan, np.float32)
         got, _ = litecl_run(m, [a, b], fast_device, reference)
         assert_same(got, litert(m, [a, b], reference), f"NaN signs {s1}+{s2} {reference}", [a, b])
+
+
+# ------------------------------------------------------------------------------------------
+# float16 ADD (semantics measured on LiteRT 2.3.0: ops/add.py's module docstring)
+# ------------------------------------------------------------------------------------------
+
+F16 = np.float16
+_F16_EDGES = [0.0, -0.0, 1.0, -1.0, 65504.0, -65504.0, np.inf, -np.inf, np.nan, -np.nan,
+              5.96e-8, -5.96e-8, 6.1e-5, 1e-5, 6.0, 6.004, 5.996, 7.0, -7.0, 0.5, 2049.0,
+              65519.0, 1e-4, -1e-4, 0.9995, 1.001, -1.001]
+
+#: (shape1, shape2): tails 1, 31, 33, 757, 1999, scalars, broadcasts both ways, and the
+#: 7-D and 8-D broadcasts of LiteRT's generic path
+F16_SHAPES = [([1], [1]), ([31], [31]), ([33], [33]), ([757], [757]), ([1999], [1999]),
+              ([], [757]), ([33], []), ([3, 27], [27]), ([757], [2, 1]), ([31, 1], [1, 33]),
+              ([2, 1, 3, 1, 5], [1, 4, 3, 7, 1]), ([2, 1, 1, 1, 1, 1, 3], [1, 2, 1, 1, 1, 1, 3]),
+              ([2, 1, 2, 1, 2, 1, 2, 3], [1, 2, 1, 2, 1, 2, 1, 1])]
+
+
+def half_values(shape, seed: int) -> np.ndarray:
+    """Random half bit patterns (NaN payloads of both signs, subnormals, infinities among
+    them) with every _F16_EDGES value at random positions."""
+    shape = tuple(shape)
+    n = _numel(shape)
+    rng = np.random.default_rng(seed)
+    out = rng.integers(0, 1 << 16, n, dtype=np.uint16).view(F16).copy()
+    k = min(n, len(_F16_EDGES))
+    out[rng.choice(n, k, replace=False)] = rng.permutation(np.array(_F16_EDGES, F16))[:k]
+    return out.reshape(shape)
+
+
+F16_DEVICES = FAST + device_params(["intel"], ["mobile-fp16"])
+
+
+def _check_half_adds(device, shapes, acts=ACTIVATIONS) -> None:
+    for k, (s1, s2) in enumerate(shapes):
+        for act in acts:
+            m = model("float16", tuple(s1), tuple(s2), act)
+            for ins in ([half_values(s1, 3 * k), half_values(s2, 3 * k + 1)],
+                        [np.full(s1, -np.nan, F16), np.full(s2, np.nan, F16)],
+                        [np.full(s1, np.nan, F16), np.full(s2, -np.nan, F16)]):
+                got, _ = litecl_run(m, ins, device)
+                assert_same(got, litert(m, ins), f"float16 {s1}+{s2} {act} on {device}", ins)
+
+
+@pytest.mark.parametrize("device", F16_DEVICES)
+def test_float16_add_matrix(device):
+    """float16 ADD on OpenCL (native half with cl_khr_fp16: Intel, intel:mobile-fp16;
+    through float elsewhere) bit for bit with LiteRT: random bit patterns plus edge
+    values, both-NaN operands of either sign order, every activation, tails and
+    broadcasts up to 8-D."""
+    _check_half_adds(device, F16_SHAPES)
+
+
+#: (a, b, {activation: expected half}) measured in LiteRT 2.3.0 (builtin and ref alike)
+F16_PAIRS = [
+    (65504.0, 65504.0, {"NONE": 65504.0, "RELU": 65504.0, "RELU6": 6.0, "RELU_N1_TO_1": 1.0}),
+    (np.inf, 1.0, {"NONE": 65504.0, "RELU": 65504.0}),
+    (-np.inf, -1.0, {"NONE": -65504.0, "RELU": 0.0, "RELU_N1_TO_1": -1.0}),
+    (np.inf, -np.inf, {a: -F16(np.nan) for a in ACTIVATIONS}),
+    (-np.nan, 0.0, {a: -F16(np.nan) for a in ACTIVATIONS}),
+    (0.0, np.nan, {a: F16(np.nan) for a in ACTIVATIONS}),
+    (-0.0, -0.0, {a: -0.0 for a in ACTIVATIONS}),
+    (5.96e-8, 5.96e-8, {"NONE": np.uint16(2).view(F16), "RELU": np.uint16(2).view(F16)}),
+    (-5.96e-8, 0.0, {"NONE": np.uint16(0x8001).view(F16), "RELU": 0.0}),
+    (2048.0, 1.0, {"NONE": 2048.0}),   # 2049 rounds to even
+    (1000.0, 0.4, {"NONE": 1000.5}),
+]
+
+
+@pytest.mark.parametrize("device", F16_DEVICES)
+def test_float16_add_documented_values(device):
+    a = np.array([p[0] for p in F16_PAIRS], F16)
+    b = np.array([p[1] for p in F16_PAIRS], F16)
+    for act in ACTIVATIONS:
+        m = model("float16", (a.size,), (a.size,), act)
+        got, _ = litecl_run(m, [a, b], device)
+        assert_same(got, litert(m, [a, b]), f"float16 edges {act} on {device}", [a, b])
+        for k, (x, y, expect) in enumerate(F16_PAIRS):
+            if act in expect:
+                assert bit_equal(got[k:k + 1], np.array([expect[act]], F16)), (x, y, act, got[k], expect[act])
+
+
+def test_half_nan_rule_predicts_litert():
+    """ops/add.py half_nan_rule against LiteRT on random shape pairs up to 8-D (no device)."""
+    from litecl.ops.add import half_nan_rule
+
+    bad = []
+    for reference in ("builtin", "ref"):
+        for s1, s2 in _random_shape_pairs(7, 200, 8):
+            m = model("float16", s1, s2, "NONE")
+            got = litert(m, [np.full(s1, -np.nan, F16), np.full(s2, np.nan, F16)], reference)
+            want = half_nan_rule(s1, s2)
+            if (np.signbit(got) != (want == "a")).any():
+                bad.append((reference, s1, s2, want))
+    assert not bad, bad[:5]
+
+
+@pytest.mark.parametrize("device", device_params(["oclgrind"], ["", "mobile"]))
+def test_float16_add_under_oclgrind(device, capfd):
+    _check_half_adds(device, [([1], [1]), ([33], [33]), ([757], [1]), ([31, 1], [1, 33]),
+                              ([2, 1, 2, 1, 2, 1, 2, 3], [1, 2, 1, 2, 1, 2, 1, 1])], ("NONE", "RELU6"))
+    err = capfd.readouterr().err
+    assert "Invalid read" not in err and "Invalid write" not in err, err[-2000:]
+
+
+@pytest.mark.parametrize("spec", device_params(["intel", "pocl"], ["mobile"]))
+def test_float16_add_gpu_row_on_a_cpu_device(spec):
+    """The GPU LAUNCH row's float16 ADD code (integer half stores, NaN-sign-keeping half
+    loads, 512-wide work-groups) on a CPU device that says it is a GPU, so what the H200
+    runs is checked here too."""
+    from dataclasses import replace
+
+    d = litecl.open_device(spec)
+    gpu = litecl.Device(d.device, d.context, d.queue, replace(d.caps, is_gpu=True))
+    from litecl.ops.add import add_kernel
+
+    src = add_kernel("float16", [1999], [1999], "NONE", gpu.caps)
+    assert "litecl_f2h_v" in src, src
+    _check_half_adds(gpu, [([1999], [1999]), ([33], []), ([757], [2, 1]),
+                           ([2, 1, 1, 1, 1, 1, 3], [1, 2, 1, 1, 1, 1, 3])], ("NONE", "RELU"))
+
+
+# ------------------------------------------------------------------------------------------
+# 7-D and 8-D broadcasts (LiteRT's generic path); above 8 only same shapes
+# ------------------------------------------------------------------------------------------
+
+HIGH_SHAPES = [([2, 1, 1, 1, 1, 1, 3], [1, 2, 1, 1, 1, 1, 3]), ([3, 1, 2, 1, 1, 1, 1, 5], [1, 1, 1, 1, 1, 1, 2, 1]),
+               ([1, 3, 1, 1, 7, 1, 3], [2, 1, 5, 4, 7, 1, 3]), ([2, 1, 2, 1, 2, 1, 2, 3], [3]),
+               ([1, 2, 1, 1, 4], [1, 2, 4, 1, 2, 3, 3, 4]), ([2, 3, 1, 1, 1, 1, 1, 1, 5], [2, 3, 1, 1, 1, 1, 1, 1, 5])]
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("device", FAST)
+def test_rank_7_and_8_broadcasts(device, dt):
+    refs = ("ref", "builtin") if dt in QUANT else ("builtin", "ref")
+    for k, (s1, s2) in enumerate(HIGH_SHAPES):
+        for act in ("NONE", "RELU6"):
+            for ref in refs:
+                m, ins, want = _case(dt, tuple(s1), tuple(s2), act, 100 + k, ref)
+                got, _ = litecl_run(m, ins, device, ref)
+                assert_same(got, want, f"{dt} {s1}+{s2} {act} on {device} vs {ref}", ins)
+                if dt == "float32":  # both NaN: nan_rule at 7-D and 8-D
+                    ab = [np.full(s1, -np.nan, np.float32), np.full(s2, np.nan, np.float32)]
+                    got, _ = litecl_run(m, ab, device, ref)
+                    assert_same(got, litert(m, ab, ref), f"NaN {s1}+{s2} vs {ref}", ab)
+
+
+@pytest.mark.parametrize("device", device_params(["oclgrind"]))
+def test_rank_8_broadcast_under_oclgrind(device, capfd):
+    for dt in ("float32", "int64"):
+        s1, s2 = HIGH_SHAPES[1]
+        m, ins, want = _case(dt, tuple(s1), tuple(s2), "NONE", 7, "builtin")
+        got, _ = litecl_run(m, ins, device)
+        assert_same(got, want, f"{dt} {s1}+{s2} on {device}", ins)
+    err = capfd.readouterr().err
+    assert "Invalid read" not in err and "Invalid write" not in err, err[-2000:]
+
+
+def test_rank_9_broadcast_still_refused(fast_device):
+    it = litecl.Interpreter(model_content=model("int32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1), "NONE"),
+                            device=fast_device)
+    (p,) = [p for p in it.placement() if p["op"] == "ADD"]
+    assert p["placement"] != "opencl" and "above 8 dimensions" in p["reason"], p
+
+
+def test_errors_are_runtime_errors_where_litert_raises_one(fast_device):
+    """LiteRT raises RuntimeError at allocate_tensors for ADD shapes that do not broadcast
+    and at invoke() before allocate_tensors(): litecl's errors there are RuntimeErrors
+    too, and still its own classes (ValueError subclasses)."""
+    m = model("float32", (3,), (3,), "NONE")
+    for make in (lambda: make_interpreter(m), lambda: litecl.Interpreter(model_content=m, device=fast_device)):
+        it = make()
+        it.resize_tensor_input(0, [4])
+        with pytest.raises(RuntimeError, match="broadcast"):
+            it.allocate_tensors()
+        with pytest.raises(RuntimeError):
+            make().invoke()
+    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it.resize_tensor_input(0, [4])
+    with pytest.raises(litecl.ResizedPrepareError) as e:
+        it.allocate_tensors()
+    assert isinstance(e.value, litecl.InputError) and isinstance(e.value, ValueError)
+    with pytest.raises(litecl.NotAllocatedError) as e:
+        litecl.Interpreter(model_content=m, device=fast_device).invoke()
+    assert isinstance(e.value, litecl.InputError)
+    assert issubclass(litecl.PrepareError, litecl.ModelError) and issubclass(litecl.PrepareError, RuntimeError)
+    # a model whose own shapes do not broadcast (not a resize): PrepareError
+    mdl = schema.ModelT.InitFromPackedBuf(add_model("float32", [3], [3]), 0)
+    mdl.subgraphs[0].tensors[0].shape = [4]
+    b = flatbuffers.Builder(1024)
+    b.Finish(mdl.Pack(b), file_identifier=b"TFL3")
+    with pytest.raises(litecl.PrepareError):
+        lit = litecl.Interpreter(model_content=bytes(b.Output()), device=fast_device)
+        lit.allocate_tensors()
+    with pytest.raises(RuntimeError):
+        make_interpreter(bytes(b.Output())).allocate_tensors()
+
+
+@pytest.mark.parametrize("device", F16_DEVICES)
+def test_float16_add_in_fused_chains(device):
+    """float16 ADDs fused with CASTs (f32 -> f16 -> ADD -> ADD -> f32, a scalar and a
+    same-shape constant), the sums rounded to half between the nodes, against LiteRT."""
+    from models.builders import chain_model
+
+    for k, (c1, act) in enumerate(((np.float16(-0.0), "NONE"), (np.float16(65504), "RELU"),
+                                   (np.float16(np.nan), "RELU6"), (np.float16(1e-7), "RELU_N1_TO_1"))):
+        for n in (33, 1999):
+            c2 = half_values((n,), k)
+            m = chain_model(["float32", "float16", ("add", c1, act), ("add", c2, "NONE"), "float32"], [n])
+            with np.errstate(invalid="ignore", over="ignore"):
+                x = half_values((n,), 10 + k).astype(np.float32) * np.float32(1.0001)
+            got, it = litecl_run(m, [x], device)
+            assert any(len(g.nodes) > 1 for g in it._main.ex._groups.values()), "not fused"
+            assert_same(got, litert(m, [x]), f"fused float16 chain {act} n={n} on {device}", [x])

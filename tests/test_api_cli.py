@@ -175,7 +175,7 @@ def test_cli_compare_exit_1_on_difference(fast_device, tmp_path):
     (["run", "{model}", "--inputs", "{garbage}"], "cannot read inputs file"),
     (["run", "{model}", "--inputs", "{wrongname}"], "unknown input name"),
     (["run", "{model}", "--device", "nonexistent-dev"], "no OpenCL device matches"),
-    (["kernel", "cast", "float32", "bfloat16"], "unknown tensor type"),
+    (["kernel", "cast", "float32", "float8_e4m3fn"], "unknown tensor type"),
     (["bogus-command"], "invalid choice"),
     (["run", "{text}"], "not a TFLite model"),
 ])

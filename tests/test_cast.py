@@ -16,7 +16,16 @@ from models.builders import cast_model
 from conftest import REAL_DEVICES, device_params
 
 NAMES = [d.name for d in CAST_TYPES]
-PAIRS = [(s, d) for s in NAMES for d in NAMES if s != d] + [("complex64", d) for d in NAMES]
+#: the 110 real pairs, complex64 -> each real type, each real type -> complex64 and
+#: complex64 -> complex64 (a copy)
+PAIRS = ([(s, d) for s in NAMES for d in NAMES if s != d] + [("complex64", d) for d in NAMES]
+         + [(s, "complex64") for s in NAMES + ["complex64"]])
+#: bfloat16 to and from every other type (LiteRT's Python API passes ml_dtypes.bfloat16,
+#: measured), int4/uint4 to and from float32 (passed as int8/uint8), float32 -> int2 (LiteRT
+#: casts the sub-byte types to and from float32 only; an int2 input cannot be set)
+EXTRA = ["bfloat16", "int4", "uint4", "int2"]
+PAIRS += ([(s, "bfloat16") for s in NAMES + ["complex64"]] + [("bfloat16", d) for d in NAMES + ["complex64"]]
+          + [("float32", t) for t in ("int4", "uint4", "int2")] + [(t, "float32") for t in ("int4", "uint4")])
 SIZES = (1, 31, 33, 1999)
 
 _F = [0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.999, 127.9, 128.0, -128.9,
@@ -35,6 +44,20 @@ _I = [0, 1, -1, 2, 127, 128, -128, -129, 255, 256, 32767, 32768, -32768, 65519, 
 def edge_values(src: str, n: int) -> np.ndarray:
     """n values of src: the edge values first, then random bits (floats) / values."""
     rng = np.random.default_rng(n)
+    if src == "bfloat16":  # the float edge values rounded to it, then random bit patterns
+        import ml_dtypes
+
+        with np.errstate(over="ignore", invalid="ignore"):
+            base = np.array(_F + _SPECIAL, np.float64).astype(np.float32).astype(ml_dtypes.bfloat16)
+        rand = rng.integers(0, 1 << 16, n, dtype=np.uint16).view(ml_dtypes.bfloat16)
+        out = np.concatenate([base, rand])[:n] if n > len(base) else np.roll(base, n)[:n].copy()
+        return out
+    if src in ("int4", "uint4", "int2"):  # one value per byte (LiteRT's Python API)
+        lo, hi = {"int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1)}[src]
+        dt = np.int8 if lo < 0 else np.uint8
+        base = np.arange(lo, hi + 1).astype(dt)
+        rand = rng.integers(lo, hi + 1, n).astype(dt)
+        return np.concatenate([base, rand])[:n] if n > len(base) else np.roll(base, n)[:n].copy()
     dt = np.dtype(src)
     if src == "bool":
         base = np.array([0, 1], np.bool_)
@@ -52,7 +75,8 @@ def edge_values(src: str, n: int) -> np.ndarray:
     else:  # complex64: real parts from the float edge values
         with np.errstate(over="ignore"):
             re = np.array(_F + _SPECIAL, np.float64).astype(np.float32)
-        base = (re + 1j * np.float32(3.0)).astype(np.complex64)
+        base = np.empty(re.size, np.complex64)  # imaginary parts: the edge values reversed
+        base.real, base.imag = re, re[::-1]
         rand = (rng.standard_normal(n) * 1e3 + 1j * rng.standard_normal(n)).astype(np.complex64)
     out = np.concatenate([base, rand])[:n] if n > len(base) else base[:n]
     if n > len(base):
@@ -64,7 +88,7 @@ def edge_values(src: str, n: int) -> np.ndarray:
 def _out_of_reference_contract(src: str, dst: str, x: np.ndarray) -> np.ndarray:
     """complex64 -> integer is static_cast of the real part in cast.cc: undefined behaviour
     when out of range or NaN (x86 gives INT_MIN), so only in-range values are compared."""
-    if src != "complex64" or dst in ("bool",) or np.dtype(dst).kind == "f":
+    if src != "complex64" or dst in ("bool", "bfloat16") or np.dtype(dst).kind in "fc":
         return np.zeros(x.shape, bool)
     re = x.real.astype(np.float64)
     info = np.iinfo(np.dtype(dst))
@@ -92,6 +116,8 @@ def check_pair(device: str, src: str, dst: str, sizes=SIZES) -> None:
         pl = it.placement()
         assert [p["placement"] for p in pl] == ["opencl"], pl
         it.allocate_tensors()
+        pl = it.placement()  # a kernel that fails to build falls back at allocate
+        assert [p["placement"] for p in pl] == ["opencl"], pl
         x = edge_values(src, n)
         it.set_tensor(it.get_input_details()[0]["index"], x)
         it.invoke()
@@ -106,7 +132,7 @@ def check_pair(device: str, src: str, dst: str, sizes=SIZES) -> None:
 
 
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["", "mobile", "mobile-fp16"]))
-@pytest.mark.parametrize("src", NAMES + ["complex64"])
+@pytest.mark.parametrize("src", NAMES + ["complex64", "bfloat16", "int4", "uint4"])
 def test_cast_all_pairs(device, src):
     for s, d in PAIRS:
         if s == src:
@@ -117,7 +143,11 @@ ORACLE_SUBSET = [("float32", "int8"), ("float32", "float16"), ("float64", "float
                  ("int64", "float16"), ("bool", "float16"), ("uint8", "float32"),
                  ("float16", "uint32"), ("float64", "int64"), ("int64", "float64"),
                  ("float32", "float64"), ("complex64", "int32"), ("int32", "bool"),
-                 ("float32", "bool"), ("float16", "bool"), ("float64", "bool"), ("int64", "bool")]
+                 ("float32", "bool"), ("float16", "bool"), ("float64", "bool"), ("int64", "bool"),
+                 ("int32", "complex64"), ("float64", "complex64"), ("float16", "complex64"),
+                 ("complex64", "complex64"), ("float32", "bfloat16"), ("bfloat16", "float32"),
+                 ("float64", "bfloat16"), ("bfloat16", "int8"), ("float32", "int4"),
+                 ("uint4", "float32"), ("float32", "int2")]
 
 
 @pytest.mark.parametrize("device", device_params(["oclgrind"], ["", "mobile"]))
@@ -168,3 +198,192 @@ def test_zero_size_tensor(fast_device):
     it.set_tensor(it.get_input_details()[0]["index"], np.zeros([0], np.float32))
     it.invoke()
     assert it.get_tensor(it.get_output_details()[0]["index"]).shape == (0,)
+
+
+@pytest.mark.parametrize("spec", device_params(["intel", "pocl"], ["mobile"]))
+def test_new_pairs_on_the_gpu_row(spec):
+    """-> complex64, to and from bfloat16, and the sub-byte pairs with the GPU LAUNCH row's
+    code (a CPU device that says it is a GPU: NaN-sign-keeping half loads, integer half
+    stores, saturating conversions, 512-wide work-groups)."""
+    from dataclasses import replace
+
+    d = litecl.open_device(spec)
+    gpu = litecl.Device(d.device, d.context, d.queue, replace(d.caps, is_gpu=True))
+    for s, t in PAIRS:
+        if {s, t} & {"complex64", "bfloat16", "int4", "uint4", "int2"} and not (s == "complex64" and t in NAMES):
+            check_pair(gpu, s, t, sizes=(31, 1999))
+
+
+def test_complex64_chain_runs_unfused_and_exact(fast_device):
+    """f32 -> complex64 -> f16 -> complex64 -> int8: complex64 results are not fused, each
+    such CAST has its own kernel; the chain equals LiteRT's."""
+    from models.builders import chain_model
+
+    m = chain_model(["float32", "complex64", "float16", "complex64", "int8"], [757])
+    x = edge_values("float32", 757)
+    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it.allocate_tensors()
+    assert all(p["placement"] == "opencl" for p in it.placement()), it.placement()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    ref = make_interpreter(m)
+    ref.allocate_tensors()
+    ref.set_tensor(ref.get_input_details()[0]["index"], x)
+    ref.invoke()
+    got = it.get_tensor(it.get_output_details()[0]["index"])
+    assert not mismatches(got, ref.get_tensor(ref.get_output_details()[0]["index"])).any()
+
+
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["", "mobile"]))
+def test_bfloat16_inside_a_model(device):
+    """bfloat16 as an internal tensor (X -> bf16 -> Y chains, the fused form included),
+    every type through it, edge values and random bits, against LiteRT: LiteRT rounds the
+    float32 to nearest even (two roundings from wider types: int32 16842753 -> 16777216,
+    float64 1 + 2**-8 + 2**-40 -> 1.0)."""
+    from models.builders import chain_model
+
+    checks = [(s, "float32") for s in NAMES + ["complex64"]] + [("float32", d) for d in NAMES + ["complex64"]]
+    for s, d in checks:
+        for n in (33, 1999):
+            m = chain_model([s, "bfloat16", d], [n])
+            x = edge_values(s, n)
+            if s == "float64":
+                x = x.copy()
+                x[:2] = [1 + 2**-8 + 2**-40, -(1 + 2**-8 + 2**-40)]
+            if s == "int32":
+                x = x.copy()
+                x[:1] = [2**24 + 2**16 + 1]
+            it = litecl.Interpreter(model_content=m, device=device)
+            it.allocate_tensors()
+            assert all(p["placement"] == "opencl" for p in it.placement()), it.placement()
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.invoke()
+            ref = make_interpreter(m)
+            ref.allocate_tensors()
+            ref.set_tensor(ref.get_input_details()[0]["index"], x)
+            ref.invoke()
+            got = it.get_tensor(it.get_output_details()[0]["index"])
+            want = ref.get_tensor(ref.get_output_details()[0]["index"])
+            bad = mismatches(got, want) & ~_out_of_reference_contract(s, d, x)
+            assert not bad.any(), (s, d, n, x[bad][:5], got[bad][:5], want[bad][:5])
+
+
+def test_bfloat16_rounding_matches_litert_on_random_bits(fast_device):
+    x = np.random.default_rng(3).integers(0, 1 << 32, 1 << 18, dtype=np.uint32).view(np.float32)
+    m = cast_model("float32", "bfloat16", [x.size])
+    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    ref = make_interpreter(m)
+    ref.allocate_tensors()
+    ref.set_tensor(ref.get_input_details()[0]["index"], x)
+    ref.invoke()
+    got = it.get_tensor(it.get_output_details()[0]["index"])
+    assert got.dtype == ref.get_tensor(ref.get_output_details()[0]["index"]).dtype
+    assert not mismatches(got, ref.get_tensor(ref.get_output_details()[0]["index"])).any()
+
+
+@pytest.mark.parametrize("sub", ["int4", "uint4", "int2"])
+@pytest.mark.parametrize("n", [1, 31, 33, 757])
+def test_sub_byte_constants_are_unpacked(fast_device, sub, n):
+    """A packed int4/uint4/int2 constant buffer (two or four values per byte, low bits
+    first) -> CAST float32 on OpenCL equals LiteRT."""
+    from models.builders import chain_model
+
+    x = edge_values(sub, n)
+    if sub == "int2":  # float32 -> int2 -> float32: an int2 tensor inside the model
+        m = chain_model(["float32", "int2", "float32"], [n])
+        ins = [x.astype(np.float32)]
+    else:
+        m = cast_model(sub, "float32", [n], constant=x)
+        ins = []
+    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it.allocate_tensors()
+    assert all(p["placement"] == "opencl" for p in it.placement()), it.placement()
+    ref = make_interpreter(m)
+    ref.allocate_tensors()
+    for i, v in zip((it, ref), (ins, ins)):
+        for d, a in zip(i.get_input_details(), v):
+            i.set_tensor(d["index"], a)
+        i.invoke()
+    got = it.get_tensor(it.get_output_details()[0]["index"])
+    want = ref.get_tensor(ref.get_output_details()[0]["index"])
+    assert not mismatches(got, want).any() and (want == x).all()
+
+
+def test_sub_byte_inputs_follow_litert_python_api(fast_device):
+    """int4/uint4 inputs are int8/uint8 arrays, one value per byte, in range (LiteRT:
+    "Values for INT4 input must be between -8 and 7."); an int2 input cannot be set (nor
+    in LiteRT); CASTs LiteRT does not run (int4 -> int8) fall back and say why; messages
+    name the types."""
+    for sub, dt, bad in (("int4", np.int8, 8), ("uint4", np.uint8, 16)):
+        m = cast_model(sub, "float32", [3])
+        it = litecl.Interpreter(model_content=m, device=fast_device)
+        ref = make_interpreter(m)
+        it.allocate_tensors()
+        ref.allocate_tensors()
+        assert it.get_input_details()[0]["dtype"] == ref.get_input_details()[0]["dtype"] == dt
+        with pytest.raises(litecl.InputError, match=f"{sub.upper()} must be between"):
+            it.set_tensor(0, np.array([1, bad, 2], dt))
+        with pytest.raises(ValueError, match="must be between"):
+            ref.set_tensor(0, np.array([1, bad, 2], dt))
+        with pytest.raises(litecl.InputError, match="expects"):
+            it.set_tensor(0, np.array([1, 2, 3], np.int16))
+    it = litecl.Interpreter(model_content=cast_model("int2", "float32", [3]), device=fast_device)
+    it.allocate_tensors()
+    with pytest.raises(litecl.InputError, match="INT2"):
+        it.set_tensor(0, np.array([1, 0, -1], np.int8))
+    it = litecl.Interpreter(model_content=cast_model("int4", "int8", [3]), device=fast_device)
+    (p,) = it.placement()
+    assert p["placement"] == "fallback" and "int4 only to and from float32" in p["reason"], p
+    from litecl.model import load_model
+
+    sg = load_model(model_content=cast_model("float32", "int2", [3])).subgraphs[0]
+    assert sg.tensors[1].type_name == "INT2" and sg.tensors[1].dtype.name == "int2"
+
+
+def test_cli_compare_on_an_int4_input_model(tmp_path, fast_device):
+    """`litecl compare` seeds int4 inputs in [-8, 7] (their details say int8, as LiteRT's)."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "i4.tflite"
+    p.write_bytes(cast_model("int4", "float32", [757]))
+    r = subprocess.run([sys.executable, "-m", "litecl.cli", "compare", str(p), "--device", fast_device,
+                        "--full-range"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "bit-exact" in r.stdout, (r.stdout[-800:], r.stderr[-800:])
+
+
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["", "mobile"]))
+def test_same_type_casts(device):
+    """CAST T -> T runs in LiteRT for every type but the sub-byte ones: a copy (bool bytes
+    other than 0/1 kept, as LiteRT does)."""
+    for t in NAMES + ["complex64", "bfloat16"]:
+        check_pair(device, t, t, sizes=(1, 33, 1999))
+    m = cast_model("bool", "bool", [4])
+    x = np.array([0, 1, 2, 255], np.uint8).view(np.bool_)
+    out = []
+    for it in (make_interpreter(m), litecl.Interpreter(model_content=m, device=device)):
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        out.append(it.get_tensor(it.get_output_details()[0]["index"]).view(np.uint8).tolist())
+    assert out[0] == out[1] == [0, 1, 2, 255]
+
+
+def test_bfloat16_copies_keep_bits_in_chains(fast_device):
+    """bf16 -> bf16 -> f32 -> bf16 -> bf16 on every bf16 bit pattern: the copies keep NaN
+    payloads as LiteRT does (not fused), the rest rounds as LiteRT."""
+    import ml_dtypes
+    from models.builders import chain_model
+
+    m = chain_model(["bfloat16", "bfloat16", "float32", "bfloat16", "bfloat16"], [1 << 16])
+    x = np.arange(1 << 16, dtype=np.uint16).view(ml_dtypes.bfloat16)
+    out = []
+    for it in (make_interpreter(m), litecl.Interpreter(model_content=m, device=fast_device)):
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        out.append(it.get_tensor(it.get_output_details()[0]["index"]))
+    assert (out[0].view(np.uint16) == out[1].view(np.uint16)).all()

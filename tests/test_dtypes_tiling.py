@@ -11,11 +11,14 @@ def test_maps_complete_and_one_to_one():
     n = len(dtypes.DTYPES)
     assert len(dtypes.BY_NAME) == n
     assert len(dtypes.BY_TFLITE) == n
-    assert len(dtypes.BY_NUMPY) == n
+    # the sub-byte types are held as int8/uint8 (LiteRT's Python API): not numpy keys
+    packed = [d for d in dtypes.DTYPES if d.packed_bits]
+    assert {d.name for d in packed} == {"int4", "uint4", "int2"}
+    assert len(dtypes.BY_NUMPY) == n - len(packed)
     for d in dtypes.DTYPES:
         assert dtypes.dtype(d.name) is d
         assert dtypes.dtype(d.tflite) is d
-        assert dtypes.dtype(d.np) is d
+        assert dtypes.dtype(d.np) is d or (d.packed_bits and dtypes.dtype(d.np).bits == 8)
         assert d.np.itemsize == d.itemsize
         assert dtypes.TFLITE_TYPE_NAMES[d.tflite].lower() == d.name
 
@@ -34,7 +37,15 @@ def test_cast_types_are_the_eleven():
 
 def test_unknown_type_raises_keyerror():
     with pytest.raises(KeyError, match="unknown tensor type"):
-        dtypes.dtype("bfloat16")
+        dtypes.dtype("float8_e4m3fn")
+    with pytest.raises(KeyError, match="unknown tensor type"):
+        dtypes.dtype(21)
+
+
+def test_sub_byte_ranges_and_names():
+    assert [(dtypes.dtype(t).min, dtypes.dtype(t).max) for t in ("int4", "uint4", "int2")] == [
+        (-8, 7), (0, 15), (-2, 1)]
+    assert dtypes.TFLITE_TYPE_NAMES[19] == "INT2" and dtypes.TFLITE_TYPE_NAMES[20] == "UINT4"
 
 
 def test_seed_worked_example():
