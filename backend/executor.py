@@ -395,6 +395,11 @@ class Executor:
         shapes = tuple(self._shape_of(t) for t in f.inputs)
         if f.interp is None or f.shapes_key != shapes:
             self._check_aborts(f)
+            unset = sorted({self.sg.tensors[t].type_name for t in f.inputs
+                            if self.sg.tensors[t].dtype is not None and self.sg.tensors[t].dtype.name == "int2"})
+            if unset:  # LiteRT's set_tensor refuses INT2 ("expected type INT2"), even as int8
+                raise ModelError(f"LiteRT cannot run nodes {_ranges(f.nodes)}: their inputs include "
+                                 f"{', '.join(unset)} tensors, which LiteRT's Python API cannot pass")
             try:
                 if f.interp is None:
                     content = build_submodel(self.model, self.sg.index, f.nodes, f.inputs, f.outputs)
