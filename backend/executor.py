@@ -418,7 +418,7 @@ class Executor:
                 msg = " ".join(str(e).split())[:300] or type(e).__name__
                 odd = sorted({self.sg.tensors[t].type_name for t in (*f.inputs, *f.outputs)
                               if self.sg.tensors[t].dtype is None})
-                if odd:  # e.g. BFLOAT16: LiteRT's Python API has no numpy type for it
+                if odd:  # e.g. FLOAT8_E4M3FN: no numpy type litecl knows for it
                     msg += f" (its boundary tensors include {', '.join(odd)}, which LiteRT's Python API cannot pass)"
                 cls = PrepareError if isinstance(e, RuntimeError) else ModelError  # as LiteRT's
                 raise cls(f"LiteRT cannot prepare nodes {_ranges(f.nodes)} ({', '.join(ops)}): "
