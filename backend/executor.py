@@ -536,6 +536,11 @@ class Executor:
         shapes = tuple(self._shape_of(t) for t in f.inputs)
         if f.interp is None or f.shapes_key != shapes:
             self._check_aborts(f)
+            unset = sorted({self.sg.tensors[t].type_name for t in f.inputs
+                            if self.sg.tensors[t].dtype is not None and self.sg.tensors[t].dtype.name == "int2"})
+            if unset:  # LiteRT's set_tensor refuses INT2 ("expected type INT2"), even as int8
+                raise ModelError(f"LiteRT cannot run nodes {_ranges(f.nodes)}: their inputs include "
+                                 f"{', '.join(unset)} tensors, which LiteRT's Python API cannot pass")
             try:
                 if f.interp is None:
                     content = self.model.raw if f.passthrough else \
@@ -556,7 +561,7 @@ class Executor:
                 msg = " ".join(str(e).split())[:300] or type(e).__name__
                 odd = sorted({self.sg.tensors[t].type_name for t in (*f.inputs, *f.outputs)
                               if self.sg.tensors[t].dtype is None})
-                if odd:  # e.g. BFLOAT16: LiteRT's Python API has no numpy type for it
+                if odd:  # e.g. FLOAT8_E4M3FN: no numpy type litecl knows for it
                     msg += f" (its boundary tensors include {', '.join(odd)}, which LiteRT's Python API cannot pass)"
                 cls = PrepareError if isinstance(e, RuntimeError) else ModelError  # as LiteRT's
                 raise cls(f"LiteRT cannot prepare nodes {_ranges(f.nodes)} ({', '.join(ops)}): "

@@ -4,7 +4,8 @@
 #
 #     bash benchmarks/h200_all.sh      # results under $OUT (default bench_out/h200)
 # Needs the wheels folder .whl (pyopencl, pytools, platformdirs, siphash24,
-# typing_extensions, ai-edge-litert and its needs, pytest, hypothesis, tqdm) carried, and
+# typing_extensions, ai-edge-litert and its needs incl. ml_dtypes (bfloat16), pytest, hypothesis,
+# tqdm) carried, and
 # optionally .shared_models (a copy of ../shared/models) for the real-model tests.
 # litecl is imported from a shim package: pyproject maps backend/ -> litecl and
 # ops/ -> litecl.ops, reproduced with links (no setuptools needed there).

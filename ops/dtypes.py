@@ -24,8 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-import ml_dtypes  # bfloat16 (a dependency of ai-edge-litert)
 import numpy as np
+
+try:  # bfloat16's numpy type (ml_dtypes: a dependency of ai-edge-litert, which LiteRT's
+    import ml_dtypes  # Python API uses for it); without it the bfloat16 row is left out
+except ImportError:  # pragma: no cover (a bare install without ai-edge-litert's deps)
+    ml_dtypes = None
 
 __all__ = ["DType", "DTYPES", "BY_NAME", "BY_TFLITE", "BY_NUMPY", "CAST_TYPES", "SUB_BYTE_CAST_PARTNER", "dtype"]
 
@@ -108,7 +112,8 @@ DTYPES: tuple[DType, ...] = (
     _row("float32", 0, 4, np.float32, "float", None, "float", "float", 32),
     _row("float64", 10, 8, np.float64, "double", "cl_khr_fp64", "double", "float", 64),
     _row("complex64", 8, 8, np.complex64, "float2", None, "float", "complex", 64),
-    _row("bfloat16", 18, 2, ml_dtypes.bfloat16, "ushort", None, "float", "float", 16),
+    *((_row("bfloat16", 18, 2, ml_dtypes.bfloat16, "ushort", None, "float", "float", 16),)
+      if ml_dtypes is not None else ()),
     # held as int8/uint8 (LiteRT's run-time layout and Python API), packed in buffers
     _row("int4", 17, 1, np.int8, "char", None, "int", "int", 4, packed_bits=4),
     _row("uint4", 20, 1, np.uint8, "uchar", None, "int", "uint", 4, packed_bits=4),

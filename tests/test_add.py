@@ -928,8 +928,8 @@ def test_rank_8_broadcast_under_oclgrind(device, capfd):
 
 
 def test_rank_9_broadcast_still_refused(fast_device):
-    it = litecl.Interpreter(model_content=model("int32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1), "NONE"),
-                            device=fast_device)
+    m = model("int32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1), "NONE")
+    it = litecl.Interpreter(model_content=m, device=fast_device)
     (p,) = [p for p in it.placement() if p["op"] == "ADD"]
     assert p["placement"] != "opencl" and "above 8 dimensions" in p["reason"], p
 
