@@ -13,7 +13,7 @@ import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
-__all__ = ["control_flow_model", "EDITS", "apply_edit", "pack"]
+__all__ = ["control_flow_model", "svdf_model", "EDITS", "apply_edit", "pack"]
 
 _S = schema.BuiltinOperator
 
@@ -185,9 +185,7 @@ EDITS = {
     "no_tensors": _no_tensors,
     "scale1e33": _scale(1e33),
     "scale1e38_input": _scale(1e38, 0),
-    "while_self": None,  # filled below: not an edit of the given model
 }
-del EDITS["while_self"]
 
 
 def apply_edit(buf: bytes, name: str) -> bytes:
