@@ -36,7 +36,8 @@ def _run(dev: str, env: dict) -> tuple[int, list]:
     from conftest import ROOT
 
     r = subprocess.run([sys.executable, "-c", SCRIPT.replace("DEV", repr(dev))], capture_output=True,
-                       text=True, timeout=300, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT), **env))
+                       text=True, timeout=300, cwd=ROOT, env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+                                **env))
     assert r.returncode == 0, r.stderr[-1500:]
     n, out = r.stdout.split(" ", 1)
     return int(n), eval(out), r.stderr

@@ -98,8 +98,10 @@ def test_costs_are_measured_once_and_cached(tmp_path, fast_device):
     code = ("import litecl, litecl.placement as p, time; from litecl.device import open_device;"
             "d = open_device(%r); t = time.perf_counter(); c = p.device_costs(d);"
             "print(c.round_trip_us > 0 and c.device_gbs > 0 and c.litert_gbs > 0, time.perf_counter() - t)") % fast_device
-    env = {"LITECL_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
     import os
+
+    env = {"LITECL_CACHE_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                            env=dict(os.environ, **env)) for _ in range(2)]
