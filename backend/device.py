@@ -602,6 +602,10 @@ class Caps:
     reference: str = "builtin"  # the LiteRT kernels matched where they differ (executor sets it)
     nontemporal: bool = False
     streaming: bool = False  # vector stores bypass the cache (executor sets it per kernel)
+    #: CL_DEVICE_HOST_UNIFIED_MEMORY (deprecated in OpenCL 2.0 but answered by the runtimes
+    #: seen: CPU devices and integrated/mobile GPUs say true, a discrete GPU false). The
+    #: executor maps buffers (zero-copy) there and copies across the bus elsewhere.
+    host_unified: bool | None = None
 
     @property
     def key(self) -> str:
@@ -656,6 +660,13 @@ def _is_gpu(d: "cl.Device") -> bool:
     return d.type == cl.device_type.GPU
 
 
+def _host_unified(device) -> bool | None:
+    try:
+        return bool(device.host_unified_memory)
+    except Exception:  # an OpenCL 3.0 runtime may not answer the deprecated query
+        return None
+
+
 def read_caps(device: "cl.Device", profile: str = "") -> Caps:
     """Read a device's capabilities once and apply ``profile`` (a key of PROFILES, or
     several joined by ``+``).
@@ -678,6 +689,7 @@ def read_caps(device: "cl.Device", profile: str = "") -> Caps:
         max_work_group_size=int(device.max_work_group_size),
         is_gpu=_is_gpu(device),
         mem_base_addr_align=int(device.mem_base_addr_align),
+        host_unified=_host_unified(device),
     )
     # a profile only ever removes capabilities
     for k in ("fp16", "fp64", "int64"):

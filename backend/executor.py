@@ -165,9 +165,11 @@ class Executor:
         self.model = model
         self.fuse = fuse
         self.preserve_all_tensors = preserve_all_tensors
-        # CPU devices: tensors live in host-allocatable buffers that set_tensor/get_tensor
-        # map (no upload or download copy); GPUs copy across the bus
-        self.zero_copy = not device.caps.is_gpu
+        # zero-copy (tensors in host-allocatable buffers that set_tensor/get_tensor map,
+        # no upload or download copy) where the device shares host memory (CPU runtimes, integrated and
+        # mobile GPUs: CL_DEVICE_HOST_UNIFIED_MEMORY); unknown: by device type
+        hu = device.caps.host_unified
+        self.zero_copy = hu if hu is not None else not device.caps.is_gpu
         self._groups: dict[int, _Fused] = {}   # leader node -> group
         self._member: dict[int, int] = {}      # node -> its group's leader
         self.sg = model.subgraphs[subgraph]

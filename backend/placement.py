@@ -95,7 +95,7 @@ def measure_costs(device) -> Costs:
     rt_us = _median_us(lambda: (cl.enqueue_copy(q, sa, small, is_blocking=False),
                                 cl.enqueue_nd_range_kernel(q, ks, (256,), None),
                                 cl.enqueue_copy(q, small, sb, is_blocking=True)), 50)
-    if not device.caps.is_gpu:
+    if device.caps.host_unified or (device.caps.host_unified is None and not device.caps.is_gpu):
         xfer_us = min(xfer_us, copy_us)  # zero-copy buffers: a map, no copy across a bus
     launch_us = _median_us(lambda: [cl.enqueue_nd_range_kernel(q, ks, (256,), None) for _ in range(10)], 20) / 10
     q.finish()
@@ -114,7 +114,8 @@ def measure_costs(device) -> Costs:
     seg_us = _median_us(lambda: (one.set_tensor(i0, x16), one.invoke(), one.get_tensor(o0)), 200)
     for buf in (a, b, sa, sb):
         buf.release()
-    return Costs(discrete=bool(device.caps.is_gpu),
+    hu = device.caps.host_unified
+    return Costs(discrete=not hu if hu is not None else bool(device.caps.is_gpu),
                  device_gbs=2 * 4 * n / (copy_us * 1e3), transfer_gbs=2 * 4 * n / (xfer_us * 1e3),
                  round_trip_us=rt_us, launch_us=launch_us, segment_us=seg_us,
                  litert_gbs=8 * (4 << 20) / (big_us * 1e3), litert_node_us=node_us)

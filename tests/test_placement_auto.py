@@ -187,3 +187,13 @@ def test_passthrough_intermediates_follow_preserve_all_tensors(fast_device):
         else:
             with pytest.raises(litecl.InputError, match="internal to a LiteRT"):
                 it.get_tensor(inner)
+
+
+def test_zero_copy_follows_host_unified_memory(fast_device):
+    # CL_DEVICE_HOST_UNIFIED_MEMORY decides mapping (CPU runtimes, integrated and mobile
+    # GPUs) against copies across a bus (a discrete GPU), not the device type alone
+    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [8]), device=fast_device)
+    caps = it.device.caps
+    assert caps.host_unified is not None
+    assert it._main.ex.zero_copy == caps.host_unified
+    assert caps.host_unified == (not caps.is_gpu)  # the devices reached here: CPUs, a discrete H200
