@@ -97,6 +97,10 @@ def launch_geometry(caps, n: int, tile_bytes: int, block_dim: int | None = None)
 # devices (zero-copy). Measured on PoCL 3.1 (2-core VM): each blocking map, read or
 # finish costs 35-47 us, the copies of 4K elements ~1 us.
 SMALL_BYTES = 256 * 1024
+#: On devices without host-unified memory (discrete GPUs), host copies of tensors up to
+#: this size live in pinned memory (DMA straight from and to it) and outputs this small
+#: are read back before invoke's one wait. benchmarks/bench_e2e.py --pinned-max A/Bs it.
+PINNED_BYTES = SMALL_BYTES
 
 
 def _launch(queue, k, args: tuple, gsize, lsize):
@@ -604,7 +608,7 @@ class Executor:
         a = self.host.get(t)
         if a is None or a.shape != shape or a.dtype != dt:
             nbytes = _numel(shape) * dt.itemsize
-            if not self.zero_copy and 0 < nbytes <= SMALL_BYTES:
+            if not self.zero_copy and 0 < nbytes <= PINNED_BYTES:
                 a = self._pinned_array(t, shape, dt)
             else:
                 a = np.empty(shape, dt)
@@ -779,7 +783,7 @@ class Executor:
         for t in self._prefetch:
             if t in self.on_device and t not in self.on_host and t in self.dev:
                 a = self._host_array(t)
-                if 0 < a.nbytes <= SMALL_BYTES:
+                if 0 < a.nbytes <= (SMALL_BYTES if self.zero_copy else PINNED_BYTES):
                     cl.enqueue_copy(self.device.queue, a, self.dev[t], is_blocking=False)
                     self.on_host.add(t)  # valid once finish() below returns
         # synchronous like LiteRT's Invoke(): outputs are complete when invoke returns

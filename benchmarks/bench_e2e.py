@@ -59,6 +59,44 @@ def cold_start(model: bytes, device, reference) -> tuple[float, float]:
     return t_l, t_r
 
 
+def transfer_floor_us(device, in_bytes: list, out_bytes: list, repeats: int = 7) -> float:
+    """The physical floor of one inference's transfers, in microseconds: every input
+    written from and every output read into pinned host memory (ALLOC_HOST_PTR, mapped),
+    one wait; median of ``repeats``. On host-unified devices (no bus) it is the copy."""
+    import pyopencl as cl
+
+    dev = litecl.open_device(device)
+    q, ctx, mf = dev.queue, dev.context, cl.mem_flags
+    bufs, hosts = [], []
+    for n in list(in_bytes) + list(out_bytes):
+        n = max(int(n), 1)
+        b = cl.Buffer(ctx, mf.READ_WRITE, n)
+        pin = cl.Buffer(ctx, mf.READ_WRITE | mf.ALLOC_HOST_PTR, n)
+        h, _ = cl.enqueue_map_buffer(q, pin, cl.map_flags.READ | cl.map_flags.WRITE, 0, (n,), np.uint8)
+        bufs.append((b, pin))
+        hosts.append(h)
+    k = len(in_bytes)
+
+    def once():
+        for (b, _), h in zip(bufs[:k], hosts[:k]):
+            cl.enqueue_copy(q, b, h, is_blocking=False)
+        for (b, _), h in zip(bufs[k:], hosts[k:]):
+            cl.enqueue_copy(q, h, b, is_blocking=False)
+        q.finish()
+    once()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        once()
+        ts.append((time.perf_counter_ns() - t0) / 1e3)
+    for h in hosts:
+        h.base.release(q)
+    for b, pin in bufs:
+        b.release()
+        pin.release()
+    return statistics.median(ts)
+
+
 def compare(model: bytes, device, reference: str, rounds: int, per_round: int) -> dict:
     it = litecl.Interpreter(model_content=model, device=device, reference=reference)
     it.allocate_tensors()
@@ -91,7 +129,11 @@ def compare(model: bytes, device, reference: str, rounds: int, per_round: int) -
     it.close()
     ml, mr = statistics.median(tl), statistics.median(tr)
     k_us, f_us = statistics.median(kern), statistics.median(fall)
+    nb = lambda d: int(np.prod(d["shape"], dtype=np.int64)) * np.dtype(d["dtype"]).itemsize  # noqa: E731
+    floor = transfer_floor_us(device, [nb(d) for d in ref.get_input_details()],
+                              [nb(d) for d in ref.get_output_details()])
     return {"litecl_us": ml, "litert_us": mr, "ratio": ml / mr, "opencl_nodes": on,
+            "floor_us": floor, "x_floor": ml / floor if floor else float("nan"),
             "opencl_segments": segs, "kernel_us": k_us, "fallback_us": f_us,
             "overhead_per_segment_us": (ml - k_us - f_us) / segs if segs else float("nan")}
 
@@ -113,7 +155,14 @@ def main(argv=None) -> int:
                     help="skip the real models (from $LITECL_SHARED_MODELS, default ../shared/models "
                          "beside the checkout)")
     ap.add_argument("--out", default="bench_out", type=Path, help="output folder (default bench_out)")
+    ap.add_argument("--pinned-max", type=positive_int, default=None, metavar="BYTES",
+                    help="executor.PINNED_BYTES for this run: on devices without host-unified memory, "
+                         "host copies up to this size live in pinned memory (default the executor's)")
     args = ap.parse_args(argv)
+    if args.pinned_max is not None:
+        import litecl.executor as lex
+
+        lex.PINNED_BYTES = args.pinned_max
     dev = litecl.open_device(args.device)
     cases = [(f"{k} [{args.size}]", m) for k, m in synthetic(args.size).items()]
     cases += [(f"{k} [{args.small}]", m) for k, m in synthetic(args.small).items()]
@@ -127,16 +176,20 @@ def main(argv=None) -> int:
         rows.append(r)
     md = [f"Device: {dev.caps.platform}: {dev.caps.name}; reference: LiteRT {args.reference}; "
           f"median of {args.rounds}x{args.per_round} alternating runs (set inputs + invoke + read outputs)\n",
-          "| model | litecl (us) | LiteRT (us) | litecl / LiteRT | OpenCL segments | kernels (us) | "
+          "| model | litecl (us) | LiteRT (us) | litecl / LiteRT | transfer floor (us) | litecl / floor | "
+          "OpenCL segments | kernels (us) | "
           "fallback (us) | overhead per OpenCL segment (us) | cold start litecl / LiteRT (ms) |",
-          "|---|---|---|---|---|---|---|---|---|"]
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         md.append(f"| {r['case']} | {r['litecl_us']:.0f} | {r['litert_us']:.0f} | {r['ratio']:.2f}x | "
+                  f"{r['floor_us']:.0f} | {r['x_floor']:.2f}x | "
                   f"{r['opencl_segments']} | {r['kernel_us']:.0f} | {r['fallback_us']:.0f} | "
                   f"{r['overhead_per_segment_us']:.0f} | "
                   f"{r['cold_litecl_ms']:.1f} / {r['cold_litert_ms']:.1f} |")
     md.append("\noverhead per OpenCL segment = (litecl - kernels - fallback) / OpenCL segments: "
-              "set/read copies, launches, waits and Python, per segment.")
+              "set/read copies, launches, waits and Python, per segment. Transfer floor = every "
+              "input written from and every output read into pinned memory, one wait, measured "
+              "in the same process.")
     write_outputs(args.out, "e2e", {"device": dev.caps.name, "rows": rows}, "\n".join(md) + "\n")
     try:
         import matplotlib
