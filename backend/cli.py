@@ -960,8 +960,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--device", help=dev_help + "; kernels are built and checked there")
     s.add_argument("--target", choices=("gpu", "cpu"), help=target_help)
     s.add_argument("--signature", metavar="KEY", help=sig_help)
-    s.add_argument("--placement", choices=("all",), default="all",
-                   help="which nodes run as kernels: all (every node litecl lowers; default)")
+    s.add_argument("--placement", choices=("all", "auto"), default="all",
+                   help="which nodes run as kernels: all (every node litecl lowers; default) or "
+                   "auto (only where the cost model expects OpenCL to be faster)")
     s.set_defaults(fn=cmd_export)
 
     s = sub.add_parser("kernel", help="print a generated kernel")

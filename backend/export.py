@@ -39,7 +39,7 @@ __all__ = ["Step", "Plan", "executor_plan", "build_manifest", "export", "target_
            "PLACEMENTS"]
 
 TARGETS = ("gpu", "cpu")
-PLACEMENTS = ("all",)
+PLACEMENTS = ("all", "auto")  # Interpreter(placement=...)
 #: manifest.json's "format": bumped when a field changes meaning
 FORMAT = "litecl-export-1"
 #: the kernels' trailing scalar parameters (ops/codegen.py TILING_PARAMS), all OpenCL uint
@@ -153,7 +153,8 @@ def _caps_json(caps) -> dict:
     return {k: getattr(caps, k) for k in keep}
 
 
-def build_manifest(plan: Plan, *, model: str, signature, target: str) -> tuple[dict, dict]:
+def build_manifest(plan: Plan, *, model: str, signature, target: str,
+                   placement: str = "all") -> tuple[dict, dict]:
     """(manifest dict, {source: file name}) for an Executor's ``plan``."""
     from . import __version__  # noqa: PLC0415
     from .ops.tiling import launch_config  # noqa: PLC0415
@@ -212,7 +213,7 @@ def build_manifest(plan: Plan, *, model: str, signature, target: str) -> tuple[d
         "device": {"platform": caps.platform, "name": caps.name, "profile": caps.profile or None},
         "caps": _caps_json(caps),
         "launch_row": asdict(launch_config(caps)),
-        "placement": "all",
+        "placement": placement,
         "lowered_nodes": sorted(i for s in steps for i in s.nodes),
         "tensors": tensors,
         "inputs": [t["index"] for t in tensors if t["role"] == "input"],
@@ -573,11 +574,11 @@ def model_c(manifest: dict, files: dict[str, str], constants: dict[int, bytes]) 
     return "\n".join(out) + "\n"
 
 
-def _open_graph(model: str, device, signature, fuse: bool):
+def _open_graph(model: str, device, signature, fuse: bool, placement: str = "all"):
     """(Interpreter, allocated Executor, signature key or None) for ``model``."""
     from .interpreter import Interpreter  # noqa: PLC0415
 
-    interp = Interpreter(model_path=model, device=device, fuse=fuse)
+    interp = Interpreter(model_path=model, device=device, fuse=fuse, placement=placement)
     try:
         return _allocate(interp, model, device, signature, fuse)
     except BaseException:
@@ -608,7 +609,8 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     device: a spec or litecl Device (default ``LITECL_DEVICE`` / auto); target: "gpu" or
     "cpu" (default: the device's type), see ``target_device``; signature: run that
     signature's subgraph (default subgraph 0, or the first signature when subgraph 0 has no
-    inputs); placement: "all" (every node litecl can lower runs on OpenCL); fuse: as the
+    inputs); placement: "all" (every node litecl can lower runs on OpenCL) or "auto" (only
+    what the cost model puts there: backend/placement.py); fuse: as the
     Interpreter's. ``out_dir`` is created if missing; files of an earlier export there
     (``k*.cl``, ``t*.bin``) are removed first. A model with no lowered node gives an empty
     ``launches`` list (and no C host).
@@ -629,12 +631,12 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         raise InputError(f"model file not found: {model}" if not os.path.exists(model)
                          else f"cannot read model {model}: not a file")
     dev = target_device(open_device(device), target)
-    interp, ex, signature = _open_graph(model, dev, signature, fuse)
+    interp, ex, signature = _open_graph(model, dev, signature, fuse, placement)
     try:
         plan = executor_plan(ex)
         steps = plan.steps
         manifest, files = build_manifest(plan, model=os.path.abspath(model), signature=signature,
-                                         target="gpu" if dev.caps.is_gpu else "cpu")
+                                         target="gpu" if dev.caps.is_gpu else "cpu", placement=placement)
         tensors = plan.sg.tensors
         constants = {t["index"]: np.ascontiguousarray(tensors[t["index"]].data).astype(
                      tensors[t["index"]].dtype.np.newbyteorder("<"), copy=False).tobytes()

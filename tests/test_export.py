@@ -26,7 +26,7 @@ import litecl
 from litecl.cli import main
 from litecl.compare import mismatches, random_inputs
 from litecl.ops.dtypes import CAST_TYPES
-from models.builders import _Graph, add_model, chain_model
+from models.builders import _Graph, add_model, cast_model, chain_model
 
 from conftest import DEVICE_STATUS, SHARED_MODELS
 from test_cast import _out_of_reference_contract, edge_values
@@ -379,7 +379,7 @@ def test_export_refuses_bad_paths_and_models(fast_device, tmp_path, capsys, mode
         (["export", good, "--out", str(afile)], "not a folder"),
         (["export", good, "--out", str(tmp_path / "no" / "such")], "does not exist"),
         (["export", good, "--out", str(tmp_path / "o"), "--signature", "nope"], "nope"),
-        (["export", good, "--out", str(tmp_path / "o"), "--placement", "auto"], "invalid choice"),
+        (["export", good, "--out", str(tmp_path / "o"), "--placement", "gpu"], "invalid choice"),
         (["export", good, "--out", str(tmp_path / "o"), "--target", "dsp"], "invalid choice"),
         (["export", good], "--out"),
     ]
@@ -431,3 +431,21 @@ def test_c_string_literals_round_trip(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
     assert subprocess.run([str(tmp_path / "s")], capture_output=True, timeout=60).stdout == text.encode()
+
+
+def test_export_placement_auto_follows_the_cost_model(tmp_path, fast_device, monkeypatch):
+    # the same cost model as Interpreter(placement="auto"): with a round trip dearer than
+    # LiteRT's time for the node, nothing is exported; with a free one, the kernel is
+    import litecl.placement as pm
+    from litecl.placement import Costs
+
+    m = tmp_path / "m.tflite"
+    m.write_bytes(cast_model("float32", "int8", [64]))
+    for rt, want in ((1e6, 0), (0.0, 1)):
+        costs = Costs(device_gbs=1e3, transfer_gbs=1e3, round_trip_us=rt, launch_us=0.0,
+                      segment_us=0.0, litert_gbs=1.0, litert_node_us=1.0)
+        monkeypatch.setattr(pm, "device_costs", lambda device, c=costs: c)
+        out = tmp_path / f"o{want}"
+        assert main(["export", str(m), "--out", str(out), "--device", fast_device, "--placement", "auto"]) == 0
+        man = json.loads((out / "manifest.json").read_text())
+        assert man["placement"] == "auto" and len(man["launches"]) == want
