@@ -123,8 +123,8 @@ class _Graph:
     def check_value(self, t: int, value, resize_ok: bool = False) -> np.ndarray:
         tensor = self.sg.tensors[t]
         if (type(value) is np.ndarray and tensor.dtype is not None and value.dtype == tensor.dtype.np
-                and value.shape == self.input_shapes.get(t, tensor.shape)):
-            return value  # the common case, fast
+                and not tensor.dtype.packed_bits and value.shape == self.input_shapes.get(t, tensor.shape)):
+            return value  # the common case, fast (sub-byte types have range checks below)
         if tensor.dtype is None:
             raise InputError(f"tensor {t} ({tensor.name!r}) has type {tensor.type_name}, which litecl cannot set")
         arr = np.asarray(value)
