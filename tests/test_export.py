@@ -405,11 +405,14 @@ def test_kernel_add_and_cast_take_target(fast_device, capsys):
                  "--target", "gpu", "--build"]) == 0
     out = capsys.readouterr().out
     assert "// target: gpu" in out and "(profile mobile)" in out and "// built OK" in out
+    # float16 ADD runs on OpenCL (LiteRT's semantics: ops/add.py)
+    assert main(["kernel", "add", "float16", "--device", fast_device, "--build"]) == 0
+    assert "// built OK" in capsys.readouterr().out
     for argv, what in [(["int8"], "--quant"), (["float32", "--shapes", "2", "3"], "do not broadcast"),
                        (["float32", "--quant", "1:0", "1:0", "1:0"], "int8, uint8 and int16"),
                        (["int8", "--quant", "0:0", "1:0", "1:0"], "scale"),
                        (["float32", "--shapes", "2,x", "2"], "shape"),
-                       (["bfloat16"], ""), (["float16"], "not supported"),
+                       (["bfloat16"], ""),
                        (["int16", "--quant", "0.5:3", "0.5:0", "0.5:0"], "zero point")]:
         rc = main(["kernel", "add", *argv, "--device", fast_device])
         err = capsys.readouterr().err
