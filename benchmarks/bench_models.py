@@ -27,16 +27,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def _one(it, inputs, outs):
-    def run():
-        for k, v in inputs.items():
-            it.set_tensor(k, v)
-        it.invoke()
-        for o in outs:
-            it.get_tensor(o)
-    return run
-
-
 def bench_model(path: Path, device: str, runs: int, rounds: int, num_threads=None) -> dict:
     import litecl  # noqa: PLC0415
     from ai_edge_litert.interpreter import Interpreter as LiteRT  # noqa: PLC0415
@@ -67,8 +57,9 @@ def bench_model(path: Path, device: str, runs: int, rounds: int, num_threads=Non
         return {"model": path.name, "error": ref}
     d = ref.get_input_details()
     inputs = {x["index"]: v for x, v in zip(d, random_inputs(d).values())}
-    outs = [x["index"] for x in ref.get_output_details()]
-    runners = {k: _one(v, inputs, outs) for k, v in configs.items() if not isinstance(v, str)}
+    from litecl.bench import make_run  # noqa: PLC0415  (set every input, invoke, read every output)
+
+    runners = {k: make_run(v, inputs) for k, v in configs.items() if not isinstance(v, str)}
     first = {}
     for k, r in runners.items():
         t0 = time.perf_counter()
