@@ -98,3 +98,21 @@ def tf_model(name: str) -> bytes:
     if r.returncode != 0:
         raise RuntimeError(f"building {name} failed: {r.stderr.decode()[-2000:]}")
     return r.stdout
+
+
+def run_one_input(model: bytes, device: str, x, **interp_kw):
+    """Run a one-input model on litecl and on LiteRT's builtin kernels (no XNNPACK) with
+    input ``x``; returns (litecl Interpreter, litecl's first output, LiteRT's)."""
+    import litecl
+    from litecl.fallback import make_interpreter
+
+    it = litecl.Interpreter(model_content=model, device=device, **interp_kw)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    ref = make_interpreter(model)
+    ref.allocate_tensors()
+    ref.set_tensor(ref.get_input_details()[0]["index"], x)
+    ref.invoke()
+    return (it, it.get_tensor(it.get_output_details()[0]["index"]),
+            ref.get_tensor(ref.get_output_details()[0]["index"]))

@@ -13,7 +13,7 @@ from litecl.fallback import make_interpreter
 from litecl.ops.dtypes import CAST_TYPES
 from models.builders import cast_model
 
-from conftest import REAL_DEVICES, device_params
+from conftest import REAL_DEVICES, device_params, run_one_input
 
 NAMES = [d.name for d in CAST_TYPES]
 #: the 110 real pairs, complex64 -> each real type, each real type -> complex64 and
@@ -221,17 +221,9 @@ def test_complex64_chain_runs_unfused_and_exact(fast_device):
 
     m = chain_model(["float32", "complex64", "float16", "complex64", "int8"], [757])
     x = edge_values("float32", 757)
-    it = litecl.Interpreter(model_content=m, device=fast_device)
-    it.allocate_tensors()
+    it, got, want = run_one_input(m, fast_device, x)
     assert all(p["placement"] == "opencl" for p in it.placement()), it.placement()
-    it.set_tensor(it.get_input_details()[0]["index"], x)
-    it.invoke()
-    ref = make_interpreter(m)
-    ref.allocate_tensors()
-    ref.set_tensor(ref.get_input_details()[0]["index"], x)
-    ref.invoke()
-    got = it.get_tensor(it.get_output_details()[0]["index"])
-    assert not mismatches(got, ref.get_tensor(ref.get_output_details()[0]["index"])).any()
+    assert not mismatches(got, want).any()
 
 
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["", "mobile"]))
@@ -253,17 +245,8 @@ def test_bfloat16_inside_a_model(device):
             if s == "int32":
                 x = x.copy()
                 x[:1] = [2**24 + 2**16 + 1]
-            it = litecl.Interpreter(model_content=m, device=device)
-            it.allocate_tensors()
+            it, got, want = run_one_input(m, device, x)
             assert all(p["placement"] == "opencl" for p in it.placement()), it.placement()
-            it.set_tensor(it.get_input_details()[0]["index"], x)
-            it.invoke()
-            ref = make_interpreter(m)
-            ref.allocate_tensors()
-            ref.set_tensor(ref.get_input_details()[0]["index"], x)
-            ref.invoke()
-            got = it.get_tensor(it.get_output_details()[0]["index"])
-            want = ref.get_tensor(ref.get_output_details()[0]["index"])
             bad = mismatches(got, want) & ~_out_of_reference_contract(s, d, x)
             assert not bad.any(), (s, d, n, x[bad][:5], got[bad][:5], want[bad][:5])
 

@@ -11,6 +11,7 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter as LiteRT, OpResolverType
 
 import litecl
+from conftest import run_one_input
 from litecl.placement import Costs, auto_keep_on_litert
 from models import runtime_graphs as rg
 from models.builders import cast_model, chain_model, multi_op_model
@@ -73,18 +74,10 @@ def test_auto_keeps_large_tensors_on_opencl(fast_device, monkeypatch):
 
     monkeypatch.setattr(pm, "device_costs", lambda device: COSTS)
     buf = chain_model(["uint8", "float32", ("add", 1.0), "float16"], (1 << 21,))
-    it = litecl.Interpreter(model_content=buf, device=fast_device, placement="auto")
-    it.allocate_tensors()
-    assert [p["placement"] for p in it.placement()] == ["opencl", "opencl", "opencl"]
     x = np.arange(1 << 21, dtype=np.uint64).astype(np.uint8)
-    it.set_tensor(it.get_input_details()[0]["index"], x)
-    it.invoke()
-    ref = _litert(buf)
-    ref.allocate_tensors()
-    ref.set_tensor(ref.get_input_details()[0]["index"], x)
-    ref.invoke()
-    o = ref.get_output_details()[0]["index"]
-    assert it.get_tensor(o).tobytes() == ref.get_tensor(o).tobytes()
+    it, got, want = run_one_input(buf, fast_device, x, placement="auto")
+    assert [p["placement"] for p in it.placement()] == ["opencl", "opencl", "opencl"]
+    assert got.tobytes() == want.tobytes()
 
 
 def test_placement_is_checked():
