@@ -383,23 +383,36 @@ def _elf_truncated(path, size: int) -> str | None:
     return None
 
 
-def _damaged_pocl_entries(folder: Path) -> list[tuple[Path, str]]:
+def _damaged_pocl_entries(folder: Path, sound: dict | None = None,
+                          seen: dict | None = None) -> list[tuple[Path, str]]:
     """(entry folder, why) of each PoCL cache entry (``<folder>/<2 letters>/<hash>/``)
     whose program.bc or kernel .so files are damaged. Reads only headers: about 0.15 s
-    for a 5,000-file, 96 MB cache (measured)."""
+    for a 5,000-file, 96 MB cache, 0.4 s for 10,700 files (measured).
+
+    ``sound``: {path: [size, mtime_ns]} of files found sound before. A file listed with
+    its current size and mtime is not read again (a stat only); ``seen`` receives every
+    file that is sound now, in the same form."""
     out = []
+    known = sound or {}
+    good = {} if seen is None else seen
 
     def damaged(root: str) -> str | None:
         with os.scandir(root) as it:
             for e in it:
                 if e.is_dir(follow_symlinks=False):
                     r = damaged(e.path)
-                elif e.name == "program.bc":
-                    r = _bitcode_truncated(e.path, e.stat().st_size)
-                    r = r and f"{e.path}: {r}"
-                elif e.name.endswith(".so"):
-                    r = _elf_truncated(e.path, e.stat().st_size)
-                    r = r and f"{e.path}: {r}"
+                elif e.name == "program.bc" or e.name.endswith(".so"):
+                    st = e.stat(follow_symlinks=False)
+                    stamp = [st.st_size, st.st_mtime_ns]
+                    if known.get(e.path) == stamp:
+                        good[e.path] = stamp
+                        continue
+                    check = _bitcode_truncated if e.name == "program.bc" else _elf_truncated
+                    r = check(e.path, st.st_size)
+                    if r:
+                        r = f"{e.path}: {r}"
+                    else:
+                        good[e.path] = stamp
                 else:
                     continue
                 if r:
@@ -439,12 +452,19 @@ def pocl_cache_problem() -> str:
     folder = _pocl_cache_folder()
     key = str(folder)
     if key not in _POCL_CACHE_CHECKED:
+        from . import cache  # noqa: PLC0415
+
         left = []
-        damaged = _damaged_pocl_entries(folder)
+        sound = cache.probe_get("pocl-cache-sound-v1", key)
+        sound = sound if isinstance(sound, dict) else {}
+        seen: dict = {}
+        damaged = _damaged_pocl_entries(folder, sound, seen)
         for entry, why in damaged:
             shutil.rmtree(entry, ignore_errors=True)
             if entry.exists():
                 left.append(why)
+        if seen != sound:  # files read and found sound this time are not read again
+            cache.probe_put("pocl-cache-sound-v1", key, seen)
         if damaged:
             _warn_once(f"pocl-damaged|{key}", f"PoCL's kernel cache {folder} held {len(damaged)} "
                        f"damaged entr{'y' if len(damaged) == 1 else 'ies'} ({damaged[0][1]}); "
