@@ -810,7 +810,10 @@ class Executor:
             if t not in self.on_host and not self.sg.tensors[t].is_variable:
                 raise InputError(f"input tensor {t} ({self.sg.tensors[t].name!r}) was not set")
         t0 = time.perf_counter_ns()
-        self._pass.invoke()
+        # LiteRT's invoke() first checks (by the pybind wrapper's reference count) that no
+        # numpy view into its tensors exists; litecl never takes one (its tensor() copies)
+        # and the passthrough fast path holds the wrapper's bound methods, so call Invoke
+        self._pass._interpreter.Invoke()
         if self.profile:
             self.segment_times_ns[self.sg.nodes[0].index] = time.perf_counter_ns() - t0
         for t in self._dynamic_outputs:  # shapes LiteRT knows only now

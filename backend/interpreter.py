@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 
 import numpy as np
 
@@ -48,6 +49,10 @@ def _details(t, shape) -> dict:
     }
 
 
+#: Methods the passthrough fast path replaces on an Interpreter (Interpreter._maybe_fast).
+_FAST_METHODS = ("set_tensor", "get_tensor", "invoke")
+
+
 class _Graph:
     """One entry subgraph: its executor, current input shapes, allocation state."""
 
@@ -60,6 +65,16 @@ class _Graph:
         self.input_shapes = {t: tuple(self.sg.tensors[t].shape) for t in self.sg.inputs}
         self.allocated = False
 
+    @property
+    def allocated(self) -> bool:
+        return self._allocated
+
+    @allocated.setter
+    def allocated(self, value: bool) -> None:
+        self._allocated = value
+        if not value and self.index == 0:  # shapes or plan changing: the checked methods again
+            self.interp._drop_fast()
+
     def _executor(self) -> Executor:
         i = self.interp
         return Executor(i._model, self.index, i._device, i._num_threads, i._strict, self.forced,
@@ -67,6 +82,8 @@ class _Graph:
                         placement=i._placement)
 
     def allocate(self) -> None:
+        if self.index == 0:
+            self.interp._drop_fast()
         for _ in range(len(self.sg.nodes) + 1):
             try:
                 self.ex.allocate(self.input_shapes)
@@ -238,7 +255,11 @@ def _check_litert_flags(delegates, flags: dict) -> None:
 def _exclusive(method):
     """One thread at a time per Interpreter (LiteRT's rule too): a second thread gets a
     LiteclError instead of racing on the shared buffers (PoCL segfaulted on 4 threads
-    invoking one Interpreter, measured). Re-entrant within a thread."""
+    invoking one Interpreter, measured). Re-entrant within a thread.
+
+    The outermost call also takes the Interpreter's token (``_token``), which the
+    passthrough fast path's invoke takes instead of the lock (Interpreter._maybe_fast):
+    a checked call never overlaps a fast invoke in another thread, nor the reverse."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         interp = getattr(self, "_interp", self)  # a SignatureRunner's Interpreter
@@ -249,13 +270,26 @@ def _exclusive(method):
             if interp._closing:
                 raise LiteclError("this Interpreter is being closed by another thread; create a "
                                   "new one")
-            raise LiteclError("this Interpreter is in use by another thread; give each thread its "
-                              "own Interpreter (LiteRT's rule)")
+            raise LiteclError(_IN_USE)
         try:
-            return method(self, *args, **kwargs)
+            outer = interp._depth == 0
+            if outer:
+                if not interp._token:  # a fast invoke runs in another thread
+                    raise LiteclError(_IN_USE)
+                interp._token.pop()
+            interp._depth += 1
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                interp._depth -= 1
+                if outer:
+                    interp._token.append(1)
         finally:
             lock.release()
     return wrapper
+
+
+_IN_USE = "this Interpreter is in use by another thread; give each thread its own Interpreter (LiteRT's rule)"
 
 
 class Interpreter:
@@ -322,6 +356,8 @@ class Interpreter:
         from .placement import PLACEMENTS  # noqa: PLC0415
 
         self._lock = threading.RLock()
+        self._token = [1]  # taken by the outermost checked call and by a fast invoke
+        self._depth = 0  # nesting of checked calls in the thread holding the lock
         self._closing = False  # close() waits for the lock: other threads' calls fail fast
 
         for name, flag in (("fuse", fuse), ("strict", strict),
@@ -360,6 +396,100 @@ class Interpreter:
         self._graph(0)
 
     # ------------------------------------------------------------------ internals
+    def _drop_fast(self) -> None:
+        """Back to the checked set_tensor/get_tensor/invoke (see _maybe_fast)."""
+        d = self.__dict__
+        for name in _FAST_METHODS:
+            d.pop(name, None)
+        live = d.pop("_fast_live", None)
+        if live:
+            live.clear()
+
+    def _maybe_fast(self) -> None:
+        """The passthrough fast path (issue 14: tiny models were 1.2-5.7x LiteRT from
+        ~1.4 us of checks per call).
+
+        When subgraph 0 runs whole on LiteRT (no OpenCL segment: the model's own bytes in
+        one LiteRT interpreter), every input has been set once and the allocation is
+        static, set_tensor, get_tensor and invoke become closures that call LiteRT's own
+        SetTensor/GetTensor/Invoke directly for the common case: an int index of an input
+        (set) or of a readable tensor (get, as the checked path allows), an ndarray of
+        the input's dtype and shape, the Interpreter open and not in use by another
+        thread. Everything else (a wrong type, shape or index, a closed Interpreter,
+        another thread, profiling) takes the checked path, so errors stay the same.
+        Dropped by allocate_tensors, resize_tensor_input, a re-plan and close."""
+        g = self._graphs.get(0)
+        if g is None or self._closed or not g.allocated or "invoke" in self.__dict__:
+            return
+        ex = g.ex
+        if ex._pass is None or ex._dynamic_outputs or any(
+                t not in ex.on_host and not g.sg.tensors[t].is_variable for t in g.sg.inputs):
+            return
+        sg = g.sg
+        lite = ex._pass._interpreter  # LiteRT's pybind InterpreterWrapper
+        # LiteRT's own resize/allocate refuse while anything else holds the wrapper (its
+        # reference count stands for numpy views), so its bound methods live in this list,
+        # which _drop_fast empties: a closure held by the caller then takes the checked path
+        live = self._fast_live = [lite.SetTensor, lite.GetTensor, lite.Invoke]
+        del lite
+        dtypes = {t: sg.tensors[t].dtype.np for t in sg.inputs
+                  if sg.tensors[t].dtype is not None and not sg.tensors[t].dtype.packed_bits
+                  and not sg.tensors[t].is_variable}
+        readable = frozenset(
+            t.index for t in sg.tensors
+            if t.dtype is not None and len(ex.shapes.get(t.index, t.shape)) > 0
+            and (self._preserve or t.index in sg.inputs or t.index in sg.outputs
+                 or t.is_constant or t.is_variable))
+        cls = type(self)
+        checked_set, checked_get, checked_invoke = cls.set_tensor, cls.get_tensor, cls.invoke
+        me = self
+
+        # LiteRT's SetTensor checks the index, numpy type number and shape itself; a
+        # ValueError from it is re-raised by the checked path with litecl's message. The
+        # dtype must be the very dtype object (a byte-swapped float32 has float32's type
+        # number, and LiteRT would copy its bytes as they are).
+        # Threads: SetTensor and GetTensor hold the GIL throughout, so the only call they
+        # can overlap is an Invoke (which releases it). The token (one item, popped and
+        # appended: atomic under the GIL) is out while any Invoke or checked call runs:
+        # then set/get take the checked path, which fails cleanly in another thread.
+        # allocate_tensors, resize and close also clear ``live`` first.
+        token = self._token
+
+        def set_tensor(tensor_index, value):
+            if (type(value) is np.ndarray and value.dtype is dtypes.get(tensor_index)
+                    and type(tensor_index) is int and live and token):
+                try:
+                    live[0](tensor_index, value)
+                    return
+                except ValueError:
+                    pass
+            return checked_set(me, tensor_index, value)
+
+        def get_tensor(tensor_index, subgraph_index=0):
+            if (subgraph_index == 0 and tensor_index in readable and type(tensor_index) is int
+                    and live and token):
+                return live[1](tensor_index, 0)
+            return checked_get(me, tensor_index, subgraph_index)
+
+        def invoke():
+            if not ex.profile:
+                try:
+                    token.pop()
+                except IndexError:  # another thread is in a call: the checked path says so
+                    return checked_invoke(me)
+                try:
+                    if live:  # read with the token held: no checked call can clear it now
+                        live[2]()
+                        return
+                finally:
+                    token.append(1)
+            return checked_invoke(me)
+
+        for f, name in ((set_tensor, "set_tensor"), (get_tensor, "get_tensor"), (invoke, "invoke")):
+            f.__name__ = f.__qualname__ = name
+            f.__doc__ = getattr(cls, name).__doc__
+        self.__dict__.update(set_tensor=set_tensor, get_tensor=get_tensor, invoke=invoke)
+
     def _check_open(self) -> None:
         if self._closed:
             raise LiteclError("this Interpreter was closed; create a new one")
@@ -453,6 +583,8 @@ class Interpreter:
         if not g.allocated:
             raise InputError("call allocate_tensors() before set_tensor()")
         g.ex.set_input(t, g.check_value(t, value))
+        if g.ex._pass is not None:
+            self._maybe_fast()
 
     @_exclusive
     def get_tensor(self, tensor_index, subgraph_index: int = 0) -> np.ndarray:
@@ -501,7 +633,10 @@ class Interpreter:
     def invoke(self) -> None:
         """Run subgraph 0. Raises InputError when allocate_tensors() was not called or an
         input was not set; RuntimeError when LiteRT fails in a fallback node (as LiteRT)."""
-        self._main.invoke()
+        g = self._main
+        g.invoke()
+        if g.ex._pass is not None:
+            self._maybe_fast()
 
     @_exclusive
     def reset_all_variables(self) -> None:
@@ -571,6 +706,9 @@ class Interpreter:
         (measured)."""
         self._closing = True
         with self._lock:  # the lock every call holds (_exclusive); re-entrant
+            self._drop_fast()
+            while self._depth == 0 and not self._token:  # a fast invoke still runs
+                time.sleep(0.001)
             if self._closed:
                 return
             self._closed = True  # calls that were waiting for the lock now fail cleanly
