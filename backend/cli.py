@@ -444,7 +444,7 @@ def _tensor_row(interp, si: int, t: int) -> dict:
         return {"index": -1, "name": None, "dtype": None, "shape": None}
     tensor = interp._model.subgraphs[si].tensors[t]
     g = interp._graphs.get(si)
-    shape = g.ex.shapes.get(t, tensor.shape) if g is not None else tensor.shape
+    shape = g.ex.current_shapes().get(t, tensor.shape) if g is not None else tensor.shape
     return {"index": t, "name": tensor.name,
             "dtype": tensor.dtype.name if tensor.dtype is not None else tensor.type_name.lower(),
             "shape": [int(x) for x in shape]}

@@ -33,6 +33,7 @@ from .cache import device_identity, forget_binary, load_binary, store_binary
 from .device import Caps, build_binary, build_source
 from .errors import InputError, KernelBuildError, LiteclError, ModelError, PrepareError, UnsupportedError
 from .fallback import build_submodel, litert_abort_reason, make_interpreter
+from .hostcopy import copy_host
 from .lowering import KernelSpec, kernel_spec, node_op, output_shapes
 from .model import Model
 from .ops.tiling import launch as tiling_launch
@@ -264,6 +265,7 @@ class Executor:
             outs_seg += state
             self._steps.append(("f", _Fallback(list(seg.nodes), ins, list(dict.fromkeys(outs_seg)))))
         self._pass = None  # the LiteRT interpreter when the whole model is one segment
+        self._shapes_stale = [False]  # dynamic outputs' shapes not read since an invoke
         if (self.sg.index == 0 and len(self._steps) == 1 and self._steps[0][0] == "f"
                 and len(self._steps[0][1].nodes) == len(sg.nodes)):
             f = self._steps[0][1]
@@ -707,7 +709,7 @@ class Executor:
             self.on_host.discard(t)
             return
         a = self._host_array(t)
-        np.copyto(a, value, casting="no")
+        copy_host(a, value)  # split over host threads when large (backend/hostcopy.py)
         self.on_host.add(t)
         self.on_device.discard(t)
 
@@ -816,8 +818,16 @@ class Executor:
         self._pass._interpreter.Invoke()
         if self.profile:
             self.segment_times_ns[self.sg.nodes[0].index] = time.perf_counter_ns() - t0
-        for t in self._dynamic_outputs:  # shapes LiteRT knows only now
-            self.shapes[t] = tuple(int(x) for x in self._pass._get_tensor_details(t, 0)["shape"])
+        self._shapes_stale[0] = bool(self._dynamic_outputs)  # read when asked for
+
+    def current_shapes(self) -> dict:
+        """``shapes`` (tensor index -> shape tuple), with the shapes of dynamic outputs
+        brought up to date after a passthrough invoke (LiteRT's TensorSize)."""
+        if self._shapes_stale[0] and self._pass is not None:
+            for t in self._dynamic_outputs:
+                self.shapes[t] = tuple(self._pass._interpreter.TensorSize(t, 0).tolist())
+            self._shapes_stale[0] = False
+        return self.shapes
 
     def get(self, t: int) -> np.ndarray:
         """A host copy of tensor ``t``'s current value (one copy: mapped on CPU devices,
@@ -846,7 +856,12 @@ class Executor:
             out = np.empty(shape, d)
             cl.enqueue_copy(self.device.queue, out, self.dev[t], is_blocking=True)
             return out
-        return np.array(self._to_host(t), copy=True)
+        src = self._to_host(t)
+        if type(src) is not np.ndarray or src.dtype.hasobject:
+            return np.array(src, copy=True)
+        out = np.empty(src.shape, src.dtype)
+        copy_host(out, src)  # split over host threads when large
+        return out
 
     def finish(self) -> None:
         self.device.queue.finish()

@@ -117,7 +117,7 @@ def executor_plan(ex) -> Plan:
                         (n.outputs[0],), tuple(int(v) for v in k.tiling.kernel_args()),
                         tuple(k.gsize), tuple(k.lsize), k.spec.what, i in ex.folded))
     touched = {t for st in out for t in (*st.inputs, *st.outputs)}
-    return Plan(sg, ex.caps, {t: tuple(int(d) for d in ex.shapes[t]) for t in touched}, out)
+    return Plan(sg, ex.caps, {t: tuple(int(d) for d in ex.current_shapes()[t]) for t in touched}, out)
 
 
 def target_device(device, target: str | None):

@@ -410,19 +410,21 @@ class Interpreter:
         ~1.4 us of checks per call).
 
         When subgraph 0 runs whole on LiteRT (no OpenCL segment: the model's own bytes in
-        one LiteRT interpreter), every input has been set once and the allocation is
-        static, set_tensor, get_tensor and invoke become closures that call LiteRT's own
+        one LiteRT interpreter) and every input has been set once, set_tensor, get_tensor
+        and invoke become closures that call LiteRT's own
         SetTensor/GetTensor/Invoke directly for the common case: an int index of an input
         (set) or of a readable tensor (get, as the checked path allows), an ndarray of
         the input's dtype and shape, the Interpreter open and not in use by another
-        thread. Everything else (a wrong type, shape or index, a closed Interpreter,
-        another thread, profiling) takes the checked path, so errors stay the same.
+        thread. Outputs whose shape LiteRT knows only by running (dynamic) get it from
+        LiteRT's TensorSize when next asked for (Executor.current_shapes). Everything
+        else (a wrong type, shape or index, a closed Interpreter, another thread,
+        profiling) takes the checked path, so errors stay the same.
         Dropped by allocate_tensors, resize_tensor_input, a re-plan and close."""
         g = self._graphs.get(0)
         if g is None or self._closed or not g.allocated or "invoke" in self.__dict__:
             return
         ex = g.ex
-        if ex._pass is None or ex._dynamic_outputs or any(
+        if ex._pass is None or any(
                 t not in ex.on_host and not g.sg.tensors[t].is_variable for t in g.sg.inputs):
             return
         sg = g.sg
@@ -432,12 +434,13 @@ class Interpreter:
         # which _drop_fast empties: a closure held by the caller then takes the checked path
         live = self._fast_live = [lite.SetTensor, lite.GetTensor, lite.Invoke]
         del lite
+        dynamic, stale = bool(ex._dynamic_outputs), ex._shapes_stale
         dtypes = {t: sg.tensors[t].dtype.np for t in sg.inputs
                   if sg.tensors[t].dtype is not None and not sg.tensors[t].dtype.packed_bits
                   and not sg.tensors[t].is_variable}
         readable = frozenset(
             t.index for t in sg.tensors
-            if t.dtype is not None and len(ex.shapes.get(t.index, t.shape)) > 0
+            if t.dtype is not None
             and (self._preserve or t.index in sg.inputs or t.index in sg.outputs
                  or t.is_constant or t.is_variable))
         cls = type(self)
@@ -480,6 +483,8 @@ class Interpreter:
                 try:
                     if live:  # read with the token held: no checked call can clear it now
                         live[2]()
+                        if dynamic:  # shapes LiteRT knows only now: read when asked for
+                            stale[0] = True
                         return
                 finally:
                     token.append(1)
@@ -533,13 +538,13 @@ class Interpreter:
 
     def get_output_details(self) -> list[dict]:
         g = self._main
-        return [_details(g.sg.tensors[t], g.ex.shapes.get(t, g.sg.tensors[t].shape))
+        return [_details(g.sg.tensors[t], g.ex.current_shapes().get(t, g.sg.tensors[t].shape))
                 for t in g.sg.outputs]
 
     def get_tensor_details(self, subgraph_index: int = 0) -> list[dict]:
         """Details of every tensor of a subgraph with a numpy type (as LiteRT's)."""
         g = self._graph(int(subgraph_index))
-        return [_details(t, g.ex.shapes.get(t.index, t.shape)) for t in g.sg.tensors
+        return [_details(t, g.ex.current_shapes().get(t.index, t.shape)) for t in g.sg.tensors
                 if t.dtype is not None]
 
     def _get_op_details(self, op_index) -> dict:
@@ -740,12 +745,12 @@ class SignatureRunner:
 
     def get_input_details(self) -> dict:
         g = self._g
-        return {k: _details(g.sg.tensors[t], g.input_shapes.get(t, g.ex.shapes.get(t, g.sg.tensors[t].shape)))
+        return {k: _details(g.sg.tensors[t], g.input_shapes.get(t, g.ex.current_shapes().get(t, g.sg.tensors[t].shape)))
                 for k, t in self._sig.inputs.items()}
 
     def get_output_details(self) -> dict:
         g = self._g
-        return {k: _details(g.sg.tensors[t], g.ex.shapes.get(t, g.sg.tensors[t].shape))
+        return {k: _details(g.sg.tensors[t], g.ex.current_shapes().get(t, g.sg.tensors[t].shape))
                 for k, t in self._sig.outputs.items()}
 
     @_exclusive

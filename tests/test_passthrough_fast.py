@@ -144,3 +144,27 @@ def test_profiling_takes_the_checked_invoke(fast_device):
     rows = node_profile(it, {0: x}, runs=3)
     assert rows and any(r.get("us", r.get("time_us", 1)) for r in rows)
     assert it._main.ex.segment_times_ns  # the segment was timed: the checked invoke ran
+
+
+def test_dynamic_output_shapes_after_fast_invoke(fast_device, shared_models):
+    """An output LiteRT sizes only by running: its details follow each fast invoke."""
+    path = str(shared_models / "simple_add_dynamic_shape.tflite")
+    it = litecl.Interpreter(model_path=path, device=fast_device, placement="auto")
+    ref = LiteRT(model_path=path, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    for batch in (1, 3):
+        for interp in (it, ref):
+            for d in interp.get_input_details():
+                interp.resize_tensor_input(d["index"], [batch, *d["shape"][1:]])
+            interp.allocate_tensors()
+        for _ in range(2):
+            for d in ref.get_input_details():
+                x = np.random.default_rng(batch).standard_normal(
+                    [batch, *d["shape"][1:]]).astype(np.float32)
+                it.set_tensor(d["index"], x)
+                ref.set_tensor(d["index"], x)
+            it.invoke()
+            ref.invoke()
+        assert _fast(it) and it._main.ex._pass is not None and it._main.ex._dynamic_outputs
+        o, r = it.get_output_details()[0], ref.get_output_details()[0]
+        assert list(o["shape"]) == list(r["shape"]) == [batch, *r["shape"][1:]]
+        assert it.get_tensor(o["index"]).tobytes() == ref.get_tensor(r["index"]).tobytes()
