@@ -266,6 +266,7 @@ class Executor:
             self._steps.append(("f", _Fallback(list(seg.nodes), ins, list(dict.fromkeys(outs_seg)))))
         self._pass = None  # the LiteRT interpreter when the whole model is one segment
         self._shapes_stale = [False]  # dynamic outputs' shapes not read since an invoke
+        self._viewed: set = set()  # inputs whose host array tensor() handed out
         if (self.sg.index == 0 and len(self._steps) == 1 and self._steps[0][0] == "f"
                 and len(self._steps[0][1].nodes) == len(sg.nodes)):
             f = self._steps[0][1]
@@ -699,7 +700,8 @@ class Executor:
         ev = self._writes.pop(t, None)
         if ev is not None:
             ev.wait()  # a queued upload may still be reading the host array
-        if self.zero_copy and value.nbytes > SMALL_BYTES and self._only_kernels_read(t):
+        if (self.zero_copy and value.nbytes > SMALL_BYTES and self._only_kernels_read(t)
+                and t not in self._viewed):
             arr = self._mapped(t, cl.map_flags.WRITE_INVALIDATE_REGION)
             try:
                 np.copyto(arr, value, casting="no")
@@ -756,6 +758,9 @@ class Executor:
         if self._pass is not None:
             self._invoke_passthrough()
             return
+        for t in self._viewed:  # tensor() views: the caller may have written them
+            self.on_host.add(t)
+            self.on_device.discard(t)
         for t in self.sg.inputs:
             if t not in self.on_host and t not in self.on_device and self.sg.tensors[t].data is None:
                 raise InputError(f"input tensor {t} ({self.sg.tensors[t].name!r}) was not set")
@@ -828,6 +833,32 @@ class Executor:
                 self.shapes[t] = tuple(self._pass._interpreter.TensorSize(t, 0).tolist())
             self._shapes_stale[0] = False
         return self.shapes
+
+    def view(self, t: int) -> np.ndarray:
+        """Interpreter.tensor()'s array: the host array of ``t`` itself (see there)."""
+        tensor = self.sg.tensors[t]
+        if self._pass is not None:
+            if t not in self.sg.inputs:
+                self.get(t)  # litecl's checks (internal tensors) and errors first
+            elif not tensor.is_variable:
+                self.on_host.add(t)
+            return self._pass.tensor(t)()
+        if t in self.sg.inputs and not tensor.is_variable and tensor.dtype is not None:
+            ev = self._writes.pop(t, None)
+            if ev is not None:
+                ev.wait()  # an upload may still read the staging
+            # the current value (read back if it is only on the device), in its host array
+            a = self._to_host(t) if t in self.on_host or t in self.on_device else self._host_array(t)
+            self._viewed.add(t)  # re-uploaded from this array at every invoke
+            self.on_host.add(t)
+            self.on_device.discard(t)
+            return a
+        if tensor.is_constant:
+            v = np.array(self.get(t), copy=True)
+            v.setflags(write=False)
+            return v
+        v = self._to_host(t)
+        return v if type(v) is np.ndarray else np.asarray(v)
 
     def get(self, t: int) -> np.ndarray:
         """A host copy of tensor ``t``'s current value (one copy: mapped on CPU devices,

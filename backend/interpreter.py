@@ -603,20 +603,30 @@ class Interpreter:
         return v[()] if type(v) is np.ndarray and v.ndim == 0 else v
 
     def tensor(self, tensor_index):
-        """LiteRT's ``tensor(i)``: a function returning tensor ``i``'s current value.
+        """LiteRT's ``tensor(i)``: a function returning a numpy view of tensor ``i``, LiteRT's
+        zero-copy way to fill inputs and read outputs.
 
-        Unlike LiteRT's (a view into the interpreter's memory), the array returned is a
-        read-only copy: device tensors cannot be viewed in place, and writing into it
-        (LiteRT's way to fill an input) fails loudly instead of being ignored; use
-        set_tensor()."""
+        As in LiteRT, hold the function, not the array: call it again after
+        allocate_tensors(), resize_tensor_input() and (for outputs) invoke().
+        - An input's view is its host staging (pinned memory on a discrete GPU): what is
+          written into it is the input at the next invoke() (uploaded then; no set_tensor
+          copy). Taking the view counts as setting the input.
+        - An output's (or a boundary tensor's) view is its host copy after the last
+          invoke (on a discrete GPU the pinned array the DMA wrote; elsewhere read back
+          once); writing into it changes nothing.
+        - A constant's value is returned read-only. A model run whole on LiteRT returns
+          LiteRT's own view.
+        Raises InputError as get_tensor() does (bad index, internal tensor, not allocated)."""
         self._graph(0).tensor_index(tensor_index)
+        return functools.partial(self._tensor_view, tensor_index)
 
-        def value():
-            v = np.array(self.get_tensor(tensor_index), copy=True)
-            v.setflags(write=False)
-            return v
-
-        return value
+    @_exclusive
+    def _tensor_view(self, tensor_index) -> np.ndarray:
+        g = self._main
+        t = g.tensor_index(tensor_index)
+        if not g.allocated:
+            raise InputError("call allocate_tensors() before tensor()")
+        return g.ex.view(t)
 
     @_exclusive
     def resize_tensor_input(self, input_index, tensor_size, strict: bool = False) -> None:

@@ -3,6 +3,8 @@
 
   serial  - host copies (set_tensor into pinned staging, get_tensor out) on one thread
   threads - the same copies split over hostcopy.host_threads() threads (the default)
+  views   - LiteRT's zero-copy idiom: inputs written in place through tensor() views
+            (pinned staging), then invoke + the output views; no set/get copies
 
 beside LiteRT (same process, alternating rounds) and the pinned transfer floor
 (bench_e2e.transfer_floor_us). Also the host copy rates behind them. Prints a Markdown
@@ -30,7 +32,7 @@ import litecl.hostcopy as hc  # noqa: E402
 from litecl.bench import make_run  # noqa: E402
 from litecl.fallback import make_interpreter  # noqa: E402
 
-MODES = ("serial", "threads")
+MODES = ("serial", "threads", "views")
 
 
 def _mode(mode: str, threads: int) -> None:
@@ -86,13 +88,23 @@ def main(argv=None) -> int:
         it.allocate_tensors()
         ins = _inputs(ref)
         runs = {"litert": make_run(ref, ins), "litecl": make_run(it, ins)}
+        out_views = [it.tensor(d["index"]) for d in it.get_output_details()]
+
+        def run_views():
+            it.invoke()
+            for f in out_views:
+                f()
+        runs["views"] = run_views
         want = [ref.get_tensor(d["index"]) for d in ref.get_output_details()]
         times = {m: [] for m in (*MODES, "litert")}
         for _ in range(args.rounds):
             for m in times:
                 if m != "litert":
                     _mode(m, args.threads)
-                run = runs["litert" if m == "litert" else "litecl"]
+                if m == "views":  # the inputs written in place, once
+                    for idx, v in ins.items():
+                        it.tensor(idx)()[...] = v
+                run = runs[m if m in ("litert", "views") else "litecl"]
                 run()
                 for _ in range(args.per_round):
                     t0 = time.perf_counter_ns()
@@ -101,18 +113,23 @@ def main(argv=None) -> int:
         runs["litert"]()
         want = [ref.get_tensor(d["index"]).tobytes() for d in ref.get_output_details()]
         got = [it.get_tensor(d["index"]).tobytes() for d in it.get_output_details()]
+        run_views()
+        got_views = [f().tobytes() for f in out_views]
         nb = lambda d: int(np.prod(d["shape"], dtype=np.int64)) * np.dtype(d["dtype"]).itemsize  # noqa: E731
         floor = transfer_floor_us(args.device, [nb(d) for d in ref.get_input_details()],
                                   [nb(d) for d in ref.get_output_details()])
         med = {m: statistics.median(v) for m, v in times.items()}
-        rows.append({"model": name, "floor_us": floor, "median_us": med, "bit_exact": got == want})
+        rows.append({"model": name, "floor_us": floor, "median_us": med,
+                     "bit_exact": got == want and got_views == want})
         it.close()
-    print("\n| model | serial ms | threads ms | LiteRT ms | floor ms | threads / floor | exact |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| model | serial ms | threads ms | views ms | LiteRT ms | floor ms | threads / floor | "
+          "views / floor | exact |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         m = r["median_us"]
-        print(f"| {r['model']} | {m['serial'] / 1e3:.2f} | {m['threads'] / 1e3:.2f} | "
+        print(f"| {r['model']} | {m['serial'] / 1e3:.2f} | {m['threads'] / 1e3:.2f} | {m['views'] / 1e3:.2f} | "
               f"{m['litert'] / 1e3:.2f} | {r['floor_us'] / 1e3:.2f} | {m['threads'] / r['floor_us']:.2f}x | "
+              f"{m['views'] / r['floor_us']:.2f}x | "
               f"{r['bit_exact']} |")
     if args.json:
         args.json.write_text(json.dumps({"rates_gbs": rates, "rows": rows}, indent=2))
