@@ -10,6 +10,7 @@ LiteRT (whose C++ verifier checks them once more).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import stat
@@ -163,9 +164,17 @@ class Model:
     subgraphs: list
     signatures: list
     path: Optional[str] = None
+    _sha256: Optional[str] = field(default=None, repr=False, compare=False)
 
     def node_count(self) -> int:
         return sum(len(s.nodes) for s in self.subgraphs)
+
+    def sha256(self) -> str:
+        """SHA-256 of ``raw`` (hex), computed once: the cache key of what litecl derives
+        from the model (fallback sub-models)."""
+        if self._sha256 is None:
+            self._sha256 = hashlib.sha256(self.raw).hexdigest()
+        return self._sha256
 
 
 def shape_too_big(shape, itemsize: int) -> str | None:

@@ -124,6 +124,7 @@ def table_layout(name: str) -> tuple:
     return tuple(out)
 
 
+@lru_cache(maxsize=None)  # once per accessor: the verifier names every field it enters
 def _snake(name: str) -> str:
     """Accessor name -> the schema's field name (OperatorCodes -> operator_codes)."""
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
