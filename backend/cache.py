@@ -1,5 +1,6 @@
-"""litecl's on-disk cache: built program binaries and device probe results, so that a
-process does not compile what an earlier one already compiled (issue 14, fast start).
+"""litecl's on-disk cache: built program binaries, fallback sub-models and device probe
+results, so that a process does not compile or pack what an earlier one already did
+(issue 14, fast start).
 
 Measured on PoCL 3.1 (2-core VM, PoCL's own kernel cache warm): building a CAST kernel
 from source takes 80-115 ms (clang parses it every time), from its binary 1.3-2 ms;
@@ -9,7 +10,8 @@ Where: ``LITECL_CACHE_DIR``, else ``$XDG_CACHE_HOME/litecl``, else ``~/.cache/li
 Entries are keyed by SHA-256 of the source text and the device's identity (platform,
 device name, driver and OpenCL versions), and each binary file carries the SHA-256 of its
 payload, so a truncated or corrupted entry is detected before the driver sees it and is
-rebuilt from source. A cache that cannot be written (read-only, a file in the way) is
+rebuilt from source. Fallback sub-models (fallback.build_submodel) are kept the same way,
+keyed by the model's SHA-256, the segment and the packing code's version. A cache that cannot be written (read-only, a file in the way) is
 skipped: litecl builds from source and warns once, naming the folder. ``LITECL_NO_CACHE``
 (non-empty) turns the cache off.
 """
@@ -22,8 +24,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-__all__ = ["cache_root", "device_identity", "load_binary", "store_binary", "probe_get",
-           "probe_put"]
+__all__ = ["cache_root", "device_identity", "load_binary", "store_binary", "load_blob",
+           "store_blob", "probe_get", "probe_put"]
 
 _MAGIC = b"LITECL-BIN1\n"
 _warned: set = set()
@@ -68,10 +70,14 @@ def _entry(kind: str, identity: str, text: str) -> Path | None:
     return root / kind / h[:2] / f"{h}.bin"
 
 
-def load_binary(identity: str, source: str) -> bytes | None:
-    """The cached binary of ``source`` for the device ``identity``, or None (absent,
-    unreadable, or failing its checksum: then the entry is removed)."""
-    p = _entry("programs", identity, source)
+def load_blob(kind: str, key: str) -> bytes | None:
+    """The bytes stored by store_blob under ``kind`` ("programs", "submodels") and
+    ``key``, or None (absent, unreadable, or failing its checksum: then the entry is
+    removed)."""
+    return _load(_entry(kind, "", key))
+
+
+def _load(p: Path | None) -> bytes | None:
     if p is None:
         return None
     try:
@@ -81,18 +87,27 @@ def load_binary(identity: str, source: str) -> bytes | None:
     n = len(_MAGIC)
     payload = blob[n + 32:]
     if blob[:n] != _MAGIC or hashlib.sha256(payload).digest() != blob[n:n + 32] or not payload:
-        forget_binary(identity, source)
+        _unlink(p)
         return None
     return payload
 
 
-def forget_binary(identity: str, source: str) -> None:
-    p = _entry("programs", identity, source)
+def _unlink(p: Path | None) -> None:
     try:
         if p is not None:
             p.unlink()
     except OSError:
         pass
+
+
+def load_binary(identity: str, source: str) -> bytes | None:
+    """The cached binary of ``source`` for the device ``identity``, or None (absent,
+    unreadable, or failing its checksum: then the entry is removed)."""
+    return _load(_entry("programs", identity, source))
+
+
+def forget_binary(identity: str, source: str) -> None:
+    _unlink(_entry("programs", identity, source))
 
 
 def _write_atomic(p: Path, data: bytes) -> None:
@@ -110,16 +125,25 @@ def _write_atomic(p: Path, data: bytes) -> None:
         raise
 
 
+def _store(p: Path | None, data: bytes) -> None:
+    if p is None or not data:
+        return
+    try:
+        _write_atomic(p, _MAGIC + hashlib.sha256(data).digest() + data)
+    except OSError as e:
+        _warn_once(cache_root(), e)
+
+
 def store_binary(identity: str, source: str, binary: bytes) -> None:
     """Keep ``binary`` for the next process; a cache that cannot be written is skipped
     (one warning naming the folder)."""
-    p = _entry("programs", identity, source)
-    if p is None or not binary:
-        return
-    try:
-        _write_atomic(p, _MAGIC + hashlib.sha256(binary).digest() + binary)
-    except OSError as e:
-        _warn_once(cache_root(), e)
+    _store(_entry("programs", identity, source), binary)
+
+
+def store_blob(kind: str, key: str, data: bytes) -> None:
+    """Keep ``data`` under ``kind`` and ``key`` for load_blob (same checksummed format
+    and failure handling as store_binary)."""
+    _store(_entry(kind, "", key), data)
 
 
 def probe_get(name: str, identity: str):

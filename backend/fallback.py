@@ -10,11 +10,15 @@ runs the control flow exactly as in the whole model.
 from __future__ import annotations
 
 import copy
+import hashlib
+from functools import lru_cache
+from pathlib import Path
 
 import flatbuffers
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
+from . import cache
 from .model import Model
 
 __all__ = ["build_submodel", "make_interpreter", "litert_abort_reason"]
@@ -43,13 +47,39 @@ def _inline(model: Model, ob) -> "schema.BufferT":
     return nb
 
 
+@lru_cache(maxsize=None)
+def _packer_version() -> str:
+    """What the packed bytes depend on besides the model and the segment: this module's
+    code and the schema and flatbuffers versions (a change gives new cache keys)."""
+    import ai_edge_litert  # noqa: PLC0415
+
+    return "|".join((hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+                     str(getattr(ai_edge_litert, "__version__", "?")),
+                     str(getattr(flatbuffers, "__version__", "?"))))
+
+
 def build_submodel(model: Model, subgraph: int, nodes: list[int], inputs: list[int],
                    outputs: list[int]) -> bytes:
     """Pack nodes ``nodes`` of subgraph ``subgraph`` as a one-entry-subgraph model.
 
     inputs/outputs: tensor indices of the original subgraph, in the order the sub-model's
-    inputs/outputs will have. Returns the .tflite bytes.
+    inputs/outputs will have. Returns the .tflite bytes. The bytes are a function of the
+    model's bytes and these arguments, so they are kept in litecl's cache (cache.py) keyed
+    by both: packing through the schema's object API took 2-6 ms a segment (MoveNet's 20:
+    35-90 ms), reading the cached bytes ~0.1 ms (measured).
     """
+    key = (f"{model.sha256()}|{subgraph}|{list(nodes)}|{list(inputs)}|{list(outputs)}|"
+           f"{_packer_version()}")
+    content = cache.load_blob("submodels", key)
+    if content is None:
+        content = _pack_submodel(model, subgraph, nodes, inputs, outputs)
+        cache.store_blob("submodels", key, content)
+    return content
+
+
+def _pack_submodel(model: Model, subgraph: int, nodes: list[int], inputs: list[int],
+                   outputs: list[int]) -> bytes:
+    """build_submodel without the cache."""
     src = model.obj
     sg = src.subgraphs[subgraph]
     ops = [copy.copy(sg.operators[i]) for i in nodes]

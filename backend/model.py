@@ -3,13 +3,15 @@ module), validated before anything else touches them.
 
 Python's flatbuffers has no verifier: on a corrupt buffer it raises odd exceptions or
 returns garbage (REFERENCE_FACTS.md). So the bytes go through litecl's own bounds-checking
-verifier (verify.py) before the schema's object API unpacks them, and every index the rest
+verifier (verify.py) before reader.py reads the fields litecl needs (or the schema's object
+API unpacks them for fallback sub-models, Model.obj), and every index the rest
 of litecl follows (tensor, buffer, opcode, subgraph, signature) is bounds-checked here;
 failures raise ModelError with a one-line reason. Only models that passed both reach
 LiteRT (whose C++ verifier checks them once more).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import stat
@@ -22,6 +24,7 @@ from ai_edge_litert import schema_py_generated as schema
 
 from .errors import ModelError
 from .ops.dtypes import BY_TFLITE, TFLITE_TYPE_NAMES, DType
+from .reader import read_model
 from .verify import VerifyError, verify
 
 __all__ = ["Model", "Subgraph", "Tensor", "Node", "Signature", "load_model", "OP_NAMES",
@@ -155,17 +158,36 @@ class Signature:
 
 @dataclass
 class Model:
-    """A validated model: ``raw`` bytes, the schema object tree ``obj`` (ModelT) used to
-    build fallback sub-models, and the parsed ``subgraphs`` and ``signatures``."""
+    """A validated model: ``raw`` bytes, the parsed ``subgraphs`` and ``signatures``, and
+    ``obj``, the schema object tree (ModelT) fallback sub-models are packed from, unpacked
+    on first use (30-60 ms for MoveNet; not needed when the sub-models are cached)."""
 
     raw: bytes
-    obj: object
     subgraphs: list
     signatures: list
     path: Optional[str] = None
+    _sha256: Optional[str] = field(default=None, repr=False, compare=False)
+    _obj: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def obj(self):
+        if self._obj is None:
+            try:
+                self._obj = schema.ModelT.InitFromPackedBuf(self.raw, 0)
+            except Exception as e:  # verified bytes: not expected, but keep the error's kind
+                raise ModelError(f"{self.path or 'model_content'}: corrupt model "
+                                 f"({type(e).__name__}: {_short(e)})") from None
+        return self._obj
 
     def node_count(self) -> int:
         return sum(len(s.nodes) for s in self.subgraphs)
+
+    def sha256(self) -> str:
+        """SHA-256 of ``raw`` (hex), computed once: the cache key of what litecl derives
+        from the model (fallback sub-models)."""
+        if self._sha256 is None:
+            self._sha256 = hashlib.sha256(self.raw).hexdigest()
+        return self._sha256
 
 
 def shape_too_big(shape, itemsize: int) -> str | None:
@@ -254,13 +276,13 @@ def load_model(model_path=None, model_content: bytes | None = None) -> Model:
     except VerifyError as e:
         raise ModelError(f"{where}: corrupt model ({e})") from None
     try:
-        obj = schema.ModelT.InitFromPackedBuf(raw, 0)
+        view = read_model(raw)  # only the fields validated below (the object API: Model.obj)
     except ModelError:
         raise
-    except Exception as e:  # flatbuffers raises struct.error, IndexError, UnicodeError, ...
+    except Exception as e:  # struct.error, IndexError, ... on what the verifier let through
         raise ModelError(f"{where}: corrupt model ({type(e).__name__}: {_short(e)})") from None
     try:
-        return _validate(raw, obj, where)
+        return _validate(raw, view, where)
     except ModelError:
         raise
     except Exception as e:
@@ -455,6 +477,7 @@ def _check_call_cycles(subgraphs: list, where: str) -> None:
 
 
 def _validate(raw: bytes, obj, where: str) -> Model:
+    """Check ``obj`` (reader.read_model's view of ``raw``, or a ModelT) and parse it."""
     bufs = obj.buffers or []
     codes = obj.operatorCodes or []
     sgs = obj.subgraphs or []
@@ -587,4 +610,4 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                     raise ModelError(f"{where}: signature {key!r} maps {nm!r} to tensor {tm.tensorIndex}, subgraph has {len(sub.tensors)}")
                 dst[nm] = int(tm.tensorIndex)
         signatures.append(sig)
-    return Model(raw, obj, subgraphs, signatures, where if where != "model_content" else None)
+    return Model(raw, subgraphs, signatures, where if where != "model_content" else None)

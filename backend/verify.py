@@ -29,7 +29,7 @@ from functools import lru_cache
 from ai_edge_litert import schema_py_generated as schema
 from flatbuffers import number_types
 
-__all__ = ["VerifyError", "verify", "table_layout"]
+__all__ = ["VerifyError", "verify", "table_layout", "scalar_formats"]
 
 _U16 = struct.Struct("<H").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -124,6 +124,24 @@ def table_layout(name: str) -> tuple:
     return tuple(out)
 
 
+@lru_cache(maxsize=None)
+def scalar_formats(name: str) -> dict:
+    """Accessor name -> struct format character ("b", "I", "f", "?", ...) of each scalar
+    field and scalar vector of schema table ``name``, read from the generated accessors
+    (the flatbuffers.number_types flags each one reads with)."""
+    src = _class_sources()[name]
+    defs = list(_DEF.finditer(src))
+    out = {}
+    for m, nxt in zip(defs, defs[1:] + [None]):
+        body = src[m.end(): nxt.start() if nxt else len(src)]
+        k = _kind(body)
+        if k is not None and k[0] in ("scalar", "scalars"):
+            flags = getattr(number_types, _FLAGS.search(body).group(1))
+            out[m.group(1)] = flags.packer_type.format.lstrip("<")
+    return out
+
+
+@lru_cache(maxsize=None)  # once per accessor: the verifier names every field it enters
 def _snake(name: str) -> str:
     """Accessor name -> the schema's field name (OperatorCodes -> operator_codes)."""
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()

@@ -89,3 +89,52 @@ def test_binary_checksum_detects_damage(tmp_path, monkeypatch):
     monkeypatch.setenv("LITECL_NO_CACHE", "1")
     cache.store_binary("dev", "src", b"x")
     assert cache.load_binary("dev", "src") is None
+
+
+def test_binary_build_checks_only_the_pocl_entry_it_names(tmp_path, monkeypatch):
+    """A build from a PoCL binary checks (and repairs) only the kernel cache entry the
+    binary's header names, not the whole cache (fast start); no device needed."""
+    import warnings  # noqa: PLC0415
+
+    from litecl import device  # noqa: PLC0415
+
+    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(device, "_POCL_ENTRY_CHECKED", {})
+    monkeypatch.setattr(device, "_POCL_CACHE_CHECKED", {})
+    named, other = tmp_path / "AB" / "CDEFGHIJKLMNOP", tmp_path / "CD" / "EFGHIJKLMNOPAB"
+    for entry in (named, other):
+        (entry / "k" / "0-0-0").mkdir(parents=True)
+        (entry / "program.bc").write_bytes(b"junk")
+        (entry / "k" / "0-0-0" / "k.so").write_bytes(b"junk")
+    binary = b"poclbin\0" + bytes(28) + b"AB/CDEFGHIJKLMNOP\0" + b"rest"
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert device.pocl_binary_problem(binary) == ""
+    assert not named.exists() and other.exists()
+    assert any("held 1 damaged entry" in str(x.message) for x in w)
+    assert device.pocl_binary_problem(b"poclbin\0" + bytes(28) + b"AC/ABCDEFGHIJ\0") == ""  # absent
+    assert other.exists()
+    assert device.pocl_binary_problem(b"not a pocl binary") == ""  # the whole folder is checked
+    assert not other.exists()
+
+
+def test_fallback_submodels_are_kept_and_checked(tmp_path, monkeypatch):
+    """build_submodel's bytes come from the cache the second time (same bytes as packing
+    them); a corrupted entry is repacked, and LITECL_NO_CACHE packs every time."""
+    from litecl import fallback, load_model  # noqa: PLC0415
+    from models.builders import multi_op_model  # noqa: PLC0415
+
+    monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path / "c"))
+    m = load_model(model_content=multi_op_model())
+    sg = m.subgraphs[0]
+    args = (m, 0, [1], list(sg.nodes[1].inputs), list(sg.nodes[1].outputs))
+    packed = fallback._pack_submodel(*args)
+    assert fallback.build_submodel(*args) == packed
+    (entry,) = (tmp_path / "c" / "submodels").rglob("*.bin")
+    calls = []
+    monkeypatch.setattr(fallback, "_pack_submodel", lambda *a: calls.append(a) or packed)
+    assert fallback.build_submodel(*args) == packed and not calls  # from the cache
+    entry.write_bytes(entry.read_bytes()[:-7])  # truncated
+    assert fallback.build_submodel(*args) == packed and len(calls) == 1
+    monkeypatch.setenv("LITECL_NO_CACHE", "1")
+    assert fallback.build_submodel(*args) == packed and len(calls) == 2

@@ -25,6 +25,43 @@ def test_reads_real_model_structure(shared_models):
     assert sg.tensors[cast.inputs[0]].dtype is not None
 
 
+def _same(a, b, where=""):
+    """Deep equality of parsed models: numpy arrays by dtype, shape and bytes, objects by
+    type and attributes (Model's caches left out)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        assert type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape, where
+        assert (a.tolist() == b.tolist()) if a.dtype == object else a.tobytes() == b.tobytes(), where
+    elif isinstance(a, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _same(a[k], b[k], f"{where}[{k!r}]")
+    elif hasattr(a, "__dict__"):
+        assert type(a) is type(b), (where, type(a), type(b))
+        va, vb = ({k: v for k, v in vars(x).items() if k not in ("_obj", "_sha256")} for x in (a, b))
+        _same(va, vb, where)
+    else:
+        assert type(a) is type(b) and a == b, (where, a, b)
+
+
+def test_fast_reader_parses_as_the_object_api_does(shared_models):
+    """load_model reads the fields it validates with reader.read_model instead of the
+    object API's ModelT (fast start): both give equal Models, options objects included."""
+    from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
+
+    from litecl import model as mod  # noqa: PLC0415
+
+    blobs = [multi_op_model(), add_model("int8", [2, 3], [3], quant=((0.5, 1), (0.25, -2), (1.0, 3))), cast_model("float32", "int8", [5])]
+    blobs += [p.read_bytes() for p in sorted(shared_models.glob("*.tflite"))]
+    for raw in blobs:
+        m = load_model(model_content=raw)
+        _same(m, mod._validate(raw, schema.ModelT.InitFromPackedBuf(raw, 0), "model_content"))
+        assert isinstance(m.obj, schema.ModelT)  # unpacked on demand for fallback packing
+
+
 def test_reads_quantization_and_constants(shared_models):
     m = load_model(shared_model("movenet_singlepose_lightning_int8.tflite"))
     sg = m.subgraphs[0]
