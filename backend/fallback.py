@@ -47,6 +47,12 @@ def _inline(model: Model, ob) -> "schema.BufferT":
     return nb
 
 
+#: Sub-models of models larger than this are packed every time, not cached: a model's
+#: sub-models hold about its weights, so the cache grows by about the model's size per
+#: model run under placement "all".
+SUBMODEL_CACHE_MAX_BYTES = 32 << 20
+
+
 @lru_cache(maxsize=None)
 def _packer_version() -> str:
     """What the packed bytes depend on besides the model and the segment: this module's
@@ -66,10 +72,13 @@ def build_submodel(model: Model, subgraph: int, nodes: list[int], inputs: list[i
     inputs/outputs will have. Returns the .tflite bytes. The bytes are a function of the
     model's bytes and these arguments, so they are kept in litecl's cache (cache.py) keyed
     by both: packing through the schema's object API took 2-6 ms a segment (MoveNet's 20:
-    35-90 ms), reading the cached bytes ~0.1 ms (measured).
+    35-90 ms), reading the cached bytes ~0.1 ms (measured). Models over
+    SUBMODEL_CACHE_MAX_BYTES are packed every time.
     """
     key = (f"{model.sha256()}|{subgraph}|{list(nodes)}|{list(inputs)}|{list(outputs)}|"
            f"{_packer_version()}")
+    if len(model.raw) > SUBMODEL_CACHE_MAX_BYTES:
+        return _pack_submodel(model, subgraph, nodes, inputs, outputs)
     content = cache.load_blob("submodels", key)
     if content is None:
         content = _pack_submodel(model, subgraph, nodes, inputs, outputs)
