@@ -14,4 +14,5 @@ ln -sfn "$PWD/ops" $T/shim/litecl/ops
 export PYTHONPATH=$T/site:$T/shim:$PWD PYTHONUNBUFFERED=1 LITECL_SHARED_MODELS=$PWD/.shared_models
 nproc
 timeout 300 python3 benchmarks/h200_transfers.py --device nvidia --json $OUT/h200_transfers.json > $OUT/transfers.md 2>&1; echo "bench rc=$?"; cat $OUT/transfers.md | grep -v INFO
+timeout 200 python3 benchmarks/h200_transfers.py --device nvidia --threads 16 > $OUT/transfers16.md 2>&1; echo "bench16 rc=$?"; grep -v INFO $OUT/transfers16.md
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_host_copies.py tests/test_passthrough_fast.py tests/test_tensor_views.py tests/test_user_reports.py tests/test_executor_paths.py tests/test_placement_auto.py > $OUT/tests.txt 2>&1; echo "tests rc=$?"; tail -8 $OUT/tests.txt
