@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import time
 import warnings
+import weakref
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -98,6 +99,10 @@ def launch_geometry(caps, n: int, tile_bytes: int, block_dim: int | None = None)
 # devices (zero-copy). Measured on PoCL 3.1 (2-core VM): each blocking map, read or
 # finish costs 35-47 us, the copies of 4K elements ~1 us.
 SMALL_BYTES = 256 * 1024
+#: LiteRT's words when a numpy view of its tensors is held across a call that may move them.
+VIEWS_HELD = ("there is at least 1 reference to internal data in the interpreter in the form of a "
+              "numpy array from tensor(); hold the function tensor() returns, not the array "
+              "(LiteRT's rule)")
 #: On devices without host-unified memory (discrete GPUs), host copies of tensors up to
 #: this size live in pinned memory (DMA straight from and to it) and outputs this small
 #: are read back before invoke's one wait. benchmarks/bench_e2e.py --pinned-max A/Bs it:
@@ -267,6 +272,8 @@ class Executor:
         self._pass = None  # the LiteRT interpreter when the whole model is one segment
         self._shapes_stale = [False]  # dynamic outputs' shapes not read since an invoke
         self._viewed: set = set()  # inputs whose host array tensor() handed out
+        self._views: list = []  # weak references to the arrays view() returned
+        self._invoked = False  # passthrough: outputs have values only after an invoke
         if (self.sg.index == 0 and len(self._steps) == 1 and self._steps[0][0] == "f"
                 and len(self._steps[0][1].nodes) == len(sg.nodes)):
             f = self._steps[0][1]
@@ -279,7 +286,11 @@ class Executor:
     def allocate(self, input_shapes: dict[int, tuple]) -> None:
         """Plan every step for the given input shapes: build kernels, create fallback
         sub-interpreters, upload constants, compute constant-only nodes once."""
+        if self._pass is not None and self.views_alive():  # LiteRT would move memory under them
+            raise LiteclError(f"allocate_tensors: {VIEWS_HELD}")
         old_shapes = getattr(self, "shapes", {})
+        self._viewed = set()  # a view from before is of arrays this allocation may replace
+        self._invoked = False
         self.shapes = {}
         for t in self.sg.inputs:
             self.shapes[t] = tuple(input_shapes.get(t, self.sg.tensors[t].shape))
@@ -627,7 +638,7 @@ class Executor:
         executor's life): GPU copies from and to it DMA directly, with no staging copy in
         the driver (measured on the H200: write + kernel + read of 4K floats 67 -> 49 us)."""
         old = self._pinned.pop(t, None)
-        if old is not None:
+        if old is not None and not self.views_alive():  # a held view keeps its mapping alive
             old[1].base.release(self.device.queue)
             old[0].release()
         nbytes = _numel(shape) * dt.itemsize
@@ -816,11 +827,15 @@ class Executor:
         for t in self.sg.inputs:
             if t not in self.on_host and not self.sg.tensors[t].is_variable:
                 raise InputError(f"input tensor {t} ({self.sg.tensors[t].name!r}) was not set")
+        if self._dynamic_outputs and self.views_alive():
+            raise RuntimeError(VIEWS_HELD)
         t0 = time.perf_counter_ns()
         # LiteRT's invoke() first checks (by the pybind wrapper's reference count) that no
-        # numpy view into its tensors exists; litecl never takes one (its tensor() copies)
-        # and the passthrough fast path holds the wrapper's bound methods, so call Invoke
+        # numpy view into its tensors exists; the passthrough fast path holds the wrapper's
+        # bound methods, so litecl calls Invoke itself and checks its own views: held
+        # across an invoke that may reallocate (dynamic outputs) they are refused, as LiteRT
         self._pass._interpreter.Invoke()
+        self._invoked = True
         if self.profile:
             self.segment_times_ns[self.sg.nodes[0].index] = time.perf_counter_ns() - t0
         self._shapes_stale[0] = bool(self._dynamic_outputs)  # read when asked for
@@ -835,30 +850,46 @@ class Executor:
         return self.shapes
 
     def view(self, t: int) -> np.ndarray:
-        """Interpreter.tensor()'s array: the host array of ``t`` itself (see there)."""
+        """Interpreter.tensor()'s array: the host array of ``t`` itself (see there).
+        Raises InputError for int4/uint4/int2 tensors (packed: no one-value-per-byte view)
+        and as get() does."""
         tensor = self.sg.tensors[t]
+        if tensor.dtype is not None and tensor.dtype.packed_bits:
+            raise InputError(f"tensor {t} ({tensor.name!r}) is {tensor.type_name}, stored packed: it has "
+                             "no view; use set_tensor()/get_tensor() (LiteRT's view of it is wrong)")
+        if tensor.is_constant:  # read-only: writing would change the model's own bytes
+            v = np.array(self.get(t), copy=True)
+            v.setflags(write=False)
+            return v[()] if v.ndim == 0 else v
         if self._pass is not None:
             if t not in self.sg.inputs:
-                self.get(t)  # litecl's checks (internal tensors) and errors first
+                self.get(t)  # litecl's checks (internal tensors, no value yet) and errors first
             elif not tensor.is_variable:
                 self.on_host.add(t)
-            return self._pass.tensor(t)()
-        if t in self.sg.inputs and not tensor.is_variable and tensor.dtype is not None:
+            v = self._pass.tensor(t)()
+        elif t in self.sg.inputs and not tensor.is_variable and tensor.dtype is not None:
             ev = self._writes.pop(t, None)
             if ev is not None:
                 ev.wait()  # an upload may still read the staging
             # the current value (read back if it is only on the device), in its host array
-            a = self._to_host(t) if t in self.on_host or t in self.on_device else self._host_array(t)
+            v = self._to_host(t) if t in self.on_host or t in self.on_device else self._host_array(t)
             self._viewed.add(t)  # re-uploaded from this array at every invoke
             self.on_host.add(t)
             self.on_device.discard(t)
-            return a
-        if tensor.is_constant:
-            v = np.array(self.get(t), copy=True)
-            v.setflags(write=False)
-            return v
-        v = self._to_host(t)
-        return v if type(v) is np.ndarray else np.asarray(v)
+        else:
+            v = self._to_host(t)
+            v = v if type(v) is np.ndarray else np.asarray(v)
+        if type(v) is not np.ndarray or v.ndim == 0:
+            return v[()] if type(v) is np.ndarray else v  # 0-d: a numpy scalar, as LiteRT's
+        if self._pass is None:
+            v = v.view()  # a new array object over the same memory: its life is the caller's
+        self._views.append(weakref.ref(v))
+        return v
+
+    def views_alive(self) -> bool:
+        """True while an array view() returned is still referenced."""
+        self._views = [r for r in self._views if r() is not None]
+        return bool(self._views)
 
     def get(self, t: int) -> np.ndarray:
         """A host copy of tensor ``t``'s current value (one copy: mapped on CPU devices,
@@ -869,6 +900,9 @@ class Executor:
                     or tensor.is_constant or tensor.is_variable):
                 raise InputError(f"tensor {t} ({tensor.name!r}) is internal to a LiteRT fallback "
                                  "segment; pass experimental_preserve_all_tensors=True to keep it")
+            if t in self.sg.outputs and not self._invoked and not (tensor.is_constant or tensor.is_variable
+                                                                   or t in self.sg.inputs):
+                raise InputError(f"tensor {t} ({tensor.name!r}) has no value yet: call invoke() first")
             try:
                 return self._pass.get_tensor(t)
             except ValueError as e:
@@ -908,9 +942,10 @@ class Executor:
             ev.wait()
         self._writes.clear()
         self.device.queue.finish()
-        for buf, arr in self._pinned.values():
-            arr.base.release(self.device.queue)
-            buf.release()
+        if not self.views_alive():  # else the views keep their mappings (freed with them)
+            for buf, arr in self._pinned.values():
+                arr.base.release(self.device.queue)
+                buf.release()
         self._pinned.clear()
         self.device.queue.finish()
         for buf in (*self.dev.values(), *self.const_dev.values()):

@@ -16,6 +16,8 @@ import threading
 
 import numpy as np
 
+from .errors import LiteclError
+
 __all__ = ["host_threads", "copy_host", "SPLIT_BYTES"]
 
 #: Copies below this stay on the calling thread (a thread hand-off costs ~20-50 us).
@@ -29,8 +31,8 @@ _pool_lock = threading.Lock()
 
 def host_threads() -> int:
     """Threads a large host copy is split over: LITECL_HOST_THREADS, else half of
-    os.cpu_count() (at most 8). Raises ValueError for a LITECL_HOST_THREADS that is not a
-    positive integer."""
+    os.cpu_count() (at most 8). Raises LiteclError (a ValueError) for a LITECL_HOST_THREADS
+    that is not a positive integer; Interpreter() checks it at construction."""
     v = os.environ.get("LITECL_HOST_THREADS")
     if v:
         try:
@@ -38,7 +40,7 @@ def host_threads() -> int:
         except ValueError:
             n = 0
         if n < 1:
-            raise ValueError(f"LITECL_HOST_THREADS must be a positive integer, got {v!r}")
+            raise LiteclError(f"LITECL_HOST_THREADS must be a positive integer, got {v!r}")
         return n
     return max(1, min(8, (os.cpu_count() or 1) // 2))
 

@@ -375,6 +375,9 @@ class Interpreter:
         if placement not in PLACEMENTS:
             raise LiteclError(f"unknown placement {placement!r}; expected one of {', '.join(PLACEMENTS)}")
         self._placement = placement
+        from .hostcopy import host_threads  # noqa: PLC0415
+
+        host_threads()  # a bad LITECL_HOST_THREADS is an error now, not at the first large copy
         self._model = load_model(model_path, model_content)
         if num_threads is not None:  # LiteRT's own checks, at construction
             if not isinstance(num_threads, int):  # a bool is one, as LiteRT takes it
@@ -410,7 +413,7 @@ class Interpreter:
         ~1.4 us of checks per call).
 
         When subgraph 0 runs whole on LiteRT (no OpenCL segment: the model's own bytes in
-        one LiteRT interpreter) and every input has been set once, set_tensor, get_tensor
+        one LiteRT interpreter) and it has been invoked once, set_tensor, get_tensor
         and invoke become closures that call LiteRT's own
         SetTensor/GetTensor/Invoke directly for the common case: an int index of an input
         (set) or of a readable tensor (get, as the checked path allows), an ndarray of
@@ -459,8 +462,8 @@ class Interpreter:
         token = self._token
 
         def set_tensor(tensor_index, value):
-            if (type(value) is np.ndarray and value.dtype is dtypes.get(tensor_index)
-                    and type(tensor_index) is int and live and token):
+            if (type(tensor_index) is int and type(value) is np.ndarray
+                    and value.dtype is dtypes.get(tensor_index) and live and token):
                 try:
                     live[0](tensor_index, value)
                     return
@@ -469,7 +472,7 @@ class Interpreter:
             return checked_set(me, tensor_index, value)
 
         def get_tensor(tensor_index, subgraph_index=0):
-            if (subgraph_index == 0 and tensor_index in readable and type(tensor_index) is int
+            if (type(tensor_index) is int and tensor_index in readable and subgraph_index == 0
                     and live and token):
                 return live[1](tensor_index, 0)
             return checked_get(me, tensor_index, subgraph_index)
@@ -481,7 +484,7 @@ class Interpreter:
                 except IndexError:  # another thread is in a call: the checked path says so
                     return checked_invoke(me)
                 try:
-                    if live:  # read with the token held: no checked call can clear it now
+                    if live and not (dynamic and ex.views_alive()):  # token held: live stays
                         live[2]()
                         if dynamic:  # shapes LiteRT knows only now: read when asked for
                             stale[0] = True
@@ -588,8 +591,6 @@ class Interpreter:
         if not g.allocated:
             raise InputError("call allocate_tensors() before set_tensor()")
         g.ex.set_input(t, g.check_value(t, value))
-        if g.ex._pass is not None:
-            self._maybe_fast()
 
     @_exclusive
     def get_tensor(self, tensor_index, subgraph_index: int = 0) -> np.ndarray:
@@ -610,13 +611,19 @@ class Interpreter:
         allocate_tensors(), resize_tensor_input() and (for outputs) invoke().
         - An input's view is its host staging (pinned memory on a discrete GPU): what is
           written into it is the input at the next invoke() (uploaded then; no set_tensor
-          copy). Taking the view counts as setting the input.
+          copy). Taking the view counts as setting the input until the next
+          allocate_tensors().
         - An output's (or a boundary tensor's) view is its host copy after the last
           invoke (on a discrete GPU the pinned array the DMA wrote; elsewhere read back
-          once); writing into it changes nothing.
-        - A constant's value is returned read-only. A model run whole on LiteRT returns
-          LiteRT's own view.
-        Raises InputError as get_tensor() does (bad index, internal tensor, not allocated)."""
+          once); what is written into it is what get_tensor() returns until the next
+          invoke, as in LiteRT.
+        - A constant's value and 0-d tensors are returned as copies (read-only; a 0-d one
+          as a numpy scalar, as LiteRT's). A model run whole on LiteRT returns LiteRT's own
+          view; where its outputs are sized at invoke, invoke() refuses while such a view
+          is held (RuntimeError, LiteRT's rule), instead of LiteRT moving the memory under
+          it. Views held over close() or a re-plan keep their memory alive.
+        Raises InputError as get_tensor() does (bad index, internal tensor, no value yet,
+        not allocated) and for int4/uint4/int2 tensors (packed: LiteRT's view is wrong)."""
         self._graph(0).tensor_index(tensor_index)
         return functools.partial(self._tensor_view, tensor_index)
 
