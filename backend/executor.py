@@ -827,7 +827,7 @@ class Executor:
         for t in self.sg.inputs:
             if t not in self.on_host and not self.sg.tensors[t].is_variable:
                 raise InputError(f"input tensor {t} ({self.sg.tensors[t].name!r}) was not set")
-        if self._dynamic_outputs and self.views_alive():
+        if self._dynamic_outputs and self._views and self.views_alive():
             raise RuntimeError(VIEWS_HELD)
         t0 = time.perf_counter_ns()
         # LiteRT's invoke() first checks (by the pybind wrapper's reference count) that no

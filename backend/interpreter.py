@@ -484,7 +484,7 @@ class Interpreter:
                 except IndexError:  # another thread is in a call: the checked path says so
                     return checked_invoke(me)
                 try:
-                    if live and not (dynamic and ex.views_alive()):  # token held: live stays
+                    if live and not (dynamic and ex._views and ex.views_alive()):  # token held
                         live[2]()
                         if dynamic:  # shapes LiteRT knows only now: read when asked for
                             stale[0] = True
