@@ -908,12 +908,32 @@ def _preload_icds_if_llvm_clash() -> None:
             continue
 
 
+#: The process that first listed the OpenCL platforms (listing initializes every runtime).
+_LISTED_BY: list = []
+#: PoCL devices left out in a child of fork() whose parent had listed them (see below).
+_POCL_LEFT_OUT: list = []
+
+POCL_FORK_MESSAGE = ("PoCL was initialized before this process was fork()ed (listing OpenCL "
+                     "devices starts its worker threads, which do not survive fork(): an "
+                     "invoke in the child never returned, measured); create the Interpreter "
+                     "after forking, in a process that had not listed OpenCL devices before "
+                     "(multiprocessing's 'spawn' or 'forkserver' start method)")
+
+
 def _all_devices() -> list:
+    """Every OpenCL device (duplicates of one library registered twice left out). In a
+    child of fork() whose parent had listed the devices, PoCL's are left out: PoCL starts
+    its worker threads when listed, and a child then hung in invoke (measured, parent on
+    the Intel runtime, child on PoCL); the Intel runtime survived the same fork."""
     _preload_icds_if_llvm_clash()
     try:
         platforms = cl.get_platforms()
     except Exception as e:  # the loader raises when no ICD is installed at all
         raise DeviceError(f"no OpenCL platform found ({e})") from None
+    if not _LISTED_BY:
+        _LISTED_BY.append(os.getpid())
+    inherited = _LISTED_BY[0] != os.getpid()
+    _POCL_LEFT_OUT.clear()
     out, seen = [], set()
     for p in platforms:
         try:
@@ -935,6 +955,10 @@ def _all_devices() -> list:
             key = (*sig, count[sig])
             if key not in seen:
                 seen.add(key)
+                if (inherited and "portable computing language" in sig[0].lower()
+                        and not any(k[0] == f"{d.platform.name}|{d.name}|{d.int_ptr}" for k in _OPEN)):
+                    _POCL_LEFT_OUT.append(d)  # (one the parent opened says so itself)
+                    continue
                 out.append(d)
     return out
 
@@ -1004,7 +1028,7 @@ def _select(base: str) -> "cl.Device":
         raise DeviceError(f"empty device spec; use {_SPEC_NAMES}")
     devices = _all_devices()
     if not devices:
-        raise DeviceError("no OpenCL device found")
+        raise DeviceError(POCL_FORK_MESSAGE if _POCL_LEFT_OUT else "no OpenCL device found")
     if key == "auto":
         order = _auto_order(devices)
         return next((d for d in order if not probe_compiler(d)), order[0])
@@ -1023,6 +1047,8 @@ def _select(base: str) -> "cl.Device":
     if not matches:
         matches = [d for d in devices if needle in d.platform.name.lower() or needle in d.name.lower()]
     if not matches:
+        if any(needle in d.platform.name.lower() or needle in d.name.lower() for d in _POCL_LEFT_OUT):
+            raise DeviceError(POCL_FORK_MESSAGE)
         names = "; ".join(_describe(d) for d in devices)
         raise DeviceError(f"no OpenCL device matches {base!r}; available: {names}")
     platforms = {d.platform.name.strip() for d in matches}

@@ -612,3 +612,43 @@ def test_add_output_type_follows_the_inputs_as_in_litert(tmp_path, fast_device):
     assert r.returncode < 0, r.returncode  # LiteRT alone aborts
     _error_line(_cli("run", path, "--device", fast_device, env=_env(LITECL_NO_SUPERVISOR=1)),
                 "int8 ADD with quantization parameters on 0 of its 3 tensors")
+
+
+_FORK_OTHER = """
+import os, sys
+import numpy as np
+import litecl
+from models.builders import add_model
+m = add_model("float32", [4], [4])
+p = litecl.Interpreter(model_content=m, device="intel")
+p.allocate_tensors()
+p.close()
+pid = os.fork()
+if pid == 0:
+    try:
+        c = litecl.Interpreter(model_content=m, device="pocl")
+        c.allocate_tensors()
+        c.set_tensor(0, np.ones(4, np.float32))
+        c.set_tensor(1, np.ones(4, np.float32))
+        c.invoke()
+        print("RESULT", c.get_tensor(2).tolist(), flush=True)
+    except Exception as e:
+        print("API", type(e).__name__, e, flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print("PARENT", status)
+"""
+
+
+def test_pocl_in_a_child_of_a_parent_that_listed_devices_is_an_error_not_a_hang():
+    """The parent opened only the Intel runtime, but listing devices had started PoCL's
+    worker threads: the child's PoCL invoke never returned (measured); now a DeviceError."""
+    from conftest import DEVICE_STATUS
+
+    for need in ("intel", "pocl"):
+        if DEVICE_STATUS.get(need):
+            pytest.skip(f"{need}: {DEVICE_STATUS[need]}")
+    r = _py(_FORK_OTHER, timeout=60)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert "API DeviceError PoCL was initialized before this process was fork()ed" in r.stdout, r.stdout
+    assert "PARENT 0" in r.stdout
