@@ -1067,9 +1067,35 @@ _PROBES: dict[str, str] = {}
 
 
 def _after_fork_in_child() -> None:
-    """os.register_at_fork hook: every device opened so far is unusable in the child."""
+    """os.register_at_fork hook: every device opened so far is unusable in the child.
+
+    Their OpenCL objects (contexts, queues, buffers, programs, and the litecl objects
+    holding them) are also kept alive for the child's whole life: a child that released
+    them as it exited invalidated the parent's NVIDIA context, whose driver file
+    descriptors it shares (the parent's next invoke: "clFinish failed:
+    INVALID_COMMAND_QUEUE", measured on the H200)."""
+    if not _OPEN:
+        return
     for dev in _OPEN.values():
         dev.forked = True
+    import ctypes  # noqa: PLC0415
+    import gc  # noqa: PLC0415
+
+    keep = []
+    for o in gc.get_objects():
+        mod = getattr(type(o), "__module__", None)
+        if isinstance(mod, str) and mod.startswith(("litecl", "pyopencl")):
+            keep.append(o)
+    keep += [_OPEN, getattr(sys.modules.get("litecl.executor"), "_PROGRAMS", None)]
+    tools = sys.modules.get("pyopencl.tools")
+    if tools is not None:  # pyopencl empties its per-context caches at exit: not here
+        import atexit  # noqa: PLC0415
+
+        atexit.unregister(tools.clear_first_arg_caches)
+        keep += list(getattr(tools, "_first_arg_dependent_caches", []))
+    for o in keep:
+        if o is not None:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(o))  # never freed in this process
 
 
 if hasattr(os, "register_at_fork"):
@@ -1152,7 +1178,16 @@ def open_device(spec: str | Device | None = None) -> Device:
     if spec is not None and not isinstance(spec, str):
         raise _type_error(spec)
     base, profile = parse_spec(spec)
-    d = _select(base)
+    try:
+        d = _select(base)
+    except DeviceError:
+        forked = [dev for dev in _OPEN.values() if dev.forked]
+        if forked and not _POCL_LEFT_OUT:  # e.g. NVIDIA's runtime lists no device in a child
+            from .errors import LiteclError  # noqa: PLC0415
+
+            dev = forked[0]
+            raise LiteclError(FORK_MESSAGE.format(device=f"{dev.caps.platform}: {dev.caps.name}")) from None
+        raise
     k = (f"{d.platform.name}|{d.name}|{d.int_ptr}", profile)
     if k in _OPEN:
         _OPEN[k].check_usable()  # opened before fork(): a new context would hang as well
