@@ -461,37 +461,56 @@ class Interpreter:
         # allocate_tensors, resize and close also clear ``live`` first.
         token = self._token
 
+        ndarray = np.ndarray
+
         def set_tensor(tensor_index, value):
-            if (type(tensor_index) is int and type(value) is np.ndarray
-                    and value.dtype is dtypes.get(tensor_index) and live and token):
-                try:
-                    live[0](tensor_index, value)
-                    return
-                except ValueError:
+            if live and token and type(value) is ndarray:
+                try:  # KeyError: not an input; TypeError: an unhashable index
+                    if value.dtype is dtypes[tensor_index] and type(tensor_index) is int:
+                        live[0](tensor_index, value)
+                        return
+                except (KeyError, TypeError, ValueError):
                     pass
             return checked_set(me, tensor_index, value)
 
         def get_tensor(tensor_index, subgraph_index=0):
-            if (type(tensor_index) is int and tensor_index in readable and subgraph_index == 0
-                    and live and token):
-                return live[1](tensor_index, 0)
+            if live and token and subgraph_index == 0:
+                try:
+                    if tensor_index in readable and type(tensor_index) is int:
+                        return live[1](tensor_index, 0)
+                except TypeError:  # an unhashable index: the checked path says what is wrong
+                    pass
             return checked_get(me, tensor_index, subgraph_index)
 
-        def invoke():
-            if not ex.profile:
-                try:
-                    token.pop()
-                except IndexError:  # another thread is in a call: the checked path says so
-                    return checked_invoke(me)
-                try:
-                    if live and not (dynamic and ex._views and ex.views_alive()):  # token held
-                        live[2]()
-                        if dynamic:  # shapes LiteRT knows only now: read when asked for
-                            stale[0] = True
-                        return
-                finally:
-                    token.append(1)
-            return checked_invoke(me)
+        if dynamic:
+            def invoke():
+                if not ex.profile:
+                    try:
+                        token.pop()
+                    except IndexError:  # another thread is in a call: the checked path says so
+                        return checked_invoke(me)
+                    try:
+                        if live and not (ex._views and ex.views_alive()):  # token held: stays
+                            live[2]()
+                            stale[0] = True  # shapes LiteRT knows only now: read when asked for
+                            return
+                    finally:
+                        token.append(1)
+                return checked_invoke(me)
+        else:
+            def invoke():
+                if not ex.profile:
+                    try:
+                        token.pop()
+                    except IndexError:  # another thread is in a call: the checked path says so
+                        return checked_invoke(me)
+                    try:
+                        if live:  # read with the token held: no checked call can clear it now
+                            live[2]()
+                            return
+                    finally:
+                        token.append(1)
+                return checked_invoke(me)
 
         for f, name in ((set_tensor, "set_tensor"), (get_tensor, "get_tensor"), (invoke, "invoke")):
             f.__name__ = f.__qualname__ = name
