@@ -482,6 +482,9 @@ class Interpreter:
                     pass
             return checked_get(me, tensor_index, subgraph_index)
 
+        # two forms of invoke, so that the common one (no output sized at run time) tests
+        # nothing it does not need: each test is ~50-100 instructions of a ~16,000-instruction
+        # inference (callgrind, benchmarks/callgrind_inference.py)
         if dynamic:
             def invoke():
                 if not ex.profile:

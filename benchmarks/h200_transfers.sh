@@ -4,14 +4,7 @@
 # passthrough and executor tests with the H200 as fast_device. Carry .whl (see
 # benchmarks/h200_all.sh) and .shared_models. Results under $OUT.
 set -u
-T=$(mktemp -d)
-python3 -m pip install -q --no-index --no-deps --no-compile --target $T/site .whl/*.whl || exit 1
-mkdir -p $T/icd $T/shim/litecl
-echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > $T/icd/nvidia.icd
-export OCL_ICD_VENDORS=$T/icd
-for f in backend/*.py; do ln -sfn "$PWD/$f" $T/shim/litecl/; done
-ln -sfn "$PWD/ops" $T/shim/litecl/ops
-export PYTHONPATH=$T/site:$T/shim:$PWD PYTHONUNBUFFERED=1 LITECL_SHARED_MODELS=$PWD/.shared_models
+source benchmarks/h200_env.sh
 nproc
 timeout 300 python3 benchmarks/h200_transfers.py --device nvidia --json $OUT/h200_transfers.json > $OUT/transfers.md 2>&1; echo "bench rc=$?"; cat $OUT/transfers.md | grep -v INFO
 timeout 200 python3 benchmarks/h200_transfers.py --device nvidia --threads 16 > $OUT/transfers16.md 2>&1; echo "bench16 rc=$?"; grep -v INFO $OUT/transfers16.md

@@ -1,0 +1,11 @@
+# Sourced by the benchmarks/h200_*.sh scripts (one device call each): installs the wheels
+# in .whl (carry it) into a temporary folder, registers only NVIDIA's OpenCL ICD, and puts
+# this checkout's litecl (backend/ as litecl, ops/ as litecl.ops) on PYTHONPATH.
+T=$(mktemp -d)
+python3 -m pip install -q --no-index --no-deps --no-compile --target $T/site .whl/*.whl || exit 1
+mkdir -p $T/icd $T/shim/litecl
+echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > $T/icd/nvidia.icd
+export OCL_ICD_VENDORS=$T/icd
+for f in backend/*.py; do ln -sfn "$PWD/$f" $T/shim/litecl/; done
+ln -sfn "$PWD/ops" $T/shim/litecl/ops
+export PYTHONPATH=$T/site:$T/shim:$PWD PYTHONUNBUFFERED=1 LITECL_SHARED_MODELS=$PWD/.shared_models
