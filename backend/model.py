@@ -14,14 +14,18 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import pickle
 import stat
+import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 from ai_edge_litert import schema_py_generated as schema
 
+from . import cache
 from .errors import ModelError
 from .ops.dtypes import BY_TFLITE, TFLITE_TYPE_NAMES, DType
 from .reader import read_model
@@ -168,6 +172,8 @@ class Model:
     path: Optional[str] = None
     _sha256: Optional[str] = field(default=None, repr=False, compare=False)
     _obj: object = field(default=None, repr=False, compare=False)
+    #: constants decoded from ``raw``: (subgraph, tensor, start, length, data), for the cache
+    _consts: list = field(default=None, repr=False, compare=False)
 
     @property
     def obj(self):
@@ -238,12 +244,104 @@ def _read(path) -> bytes:
         raise ModelError(f"model path {p} is {kind}, not a regular file; expected a .tflite file")
     try:
         with open(p, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_MODEL_BYTES:
-                raise ModelError(f"model file {p} is {size} bytes; at most {MAX_MODEL_BYTES} supported")
-            return f.read(size)  # no more than the size it had when opened
+            before = os.fstat(f.fileno())
+            if before.st_size > MAX_MODEL_BYTES:
+                raise ModelError(f"model file {p} is {before.st_size} bytes; at most {MAX_MODEL_BYTES} supported")
+            raw = f.read(before.st_size)  # no more than the size it had when opened
+            after = os.fstat(f.fileno())
     except OSError as e:
         raise ModelError(f"cannot read model file {p}: {e.strerror or e}") from None
+    return raw, _identity(p, before, after, len(raw))
+
+
+#: Models whose checks take less than this (seconds) get no cache entry: reading an
+#: entry costs ~0.1 ms plus ~3 us a tensor, and tests make thousands of tiny models.
+MODEL_CACHE_MIN_SECONDS = 0.002
+
+#: A file changed this recently (seconds) is not cached: file systems stamp times at a
+#: coarse tick, so a write racing the read could leave the times unchanged (git's "racily
+#: clean" rule).
+RACY_SECONDS = 2.0
+
+
+def _identity(p: Path, before, after, nread: int) -> Optional[str]:
+    """What identifies the bytes just read from ``p``, or None when they cannot be trusted
+    to stay what was read: device, inode, size, and the modification and status-change
+    times in ns, the same before and after the read. The status-change time (ctime) is
+    set by the kernel on every write and cannot be set back by a user."""
+    keys = [(x.st_dev, x.st_ino, x.st_size, x.st_mtime_ns, x.st_ctime_ns) for x in (before, after)]
+    if keys[0] != keys[1] or nread != before.st_size:
+        return None
+    newest = max(after.st_mtime_ns, after.st_ctime_ns) / 1e9
+    if time.time() - newest < RACY_SECONDS:
+        return None
+    return f"{os.path.realpath(p)}|{'|'.join(map(str, keys[0]))}"
+
+
+@lru_cache(maxsize=None)
+def _loader_version() -> str:
+    """What load_model's result depends on besides the file: the code of model.py,
+    reader.py, verify.py and the dtype table, and the versions of the schema, numpy and
+    Python (the cache entries are pickles)."""
+    import sys  # noqa: PLC0415
+
+    import ai_edge_litert  # noqa: PLC0415
+
+    from .ops import dtypes  # noqa: PLC0415
+    from . import reader as _r, verify as _v  # noqa: PLC0415
+
+    h = hashlib.sha256()
+    for mod in (sys.modules[__name__], _r, _v, dtypes):
+        h.update(Path(mod.__file__).read_bytes())
+    h.update(f"{getattr(ai_edge_litert, '__version__', '?')}|{np.__version__}|{sys.version}".encode())
+    return h.hexdigest()
+
+
+def _cached(raw: bytes, key: str, where: str) -> Optional[Model]:
+    """The model load_model validated earlier for ``key``, its constants decoded again
+    from ``raw``, or None (absent, or an entry this code cannot read)."""
+    blob = cache.load_blob("models", f"{key}|{_loader_version()}")
+    if blob is None:
+        return None
+    try:
+        subgraphs, signatures, consts, sha = pickle.loads(blob)
+        for sg in subgraphs:  # pickled as lists: numpy's unpickling took 16 us an array
+            for t in sg.tensors:
+                t.scales = np.array(t.scales, np.float32)
+                t.zero_points = np.array(t.zero_points, np.int64)
+        for si, ti, start, length in consts:
+            t = subgraphs[si].tensors[ti]
+            t.data = _decode_constant(memoryview(raw)[start:start + length], t.type_code, t.dtype,
+                                      t.shape, t.sparse, where, f"subgraph {si} tensor {ti} ({t.name!r})")
+    except Exception:  # an entry from other code, or damaged beyond its checksum
+        return None
+    return Model(raw, subgraphs, signatures, where if where != "model_content" else None, _sha256=sha)
+
+
+def _store(model: Model, key: str) -> None:
+    """Keep ``model``'s parsed form for _cached: its subgraphs and signatures, with each
+    constant decoded from ``raw`` replaced by where it lies there."""
+    consts, held = [], []
+    for si, ti, start, length, data in model._consts or ():
+        t = model.subgraphs[si].tensors[ti]
+        if t.data is data:  # still the value decoded from raw
+            consts.append((si, ti, start, length))
+            held.append((t, "data", data))
+            t.data = None
+    for sg in model.subgraphs:
+        for t in sg.tensors:
+            held += [(t, "scales", t.scales), (t, "zero_points", t.zero_points)]
+            t.scales, t.zero_points = t.scales.tolist(), t.zero_points.tolist()
+    try:
+        blob = pickle.dumps((model.subgraphs, model.signatures, consts, model.sha256()),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # an option object that does not pickle: no entry
+        blob = None
+    finally:
+        for t, attr, value in held:
+            setattr(t, attr, value)
+    if blob is not None:
+        cache.store_blob("models", f"{key}|{_loader_version()}", blob)
 
 
 def load_model(model_path=None, model_content: bytes | None = None) -> Model:
@@ -251,17 +349,27 @@ def load_model(model_path=None, model_content: bytes | None = None) -> Model:
 
     Raises ModelError with a one-line reason for a missing, unreadable, empty, truncated,
     non-TFLite or structurally invalid model.
+
+    The checks and parsing (verify.verify, reader.read_model, _validate: 2-250 ms a real
+    model, measured on a 2-core VM) run once per model: a model that passed them is kept in
+    litecl's cache (cache.py, kind "models"; constants not copied, only where they lie in
+    the file) and the next load takes the parsed form back. The key is, for a path, the
+    file's identity: real path, device, inode, size, modification and status-change times
+    (the kernel sets the last on every write; a file changed in the last RACY_SECONDS is
+    not cached); for bytes, their SHA-256. Keys also carry the loader's code and versions
+    (_loader_version). Models checked in under MODEL_CACHE_MIN_SECONDS are not cached.
     """
     if (model_path is None) == (model_content is None):
         raise ModelError("give exactly one of model_path and model_content")
     if model_path is not None:
-        raw = _read(model_path)
+        raw, key = _read(model_path)
         where = str(model_path)
     else:
         if not isinstance(model_content, (bytes, bytearray, memoryview)):
             raise ModelError(f"model_content must be bytes, got {type(model_content).__name__}")
         raw = bytes(model_content)
         where = "model_content"
+        key = "content|" + hashlib.sha256(raw).hexdigest()  # 0.7 ms a MB (measured)
     if len(raw) == 0:
         raise ModelError(f"{where}: empty file, expected a .tflite model")
     if len(raw) < 16:
@@ -271,6 +379,22 @@ def load_model(model_path=None, model_content: bytes | None = None) -> Model:
     root = int.from_bytes(raw[0:4], "little")
     if root < 8 or root + 4 > len(raw):
         raise ModelError(f"{where}: corrupt model (root table offset {root} outside the {len(raw)}-byte file)")
+    if key is not None and cache.cache_root() is not None:
+        model = _cached(raw, key, where)
+        if model is not None:
+            return model
+    t0 = time.perf_counter()
+    model = _load(raw, where)
+    if key is not None and key.startswith("content|"):
+        model._sha256 = key[len("content|"):]
+    if (key is not None and cache.cache_root() is not None
+            and time.perf_counter() - t0 >= MODEL_CACHE_MIN_SECONDS):
+        _store(model, key)
+    return model
+
+
+def _load(raw: bytes, where: str) -> Model:
+    """load_model's checks and parsing of ``raw``, without the cache."""
     try:
         verify(raw)  # every offset, vector and string in bounds before the object API walks them
     except VerifyError as e:
@@ -294,18 +418,27 @@ def _short(e: Exception) -> str:
     return s[:160]
 
 
-def _buffer_bytes(raw: bytes, buf, where: str, bi: int) -> Optional[bytes]:
+def _buffer_bytes(raw: bytes, buf, where: str, bi: int):
+    """Buffer ``bi``'s bytes: a memoryview of ``raw`` (no copy), bytes for a ModelT's
+    ndarray, or None."""
     if buf is None:
         return None
     off, size = int(buf.offset or 0), int(buf.size or 0)
     if off > 1:  # data stored after the flatbuffer (models over 2 GB)
         if off + size > len(raw):
             raise ModelError(f"{where}: buffer {bi} points at bytes {off}..{off + size} past the end of the file")
-        return raw[off:off + size]
+        return memoryview(raw)[off:off + size]
     if buf.data is None:
         return None
     data = buf.data
-    return data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+    return data.tobytes() if isinstance(data, np.ndarray) else data
+
+
+def _offset_in(raw: bytes, blob) -> Optional[int]:
+    """Where memoryview ``blob`` starts inside ``raw``, or None when it is not a view of it."""
+    if not isinstance(blob, memoryview) or blob.obj is not raw or not blob.nbytes:
+        return None
+    return np.frombuffer(blob, np.uint8).ctypes.data - np.frombuffer(raw, np.uint8).ctypes.data
 
 
 def _strings(blob: bytes, shape: tuple, where: str, what: str) -> np.ndarray:
@@ -492,6 +625,7 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                              f"{oc.version}; versions start at 1 (LiteRT: \"Didn't find op ... "
                              "Registration failed\")")
     subgraphs = []
+    consts: list = []  # (subgraph, tensor, start in raw, length, data) for the model cache
     for si, sg in enumerate(sgs):
         if sg.tensors is None:  # an empty vector is fine (LiteRT runs such a subgraph)
             raise ModelError(f"{where}: subgraph {si} has no tensors field (LiteRT: \"Did not get "
@@ -520,21 +654,11 @@ def _validate(raw: bytes, obj, where: str) -> Model:
             name = _text(t.name, where, f"subgraph {si} tensor {ti} name")
             sparse = t.sparsity is not None
             if blob:
-                if int(t.type) == schema.TensorType.STRING and not sparse:
-                    data = _strings(blob, shape, where, f"subgraph {si} tensor {ti} ({name!r})")
-                elif dt is None or sparse:
-                    data = None  # sparse (compressed) constants and other types: left to LiteRT
-                else:
-                    n = math.prod(shape)
-                    need = -(-n * dt.packed_bits // 8) if dt.packed_bits else n * dt.itemsize
-                    if len(blob) < need:  # LiteRT reads the first bytes of a longer buffer
-                        raise ModelError(
-                            f"{where}: subgraph {si} tensor {ti} ({name!r}) holds {len(blob)} bytes,"
-                            f" expected {need} for {dt.name}{list(shape)}")
-                    if dt.packed_bits:
-                        data = unpack_bits(blob[:need], dt, n).reshape(shape)
-                    else:
-                        data = np.frombuffer(blob[:need], dtype=dt.np).reshape(shape).copy()
+                data = _decode_constant(blob, int(t.type), dt, shape, sparse, where,
+                                        f"subgraph {si} tensor {ti} ({name!r})")
+                start = _offset_in(raw, blob) if data is not None else None
+                if start is not None:
+                    consts.append((si, ti, start, len(blob), data))
             q = t.quantization
             scales = np.asarray(q.scale if q is not None and q.scale is not None else [], np.float32)
             zps = np.asarray(q.zeroPoint if q is not None and q.zeroPoint is not None else [], np.int64)
@@ -610,4 +734,25 @@ def _validate(raw: bytes, obj, where: str) -> Model:
                     raise ModelError(f"{where}: signature {key!r} maps {nm!r} to tensor {tm.tensorIndex}, subgraph has {len(sub.tensors)}")
                 dst[nm] = int(tm.tensorIndex)
         signatures.append(sig)
-    return Model(raw, subgraphs, signatures, where if where != "model_content" else None)
+    model = Model(raw, subgraphs, signatures, where if where != "model_content" else None)
+    model._consts = consts
+    return model
+
+
+def _decode_constant(blob, type_code: int, dt, shape: tuple, sparse: bool, where: str, what: str):
+    """A constant tensor's value from its buffer's bytes, as LiteRT's get_tensor returns
+    it, or None for what litecl leaves to LiteRT (sparse, compressed constants and types
+    litecl does not compute). A longer buffer is fine (LiteRT reads its first bytes); a
+    shorter one raises ModelError."""
+    if type_code == schema.TensorType.STRING and not sparse:
+        return _strings(blob, shape, where, what)
+    if dt is None or sparse:
+        return None
+    n = math.prod(shape)
+    need = -(-n * dt.packed_bits // 8) if dt.packed_bits else n * dt.itemsize
+    if len(blob) < need:
+        raise ModelError(f"{where}: {what} holds {len(blob)} bytes, expected {need} for "
+                         f"{dt.name}{list(shape)}")
+    if dt.packed_bits:
+        return unpack_bits(blob[:need], dt, n).reshape(shape)
+    return np.frombuffer(blob[:need], dtype=dt.np).reshape(shape).copy()

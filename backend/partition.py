@@ -101,22 +101,40 @@ def dependencies(sg: Subgraph) -> dict[int, set]:
 
 def _order(sg: Subgraph, placements: dict[int, Placement]) -> list[int]:
     """Topological order of ``dependencies(sg)`` that prefers staying in the current
-    placement (fewer segments), else the lowest model index (the model's order)."""
+    placement (fewer segments), else the lowest model index (the model's order).
+
+    Kahn's algorithm with one heap of ready nodes per placement: O(E + N log N), where
+    scanning every remaining node per step was quadratic (dp_net, 540 nodes: 350 ms)."""
+    import heapq  # noqa: PLC0415
+
     deps = dependencies(sg)
-    done: set = set()
+    waiting = {i: len(d) for i, d in deps.items()}
+    users: dict[int, list] = {i: [] for i in deps}
+    for i, d in deps.items():
+        for j in d:
+            users[j].append(i)
+    ready: dict[str, list] = {}
+    for n in sg.nodes:
+        if not waiting[n.index]:
+            ready.setdefault(placements[n.index].placement, []).append(n.index)
+    for heap in ready.values():
+        heapq.heapify(heap)
     order: list[int] = []
-    remaining = [n.index for n in sg.nodes]
     current = None
-    while remaining:
-        ready = [i for i in remaining if deps[i] <= done]
-        # every edge points from an earlier to a later model index, so some node is ready
-        assert ready, "dependency edges follow the model's order"
-        same = [i for i in ready if placements[i].placement == current]
-        pick = same[0] if same else ready[0]
+    while len(order) < len(deps):
+        heap = ready.get(current)
+        if not heap:
+            # every edge points from an earlier to a later model index, so some node is ready
+            tops = [h for h in ready.values() if h]
+            assert tops, "dependency edges follow the model's order"
+            heap = min(tops, key=lambda h: h[0])
+        pick = heapq.heappop(heap)
         current = placements[pick].placement
         order.append(pick)
-        done.add(pick)
-        remaining.remove(pick)
+        for u in users[pick]:
+            waiting[u] -= 1
+            if not waiting[u]:
+                heapq.heappush(ready.setdefault(placements[u].placement, []), u)
     return _late_constant_producers(sg, placements, deps, order)
 
 
@@ -124,16 +142,34 @@ def _late_constant_producers(sg: Subgraph, placements, deps, order: list[int]) -
     """Move each fallback node that reads only constants (a weight DEQUANTIZE, say) to
     just before the first node that depends on it, so that it lands in its consumer's
     LiteRT segment: there the weight is a constant-only producer LiteRT (and XNNPACK,
-    which refuses runtime weights) sees whole, not a runtime input of another segment."""
-    for i in [i for i in order if placements[i].placement == FALLBACK]:
+    which refuses runtime weights) sees whole, not a runtime input of another segment.
+    Such a node has no dependencies, so none of its consumers moves: the others keep
+    their order, and nodes going before the same consumer keep theirs (a node nothing
+    depends on goes last)."""
+    def movable(i):
         n = sg.nodes[i]
-        if (n.op in STATEFUL_OPS or n.op.startswith("CUSTOM") or n.subgraph_refs() or deps[i]
-                or not all(t < 0 or sg.tensors[t].is_constant for t in n.inputs)):
-            continue
-        order.remove(i)
-        first = next((k for k, j in enumerate(order) if i in deps[j]), len(order))
-        order.insert(first, i)
-    return order
+        return not (placements[i].placement != FALLBACK or n.op in STATEFUL_OPS
+                    or n.op.startswith("CUSTOM") or n.subgraph_refs() or deps[i]
+                    or not all(t < 0 or sg.tensors[t].is_constant for t in n.inputs))
+
+    moved = [i for i in order if movable(i)]
+    if not moved:
+        return order
+    moving = set(moved)
+    rest = [i for i in order if i not in moving]
+    where = {j: k for k, j in enumerate(rest)}
+    before: dict[int, list] = {}
+    for j in rest:
+        for i in deps[j] & moving:
+            before.setdefault(i, []).append(where[j])
+    slots: dict[int, list] = {}
+    for i in moved:
+        slots.setdefault(min(before.get(i, [len(rest)])), []).append(i)
+    out: list[int] = []
+    for k, j in enumerate(rest):
+        out += slots.get(k, ())
+        out.append(j)
+    return out + slots.get(len(rest), [])
 
 
 def partition(sg: Subgraph, caps, force_fallback: dict | None = None):

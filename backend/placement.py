@@ -205,6 +205,10 @@ def auto_keep_on_litert(sg, segments, shapes: dict, costs: Costs, folded: set) -
             return 0
         return int(np.prod(shapes.get(t, tt.shape), dtype=np.int64)) * tt.dtype.itemsize
 
+    readers: dict[int, set] = {}  # tensor -> the nodes reading it
+    for n in sg.nodes:
+        for t in n.inputs:
+            readers.setdefault(t, set()).add(n.index)
     out: dict = {}
     for seg in segments:
         if seg.placement != "opencl":
@@ -215,13 +219,12 @@ def auto_keep_on_litert(sg, segments, shapes: dict, costs: Costs, folded: set) -
         produced = {t for i in live for t in sg.nodes[i].outputs}
         kernel = sum(nbytes(t) for i in live for t in (*sg.nodes[i].inputs, *sg.nodes[i].outputs))
         members = set(seg.nodes)
-        readers_outside = {t for n in sg.nodes if n.index not in members for t in n.inputs}
         model_io = set(sg.inputs) | set(sg.outputs)
         # tensors crossing to or from LiteRT segments; the model's own inputs and outputs
         # only across a bus (elsewhere set_tensor/get_tensor copy them as LiteRT's do)
         crossing = {t for i in live for t in sg.nodes[i].inputs
                     if t >= 0 and t not in produced and not sg.tensors[t].is_constant}
-        crossing |= {t for t in produced if t in readers_outside or t in sg.outputs}
+        crossing |= {t for t in produced if readers.get(t, members) - members or t in sg.outputs}
         boundary = sum(nbytes(t) for t in crossing if costs.discrete or t not in model_io)
         ocl = costs.opencl_us(kernel, boundary, len(live))
         lit = costs.litert_us(kernel, len(live))

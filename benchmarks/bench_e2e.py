@@ -44,9 +44,9 @@ def _inputs(interp, seed=0):
     return {d["index"]: ins[d["name"]] for d in interp.get_input_details()}
 
 
-def cold_start(model: bytes, device, reference) -> tuple[float, float]:
+def cold_start(model: bytes, device, reference, placement="all") -> tuple[float, float]:
     t0 = time.perf_counter()
-    it = litecl.Interpreter(model_content=model, device=device, reference=reference)
+    it = litecl.Interpreter(model_content=model, device=device, reference=reference, placement=placement)
     it.allocate_tensors()
     run = make_run(it, _inputs(it))
     run()
@@ -97,8 +97,9 @@ def transfer_floor_us(device, in_bytes: list, out_bytes: list, repeats: int = 7)
     return statistics.median(ts)
 
 
-def compare(model: bytes, device, reference: str, rounds: int, per_round: int) -> dict:
-    it = litecl.Interpreter(model_content=model, device=device, reference=reference)
+def compare(model: bytes, device, reference: str, rounds: int, per_round: int,
+            placement: str = "all") -> dict:
+    it = litecl.Interpreter(model_content=model, device=device, reference=reference, placement=placement)
     it.allocate_tensors()
     ref = make_interpreter(model, reference=reference)
     ref.allocate_tensors()
@@ -151,6 +152,8 @@ def main(argv=None) -> int:
                     help="inferences of each per round (default 4); the median over all rounds is reported")
     ap.add_argument("--reference", default="builtin", choices=("builtin", "ref", "xnnpack"),
                     help="LiteRT op resolver, for LiteRT and litecl's fallback segments (default builtin)")
+    ap.add_argument("--placement", default="all", choices=("all", "auto"),
+                    help="litecl's placement (default all)")
     ap.add_argument("--no-real", action="store_true",
                     help="skip the real models (from $LITECL_SHARED_MODELS, default ../shared/models "
                          "beside the checkout)")
@@ -170,11 +173,12 @@ def main(argv=None) -> int:
         cases += [(name, (SHARED / name).read_bytes()) for name in REAL if (SHARED / name).exists()]
     rows = []
     for name, m in progress(cases, desc=f"e2e on {dev.caps.name}"):
-        r = compare(m, args.device, args.reference, args.rounds, args.per_round)
-        cl, cr = cold_start(m, args.device, args.reference)
+        r = compare(m, args.device, args.reference, args.rounds, args.per_round, args.placement)
+        cl, cr = cold_start(m, args.device, args.reference, args.placement)
         r.update(case=name, cold_litecl_ms=cl * 1e3, cold_litert_ms=cr * 1e3)
         rows.append(r)
     md = [f"Device: {dev.caps.platform}: {dev.caps.name}; reference: LiteRT {args.reference}; "
+          f"placement {args.placement}; "
           f"median of {args.rounds}x{args.per_round} alternating runs (set inputs + invoke + read outputs)\n",
           "| model | litecl (us) | LiteRT (us) | litecl / LiteRT | transfer floor (us) | litecl / floor | "
           "OpenCL segments | kernels (us) | "

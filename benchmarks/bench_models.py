@@ -145,7 +145,7 @@ def main(argv=None) -> int:
         rs = [r["median_us"][k] / r["median_us"]["litert_builtin"] for r in ok if k in r["median_us"]]
         if rs:
             print(f"{k}: median {np.median(rs):.2f}x, max {max(rs):.2f}x LiteRT builtin over {len(rs)} models")
-    for k in ("litecl_all", "litecl_auto"):
+    for k in (f"litecl_{x}" for x in placements):
         tot = sum(r["init_ms"].get(k, 0) for r in ok)
         base = sum(r["init_ms"].get("litert_builtin", 0) for r in ok)
         print(f"init total {k}: {tot:.0f} ms against LiteRT builtin's {base:.0f} ms ({tot / max(base, 1e-9):.2f}x)")

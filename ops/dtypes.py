@@ -59,6 +59,9 @@ class DType:
     bits: int
     packed_bits: int = 0
 
+    def __reduce__(self):  # unpickled as the table's own row (model cache: model.py)
+        return _by_name, (self.name,)
+
     @property
     def is_float(self) -> bool:
         return self.kind == "float"
@@ -121,6 +124,12 @@ DTYPES: tuple[DType, ...] = (
 )
 
 BY_NAME: dict[str, DType] = {d.name: d for d in DTYPES}
+
+
+def _by_name(name: str) -> DType:
+    return BY_NAME[name]
+
+
 BY_TFLITE: dict[int, DType] = {d.tflite: d for d in DTYPES}
 #: numpy dtype -> row, for the types held in their own numpy dtype (the sub-byte types
 #: share int8/uint8 with those rows)

@@ -41,7 +41,7 @@ def _same(a, b, where=""):
             _same(a[k], b[k], f"{where}[{k!r}]")
     elif hasattr(a, "__dict__"):
         assert type(a) is type(b), (where, type(a), type(b))
-        va, vb = ({k: v for k, v in vars(x).items() if k not in ("_obj", "_sha256")} for x in (a, b))
+        va, vb = ({k: v for k, v in vars(x).items() if k not in ("_obj", "_sha256", "_consts")} for x in (a, b))
         _same(va, vb, where)
     else:
         assert type(a) is type(b) and a == b, (where, a, b)

@@ -1,0 +1,155 @@
+"""load_model's cache of checked models (model.py, fast start): a hit gives the model a
+full load gives, and nothing that changed the file or the entry is trusted."""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from litecl import cache
+from litecl import model as mod
+from litecl.errors import ModelError
+from models.builders import add_model, cast_model, multi_op_model
+
+from conftest import shared_model
+from test_model_partition import _same
+
+
+@pytest.fixture
+def model_cache(tmp_path, monkeypatch):
+    """A fresh cache folder that caches every model, old files or new."""
+    monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("LITECL_NO_CACHE", raising=False)
+    monkeypatch.setattr(mod, "MODEL_CACHE_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(mod, "RACY_SECONDS", 0.0)
+    return tmp_path / "cache" / "models"
+
+
+def _entries(folder):
+    return sorted(folder.rglob("*.bin")) if folder.exists() else []
+
+
+def _counting_loads(monkeypatch):
+    calls = []
+    real = mod._load
+    monkeypatch.setattr(mod, "_load", lambda raw, where: calls.append(where) or real(raw, where))
+    return calls
+
+
+def test_hit_equals_full_load(model_cache, monkeypatch, tmp_path, shared_models):
+    blobs = [multi_op_model(), add_model("int8", [2, 3], [3], quant=((0.5, 1), (0.25, -2), (1.0, 3))),
+             cast_model("float32", "int8", [5])]
+    blobs += [p.read_bytes() for p in sorted(shared_models.glob("*.tflite"))]
+    calls = _counting_loads(monkeypatch)
+    for i, raw in enumerate(blobs):
+        p = tmp_path / f"m{i}.tflite"
+        p.write_bytes(raw)
+        first = mod.load_model(str(p))
+        again = mod.load_model(str(p))
+        fresh = mod._load(raw, str(p))
+        _same(again, fresh, p.name)
+        _same(first, fresh, p.name)
+        assert again.sha256() == fresh.sha256()
+        consts = [t for sg in again.subgraphs for t in sg.tensors if t.data is not None]
+        assert all(t.dtype is None or t.dtype is mod.BY_TFLITE[t.type_code] for sg in again.subgraphs
+                   for t in sg.tensors)  # the dtype table's own rows, not copies
+        assert all(c.data.flags.owndata or c.data.base is not None for c in consts)
+    assert calls.count(str(tmp_path / "m0.tflite")) == 2  # the full load and fresh above
+    assert len(_entries(model_cache)) == len(blobs)
+
+
+def test_bytes_are_keyed_by_their_hash(model_cache, monkeypatch):
+    raw = multi_op_model()
+    calls = _counting_loads(monkeypatch)
+    a = mod.load_model(model_content=raw)
+    b = mod.load_model(model_content=bytearray(raw))
+    assert calls == ["model_content"] and b.path is None
+    _same(a, b)
+    other = bytearray(raw)
+    other[-1] ^= 1  # any change is another key
+    try:
+        mod.load_model(model_content=bytes(other))
+    except ModelError:
+        pass
+    assert len(calls) == 2
+
+
+def test_rewritten_file_is_checked_again(model_cache, monkeypatch, tmp_path):
+    p = tmp_path / "m.tflite"
+    p.write_bytes(add_model("float32", [4], [4]))
+    mod.load_model(str(p))
+    calls = _counting_loads(monkeypatch)
+    raw = bytearray(p.read_bytes())
+    raw[8:12] = b"\xff\xff\xff\x7f"  # corrupt the root table's vtable offset, same size
+    st = p.stat()
+    p.write_bytes(bytes(raw))
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime put back: ctime still moves
+    with pytest.raises(ModelError, match="corrupt"):
+        mod.load_model(str(p))
+    assert calls == [str(p)]
+
+
+def test_recent_file_is_not_cached(model_cache, monkeypatch, tmp_path):
+    monkeypatch.setattr(mod, "RACY_SECONDS", 3600.0)
+    p = tmp_path / "m.tflite"
+    p.write_bytes(multi_op_model())
+    mod.load_model(str(p))
+    assert _entries(model_cache) == []
+
+
+def test_quick_models_are_not_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(mod, "RACY_SECONDS", 0.0)
+    mod.load_model(model_content=add_model("float32", [4], [4]))  # checked in well under 2 ms
+    assert _entries(tmp_path / "cache" / "models") == []
+
+
+def test_damaged_or_foreign_entry_is_ignored(model_cache, monkeypatch, tmp_path):
+    p = tmp_path / "m.tflite"
+    p.write_bytes(multi_op_model())
+    good = mod.load_model(str(p))
+    (entry,) = _entries(model_cache)
+    calls = _counting_loads(monkeypatch)
+    blob = bytearray(entry.read_bytes())
+    blob[-3] ^= 0x55  # fails the entry's checksum: removed, full load
+    entry.write_bytes(bytes(blob))
+    _same(mod.load_model(str(p)), good)
+    assert calls == [str(p)]
+    (entry,) = _entries(model_cache)
+    cache._store(entry, b"not a pickle")  # checksum fine, content from other code
+    _same(mod.load_model(str(p)), good)
+    assert calls == [str(p)] * 2
+
+
+def test_no_cache_env_turns_it_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("LITECL_NO_CACHE", "1")
+    monkeypatch.setattr(mod, "MODEL_CACHE_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(mod, "RACY_SECONDS", 0.0)
+    p = tmp_path / "m.tflite"
+    p.write_bytes(multi_op_model())
+    mod.load_model(str(p))
+    assert not (tmp_path / "cache").exists()
+
+
+def test_cached_real_model_runs_bit_exact(model_cache, shared_models, fast_device):
+    """A model taken from the cache runs as one checked in full (constants included)."""
+    import litecl  # noqa: PLC0415
+    from litecl.compare import bit_equal, random_inputs, run_reference  # noqa: PLC0415
+
+    path = shared_model("movenet_singlepose_lightning_int8.tflite")
+    mod.load_model(path)
+    assert _entries(model_cache)
+    it = litecl.Interpreter(model_path=path, device=fast_device)
+    it.allocate_tensors()
+    d = it.get_input_details()
+    inputs = random_inputs(d, seed=3)
+    for x, v in zip(d, inputs.values()):
+        it.set_tensor(x["index"], v)
+    it.invoke()
+    ref = run_reference(open(path, "rb").read(), inputs)
+    assert len(ref) == len(it.get_output_details())
+    for o in it.get_output_details():
+        assert bit_equal(it.get_tensor(o["index"]), ref[o["name"]])
