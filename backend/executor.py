@@ -715,7 +715,7 @@ class Executor:
                 and t not in self._viewed):
             arr = self._mapped(t, cl.map_flags.WRITE_INVALIDATE_REGION)
             try:
-                np.copyto(arr, value, casting="no")
+                copy_host(arr, value)  # split over host threads when large
             finally:
                 arr.base.release(self.device.queue)
             self.on_device.add(t)
@@ -915,7 +915,9 @@ class Executor:
             if self.zero_copy:
                 arr = self._mapped(t, cl.map_flags.READ)
                 try:
-                    return np.array(arr, copy=True)
+                    out = np.empty(shape, d)
+                    copy_host(out, arr)  # split over host threads when large
+                    return out
                 finally:
                     arr.base.release(self.device.queue)
             out = np.empty(shape, d)

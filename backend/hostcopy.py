@@ -6,8 +6,11 @@ models these host copies, not the DMA, were most of the time on the H200 (24 ms 
 1.9 ms pinned-transfer floor, 2026-12-01). numpy releases the GIL while it copies plain
 numeric arrays, so the pieces of one copy run on several cores at once.
 
-``LITECL_HOST_THREADS`` sets the thread count (1 turns splitting off); the default is half
-the host's cores, at most 8 (none on a 2-core host: PoCL's own threads need them there).
+``LITECL_HOST_THREADS`` sets the thread count (1 turns splitting off); the default is the
+host's cores, at most 8. The copies run between kernels, not beside them, so they take
+every core: on a 2-core PoCL host, 16M-element CAST f32->f16, set_tensor 11 -> 6 ms and
+get_tensor 9 -> 6 ms with 2 threads (2026-12-01); on the H200's 16-core host 8 threads
+copy 28-32 GB/s into pinned memory (16: 39 GB/s).
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ _pool_lock = threading.Lock()
 
 
 def host_threads() -> int:
-    """Threads a large host copy is split over: LITECL_HOST_THREADS, else half of
+    """Threads a large host copy is split over: LITECL_HOST_THREADS, else
     os.cpu_count() (at most 8). Raises LiteclError (a ValueError) for a LITECL_HOST_THREADS
     that is not a positive integer; Interpreter() checks it at construction."""
     v = os.environ.get("LITECL_HOST_THREADS")
@@ -42,7 +45,7 @@ def host_threads() -> int:
         if n < 1:
             raise LiteclError(f"LITECL_HOST_THREADS must be a positive integer, got {v!r}")
         return n
-    return max(1, min(8, (os.cpu_count() or 1) // 2))
+    return max(1, min(8, os.cpu_count() or 1))
 
 
 def _executor(n: int):
