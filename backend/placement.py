@@ -22,6 +22,7 @@ kept in litecl's cache (backend/cache.py), so later processes read them.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass
 
@@ -203,7 +204,7 @@ def auto_keep_on_litert(sg, segments, shapes: dict, costs: Costs, folded: set) -
         tt = sg.tensors[t]
         if t < 0 or tt.dtype is None:
             return 0
-        return int(np.prod(shapes.get(t, tt.shape), dtype=np.int64)) * tt.dtype.itemsize
+        return math.prod(shapes.get(t, tt.shape)) * tt.dtype.itemsize
 
     readers: dict[int, set] = {}  # tensor -> the nodes reading it
     for n in sg.nodes:
