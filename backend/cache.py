@@ -13,7 +13,10 @@ payload, so a truncated or corrupted entry is detected before the driver sees it
 rebuilt from source. Fallback sub-models (fallback.build_submodel) are kept the same way,
 keyed by the model's SHA-256, the segment and the packing code's version. A cache that cannot be written (read-only, a file in the way) is
 skipped: litecl builds from source and warns once, naming the folder. ``LITECL_NO_CACHE``
-(non-empty) turns the cache off.
+(non-empty) turns the cache off. The entries are kept under ``LITECL_CACHE_MAX_BYTES``
+(default 2 GiB): after its first store a process removes the least recently used ones
+when they exceed it (``_prune_once``). Checked models (model.py ``load_model``) are kept
+the same way, as kind "models".
 """
 from __future__ import annotations
 
@@ -89,6 +92,7 @@ def _load(p: Path | None) -> bytes | None:
     if blob[:n] != _MAGIC or hashlib.sha256(payload).digest() != blob[n:n + 32] or not payload:
         _unlink(p)
         return None
+    _touch(p)
     return payload
 
 
@@ -132,6 +136,66 @@ def _store(p: Path | None, data: bytes) -> None:
         _write_atomic(p, _MAGIC + hashlib.sha256(data).digest() + data)
     except OSError as e:
         _warn_once(cache_root(), e)
+        return
+    _prune_once()
+
+
+#: The cache's size bound when LITECL_CACHE_MAX_BYTES is not set: 2 GiB.
+DEFAULT_MAX_BYTES = 2 << 30
+_pruned: set = set()
+
+
+def max_bytes() -> int:
+    """LITECL_CACHE_MAX_BYTES, else DEFAULT_MAX_BYTES. Raises LiteclError (a ValueError)
+    when it is set to anything but a positive integer; Interpreter() checks it at
+    construction."""
+    v = os.environ.get("LITECL_CACHE_MAX_BYTES")
+    if not v:
+        return DEFAULT_MAX_BYTES
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if n < 1:
+        from .errors import LiteclError  # noqa: PLC0415
+
+        raise LiteclError(f"LITECL_CACHE_MAX_BYTES must be a positive integer (bytes), got {v!r}")
+    return n
+
+
+def _touch(p: Path) -> None:
+    """Mark a hit as recently used (prune removes the least recently used first)."""
+    try:
+        os.utime(p)
+    except OSError:
+        pass
+
+
+def _prune_once() -> None:
+    """Once per process and cache folder, after a store: when the entries (*.bin under the
+    cache root) exceed max_bytes(), remove the least recently used (oldest mtime; hits
+    touch theirs) until they fit in three quarters of it. Other processes may remove
+    the same files: a missing one is skipped. PoCL's own kernel cache is not touched."""
+    root = cache_root()
+    if root is None or str(root) in _pruned:
+        return
+    _pruned.add(str(root))
+    entries = []
+    for p in root.glob("*/*/*.bin"):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        entries.append((st.st_mtime_ns, st.st_size, p))
+    total = sum(e[1] for e in entries)
+    cap = max_bytes()
+    if total <= cap:
+        return
+    for _, size, p in sorted(entries, key=lambda e: e[0]):
+        if total <= cap * 3 // 4:
+            break
+        _unlink(p)
+        total -= size
 
 
 def store_binary(identity: str, source: str, binary: bytes) -> None:

@@ -375,9 +375,11 @@ class Interpreter:
         if placement not in PLACEMENTS:
             raise LiteclError(f"unknown placement {placement!r}; expected one of {', '.join(PLACEMENTS)}")
         self._placement = placement
+        from . import cache  # noqa: PLC0415
         from .hostcopy import host_threads  # noqa: PLC0415
 
         host_threads()  # a bad LITECL_HOST_THREADS is an error now, not at the first large copy
+        cache.max_bytes()  # and a bad LITECL_CACHE_MAX_BYTES, not at the first store
         self._model = load_model(model_path, model_content)
         if num_threads is not None:  # LiteRT's own checks, at construction
             if not isinstance(num_threads, int):  # a bool is one, as LiteRT takes it

@@ -138,3 +138,38 @@ def test_fallback_submodels_are_kept_and_checked(tmp_path, monkeypatch):
     assert fallback.build_submodel(*args) == packed and len(calls) == 1
     monkeypatch.setenv("LITECL_NO_CACHE", "1")
     assert fallback.build_submodel(*args) == packed and len(calls) == 2
+
+
+def test_cache_is_bounded_least_recently_used_first(tmp_path, monkeypatch):
+    """Past LITECL_CACHE_MAX_BYTES a process's first store removes the entries used
+    longest ago (a hit counts as a use) until three quarters of the bound are left."""
+    monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("LITECL_NO_CACHE", raising=False)
+    monkeypatch.setenv("LITECL_CACHE_MAX_BYTES", str(10 * 1100))
+    monkeypatch.setattr(cache, "_pruned", {str(tmp_path)})  # this process pruned already
+    for i in range(10):
+        cache.store_blob("submodels", f"k{i}", bytes([i]) * 1000)
+        p = cache._entry("submodels", "", f"k{i}")
+        os.utime(p, ns=(i * 10**9, i * 10**9))  # k0 oldest
+    assert cache.load_blob("submodels", "k0") == bytes([0]) * 1000  # a hit: now the newest
+    monkeypatch.setattr(cache, "_pruned", set())  # a new process
+    cache.store_blob("submodels", "k10", b"\x0a" * 1000)  # 11 entries of ~1044 bytes > 11,000
+    left = {k for k in [f"k{i}" for i in range(11)] if cache.load_blob("submodels", k) is not None}
+    total = sum(p.stat().st_size for p in tmp_path.rglob("*.bin"))
+    assert total <= 10 * 1100 * 3 // 4
+    assert {"k0", "k10"} <= left and "k1" not in left and "k2" not in left
+    assert left == {"k0", "k10", *[f"k{i}" for i in range(11 - len(left) + 1, 10)]}
+
+
+def test_cache_bound_refuses_nonsense(monkeypatch):
+    import litecl  # noqa: PLC0415
+    from models.builders import add_model  # noqa: PLC0415
+
+    monkeypatch.setenv("LITECL_CACHE_MAX_BYTES", "")
+    assert cache.max_bytes() == cache.DEFAULT_MAX_BYTES
+    monkeypatch.setenv("LITECL_CACHE_MAX_BYTES", "12345")
+    assert cache.max_bytes() == 12345
+    for v in ("abc", "0", "-5", "1.5"):
+        monkeypatch.setenv("LITECL_CACHE_MAX_BYTES", v)
+        with pytest.raises(litecl.LiteclError, match="LITECL_CACHE_MAX_BYTES must be a positive"):
+            litecl.Interpreter(model_content=add_model("float32", [2], [2]), device="pocl")
