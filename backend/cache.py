@@ -182,6 +182,8 @@ def _prune_once() -> None:
     _pruned.add(str(root))
     entries = []
     for p in root.glob("*/*/*.bin"):
+        if len(p.stem) != 64 or p.parent.name != p.stem[:2]:  # not an entry _entry names
+            continue
         try:
             st = p.stat()
         except OSError:
