@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import warnings
 from pathlib import Path
@@ -49,7 +50,8 @@ def _warn_once(folder: Path, e: Exception) -> None:
         return
     _warned.add(str(folder))
     warnings.warn(f"litecl: cannot use the cache folder {folder} ({getattr(e, 'strerror', None) or e}); "
-                  "building kernels without it", RuntimeWarning, stacklevel=3)
+                  "running without it (kernels built from source, models checked in full)",
+                  RuntimeWarning, stacklevel=3)
 
 
 def device_identity(d) -> str:
@@ -69,7 +71,8 @@ def _entry(kind: str, identity: str, text: str) -> Path | None:
     root = cache_root()
     if root is None:
         return None
-    h = hashlib.sha256(f"{identity}\0{text}".encode()).hexdigest()
+    # surrogateescape: a key naming a file whose name is not UTF-8 (os.fsdecode's form)
+    h = hashlib.sha256(f"{identity}\0{text}".encode("utf-8", "surrogateescape")).hexdigest()
     return root / kind / h[:2] / f"{h}.bin"
 
 
@@ -80,12 +83,34 @@ def load_blob(kind: str, key: str) -> bytes | None:
     return _load(_entry(kind, "", key))
 
 
-def _load(p: Path | None) -> bytes | None:
-    if p is None:
-        return None
+#: The largest entry read back (sub-models are cached up to 32 MiB).
+MAX_ENTRY_BYTES = 64 << 20
+
+
+def _private(st, root: bool = False) -> bool:
+    """Whether a cache file or folder is this user's and only this user's to write: owned
+    by the current user, not writable by others (the cache root) or by group or others
+    (litecl's own folders and entries). Entries are pickles and program binaries, that is
+    code: an entry someone else could have written is not used."""
+    if not hasattr(os, "getuid"):
+        return True
+    return st.st_uid == os.getuid() and not st.st_mode & (0o002 if root else 0o022)
+
+
+def _trusted(p: Path, st) -> bool:
+    root = cache_root()
+    if not (stat.S_ISREG(st.st_mode) and _private(st)):
+        return False
     try:
-        blob = p.read_bytes()
+        return (_private(p.parent.stat()) and _private(p.parent.parent.stat())
+                and _private((root or p.parent.parent.parent).stat(), root=True))
     except OSError:
+        return False
+
+
+def _load(p: Path | None) -> bytes | None:
+    blob = _read_entry(p)
+    if blob is None:
         return None
     n = len(_MAGIC)
     payload = blob[n + 32:]
@@ -94,6 +119,31 @@ def _load(p: Path | None) -> bytes | None:
         return None
     _touch(p)
     return payload
+
+
+def _read_entry(p: Path | None) -> bytes | None:
+    """The bytes of entry file ``p``, or None: absent, unreadable, not a regular file
+    (a FIFO or device put there would block or never end), over MAX_ENTRY_BYTES, or not
+    _trusted."""
+    if p is None:
+        return None
+    try:  # O_NONBLOCK: a FIFO put in an entry's place does not block the open
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not _trusted(p, st) or st.st_size > MAX_ENTRY_BYTES:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            fd = None
+            blob = f.read(st.st_size)
+    except OSError:
+        return None
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return blob
 
 
 def _unlink(p: Path | None) -> None:
@@ -115,7 +165,13 @@ def forget_binary(identity: str, source: str) -> None:
 
 
 def _write_atomic(p: Path, data: bytes) -> None:
-    p.parent.mkdir(parents=True, exist_ok=True)
+    for d in (p.parent.parent, p.parent):  # litecl's folders: this user's only (_private)
+        try:
+            d.mkdir(mode=0o700, parents=True)
+        except FileExistsError:
+            st = d.stat()
+            if hasattr(os, "getuid") and st.st_uid == os.getuid() and st.st_mode & 0o022:
+                os.chmod(d, stat.S_IMODE(st.st_mode) & ~0o022)  # made by an older litecl
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -217,9 +273,12 @@ def probe_get(name: str, identity: str):
     p = _entry("probes", identity, name)
     if p is None:
         return None
+    blob = _read_entry(p)
+    if blob is None:
+        return None
     try:
-        return json.loads(p.read_text(encoding="utf-8"))["value"]
-    except (OSError, ValueError, KeyError, TypeError):
+        return json.loads(blob.decode("utf-8"))["value"]
+    except (ValueError, KeyError, TypeError):
         return None
 
 

@@ -11,8 +11,10 @@ LiteRT (whose C++ verifier checks them once more).
 """
 from __future__ import annotations
 
+import bisect
 import gc
 import hashlib
+import json
 import math
 import os
 import pickle
@@ -288,7 +290,9 @@ def _identity(p: Path, before, after, nread: int) -> Optional[str]:
     """What identifies the bytes just read from ``p``, or None when they cannot be trusted
     to stay what was read: device, inode, size, and the modification and status-change
     times in ns, the same before and after the read. The status-change time (ctime) is
-    set by the kernel on every write and cannot be set back by a user."""
+    set by the kernel on a write() and cannot be set back by a user; writes through a
+    shared mapping to pages already dirty move no time, so _cached also checks the bytes
+    (_structure_digest)."""
     keys = [(x.st_dev, x.st_ino, x.st_size, x.st_mtime_ns, x.st_ctime_ns) for x in (before, after)]
     if keys[0] != keys[1] or nread != before.st_size:
         return None
@@ -317,17 +321,53 @@ def _loader_version() -> str:
     return h.hexdigest()
 
 
+def _regions(consts) -> list:
+    """The byte ranges [start, end) of ``raw`` that decoded constants come from, sorted and
+    merged (two tensors may share a buffer)."""
+    out: list = []
+    for start, end in sorted((c[2], c[2] + c[3]) for c in consts):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return out
+
+
+def _structure_digest(raw: bytes, regions: list) -> str:
+    """SHA-256 of ``raw`` leaving out ``regions`` (the constants: re-read at every load, so
+    they may change; a MB of tables and a few of weights cost ~0.7 ms a MB hashed), and of
+    the regions' bounds. What the cached tables were parsed from must hash the same."""
+    h = hashlib.sha256(len(raw).to_bytes(8, "little"))
+    mv, pos = memoryview(raw), 0
+    for start, end in regions:
+        if not pos <= start <= end <= len(raw):
+            return ""
+        h.update(mv[pos:start])
+        h.update(start.to_bytes(8, "little") + end.to_bytes(8, "little"))
+        pos = end
+    h.update(mv[pos:])
+    return h.hexdigest()
+
+
 def _cached(raw: bytes, key: str, where: str) -> Optional[Model]:
     """The model load_model validated earlier for ``key``, its constants decoded again
-    from ``raw``, or None (absent, or an entry this code cannot read)."""
+    from ``raw``, or None: absent; for another key; the bytes outside the constants not
+    those the entry was parsed from (a file rewritten through a shared mapping keeps its
+    times: the times are not trusted alone); or an entry this code cannot read. The
+    entry's JSON header (key, regions, digest) is checked before its pickle is read."""
     blob = cache.load_blob("models", f"{key}|{_loader_version()}")
     if blob is None:
         return None
     try:
+        n = int.from_bytes(blob[:4], "little")
+        head = json.loads(blob[4:4 + n].decode("utf-8", "surrogateescape"))
+        regions = head["regions"]
+        if head["key"] != key or _structure_digest(raw, regions) != head["digest"]:
+            return None
         gc_was_on = gc.isenabled()
         gc.disable()  # its ~60,000 objects set off collections: dp_net 12-40 -> 9.6 ms
         try:
-            subgraphs, signatures, consts, sha = pickle.loads(blob)
+            subgraphs, signatures, consts = pickle.loads(blob[4 + n:])
         finally:
             if gc_was_on:
                 gc.enable()
@@ -335,18 +375,24 @@ def _cached(raw: bytes, key: str, where: str) -> Optional[Model]:
             for t in sg.tensors:
                 t.scales = np.array(t.scales, np.float32)
                 t.zero_points = np.array(t.zero_points, np.int64)
+        starts = [r[0] for r in regions]
         for si, ti, start, length in consts:
+            k = bisect.bisect_right(starts, start) - 1
+            if k < 0 or start + length > regions[k][1]:  # outside what the digest left out
+                return None
             t = subgraphs[si].tensors[ti]
             t.data = _decode_constant(memoryview(raw)[start:start + length], t.type_code, t.dtype,
                                       t.shape, t.sparse, where, f"subgraph {si} tensor {ti} ({t.name!r})")
-    except Exception:  # an entry from other code, or damaged beyond its checksum
-        return None
+    except Exception:  # an entry from other code, damaged beyond its checksum, or constants
+        return None    # the file now holds that fail their checks: the full load says why
+    sha = key[len("content|"):] if key.startswith("content|") else None  # else computed if asked
     return Model(raw, subgraphs, signatures, where if where != "model_content" else None, _sha256=sha)
 
 
 def _store(model: Model, key: str) -> None:
-    """Keep ``model``'s parsed form for _cached: its subgraphs and signatures, with each
-    constant decoded from ``raw`` replaced by where it lies there."""
+    """Keep ``model``'s parsed form for _cached: a JSON header (the key, the constants'
+    byte ranges, _structure_digest of the rest) and a pickle of its subgraphs and
+    signatures, each constant decoded from ``raw`` replaced by where it lies there."""
     consts, held = [], []
     for si, ti, start, length, data in model._consts or ():
         t = model.subgraphs[si].tensors[ti]
@@ -359,15 +405,19 @@ def _store(model: Model, key: str) -> None:
             held += [(t, "scales", t.scales), (t, "zero_points", t.zero_points)]
             t.scales, t.zero_points = t.scales.tolist(), t.zero_points.tolist()
     try:
-        blob = pickle.dumps((model.subgraphs, model.signatures, consts, model.sha256()),
+        body = pickle.dumps((model.subgraphs, model.signatures, consts),
                             protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # an option object that does not pickle: no entry
-        blob = None
+        body = None
     finally:
         for t, attr, value in held:
             setattr(t, attr, value)
-    if blob is not None:
-        cache.store_blob("models", f"{key}|{_loader_version()}", blob)
+    if body is None:
+        return
+    regions = _regions(consts)
+    head = json.dumps({"key": key, "regions": regions,
+                       "digest": _structure_digest(model.raw, regions)}).encode("utf-8", "surrogateescape")
+    cache.store_blob("models", f"{key}|{_loader_version()}", len(head).to_bytes(4, "little") + head + body)
 
 
 def load_model(model_path=None, model_content: bytes | None = None) -> Model:
@@ -381,15 +431,18 @@ def load_model(model_path=None, model_content: bytes | None = None) -> Model:
     litecl's cache (cache.py, kind "models"; constants not copied, only where they lie in
     the file) and the next load takes the parsed form back. The key is, for a path, the
     file's identity: real path, device, inode, size, modification and status-change times
-    (the kernel sets the last on every write; a file changed in the last RACY_SECONDS is
-    not cached); for bytes, their SHA-256. Keys also carry the loader's code and versions
-    (_loader_version). Models checked in under MODEL_CACHE_MIN_SECONDS are not cached.
+    (a file changed in the last RACY_SECONDS is not cached); for bytes, their SHA-256.
+    Keys also carry the loader's code and versions (_loader_version). An entry is used only
+    when it names this key and the file's bytes outside its constants hash as they did
+    (_structure_digest: the tables it was parsed from), and only when no other user could
+    have written it (cache._trusted: entries are pickles). Models checked in under
+    MODEL_CACHE_MIN_SECONDS are not cached.
     """
     if (model_path is None) == (model_content is None):
         raise ModelError("give exactly one of model_path and model_content")
     if model_path is not None:
         raw, key = _read(model_path)
-        where = str(model_path)
+        where = os.fsdecode(model_path) if isinstance(model_path, bytes) else str(model_path)
     else:
         if not isinstance(model_content, (bytes, bytearray, memoryview)):
             raise ModelError(f"model_content must be bytes, got {type(model_content).__name__}")
@@ -481,6 +534,7 @@ def _strings(blob: bytes, shape: tuple, where: str, what: str) -> np.ndarray:
     out = np.empty(n, dtype=object)
     for i in range(n):
         out[i] = bytes(blob[offs[i]:offs[i + 1]])
+    out.flags.writeable = False  # read-only like every other constant
     return out.reshape(shape)
 
 
@@ -781,7 +835,9 @@ def _decode_constant(blob, type_code: int, dt, shape: tuple, sparse: bool, where
         raise ModelError(f"{where}: {what} holds {len(blob)} bytes, expected {need} for "
                          f"{dt.name}{list(shape)}")
     if dt.packed_bits:
-        return unpack_bits(blob[:need], dt, n).reshape(shape)
+        out = unpack_bits(blob[:need], dt, n).reshape(shape)
+        out.flags.writeable = False  # read-only like every other constant
+        return out
     # a read-only view of the model's bytes, no copy (BirdNET FP32, 50 MB of weights:
     # 53 ms of copies per load, measured); it keeps those bytes alive
     return np.frombuffer(blob[:need], dtype=dt.np).reshape(shape)

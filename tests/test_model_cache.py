@@ -154,3 +154,112 @@ def test_cached_real_model_runs_bit_exact(model_cache, shared_models, fast_devic
     assert len(ref) == len(it.get_output_details())
     for o in it.get_output_details():
         assert bit_equal(it.get_tensor(o["index"]), ref[o["name"]])
+
+
+def test_non_utf8_file_name(model_cache, monkeypatch, tmp_path):
+    p = os.path.join(os.fsencode(tmp_path), b"model-\xff.tflite")
+    with open(p, "wb") as f:
+        f.write(multi_op_model())
+    calls = _counting_loads(monkeypatch)
+    for name in (p, os.fsdecode(p)):
+        m = mod.load_model(name)
+        assert m.path == os.fsdecode(p)
+    assert len(calls) == 1 and len(_entries(model_cache)) == 1
+
+
+def test_bytes_changed_under_an_unchanged_identity_are_caught(model_cache, monkeypatch, tmp_path):
+    """Writes through a shared mapping to pages already dirty leave a file's times as
+    they were (measured by a break test): so an entry is checked against the bytes
+    outside the constants, and a change inside a constant is read anew. Here _read
+    reports the first identity for every version of the file."""
+    good = add_model("float32", [4], [4], const2=np.arange(4, dtype=np.float32))
+    p = tmp_path / "m.tflite"
+    p.write_bytes(good)
+    real_read = mod._read
+    _, key = real_read(str(p))
+    monkeypatch.setattr(mod, "_read", lambda path: (real_read(path)[0], key))
+    first = mod.load_model(str(p))
+    bad = bytearray(good)
+    root = int.from_bytes(good[:4], "little")
+    bad[root:root + 4] = b"\xff\xff\xff\x7f"  # the root table's vtable offset
+    p.write_bytes(bytes(bad))
+    calls = _counting_loads(monkeypatch)
+    with pytest.raises(ModelError, match="corrupt"):
+        mod.load_model(str(p))
+    assert calls == [str(p)]
+    # a change inside a constant only: the cached tables stand, the constant is read anew
+    const = next(t for t in first.subgraphs[0].tensors if t.data is not None and t.data.size == 4)
+    start = next(c[2] for c in first._consts if c[1] == const.index)
+    new = bytearray(good)
+    new[start:start + 16] = np.array([9, 8, 7, 6], np.float32).tobytes()
+    p.write_bytes(bytes(new))
+    again = mod.load_model(str(p))
+    assert calls == [str(p)]  # from the entry
+    assert again.subgraphs[0].tensors[const.index].data.tolist() == [9, 8, 7, 6]
+    assert again.sha256() == mod._load(bytes(new), str(p)).sha256()  # of these bytes
+
+
+def test_entry_of_another_model_is_not_used(model_cache, monkeypatch, tmp_path):
+    a, b = tmp_path / "a.tflite", tmp_path / "b.tflite"
+    a.write_bytes(add_model("float32", [4], [4], const2=np.arange(4, dtype=np.float32)))
+    b.write_bytes(cast_model("float32", "int32", [4]))
+    mod.load_model(str(a))
+    (ea,) = _entries(model_cache)
+    mod.load_model(str(b))
+    (eb,) = [e for e in _entries(model_cache) if e != ea]
+    eb.write_bytes(ea.read_bytes())  # b's entry now holds a's (valid checksum)
+    calls = _counting_loads(monkeypatch)
+    m = mod.load_model(str(b))
+    assert calls == [str(b)] and m.subgraphs[0].nodes[0].op == "CAST"
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_entry_others_could_write_is_not_used(model_cache, monkeypatch, tmp_path):
+    p = tmp_path / "m.tflite"
+    p.write_bytes(multi_op_model())
+    mod.load_model(str(p))
+    (entry,) = _entries(model_cache)
+    calls = _counting_loads(monkeypatch)
+    for target, mode in ((entry, 0o664), (entry.parent, 0o777)):
+        old = target.stat().st_mode
+        os.chmod(target, mode)
+        mod.load_model(str(p))
+        os.chmod(target, old)
+    assert calls == [str(p)] * 2
+    mod.load_model(str(p))
+    assert len(calls) == 2  # private again: used
+
+
+def test_special_file_as_entry_does_not_hang(model_cache, tmp_path):
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import textwrap  # noqa: PLC0415
+
+    from conftest import ROOT  # noqa: PLC0415
+
+    p = tmp_path / "m.tflite"
+    p.write_bytes(multi_op_model())
+    mod.load_model(str(p))
+    (entry,) = _entries(model_cache)
+    entry.unlink()
+    os.mkfifo(entry)
+    code = textwrap.dedent(f"""
+        import litecl.model as mod
+        mod.MODEL_CACHE_MIN_SECONDS = 0.0; mod.RACY_SECONDS = 0.0
+        print(len(mod.load_model({str(p)!r}).subgraphs))
+    """)
+    env = dict(os.environ, LITECL_CACHE_DIR=str(model_cache.parent),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "1", r.stderr[-800:]
+
+
+def test_constants_are_read_only(model_cache, tmp_path):
+    p = tmp_path / "m.tflite"
+    p.write_bytes(cast_model("int4", "int8", [5], constant=np.array([-8, -1, 0, 3, 7], np.int8)))
+    for _ in range(2):  # full load, then from the cache
+        m = mod.load_model(str(p))
+        data = [t.data for t in m.subgraphs[0].tensors if t.data is not None]
+        assert data and all(not d.flags.writeable for d in data)
+        with pytest.raises(ValueError):
+            data[0][0] = 1
