@@ -39,7 +39,7 @@ from .lowering import KernelSpec, kernel_spec, node_op, output_shapes
 from .model import Model
 from .ops.tiling import launch as tiling_launch
 from .ops.tiling import streams
-from .partition import OPENCL, partition
+from .partition import OPENCL, dependencies, partition
 
 __all__ = ["Executor", "build_program", "launch_geometry"]
 
@@ -192,15 +192,17 @@ class Executor:
         self.num_threads = num_threads
         self.reference = reference
         self.strict = strict
-        self.placements, self.segments = partition(self.sg, self.caps, force_fallback)
+        deps = dependencies(self.sg)
+        self.placements, self.segments = partition(self.sg, self.caps, force_fallback, deps=deps)
         if placement == "auto":  # the cost decision, apart from what can run (placement.py)
             from .placement import auto_keep_on_litert, device_costs  # noqa: PLC0415
 
             keep = auto_keep_on_litert(self.sg, self.segments, {}, device_costs(device),
                                        self._constant_only_nodes())
             if keep:
-                self.placements, self.segments = partition(self.sg, self.caps,
-                                                           {**keep, **(force_fallback or {})})
+                self.placements, self.segments = partition(
+                    self.sg, self.caps, {**keep, **(force_fallback or {})}, base=self.placements,
+                    deps=deps)
         self.build_failures: dict[int, str] = {}
         self._steps: list = []
         self._kernels: dict[int, _Kernel] = {}

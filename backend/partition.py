@@ -99,7 +99,7 @@ def dependencies(sg: Subgraph) -> dict[int, set]:
     return deps
 
 
-def _order(sg: Subgraph, placements: dict[int, Placement]) -> list[int]:
+def _order(sg: Subgraph, placements: dict[int, Placement], deps=None) -> list[int]:
     """Topological order of ``dependencies(sg)`` that prefers staying in the current
     placement (fewer segments), else the lowest model index (the model's order).
 
@@ -107,7 +107,7 @@ def _order(sg: Subgraph, placements: dict[int, Placement]) -> list[int]:
     scanning every remaining node per step was quadratic (dp_net, 540 nodes: 350 ms)."""
     import heapq  # noqa: PLC0415
 
-    deps = dependencies(sg)
+    deps = dependencies(sg) if deps is None else deps
     waiting = {i: len(d) for i, d in deps.items()}
     users: dict[int, list] = {i: [] for i in deps}
     for i, d in deps.items():
@@ -172,10 +172,20 @@ def _late_constant_producers(sg: Subgraph, placements, deps, order: list[int]) -
     return out + slots.get(len(rest), [])
 
 
-def partition(sg: Subgraph, caps, force_fallback: dict | None = None):
-    """Return (placements in execution order, segments)."""
-    placements = place(sg, caps, force_fallback)
-    order = _order(sg, placements)
+def partition(sg: Subgraph, caps, force_fallback: dict | None = None, *, base=None, deps=None):
+    """Return (placements in execution order, segments).
+
+    base: placements an earlier call returned for ``sg`` (with a subset of these
+    ``force_fallback`` entries): only the nodes now forced change, instead of asking every
+    node's lowering again; deps: ``dependencies(sg)``, when the caller has it."""
+    if base is None:
+        placements = place(sg, caps, force_fallback)
+    else:
+        placements = {p.index: p for p in base}
+        for i, why in (force_fallback or {}).items():
+            if placements[i].placement == OPENCL:
+                placements[i] = Placement(sg.index, i, placements[i].op, FALLBACK, why)
+    order = _order(sg, placements, deps)
     segments: list[Segment] = []
     for i in order:
         p = placements[i].placement
