@@ -249,6 +249,8 @@ def _inputs_for(details: list[dict], given: dict | None, seed: int, resize: bool
     for d in details:
         v = np.asarray(given[d["name"]])
         want = np.dtype(d["dtype"])
+        if v.dtype != want and v.dtype.newbyteorder("=") == want:
+            v = v.astype(want)  # the other byte order: its values, as Interpreter.set_tensor
         if v.dtype != want:
             raise _Usage(f"input {d['name']!r} expects {want}, got {v.dtype}")
         _check_shape(d, v, resize)

@@ -373,3 +373,15 @@ def test_signature_input_names_without_signature_get_a_hint(tmp_path):
     r = run_cli("bench", m, "--device", DEV, "--num_threads", "1", "--num_runs", "1", "--min_secs", "0",
                 "--warmup_min_secs", "0")
     assert r.returncode == 0, r.stderr
+
+
+def test_npz_inputs_in_the_other_byte_order_are_read_by_value(tmp_path, fast_device):
+    """As Interpreter.set_tensor does (test_user_reports): the values, not the bytes."""
+    m = tmp_path / "m.tflite"
+    m.write_bytes(add_model("int32", [4], [4]))
+    x = np.arange(4, dtype=">i4")
+    np.savez(tmp_path / "in.npz", input1=x, input2=x)
+    r = run_cli("run", m, "--device", fast_device, "--inputs", tmp_path / "in.npz", "--out", tmp_path / "o.npz")
+    assert r.returncode == 0, r.stderr
+    (out,) = np.load(tmp_path / "o.npz").values()
+    assert out.tolist() == [0, 2, 4, 6]
