@@ -676,7 +676,21 @@ def cmd_bench(args) -> int:
     print(f"INFO: litecl / LiteRT: median {r['median']:.0f} / {lr['median']:.0f} us = "
           f"{res['ratio_median']:.2f}x, avg {r['avg'] / lr['avg']:.2f}x")
     rows = node_profile(interp, inputs, runs=args.profile_runs, run=run, ex=ex,
-                        inference_ms=r["avg"] / 1e3)
+                        inference_ms=r["avg"] / 1e3) if args.profile_runs else []
+    if rows:
+        _print_run_order(rows)
+    if args.json:
+        try:
+            with open(args.json, "w") as f:
+                json.dump({"model": args.model, "device": _device_json(interp.device),
+                           "init_ms": init_ms, **res, "nodes": rows}, f, indent=2)
+        except OSError as e:
+            raise _Usage(f"cannot write JSON file {args.json}: {e.strerror or e}") from None
+    return 0
+
+
+def _print_run_order(rows: list) -> None:
+    """benchmark_model's per-node table."""
     print()
     print("============================== Run Order ==============================")
     print(f"{'[node type]':>24} {'[placement]':>11} {'[avg ms]':>10} {'[%]':>8} {'[cdf%]':>8}  [what]")
@@ -686,14 +700,6 @@ def cmd_bench(args) -> int:
               f"{row['pct']:>7.2f}% {row['cdf']:>7.2f}%  {what}")
     print("(OpenCL rows: event-profiled kernel time; fallback rows: wall time of the LiteRT "
           "sub-interpreter's invoke; profiled runs wait for each kernel)")
-    if args.json:
-        try:
-            with open(args.json, "w") as f:
-                json.dump({"model": args.model, "device": _device_json(interp.device),
-                           "init_ms": init_ms, **res, "nodes": rows}, f, indent=2)
-        except OSError as e:
-            raise _Usage(f"cannot write JSON file {args.json}: {e.strerror or e}") from None
-    return 0
 
 
 def _kernel_device(args):
@@ -955,8 +961,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--max_secs", type=_arg_secs, default=150.0, metavar="SECS",
                    help="stop warm-up and timed runs after this many seconds each, even "
                    "before --warmup_runs/--num_runs (>= 0; default 150)")
-    s.add_argument("--profile_runs", type=_POSITIVE, default=10, metavar="N",
-                   help="profiled runs averaged in the per-node table (an integer >= 1; default 10)")
+    s.add_argument("--profile_runs", type=_NON_NEGATIVE, default=10, metavar="N",
+                   help="profiled runs averaged in the per-node table (an integer >= 0; 0: no "
+                   "table; default 10)")
     s.add_argument("--json", metavar="FILE",
                    help="also write the results to this JSON file (checked before the benchmark runs)")
     s.set_defaults(fn=cmd_bench)

@@ -105,7 +105,7 @@ def sigmodel(tmp_path):
     (["bench", "{m}", "--min_secs", "nan"], "argument --min_secs"),
     (["bench", "{m}", "--warmup_min_secs", "-0.5"], "argument --warmup_min_secs"),
     (["bench", "{m}", "--max_secs", "inf"], "argument --max_secs"),
-    (["bench", "{m}", "--profile_runs", "0"], "argument --profile_runs"),
+    (["bench", "{m}", "--profile_runs", "-1"], "argument --profile_runs"),
     (["bench", "{m}", "--num_threads", "0"], "argument --num_threads"),
 ])
 def test_bad_numbers_are_usage_errors(model, args, fragment):
@@ -385,3 +385,12 @@ def test_npz_inputs_in_the_other_byte_order_are_read_by_value(tmp_path, fast_dev
     assert r.returncode == 0, r.stderr
     (out,) = np.load(tmp_path / "o.npz").values()
     assert out.tolist() == [0, 2, 4, 6]
+
+
+def test_bench_profile_runs_zero_skips_the_table(model, tmp_path, fast_device):
+    out = tmp_path / "b.json"
+    r = run_cli("bench", model, "--device", fast_device, "--json", out, "--num_runs", "1",
+                "--warmup_runs", "0", "--min_secs", "0", "--warmup_min_secs", "0", "--profile_runs", "0")
+    assert r.returncode == 0, r.stderr
+    assert "Run Order" not in r.stdout and "litecl / LiteRT" in r.stdout
+    assert json.loads(out.read_text())["nodes"] == []
