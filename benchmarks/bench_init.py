@@ -20,8 +20,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _p in (ROOT, ROOT / "benchmarks"):  # litecl from the checkout; common beside this script
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from common import device_error, model_files  # noqa: E402
 
 
 def _time(make) -> float:
@@ -42,22 +45,15 @@ def main(argv=None) -> int:
     if args.repeats < 1:
         print("error: --repeats must be >= 1", file=sys.stderr)
         return 2
-    paths = []
-    for p in args.models:
-        paths += sorted(p.rglob("*.tflite")) if p.is_dir() else [p]
-    missing = [p for p in paths if not p.is_file()]
-    if missing:
-        print(f"error: no such model file: {missing[0]}", file=sys.stderr)
+    paths, err = model_files(args.models)
+    err = err or device_error(args.device)
+    if err:
+        print(err, file=sys.stderr)
         return 2
     import litecl  # noqa: PLC0415
     from ai_edge_litert.interpreter import Interpreter as LiteRT  # noqa: PLC0415
     from ai_edge_litert.interpreter import OpResolverType  # noqa: PLC0415
 
-    try:
-        litecl.open_device(args.device)
-    except litecl.LiteclError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     rows = []
     print(f"{'model':<44} {'MB':>6} {'first ms litecl/LiteRT':>23} {'median ms litecl/LiteRT':>24}")
     for p in paths:

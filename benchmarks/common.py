@@ -21,6 +21,27 @@ if str(ROOT) not in sys.path:
 SHARED = Path(os.environ.get("LITECL_SHARED_MODELS", ROOT.parent / "shared" / "models"))
 
 
+def model_files(models) -> tuple[list, str | None]:
+    """The .tflite files named (a folder: every *.tflite under it), and an error line for
+    the first that is missing (None when all exist)."""
+    paths = []
+    for p in map(Path, models):
+        paths += sorted(p.rglob("*.tflite")) if p.is_dir() else [p]
+    missing = [p for p in paths if not p.is_file()]
+    return paths, (f"error: no such model file: {missing[0]}" if missing else None)
+
+
+def device_error(spec) -> str | None:
+    """None when litecl can open device ``spec``, else its one-line ``error: ...``."""
+    import litecl  # noqa: PLC0415
+
+    try:
+        litecl.open_device(spec)
+    except litecl.LiteclError as e:
+        return f"error: {e}"
+    return None
+
+
 def copy_bandwidth(device, n_bytes: int = 1 << 28, repeats: int = 10) -> float:
     """GB/s (bytes read + written) of a float4 copy kernel on ``device`` (a litecl Device):
     the roof every elementwise kernel is measured against."""

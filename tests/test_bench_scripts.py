@@ -180,3 +180,50 @@ def test_remd_rejects_a_json_that_is_not_a_roofline(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "not a readable roofline.json" in r.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("script,args,fragment", [
+    ("bench_init.py", ["nosuch.tflite", "--device", "pocl"], "no such model file"),
+    ("bench_init.py", ["{m}", "--device", "nosuchdevice"], "nosuchdevice"),
+    ("bench_init.py", ["{m}", "--repeats", "0"], "--repeats"),
+    ("bench_models.py", ["nosuch.tflite", "--device", "pocl"], "no such model file"),
+    ("bench_models.py", ["{m}", "--device", "nosuchdevice"], "nosuchdevice"),
+    ("bench_models.py", ["{m}", "--placements", "some"], "--placements"),
+])
+def test_model_scripts_refuse_in_one_line(script, args, fragment, tmp_path):
+    from models.builders import add_model  # noqa: PLC0415
+
+    m = tmp_path / "m.tflite"
+    m.write_bytes(add_model("float32", [4], [4]))
+    r = run_script(script, *[a.format(m=m) for a in args])
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], r.stderr
+
+
+def test_bench_init_times_litecl_beside_litert(tmp_path, fast_device):
+    """Every model LiteRT runs gets a row with both figures; one LiteRT cannot run is named
+    and left out of the totals."""
+    from models.builders import add_model, cast_model  # noqa: PLC0415
+
+    (tmp_path / "a.tflite").write_bytes(add_model("float32", [4], [4]))
+    (tmp_path / "b.tflite").write_bytes(cast_model("float32", "int8", [33]))
+    (tmp_path / "bad.tflite").write_bytes(b"not a model at all, just bytes")
+    out = tmp_path / "init.json"
+    r = run_script("bench_init.py", tmp_path, "--device", fast_device, "--repeats", "2", "--json", out)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out.read_text())
+    assert [x["model"] for x in rows] == ["a.tflite", "b.tflite"]
+    assert all(x[k] > 0 for x in rows for k in ("litecl_ms", "litert_ms", "first_litecl_ms", "first_litert_ms"))
+    assert "bad.tflite" in r.stdout and "LiteRT builtin cannot run it" in r.stdout
+    assert "over 2 models" in r.stdout
+
+
+def test_bench_e2e_takes_the_placement(tmp_path, fast_device):
+    r = run_script("bench_e2e.py", "--device", fast_device, "--placement", "auto", "--size", "64",
+                   "--small", "8", "--no-real", "--rounds", "1", "--per-round", "1", "--out", tmp_path)
+    assert r.returncode == 0, r.stderr
+    md = (tmp_path / "e2e.md").read_text()
+    assert "placement auto" in md
+    rows = json.loads((tmp_path / "e2e.json").read_text())["rows"]
+    assert all(x["opencl_segments"] == 0 for x in rows)  # 64 elements: auto keeps them on LiteRT
