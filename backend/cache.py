@@ -212,18 +212,10 @@ def max_bytes() -> int:
     """LITECL_CACHE_MAX_BYTES, else DEFAULT_MAX_BYTES. Raises LiteclError (a ValueError)
     when it is set to anything but a positive integer; Interpreter() checks it at
     construction."""
-    v = os.environ.get("LITECL_CACHE_MAX_BYTES")
-    if not v:
-        return DEFAULT_MAX_BYTES
-    try:
-        n = int(v)
-    except ValueError:
-        n = 0
-    if n < 1:
-        from .errors import LiteclError  # noqa: PLC0415
+    from .errors import env_positive_int  # noqa: PLC0415
 
-        raise LiteclError(f"LITECL_CACHE_MAX_BYTES must be a positive integer (bytes), got {v!r}")
-    return n
+    n = env_positive_int("LITECL_CACHE_MAX_BYTES", "a positive integer (bytes)")
+    return DEFAULT_MAX_BYTES if n is None else n
 
 
 def _touch(p: Path) -> None:

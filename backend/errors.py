@@ -58,3 +58,21 @@ class KernelBuildError(LiteclError):
         super().__init__(message)
         self.source = source
         self.log = log
+
+
+def env_positive_int(name: str, what: str = "a positive integer") -> int | None:
+    """The environment variable ``name`` as an integer >= 1, None when it is unset or
+    empty. Raises LiteclError naming it and its value for anything else (litecl's knobs:
+    LITECL_HOST_THREADS, LITECL_CACHE_MAX_BYTES)."""
+    import os  # noqa: PLC0415
+
+    v = os.environ.get(name)
+    if not v:
+        return None
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise LiteclError(f"{name} must be {what}, got {v!r}")
+    return n

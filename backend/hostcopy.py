@@ -19,7 +19,7 @@ import threading
 
 import numpy as np
 
-from .errors import LiteclError
+from .errors import env_positive_int
 
 __all__ = ["host_threads", "copy_host", "SPLIT_BYTES"]
 
@@ -36,16 +36,8 @@ def host_threads() -> int:
     """Threads a large host copy is split over: LITECL_HOST_THREADS, else
     os.cpu_count() (at most 8). Raises LiteclError (a ValueError) for a LITECL_HOST_THREADS
     that is not a positive integer; Interpreter() checks it at construction."""
-    v = os.environ.get("LITECL_HOST_THREADS")
-    if v:
-        try:
-            n = int(v)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise LiteclError(f"LITECL_HOST_THREADS must be a positive integer, got {v!r}")
-        return n
-    return max(1, min(8, os.cpu_count() or 1))
+    n = env_positive_int("LITECL_HOST_THREADS")
+    return n if n is not None else max(1, min(8, os.cpu_count() or 1))
 
 
 def _executor(n: int):
