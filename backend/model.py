@@ -334,9 +334,10 @@ def _regions(consts) -> list:
 
 
 def _structure_digest(raw: bytes, regions: list) -> str:
-    """SHA-256 of ``raw`` leaving out ``regions`` (the constants: re-read at every load, so
-    they may change; a MB of tables and a few of weights cost ~0.7 ms a MB hashed), and of
-    the regions' bounds. What the cached tables were parsed from must hash the same."""
+    """SHA-256 of ``raw`` leaving out ``regions`` (the decoded constants, which every load
+    reads again), and of the regions' bounds: the bytes the cached tables were parsed from
+    must hash the same. Costs ~0.7 ms per MB hashed, so weights, the bulk of a model, are
+    not hashed."""
     h = hashlib.sha256(len(raw).to_bytes(8, "little"))
     mv, pos = memoryview(raw), 0
     for start, end in regions:
