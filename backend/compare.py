@@ -138,28 +138,44 @@ def random_inputs(details, seed: int = 0, full_range: bool = False) -> dict:
     return out
 
 
-def reference_outputs(model_content: bytes, inputs: dict, signature: str | None = None,
-                      num_threads=None, reference: str = "builtin") -> list:
-    """Run the whole model on LiteRT; ``inputs`` keyed by tensor (or signature input)
-    name. Returns [(name, array)] in output order (two outputs may share a name).
-    Raises RuntimeError from LiteRT on a failed invoke."""
-    from .fallback import make_interpreter  # noqa: PLC0415
+def make_interpreter(content: bytes, num_threads=None, reference: str = "builtin",
+                     preserve_all_tensors: bool = False, delegates=None):
+    """LiteRT's own Interpreter over model bytes with the op resolver named by
+    ``reference`` (litecl.interpreter.REFERENCES) and ``delegates`` (e.g. a
+    litecl.Delegate) first. Raises LiteclError for an unknown reference."""
+    from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415
 
-    ref = make_interpreter(model_content, num_threads, reference)
+    from .interpreter import _resolve_reference, resolver_type  # noqa: PLC0415
+
+    return Interpreter(model_content=content, num_threads=num_threads,
+                       experimental_delegates=list(delegates or []),
+                       experimental_op_resolver_type=resolver_type(_resolve_reference(reference, None)),
+                       experimental_preserve_all_tensors=preserve_all_tensors)
+
+
+def run_outputs(interp, inputs: dict, signature: str | None = None) -> list:
+    """Run ``interp`` (any LiteRT-API Interpreter) on ``inputs`` keyed by tensor (or
+    signature input) name, resizing inputs whose shape differs. Returns [(name, array)]
+    in output order (two outputs may share a name)."""
     if signature is not None:
-        return list(ref.get_signature_runner(signature)(**inputs).items())
-    details = ref.get_input_details()
+        return list(interp.get_signature_runner(signature)(**inputs).items())
+    details = interp.get_input_details()
     for d in details:
         v = inputs[d["name"]]
         if tuple(d["shape"]) != v.shape:
-            ref.resize_tensor_input(d["index"], list(v.shape))
-    ref.allocate_tensors()
+            interp.resize_tensor_input(d["index"], list(v.shape))
+    interp.allocate_tensors()
     for d in details:
-        ref.set_tensor(d["index"], inputs[d["name"]])
-    ref.invoke()
-    return [(d["name"], ref.get_tensor(d["index"])) for d in ref.get_output_details()]
+        interp.set_tensor(d["index"], inputs[d["name"]])
+    interp.invoke()
+    return [(d["name"], interp.get_tensor(d["index"])) for d in interp.get_output_details()]
 
 
+def reference_outputs(model_content: bytes, inputs: dict, signature: str | None = None,
+                      num_threads=None, reference: str = "builtin") -> list:
+    """Run the whole model on LiteRT alone (``run_outputs``). Raises RuntimeError from
+    LiteRT on a failed invoke."""
+    return run_outputs(make_interpreter(model_content, num_threads, reference), inputs, signature)
 def run_reference(model_content: bytes, inputs: dict, signature: str | None = None,
                   num_threads=None, reference: str = "builtin") -> dict:
     """``reference_outputs`` as a dict keyed by output name (the last of two outputs

@@ -3,19 +3,20 @@
 model. Kept apart from why_not on purpose: capability is a property of the node and the
 device; cost depends on shapes, on the device's measured speed and on LiteRT's.
 
-Each candidate OpenCL segment (a maximal run of lowerable nodes in execution order) is
-estimated both ways, in microseconds:
+Each delegated partition the claimable nodes would form (``groups``) is estimated both
+ways, in microseconds, at the shapes LiteRT gives the delegate's Prepare:
 
-- OpenCL: kernel bytes / the device's copy bandwidth + bytes crossing the host boundary
-  / its transfer bandwidth + one round trip (a small write, a kernel and a read with one
-  wait: the fixed price of leaving LiteRT and coming back);
+- OpenCL: kernel bytes / the device's copy bandwidth + the partition's inputs and outputs
+  across the host link (none where the device works in LiteRT's memory in place) + one
+  round trip (a small write, a kernel and a read with one wait: the fixed price of
+  leaving LiteRT's CPU kernels and coming back) + a launch per further kernel;
 - LiteRT: the same nodes' bytes / LiteRT's CAST/ADD bandwidth on this host + a per-node
   cost.
 
-A segment goes to the device only when its OpenCL estimate is below LiteRT's; the nodes
-of the others stay on LiteRT with a reason ("kept on LiteRT: OpenCL ~52 us (round trip
-~45 us) >= LiteRT ~3 us"), and their neighbouring LiteRT segments merge. Nodes computed
-once at allocate (all inputs constant) cost nothing at invoke and stay on OpenCL.
+A partition goes to the device only when its OpenCL estimate is AUTO_MARGIN times below
+LiteRT's; the nodes of the others stay on LiteRT with a reason ("kept on LiteRT: OpenCL
+~52 us (round trip ~45 us) not 1.5x below LiteRT ~3 us"). Partitions of constants only
+(computed once) cost nothing at invoke and stay on OpenCL.
 
 The four figures are measured once per device and host (``measure_costs``, ~0.3 s) and
 kept in litecl's cache (backend/cache.py), so later processes read them.
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["Costs", "measure_costs", "device_costs", "auto_keep_on_litert", "PLACEMENTS"]
+__all__ = ["Costs", "measure_costs", "device_costs", "auto_keep_on_litert", "groups", "estimate", "PLACEMENTS"]
 
 #: Interpreter(placement=...): "all" puts every lowerable node on OpenCL (the default),
 #: "auto" only those the cost model expects to be faster there.
@@ -43,18 +44,17 @@ class Costs:
     transfer_gbs: float      # host <-> device: write + read of 16 MiB (map on zero-copy devices)
     round_trip_us: float     # 4 KiB write + kernel + read, one wait
     launch_us: float         # one more kernel enqueued (no wait)
-    segment_us: float        # one more LiteRT segment: set_tensor + invoke + get_tensor, 16 elements
     litert_gbs: float        # LiteRT builtin CAST float32 -> int32 of 4M elements, in + out bytes
     litert_node_us: float    # LiteRT: one more node in an invoke (16-element CAST chain)
     discrete: bool = False   # device memory across a bus (a discrete GPU): model inputs and
                              # outputs cross it too; elsewhere set/get copy as LiteRT's do
 
     def opencl_us(self, kernel_bytes: int, boundary_bytes: int, kernels: int = 1) -> float:
-        """A segment on OpenCL: its kernels' bytes at the device's bandwidth, the
-        boundary bytes across the host link, one round trip, a launch per further
-        kernel, and the LiteRT segment its placement splits off."""
+        """A delegated partition on OpenCL: its kernels' bytes at the device's bandwidth,
+        the boundary bytes across the host link, one round trip and a launch per further
+        kernel."""
         return (kernel_bytes / (self.device_gbs * 1e3) + boundary_bytes / (self.transfer_gbs * 1e3)
-                + self.round_trip_us + max(kernels - 1, 0) * self.launch_us + self.segment_us)
+                + self.round_trip_us + max(kernels - 1, 0) * self.launch_us)
 
     def litert_us(self, kernel_bytes: int, nodes: int) -> float:
         return kernel_bytes / (self.litert_gbs * 1e3) + nodes * self.litert_node_us
@@ -74,7 +74,6 @@ def measure_costs(device) -> Costs:
     """Measure ``Costs`` for ``device`` (a litecl Device) now, in this process."""
     import pyopencl as cl  # noqa: PLC0415
 
-    from .fallback import make_interpreter  # noqa: PLC0415
 
     q, ctx = device.queue, device.context
     src = "__kernel void c(__global const float4* a, __global float4* b) { b[get_global_id(0)] = a[get_global_id(0)]; }"
@@ -110,16 +109,21 @@ def measure_costs(device) -> Costs:
         it.allocate_tensors()
         it.set_tensor(it.get_input_details()[0]["index"], np.ones(16, np.float32))
     node_us = max((_median_us(many.invoke, 200) - _median_us(one.invoke, 200)) / 8, 0.05)
-    x16 = np.ones(16, np.float32)
-    i0, o0 = one.get_input_details()[0]["index"], one.get_output_details()[0]["index"]
-    seg_us = _median_us(lambda: (one.set_tensor(i0, x16), one.invoke(), one.get_tensor(o0)), 200)
     for buf in (a, b, sa, sb):
         buf.release()
     hu = device.caps.host_unified
     return Costs(discrete=not hu if hu is not None else bool(device.caps.is_gpu),
                  device_gbs=2 * 4 * n / (copy_us * 1e3), transfer_gbs=2 * 4 * n / (xfer_us * 1e3),
-                 round_trip_us=rt_us, launch_us=launch_us, segment_us=seg_us,
+                 round_trip_us=rt_us, launch_us=launch_us,
                  litert_gbs=8 * (4 << 20) / (big_us * 1e3), litert_node_us=node_us)
+
+
+def make_interpreter(content: bytes, num_threads=None):
+    """LiteRT's Interpreter on ``content`` with its builtin kernels (no default delegate)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
+
+    return Interpreter(model_content=content, num_threads=num_threads,
+                       experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
 
 
 def _cast_chain(k: int, n: int) -> bytes:
@@ -164,12 +168,12 @@ def device_costs(device) -> Costs:
     if key in _COSTS:
         return _COSTS[key]
     ident = device_identity(device.device) + "|" + _host()
-    got = probe_get("costs-v3", ident)
+    got = probe_get("costs-v4", ident)
     try:
         costs = Costs(**got)
     except TypeError:
         costs = measure_costs(device)
-        probe_put("costs-v3", ident, asdict(costs))
+        probe_put("costs-v4", ident, asdict(costs))
     _COSTS[key] = costs
     return costs
 
@@ -187,50 +191,70 @@ def _host() -> str:
     return f"{platform.machine()}|{model}|{os.cpu_count()}"
 
 
-#: A segment goes to OpenCL only when its estimate is this many times below LiteRT's: the
+#: A partition goes to OpenCL only when its estimate is this many times below LiteRT's: the
 #: estimates price every kernel at copy bandwidth and every LiteRT node at its CAST rate,
 #: and were measured off by up to 2x (simple_quantized_ops' int16 ADD, PoCL 2026-12-01:
 #: estimated 137 us on OpenCL against 140 us on LiteRT; measured 1.19x slower on OpenCL).
 AUTO_MARGIN = 1.5
 
 
-def auto_keep_on_litert(sg, segments, shapes: dict, costs: Costs, folded: set) -> dict:
-    """node -> reason, for the nodes of OpenCL segments that LiteRT should keep.
+def groups(nodes) -> list[list]:
+    """The claimed ``nodes`` (node views, execution order) split into the connected groups
+    LiteRT's partitioner makes of them: nodes joined through a tensor one writes and the
+    other reads. (LiteRT may split a group further where a node it keeps sits between
+    two members in dependency order; the estimate then counts one round trip too few.)"""
+    parent = {n.index: n.index for n in nodes}
 
-    sg: the Subgraph; segments: partition's segments (execution order); shapes: tensor ->
-    shape (declared or allocated); folded: nodes computed once at allocate.
-    """
+    def root(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    writer = {t: n.index for n in nodes for t in n.outputs}
+    for n in nodes:
+        for t in n.inputs:
+            if t in writer:
+                parent[root(n.index)] = root(writer[t])
+    out: dict = {}
+    for n in nodes:
+        out.setdefault(root(n.index), []).append(n)
+    return list(out.values())
+
+
+def estimate(group, sg, costs: Costs, in_place: bool) -> tuple[float, float, bool]:
+    """(OpenCL us, LiteRT us, constant) for one delegated partition at its declared
+    shapes: kernel bytes at the device's copy bandwidth, the partition's inputs and
+    outputs across the host link unless the device works in LiteRT's memory in place,
+    one round trip (the wait that ends every delegated partition's invoke) and a launch
+    per further kernel; LiteRT: the bytes at its CAST rate plus a per-node cost.
+    ``constant``: every input is a constant (computed once, free at invoke)."""
     def nbytes(t):
         tt = sg.tensors[t]
         if t < 0 or tt.dtype is None:
             return 0
-        return math.prod(shapes.get(t, tt.shape)) * tt.dtype.itemsize
+        return math.prod(tt.shape) * tt.dtype.itemsize
 
-    readers: dict[int, set] = {}  # tensor -> the nodes reading it
-    for n in sg.nodes:
-        for t in n.inputs:
-            readers.setdefault(t, set()).add(n.index)
+    produced = {t for n in group for t in n.outputs}
+    ins = {t for n in group for t in n.inputs if t >= 0 and t not in produced}
+    constant = all(sg.tensors[t].is_constant for t in ins)
+    kernel = sum(nbytes(t) for n in group for t in (*n.inputs, *n.outputs))
+    boundary = 0 if in_place else sum(nbytes(t) for t in ins if not sg.tensors[t].is_constant) \
+        + sum(nbytes(t) for t in produced)
+    return costs.opencl_us(kernel, boundary, len(group)), costs.litert_us(kernel, len(group)), constant
+
+
+def auto_keep_on_litert(ctx, nodes, sg, delegate) -> dict:
+    """node index -> reason, for the claimable ``nodes`` that LiteRT should keep under
+    placement "auto": whole partitions whose OpenCL estimate is not AUTO_MARGIN times
+    below LiteRT's. Partitions of constants only stay on OpenCL (computed once)."""
+    costs = device_costs(delegate.device)
     out: dict = {}
-    for seg in segments:
-        if seg.placement != "opencl":
+    for g in groups(nodes):
+        ocl, lit, constant = estimate(g, sg, costs, delegate.memory.in_place)
+        if constant or ocl * AUTO_MARGIN < lit:
             continue
-        live = [i for i in seg.nodes if i not in folded]
-        if not live:
-            continue
-        produced = {t for i in live for t in sg.nodes[i].outputs}
-        kernel = sum(nbytes(t) for i in live for t in (*sg.nodes[i].inputs, *sg.nodes[i].outputs))
-        members = set(seg.nodes)
-        model_io = set(sg.inputs) | set(sg.outputs)
-        # tensors crossing to or from LiteRT segments; the model's own inputs and outputs
-        # only across a bus (elsewhere set_tensor/get_tensor copy them as LiteRT's do)
-        crossing = {t for i in live for t in sg.nodes[i].inputs
-                    if t >= 0 and t not in produced and not sg.tensors[t].is_constant}
-        crossing |= {t for t in produced if readers.get(t, members) - members or t in sg.outputs}
-        boundary = sum(nbytes(t) for t in crossing if costs.discrete or t not in model_io)
-        ocl = costs.opencl_us(kernel, boundary, len(live))
-        lit = costs.litert_us(kernel, len(live))
-        if ocl * AUTO_MARGIN >= lit:
-            why = (f"kept on LiteRT: OpenCL ~{ocl:.0f} us (round trip ~{costs.round_trip_us:.0f} us) "
-                   f"not {AUTO_MARGIN}x below LiteRT ~{lit:.0f} us")
-            out.update({i: why for i in live})
+        why = (f"kept on LiteRT: OpenCL ~{ocl:.0f} us (round trip ~{costs.round_trip_us:.0f} us) "
+               f"not {AUTO_MARGIN}x below LiteRT ~{lit:.0f} us")
+        out.update({n.index: why for n in g})
     return out

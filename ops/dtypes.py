@@ -31,7 +31,7 @@ try:  # bfloat16's numpy type (ml_dtypes: a dependency of ai-edge-litert, which 
 except ImportError:  # pragma: no cover (a bare install without ai-edge-litert's deps)
     ml_dtypes = None
 
-__all__ = ["DType", "DTYPES", "BY_NAME", "BY_TFLITE", "BY_NUMPY", "CAST_TYPES", "SUB_BYTE_CAST_PARTNER", "dtype"]
+__all__ = ["DType", "DTYPES", "BY_NAME", "BY_TFLITE", "BY_NUMPY", "BY_C_TYPE", "C_TYPE_SCHEMA", "CAST_TYPES", "SUB_BYTE_CAST_PARTNER", "dtype"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class DType:
     kind: str
     bits: int
     packed_bits: int = 0
+    #: the C API's TfLiteType number (tflite/core/c/common.h), which is not the schema's
+    #: TensorType: what a delegate reads from TfLiteTensor.type
+    c_type: int = 0
 
     def __reduce__(self):  # unpickled as the table's own row (model cache: model.py)
         return _by_name, (self.name,)
@@ -97,30 +100,31 @@ def _finfo(npdt):
         return ml_dtypes.finfo(npdt)
 
 
-def _row(name, tflite, itemsize, npdt, cl, ext, middle, kind, bits, packed_bits=0):
-    return DType(name, tflite, itemsize, np.dtype(npdt), cl, ext, middle, kind, bits, packed_bits)
+def _row(name, tflite, c_type, itemsize, npdt, cl, ext, middle, kind, bits, packed_bits=0):
+    return DType(name, tflite, itemsize, np.dtype(npdt), cl, ext, middle, kind, bits, packed_bits, c_type)
 
 
-# TensorType codes from the TFLite schema (tensorflow/lite/schema/schema.fbs).
+# Columns: name, the schema's TensorType (tensorflow/lite/schema/schema.fbs), the C API's
+# TfLiteType (tflite/core/c/common.h; ../shared/docs/DELEGATE.md), itemsize, ...
 DTYPES: tuple[DType, ...] = (
-    _row("bool", 6, 1, np.bool_, "uchar", None, "int", "bool", 1),
-    _row("int8", 9, 1, np.int8, "char", None, "int", "int", 8),
-    _row("uint8", 3, 1, np.uint8, "uchar", None, "int", "uint", 8),
-    _row("int16", 7, 2, np.int16, "short", None, "int", "int", 16),
-    _row("uint16", 16, 2, np.uint16, "ushort", None, "int", "uint", 16),
-    _row("int32", 2, 4, np.int32, "int", None, "int", "int", 32),
-    _row("uint32", 15, 4, np.uint32, "uint", None, "uint", "uint", 32),
-    _row("int64", 4, 8, np.int64, "long", None, "long", "int", 64),
-    _row("float16", 1, 2, np.float16, "half", "cl_khr_fp16", "float", "float", 16),
-    _row("float32", 0, 4, np.float32, "float", None, "float", "float", 32),
-    _row("float64", 10, 8, np.float64, "double", "cl_khr_fp64", "double", "float", 64),
-    _row("complex64", 8, 8, np.complex64, "float2", None, "float", "complex", 64),
-    *((_row("bfloat16", 18, 2, ml_dtypes.bfloat16, "ushort", None, "float", "float", 16),)
+    _row("bool", 6, 6, 1, np.bool_, "uchar", None, "int", "bool", 1),
+    _row("int8", 9, 9, 1, np.int8, "char", None, "int", "int", 8),
+    _row("uint8", 3, 3, 1, np.uint8, "uchar", None, "int", "uint", 8),
+    _row("int16", 7, 7, 2, np.int16, "short", None, "int", "int", 16),
+    _row("uint16", 16, 17, 2, np.uint16, "ushort", None, "int", "uint", 16),
+    _row("int32", 2, 2, 4, np.int32, "int", None, "int", "int", 32),
+    _row("uint32", 15, 16, 4, np.uint32, "uint", None, "uint", "uint", 32),
+    _row("int64", 4, 4, 8, np.int64, "long", None, "long", "int", 64),
+    _row("float16", 1, 10, 2, np.float16, "half", "cl_khr_fp16", "float", "float", 16),
+    _row("float32", 0, 1, 4, np.float32, "float", None, "float", "float", 32),
+    _row("float64", 10, 11, 8, np.float64, "double", "cl_khr_fp64", "double", "float", 64),
+    _row("complex64", 8, 8, 8, np.complex64, "float2", None, "float", "complex", 64),
+    *((_row("bfloat16", 18, 19, 2, ml_dtypes.bfloat16, "ushort", None, "float", "float", 16),)
       if ml_dtypes is not None else ()),
     # held as int8/uint8 (LiteRT's run-time layout and Python API), packed in buffers
-    _row("int4", 17, 1, np.int8, "char", None, "int", "int", 4, packed_bits=4),
-    _row("uint4", 20, 1, np.uint8, "uchar", None, "int", "uint", 4, packed_bits=4),
-    _row("int2", 19, 1, np.int8, "char", None, "int", "int", 2, packed_bits=2),
+    _row("int4", 17, 18, 1, np.int8, "char", None, "int", "int", 4, packed_bits=4),
+    _row("uint4", 20, 21, 1, np.uint8, "uchar", None, "int", "uint", 4, packed_bits=4),
+    _row("int2", 19, 20, 1, np.int8, "char", None, "int", "int", 2, packed_bits=2),
 )
 
 BY_NAME: dict[str, DType] = {d.name: d for d in DTYPES}
@@ -131,6 +135,12 @@ def _by_name(name: str) -> DType:
 
 
 BY_TFLITE: dict[int, DType] = {d.tflite: d for d in DTYPES}
+#: TfLiteType (what a delegate reads from TfLiteTensor.type) -> row
+BY_C_TYPE: dict[int, DType] = {d.c_type: d for d in DTYPES}
+#: TfLiteType -> the schema's TensorType for the types outside the table (their names, in
+#: messages, come from TFLITE_TYPE_NAMES): STRING, COMPLEX128, UINT64, RESOURCE, VARIANT,
+#: FLOAT8_E4M3FN, FLOAT8_E5M2
+C_TYPE_SCHEMA: dict[int, int] = {5: 5, 12: 11, 13: 12, 14: 13, 15: 14, 22: 21, 23: 22}
 #: numpy dtype -> row, for the types held in their own numpy dtype (the sub-byte types
 #: share int8/uint8 with those rows)
 BY_NUMPY: dict[np.dtype, DType] = {d.np: d for d in DTYPES if not d.packed_bits}

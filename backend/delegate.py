@@ -1,0 +1,732 @@
+"""litecl.Delegate: a TFLite delegate, written in Python, that runs CAST and ADD nodes as
+generated OpenCL kernels inside the user's own LiteRT Interpreter.
+
+LiteRT owns the graph, the memory, the shapes and every other node; this module answers
+"which nodes, and why not" at the delegate's Prepare (lowering.why_not on a node view
+read from TfLiteContext; placement.py's cost model under ``placement="auto"``), and runs
+one kernel plan per delegated partition (backend/kernels.py), shaped like TFLite's
+SimpleDelegate: init (the nodes to replace), prepare (shapes -> plan, output resizes,
+programs from the cache), invoke (bind LiteRT's tensor memory, launch, wait).
+
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    import litecl
+    interp = Interpreter(model_path="m.tflite", experimental_delegates=[litecl.Delegate()],
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+
+At the C ABI (backend/abi.py): the callbacks are module-level ctypes functions created
+once per process (they outlive every interpreter and Delegate), each TfLiteDelegate
+struct is kept for the process's life (LiteRT may read it after the Python object is
+gone), and no exception leaves a callback: it becomes kTfLiteError, with litecl's
+message passed to LiteRT's error reporter (context->ReportError) and kept for
+litecl.Interpreter to raise as litecl's own error type.
+"""
+from __future__ import annotations
+
+import ctypes as C
+import itertools
+import os
+import sys
+import threading
+import time
+import types
+import weakref
+from dataclasses import replace
+
+import numpy as np
+import pyopencl as cl
+
+from . import abi
+from .device import open_device
+from .errors import KernelBuildError, LiteclError
+from .kernels import build_program, plan_partition
+from .lowering import why_not
+from .model import Node, Tensor
+from .ops.dtypes import BY_C_TYPE, C_TYPE_SCHEMA
+
+__all__ = ["Delegate", "REFERENCES", "DELEGATE_NAME"]
+
+#: What the delegate matches where LiteRT's kernels differ (issue 22 item 6): "builtin" is
+#: LiteRT's builtin kernel (BUILTIN_WITHOUT_DEFAULT_DELEGATES / AUTO), "ref" BUILTIN_REF.
+REFERENCES = ("builtin", "ref")
+DELEGATE_NAME = "litecl OpenCL"
+_OPS = {abi.BUILTIN_ADD: "ADD", abi.BUILTIN_CAST: "CAST"}
+#: TfLiteAllocationType values whose memory holds a value fixed for the interpreter's life
+_CONSTANT_ALLOC = (abi.MMAP_RO, abi.PERSISTENT_RO)
+#: in-place buffers kept per partition (LiteRT's pointers change on resize; bounded)
+_MAX_BOUND = 64
+
+
+def _quiet(quiet) -> bool:
+    if quiet is not None:
+        return bool(quiet)
+    return os.environ.get("LITECL_QUIET", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+# ---------------------------------------------------------------------- node views
+def _tensor_view(ctx, t: int) -> Tensor:
+    """lowering's Tensor for tensor ``t`` of a TfLiteContext (no constant data: kernels
+    read constants from LiteRT's memory at invoke)."""
+    ts = ctx.contents.tensors[t]
+    dt = BY_C_TYPE.get(ts.type)
+    code = dt.tflite if dt is not None else C_TYPE_SCHEMA.get(ts.type, -1)
+    shape = abi.int_array(ts.dims)
+    sig = abi.int_array(ts.dims_signature) if ts.dims_signature else shape
+    scales, zps, qd = np.zeros(0, np.float32), np.zeros(0, np.int64), 0
+    if ts.quantization.type == 1 and ts.quantization.params:
+        q = C.cast(ts.quantization.params, C.POINTER(abi.TfLiteAffineQuantization)).contents
+        scales = np.array(abi.float_array(q.scale), np.float32)
+        zps = np.array(abi.int_array(q.zero_point), np.int64)
+        qd = int(q.quantized_dimension)
+    name = ts.name.decode("utf-8", "replace") if ts.name else ""
+    return Tensor(index=t, name=name, type_code=code, dtype=dt, shape=shape, shape_signature=sig,
+                  buffer=0, data=None, scales=scales, zero_points=zps, quantized_dimension=qd,
+                  is_variable=bool(ts.is_variable), constant=ts.allocation_type in _CONSTANT_ALLOC)
+
+
+class _Tensors:
+    """``sg.tensors`` for lowering: tensor views of one context, read on first use."""
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+        self._views: dict = {}
+
+    def __getitem__(self, t: int) -> Tensor:
+        v = self._views.get(t)
+        if v is None:
+            if not 0 <= t < self._ctx.contents.tensors_size:
+                raise IndexError(f"tensor {t} outside the context's {self._ctx.contents.tensors_size}")
+            v = self._views[t] = _tensor_view(self._ctx, t)
+        return v
+
+
+def _node_view(ctx, index: int, node, reg) -> Node:
+    code = reg.builtin_code
+    opts = None
+    if code == abi.BUILTIN_ADD:
+        act, pot = 0, True  # the schema's defaults when a model gives no options
+        if node.builtin_data:
+            p = C.cast(node.builtin_data, C.POINTER(abi.TfLiteAddParams)).contents
+            act, pot = int(p.activation), bool(p.pot_scale_int16)
+        opts = types.SimpleNamespace(fusedActivationFunction=act, potScaleInt16=pot)
+    op = _OPS.get(code, f"BUILTIN:{code}")
+    return Node(index=index, opcode=code, op=op, inputs=abi.int_array(node.inputs),
+                outputs=abi.int_array(node.outputs), options=opts, options2=None,
+                version=int(reg.version))
+
+
+# ---------------------------------------------------------------------- the delegate
+_STRUCTS: list = []          # every TfLiteDelegate made: kept for the process's life
+_LIVE: dict = {}             # delegate key -> weakref to its Delegate
+_KERNELS: dict = {}          # kernel key -> _Partition (removed by the kernel's free)
+_KEYS = itertools.count(1)
+_LOCK = threading.Lock()
+
+
+class Delegate:
+    """A LiteRT delegate running CAST and ADD nodes on an OpenCL device.
+
+    Pass it in LiteRT's ``Interpreter(..., experimental_delegates=[delegate])``
+    (ai_edge_litert's or tensorflow's tf.lite), alone or before other delegates: it takes
+    the CAST/ADD nodes it can run and leaves every other node to LiteRT (and to the
+    delegates after it). One Delegate may serve many interpreters and threads.
+
+    Args:
+      device: an OpenCL device spec ("auto", "pocl", "intel", "oclgrind", "nvidia", a
+        name substring, optionally ":profile=mobile"), a litecl Device, or None
+        (``LITECL_DEVICE`` or auto).
+      placement: "all" (default): every node lowering.why_not accepts runs on OpenCL;
+        "auto": only partitions placement.py's cost model expects to be faster there.
+      reference: the LiteRT kernels to match where LiteRT's own differ: "builtin"
+        (default, LiteRT's builtin kernels: its int16 quantized ADD rounds ties as
+        add.cc's optimized path) or "ref" (BUILTIN_REF's reference kernels).
+      quiet: True silences the "Replacing N out of M node(s)" line on stderr (default:
+        ``LITECL_QUIET`` set to anything but 0/false/no/off).
+      fuse: one kernel for consecutive delegated nodes over one element space.
+    Raises DeviceError (no such device), LiteclError (bad argument, an untested
+    LiteRT/TensorFlow version, a failed layout self-check): all ValueError.
+    """
+
+    def __init__(self, device=None, placement: str = "all", *, reference: str = "builtin",
+                 quiet=None, fuse: bool = True):
+        from .placement import PLACEMENTS  # noqa: PLC0415
+
+        if placement not in PLACEMENTS:
+            raise LiteclError(f"unknown placement {placement!r}; expected one of {', '.join(PLACEMENTS)}")
+        if reference not in REFERENCES:
+            raise LiteclError(f"unknown reference {reference!r}; expected one of {', '.join(REFERENCES)}")
+        if not isinstance(fuse, (bool, np.bool_)):
+            raise LiteclError(f"fuse must be True or False, got {fuse!r}")
+        _self_check()
+        self.device = open_device(device)
+        self.caps = replace(self.device.caps, reference=reference)
+        self.placement_mode = placement
+        self.reference = reference
+        self.fuse = bool(fuse)
+        self.quiet = _quiet(quiet)
+        self.memory = _memory_policy(self.device)
+        self._lock = threading.RLock()
+        self._records: dict = {}      # context address -> rows of its latest Prepare
+        self._order: list = []        # context addresses in order of first Prepare
+        self._announced: set = set()
+        self._errors = threading.local()
+        self._consts: dict = {}       # (ptr, nbytes) -> device copy of a constant
+        self.stats = {"in_place": 0, "copied": 0, "invokes": 0}
+        self.profile = False          # event-profile each launch (bench's per-node table)
+        self.kernel_times_ns: dict = {}
+        self._key = next(_KEYS)
+        st = abi.TfLiteDelegate()
+        st.data_ = self._key
+        st.Prepare = _DELEGATE_PREPARE
+        st.CopyFromBufferHandle = _COPY_HANDLE
+        st.CopyToBufferHandle = _COPY_HANDLE
+        st.FreeBufferHandle = _FREE_HANDLE
+        st.flags = abi.ALLOW_DYNAMIC_TENSORS
+        with _LOCK:
+            _STRUCTS.append(st)
+            _LIVE[self._key] = weakref.ref(self)
+        self._struct = st
+
+    def __repr__(self) -> str:
+        return f"litecl.Delegate({self.device!r}, placement={self.placement_mode!r})"
+
+    def _get_native_delegate_pointer(self) -> int:
+        """The TfLiteDelegate* LiteRT's Interpreter takes (its experimental_delegates API)."""
+        return C.addressof(self._struct)
+
+    # ----------------------------------------------------------------- reports
+    def placement(self) -> list[dict]:
+        """One dict per CAST/ADD node of the latest Prepare of each subgraph LiteRT gave
+        this delegate: {"subgraph", "index", "op", "placement": "opencl"|"litert",
+        "reason" (why LiteRT keeps it; "" on OpenCL), "partition" (its delegated
+        partition's number in that subgraph, or None), "kernel" (what runs)}.
+        ``subgraph`` counts the contexts in the order LiteRT first prepared them, which
+        is the model's subgraph index for one interpreter (LiteRT prepares subgraphs in
+        order); a Delegate shared by interpreters numbers theirs one after another."""
+        with self._lock:
+            out = []
+            for si, addr in enumerate(self._order):
+                out += [{**r, "subgraph": si} for r in self._records.get(addr, {}).get("rows", [])]
+            return out
+
+    def graph_info(self) -> list[dict]:
+        """Per subgraph (as placement()): {"subgraph", "nodes" (M), "claimed" (N),
+        "partitions" (P)}."""
+        with self._lock:
+            return [{"subgraph": si, **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions")}}
+                    for si, a in enumerate(self._order) if a in self._records]
+
+    def partitions(self) -> list:
+        """The live partition kernels (_Partition) of every interpreter using this
+        delegate, with their current plans (export and bench read these)."""
+        with _LOCK:
+            parts = [p for p in _KERNELS.values() if p.delegate is self]
+        order = {a: i for i, a in enumerate(self._order)}
+        return sorted(parts, key=lambda p: (order.get(p.ctx_addr, 1 << 30), p.number))
+
+    def take_error(self):
+        """The litecl error a callback raised on this thread since the last call, or None."""
+        e = getattr(self._errors, "last", None)
+        self._errors.last = None
+        return e
+
+    def _fail(self, ctx, e: BaseException) -> int:
+        """Keep ``e`` for litecl's entry points, report it through LiteRT, return kTfLiteError."""
+        if not isinstance(e, LiteclError):
+            e = LiteclError(f"litecl delegate: {type(e).__name__}: {e}")
+        self._errors.last = e
+        try:
+            if ctx and ctx.contents.ReportError:
+                ctx.contents.ReportError(ctx, b"%s", str(e).encode("utf-8", "replace"))
+        except Exception:  # noqa: BLE001 (reporting must not fail the callback)
+            pass
+        return abi.K_ERROR
+
+    # ----------------------------------------------------------------- Prepare
+    def _prepare(self, ctx) -> int:
+        c = ctx.contents
+        plan_p = C.POINTER(abi.TfLiteIntArray)()
+        if c.GetExecutionPlan(ctx, C.byref(plan_p)) != abi.K_OK:
+            raise LiteclError("LiteRT's GetExecutionPlan failed")
+        plan = abi.int_array(plan_p)
+        tensors = _Tensors(ctx)
+        sg = types.SimpleNamespace(tensors=tensors)
+        views, rows, claim = {}, [], []
+        for i in plan:
+            node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+            if c.GetNodeAndRegistration(ctx, i, C.byref(node_p), C.byref(reg_p)) != abi.K_OK:
+                raise LiteclError(f"LiteRT's GetNodeAndRegistration failed for node {i}")
+            reg = reg_p.contents
+            if reg.builtin_code not in _OPS:
+                continue
+            n = _node_view(ctx, i, node_p.contents, reg)
+            _plausible(n, c.tensors_size)
+            reason = why_not(n, sg, self.caps) or ""
+            if not reason:
+                reason = _source_problem(n, sg, self.caps)
+            views[i] = n
+            rows.append({"index": i, "op": n.op, "placement": "opencl" if not reason else "litert",
+                         "reason": reason, "partition": None, "kernel": ""})
+            if not reason:
+                claim.append(i)
+        if claim and self.placement_mode == "auto":
+            from .placement import auto_keep_on_litert  # noqa: PLC0415
+
+            keep = auto_keep_on_litert(ctx, [views[i] for i in claim], sg, self)
+            for r in rows:
+                if r["index"] in keep:
+                    r["placement"], r["reason"] = "litert", keep[r["index"]]
+            claim = [i for i in claim if i not in keep]
+        addr = C.addressof(c)
+        with self._lock:
+            if addr not in self._order:
+                self._order.append(addr)
+            rec = self._records[addr] = {"rows": rows, "views": views, "nodes": len(plan),
+                                         "claimed": len(claim), "partitions": 0, "sg": sg}
+        if not claim:
+            return abi.K_OK
+        reg = abi.TfLiteRegistration()
+        reg.init, reg.free, reg.prepare, reg.invoke = _INIT, _FREE, _KPREPARE, _KINVOKE
+        reg.builtin_code = abi.BUILTIN_DELEGATE
+        reg.custom_name = DELEGATE_NAME.encode()
+        reg.version = 1
+        arr = abi.new_int_array(claim, owned_by_litert=False)
+        status = c.ReplaceNodeSubsetsWithDelegateKernels(
+            ctx, reg, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), C.cast(C.addressof(self._struct), abi.Dlg))
+        if status != abi.K_OK:
+            raise LiteclError("LiteRT refused litecl's node subsets (ReplaceNodeSubsetsWithDelegateKernels)")
+        if addr not in self._announced and not self.quiet:
+            self._announced.add(addr)
+            sys.stderr.write(f"INFO: Replacing {len(claim)} out of {len(plan)} node(s) with delegate "
+                             f"({DELEGATE_NAME}) node, yielding {rec['partitions']} partitions for "
+                             "the whole graph.\n")
+            sys.stderr.flush()
+        return abi.K_OK
+
+
+def _plausible(n: Node, tensors_size: int) -> None:
+    """Cheap per-node layout check (a struct mirror that drifted reads garbage here)."""
+    if not n.outputs or any(not -1 <= t < tensors_size for t in (*n.inputs, *n.outputs)) \
+            or not 0 < n.version < 1000:
+        raise LiteclError(f"node {n.index} ({n.op}) reads as inputs {list(n.inputs)}, outputs "
+                          f"{list(n.outputs)}, version {n.version} with {tensors_size} tensors: "
+                          "LiteRT's structs do not match litecl's mirror")
+
+
+def _source_problem(n: Node, sg, caps) -> str:
+    """Generate the node's kernel at its declared shapes: a node whose kernel cannot be
+    generated (a shape the launch cannot reach) stays on LiteRT, with the reason."""
+    from .lowering import kernel_spec  # noqa: PLC0415
+
+    shapes = [sg.tensors[t].shape for t in n.inputs]
+    if any(len(s) == 0 and sg.tensors[t].shape_signature != s for s, t in zip(shapes, n.inputs)):
+        return ""
+    try:
+        kernel_spec(n, sg, shapes, caps)
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
+# ---------------------------------------------------------------------- memory
+class _Memory:
+    """How a device reaches LiteRT's tensor memory: ``in_place`` with ``align`` (bytes a
+    pointer must be aligned to for a USE_HOST_PTR buffer over it to be the same memory,
+    measured), else copies through device buffers."""
+
+    def __init__(self, in_place: bool, align: int):
+        self.in_place, self.align = in_place, align
+
+
+def _memory_policy(device) -> _Memory:
+    """Measure, once per device: the smallest alignment (64, 128, 4096 bytes) at which a
+    USE_HOST_PTR buffer maps to the host pointer itself (a zero-copy device: CPU
+    runtimes). GPUs, host-unified or not, get copies (their USE_HOST_PTR caching is
+    allowed to keep a device-side copy)."""
+    caps = device.caps
+    if caps.is_gpu:
+        return _Memory(False, 0)
+    q, ctx = device.queue, device.context
+    raw = np.zeros(3 * 4096, np.uint8)
+    base = raw.ctypes.data
+    for align in (64, 128, 4096):
+        off = (-base) % 4096 + align if align < 4096 else (-base) % 4096
+        view = raw[off:off + 4096]
+        if view.ctypes.data % align or (align < 4096 and view.ctypes.data % (2 * align) == 0):
+            continue
+        try:
+            buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR, hostbuf=view)
+            m, _ = cl.enqueue_map_buffer(q, buf, cl.map_flags.READ, 0, (4096,), np.uint8, is_blocking=True)
+            same = m.ctypes.data == view.ctypes.data
+            m.base.release(q)
+            q.finish()
+            buf.release()
+        except cl.Error:
+            same = False
+        if same:
+            return _Memory(True, align)
+    return _Memory(False, 0)
+
+
+def _host_view(ptr: int, nbytes: int):
+    return (C.c_char * nbytes).from_address(ptr)
+
+
+# ---------------------------------------------------------------------- partition kernel
+class _Partition:
+    """One delegated partition of one interpreter: its nodes, its current plan and the
+    device memory it binds."""
+
+    def __init__(self, delegate: Delegate, ctx, params):
+        self.delegate = delegate
+        self.ctx_addr = C.addressof(ctx.contents)
+        rec = delegate._records[self.ctx_addr]
+        rec["partitions"] += 1
+        self.number = rec["partitions"] - 1
+        nodes = abi.int_array(params.nodes_to_replace)
+        self.nodes = [rec["views"][i] for i in nodes]
+        self.sg = rec["sg"]
+        for r in rec["rows"]:
+            if r["index"] in nodes:
+                r["partition"] = self.number
+        produced = {t for n in self.nodes for t in n.outputs}
+        self.inputs = list(dict.fromkeys(t for n in self.nodes for t in n.inputs
+                                         if t >= 0 and t not in produced))
+        self.outputs = [t for t in abi.int_array(params.output_tensors) if t >= 0]
+        self.plan = None
+        self._plan_key = None
+        self._kernels: dict = {}      # launch index -> cl.Kernel
+        self._own: dict = {}          # tensor -> (device buffer, nbytes): internal/folded/staging
+        self._bound: dict = {}        # (ptr, nbytes) -> in-place buffer over LiteRT memory
+        self._folded_done = False
+
+    # -- prepare: shapes -> plan, output resizes, programs
+    def prepare(self, ctx) -> None:
+        c = ctx.contents
+        d = self.delegate
+        shapes = {t: abi.int_array(c.tensors[t].dims) for t in self.inputs}
+        consts = {t for t in self.inputs if c.tensors[t].allocation_type in _CONSTANT_ALLOC}
+        key = tuple(sorted(shapes.items()))
+        if key != self._plan_key:
+            plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
+                                  constants=consts, fuse=d.fuse)
+            try:
+                kernels = {i: cl.Kernel(build_program(d.device, ln.source), ln.name)
+                           for i, ln in enumerate(plan.launches)}
+            except KernelBuildError:
+                if not d.fuse or not any(len(ln.nodes) > 1 for ln in plan.launches):
+                    raise
+                plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
+                                      constants=consts, fuse=False)
+                kernels = {i: cl.Kernel(build_program(d.device, ln.source), ln.name)
+                           for i, ln in enumerate(plan.launches)}
+            self.plan, self._kernels, self._plan_key = plan, kernels, key
+            self._folded_t = {t for ln in plan.launches if ln.folded for t in ln.outputs}
+            self._folded_done = False
+            rows = {r["index"]: r for r in d._records.get(self.ctx_addr, {}).get("rows", [])}
+            for ln in plan.launches:
+                for i in ln.nodes:
+                    if i in rows:
+                        rows[i]["kernel"] = ln.what + (" (constant inputs: computed once)" if ln.folded else "")
+        for t in self.outputs:
+            want = self.plan.shapes[t]
+            if abi.int_array(c.tensors[t].dims) != want:
+                arr = abi.new_int_array(want, owned_by_litert=True)
+                if c.ResizeTensor(ctx, C.pointer(c.tensors[t]), arr) != abi.K_OK:
+                    raise LiteclError(f"LiteRT could not resize tensor {t} to {list(want)}")
+
+    # -- memory
+    def _own_buffer(self, t: int, nbytes: int):
+        b = self._own.get(t)
+        if b is None or b[1] < nbytes:
+            if b is not None:
+                b[0].release()
+            b = self._own[t] = (cl.Buffer(self.delegate.device.context, cl.mem_flags.READ_WRITE,
+                                          max(nbytes, 1)), nbytes)
+        return b[0]
+
+    def _const_buffer(self, ptr: int, nbytes: int):
+        d = self.delegate
+        k = (ptr, nbytes)
+        b = d._consts.get(k)
+        if b is None:
+            b = d._consts[k] = cl.Buffer(d.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                         hostbuf=_host_view(ptr, nbytes))
+        return b
+
+    def _in_place(self, ptr: int, nbytes: int):
+        mem = self.delegate.memory
+        if not (mem.in_place and ptr and ptr % mem.align == 0):
+            return None
+        k = (ptr, nbytes)
+        b = self._bound.get(k)
+        if b is None:
+            if len(self._bound) >= _MAX_BOUND:
+                self._bound.clear()
+            b = self._bound[k] = cl.Buffer(self.delegate.device.context,
+                                           cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR,
+                                           hostbuf=_host_view(ptr, nbytes))
+        return b
+
+    # -- invoke
+    def invoke(self, ctx) -> None:
+        c = ctx.contents
+        d = self.delegate
+        q = d.device.queue
+        bufs, reads = {}, []
+        for t in self.inputs:
+            ts = c.tensors[t]
+            n = int(ts.bytes)
+            if n == 0:
+                bufs[t] = self._own_buffer(t, 1)
+            elif ts.allocation_type in _CONSTANT_ALLOC:
+                bufs[t] = self._const_buffer(ts.data, n)
+            else:
+                b = self._in_place(ts.data, n)
+                if b is None:
+                    b = self._own_buffer(t, n)
+                    cl.enqueue_copy(q, b, _host_view(ts.data, n), is_blocking=False)
+                    d.stats["copied"] += 1
+                else:
+                    d.stats["in_place"] += 1
+                bufs[t] = b
+        for t in self.outputs:
+            ts = c.tensors[t]
+            n = int(ts.bytes)
+            if not ts.data or n == 0:
+                if n:
+                    raise LiteclError(f"tensor {t} has no memory at invoke")
+                bufs[t] = self._own_buffer(t, 1)
+                continue
+            b = self._in_place(ts.data, n)
+            if b is None:
+                b = self._own_buffer(t, n)
+                reads.append((t, ts.data, n))
+                d.stats["copied"] += 1
+            else:
+                d.stats["in_place"] += 1
+            bufs[t] = b
+        plan = self.plan
+        folded_out = []
+        for i, ln in enumerate(plan.launches):
+            args = []
+            for t in ln.inputs:
+                args.append(bufs[t] if t in bufs and t not in self._folded_t else self._tensor_buffer(t))
+            for t in ln.outputs:
+                if ln.folded:
+                    args.append(self._tensor_buffer(t))
+                    if t in bufs:
+                        folded_out.append(t)
+                else:
+                    args.append(bufs[t] if t in bufs else self._tensor_buffer(t))
+            if ln.folded and self._folded_done:
+                continue
+            if ln.n:
+                k = self._kernels[i]
+                k.set_args(*args, *(np.uint32(v) for v in ln.tiling.kernel_args()))
+                ev = cl.enqueue_nd_range_kernel(q, k, ln.gsize, ln.lsize)
+                if d.profile:
+                    ev.wait()
+                    d.kernel_times_ns[(self.ctx_addr, ln.nodes)] = ev.profile.end - ev.profile.start
+        self._folded_done = True
+        for t in folded_out:
+            nbytes = int(c.tensors[t].bytes)
+            if nbytes:
+                cl.enqueue_copy(q, bufs[t], self._tensor_buffer(t), byte_count=nbytes)
+        for t, ptr, n in reads:
+            cl.enqueue_copy(q, np.frombuffer(_host_view(ptr, n), np.uint8), bufs[t], is_blocking=False)
+        q.finish()
+        d.stats["invokes"] += 1
+
+    def _tensor_buffer(self, t: int):
+        """litecl's own buffer for a tensor inside the partition (or a folded result)."""
+        shape = self.plan.shapes[t]
+        nbytes = int(np.prod(shape, dtype=np.int64)) * self.sg.tensors[t].dtype.itemsize
+        return self._own_buffer(t, nbytes)
+
+    def release(self) -> None:
+        for b, _ in self._own.values():
+            b.release()
+        self._own.clear()
+        self._bound.clear()
+        self._kernels.clear()
+
+
+# ---------------------------------------------------------------------- callbacks
+def _delegate_of(key: int) -> Delegate:
+    ref = _LIVE.get(key)
+    d = ref() if ref is not None else None
+    if d is None:
+        raise LiteclError("the litecl.Delegate this interpreter was given no longer exists; keep it "
+                          "alive as long as the interpreter (LiteRT's Interpreter holds it in "
+                          "experimental_delegates)")
+    return d
+
+
+def _report_unowned(ctx, e: BaseException) -> int:
+    try:
+        if ctx and ctx.contents.ReportError:
+            ctx.contents.ReportError(ctx, b"%s", f"litecl delegate: {e}".encode("utf-8", "replace"))
+    except Exception:  # noqa: BLE001
+        pass
+    return abi.K_ERROR
+
+
+@abi.DELEGATE_PREPARE
+def _DELEGATE_PREPARE(ctx, dlg):  # noqa: N802
+    d = None
+    try:
+        d = _delegate_of(dlg.contents.data_ or 0)
+        with d._lock:
+            return d._prepare(ctx)
+    except BaseException as e:  # noqa: BLE001 (nothing may leave a ctypes callback)
+        return d._fail(ctx, e) if d is not None else _report_unowned(ctx, e)
+
+
+@abi.INIT
+def _INIT(ctx, buffer, length):  # noqa: N802
+    try:
+        params = abi.TfLiteDelegateParams.from_address(buffer)
+        d = _delegate_of(params.delegate.contents.data_ or 0)
+        part = _Partition(d, ctx, params)
+        key = next(_KEYS)
+        with _LOCK:
+            _KERNELS[key] = part
+        return key
+    except BaseException as e:  # noqa: BLE001
+        _report_unowned(ctx, e)
+        return None  # LiteRT then fails the kernel's prepare (no user data)
+
+
+@abi.FREE
+def _FREE(ctx, buffer):  # noqa: N802
+    try:
+        with _LOCK:
+            part = _KERNELS.pop(buffer or 0, None)
+        if part is not None:
+            part.release()
+    except BaseException:  # noqa: BLE001
+        pass
+
+
+def _kernel_call(ctx, node_p, what: str) -> int:
+    part = None
+    try:
+        part = _KERNELS.get(node_p.contents.user_data or 0)
+        if part is None:
+            raise LiteclError("litecl partition kernel missing (its init failed)")
+        getattr(part, what)(ctx)
+        return abi.K_OK
+    except BaseException as e:  # noqa: BLE001
+        return part.delegate._fail(ctx, e) if part is not None else _report_unowned(ctx, e)
+
+
+@abi.PREPARE
+def _KPREPARE(ctx, node_p):  # noqa: N802
+    return _kernel_call(ctx, node_p, "prepare")
+
+
+@abi.INVOKE
+def _KINVOKE(ctx, node_p):  # noqa: N802
+    return _kernel_call(ctx, node_p, "invoke")
+
+
+@abi.COPY_HANDLE
+def _COPY_HANDLE(ctx, dlg, handle, tensor):  # noqa: N802
+    # litecl sets no buffer handle (outputs are written to LiteRT's memory at invoke), so
+    # LiteRT never has a stale tensor of ours to sync
+    return abi.K_ERROR
+
+
+@abi.FREE_HANDLE
+def _FREE_HANDLE(ctx, dlg, handle):  # noqa: N802
+    return None
+
+
+# ---------------------------------------------------------------------- self-check
+_CHECKED: list = []
+
+
+def _self_check() -> None:
+    """Once per process: the installed LiteRT is a tested version, and its context reads
+    correctly through litecl's mirror (a built-in two-tensor ADD model: tensor count,
+    names, types, shapes, quantization, the node's builtin code, version and options).
+    Raises LiteclError naming what differs."""
+    if _CHECKED:
+        return
+    abi.check_sizes()
+    v = abi.check_versions("ai-edge-litert")
+    if "tensorflow" in sys.modules:  # tf.lite's interpreter would call us too
+        abi.check_versions("tensorflow")
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
+
+    seen: dict = {}
+
+    @abi.DELEGATE_PREPARE
+    def probe(ctx, dlg):
+        try:
+            c = ctx.contents
+            plan_p = C.POINTER(abi.TfLiteIntArray)()
+            c.GetExecutionPlan(ctx, C.byref(plan_p))
+            node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+            c.GetNodeAndRegistration(ctx, abi.int_array(plan_p)[0], C.byref(node_p), C.byref(reg_p))
+            n = _node_view(ctx, 0, node_p.contents, reg_p.contents)
+            ts = [_tensor_view(ctx, t) for t in range(c.tensors_size)]
+            seen.update(size=c.tensors_size, op=n.op, version=n.version, inputs=n.inputs,
+                        outputs=n.outputs, act=n.options.fusedActivationFunction,
+                        tensors=[(t.name, t.dtype.name if t.dtype else None, t.shape,
+                                  [round(float(s), 6) for s in t.scales], [int(z) for z in t.zero_points])
+                                 for t in ts])
+        except BaseException as e:  # noqa: BLE001
+            seen["error"] = repr(e)
+        return abi.K_OK
+
+    st = abi.TfLiteDelegate()
+    st.Prepare = probe
+    holder = types.SimpleNamespace(_get_native_delegate_pointer=lambda: C.addressof(st))
+    Interpreter(model_content=_SELF_CHECK_MODEL, experimental_delegates=[holder],
+                experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    want = {"size": 3, "op": "ADD", "version": 1, "inputs": (0, 1), "outputs": (2,), "act": 1,
+            "tensors": [("a", "int8", (1, 3), [0.5], [1]), ("b", "int8", (1, 3), [0.25], [-2]),
+                        ("out", "int8", (1, 3), [1.0], [3])]}
+    bad = {k: seen.get(k) for k in want if seen.get(k) != want[k]}
+    if bad or "error" in seen:
+        raise LiteclError(f"ai-edge-litert {v}: its TfLiteContext does not read as litecl's mirror "
+                          f"expects ({seen.get('error') or bad}); litecl's delegate cannot run here")
+    _STRUCTS.append((st, probe))
+    _CHECKED.append(True)
+
+
+def _self_check_model() -> bytes:
+    """An int8 ADD (RELU) of two [1, 3] tensors a (0.5, 1), b (0.25, -2) -> out (1.0, 3),
+    written with the schema's object API (the same bytes every time)."""
+    import flatbuffers  # noqa: PLC0415
+    from ai_edge_litert import schema_py_generated as s  # noqa: PLC0415
+
+    m = s.ModelT()
+    m.version = 3
+    m.buffers = [s.BufferT()]
+    oc = s.OperatorCodeT()
+    oc.builtinCode = oc.deprecatedBuiltinCode = s.BuiltinOperator.ADD
+    oc.version = 1
+    m.operatorCodes = [oc]
+    g = s.SubGraphT()
+    g.tensors = []
+    for name, sc, zp in (("a", 0.5, 1), ("b", 0.25, -2), ("out", 1.0, 3)):
+        t = s.TensorT()
+        t.name, t.type, t.shape, t.buffer = name.encode(), s.TensorType.INT8, [1, 3], 0
+        t.quantization = s.QuantizationParametersT()
+        t.quantization.scale, t.quantization.zeroPoint = [sc], [zp]
+        g.tensors.append(t)
+    op = s.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
+    op.builtinOptionsType = s.BuiltinOptions.AddOptions
+    op.builtinOptions = s.AddOptionsT()
+    op.builtinOptions.fusedActivationFunction = s.ActivationFunctionType.RELU
+    g.operators, g.inputs, g.outputs = [op], [0, 1], [2]
+    m.subgraphs = [g]
+    b = flatbuffers.Builder(256)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+_SELF_CHECK_MODEL = _self_check_model()

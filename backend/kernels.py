@@ -1,0 +1,222 @@
+"""Kernel plans of a delegated partition, and the programs that run them.
+
+``plan_partition`` is pure: from the partition's nodes (lowering's node views), the
+current tensor shapes and the device caps it returns the launches (generated source,
+former/tail tiling, global and local size, which tensors each reads and writes) and the
+output shapes. Running a plan decides nothing (backend/delegate.py binds memory and
+enqueues). ``build_program`` turns a source into a program through the caches.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, replace
+
+import pyopencl as cl
+
+from .cache import device_identity, forget_binary, load_binary, store_binary
+from .device import build_binary, build_source
+from .errors import InputError, KernelBuildError, LiteclError, PrepareError
+from .lowering import kernel_spec, node_op, output_shapes
+from .ops.tiling import launch as tiling_launch
+from .ops.tiling import streams
+
+__all__ = ["Launch", "PartitionPlan", "plan_partition", "build_program", "launch_geometry"]
+
+# litecl reports build failures itself (KernelBuildError, reasons in placement()); pyopencl's
+# warning about compiler chatter (Intel prints remarks) would only be noise
+warnings.filterwarnings("ignore", category=cl.CompilerWarning)
+
+_PROGRAMS: dict = {}
+
+
+def build_program(device, source: str) -> "cl.Program":
+    """Build (or reuse) a program for ``source`` on ``device``.
+
+    Built programs are cached per context in memory (each distinct source is built once
+    per process), and their binaries on disk (backend/cache.py: a later process loads
+    the binary, 1-2 ms instead of 80-115 ms on PoCL). Raises KernelBuildError with the
+    build log.
+    """
+    key = (device.context.int_ptr, source)
+    prg = _PROGRAMS.get(key)
+    if prg is not None:
+        return prg
+    ident = device_identity(device.device)
+    binary = load_binary(ident, source)
+    if binary is not None:
+        try:
+            prg = build_binary(device.context, device.device, binary)
+        except cl.Error:  # a binary this driver no longer takes: build from source
+            forget_binary(ident, source)
+            prg = None
+    if prg is None:
+        try:
+            prg = build_source(device.context, source)  # caches checked, warnings quiet (device.py)
+            try:
+                store_binary(ident, source, prg.get_info(cl.program_info.BINARIES)[0])
+            except cl.Error:
+                pass  # a runtime that gives no binary: nothing to keep
+        except cl.Error as e:  # RuntimeError subclasses carry the log in their text
+            log = str(e)
+            first = next((ln.strip() for ln in log.splitlines() if "error" in ln.lower()),
+                         log.splitlines()[0] if log else "")
+            raise KernelBuildError(f"kernel build failed on {device.caps.name}: {first[:200]}",
+                                   source=source, log=log) from None
+    _PROGRAMS[key] = prg
+    return prg
+
+
+def launch_geometry(caps, n: int, tile_bytes: int, block_dim: int | None = None):
+    """(tiling, global size, local size) for ``n`` elements: ``ops.tiling.launch`` with the
+    device type's measured ``LAUNCH`` row (local size, work-groups per compute unit)."""
+    return tiling_launch(caps, n, tile_bytes, block_dim)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a partition plan.
+
+    nodes: the model's node indices it computes (several: a fused group); inputs,
+    outputs: tensor indices of its buffer parameters, in order (then the tiling's four
+    uint arguments); source/name: the program text (the cache key) and kernel name;
+    tiling, gsize, lsize: former/tail plan and NDRange (ops/tiling.py); n: elements;
+    what: a description for placement() and inspect; folded: every input is a constant
+    (or folded), so it runs once per plan, not per invoke.
+    """
+
+    nodes: tuple
+    inputs: tuple
+    outputs: tuple
+    source: str
+    name: str
+    tiling: object
+    gsize: tuple
+    lsize: tuple
+    n: int
+    what: str
+    folded: bool = False
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """The launches of a partition, in order, and every tensor shape they produce."""
+
+    launches: tuple
+    shapes: dict  # tensor -> shape, inputs and every node output
+
+
+def _numel(shape) -> int:
+    return math.prod(int(d) for d in shape)
+
+
+def _caps_for(caps, sg, shapes, tensors):
+    """caps with ``streaming`` when a kernel's footprint exceeds the device's cache
+    (ops/tiling.py ``streams``)."""
+    footprint = sum(_numel(shapes[t]) * sg.tensors[t].dtype.itemsize
+                    for t in set(tensors) if t >= 0 and t in shapes)
+    return replace(caps, streaming=True) if streams(caps, footprint) else caps
+
+
+def plan_partition(nodes, sg, in_shapes: dict, caps, *, keep: set, constants: set,
+                   fuse: bool = True) -> PartitionPlan:
+    """Plan the kernels of one delegated partition.
+
+    nodes: node views (lowering's Node) in execution order; sg: the tensor view
+    (``sg.tensors[t]``); in_shapes: shape of every tensor the partition reads from
+    outside; keep: tensors something outside the partition reads (LiteRT's partition
+    outputs; with experimental_preserve_all_tensors every output); constants: tensors
+    whose value is fixed (read-only constants). Consecutive nodes over one output shape
+    become one fused kernel (ops/fusion.py) when ``fuse``.
+    Raises PrepareError for shapes a node refuses (ADD inputs that do not broadcast),
+    InputError for shapes the kernels refuse (a resize), KernelBuildError from fusion
+    never (a fused group that does not generate stays unfused).
+    """
+    shapes = dict(in_shapes)
+    for n in nodes:
+        try:
+            outs = output_shapes(n, sg, [shapes[t] for t in n.inputs])
+        except KeyError as e:
+            raise InputError(f"node {n.index} ({n.op}): tensor {e} has no known shape") from None
+        except ValueError as e:
+            if isinstance(e, LiteclError):
+                raise
+            raise PrepareError(f"node {n.index} ({n.op}): {e}") from None
+        for t, s in zip(n.outputs, outs):
+            shapes[t] = tuple(int(d) for d in s)
+    folded_t = set(constants)
+    runs: list = []  # groups of nodes, each one launch
+    run, shape, touched = [], None, set()
+    for n in nodes:
+        out = shapes[n.outputs[0]]
+        if fuse and run and out == shape and not touched & set(n.outputs):
+            run.append(n)
+            touched.update(n.inputs, n.outputs)
+            continue
+        if run:
+            runs.append(run)
+        run, shape, touched = [n], out, set(n.inputs) | set(n.outputs)
+    if run:
+        runs.append(run)
+    launches = []
+    for run in runs:
+        members = {n.index for n in run}
+        needed = set(keep) | {t for n in nodes if n.index not in members for t in n.inputs}
+        pieces = _fused(run, sg, shapes, caps, needed) if len(run) > 1 else None
+        for launch in pieces or [_single(n, sg, shapes, caps) for n in run]:
+            folded = all(t in folded_t for t in launch.inputs)
+            if folded:
+                folded_t.update(launch.outputs)
+            launches.append(replace(launch, folded=folded))
+    return PartitionPlan(tuple(launches), shapes)
+
+
+def _single(n, sg, shapes, caps) -> Launch:
+    ins = [shapes[t] for t in n.inputs]
+    spec = kernel_spec(n, sg, ins, _caps_for(caps, sg, shapes, list(n.inputs) + list(n.outputs)))
+    try:
+        tiling, gsize, lsize = launch_geometry(caps, spec.n, spec.tile_bytes)
+    except ValueError as e:  # more elements than the kernels' indices reach
+        raise InputError(f"node {n.index} ({n.op}): {e}") from None
+    return Launch((n.index,), tuple(n.inputs), (n.outputs[0],), spec.source, spec.name,
+                  tiling, gsize, lsize, spec.n, spec.what)
+
+
+def _fused(run, sg, shapes, caps, keep: set):
+    """One launch for ``run`` (nodes over one element space), or None when the fused
+    kernel cannot be generated (each node then has its own)."""
+    from .ops.fusion import FusedSpec, fused_kernel  # noqa: PLC0415
+
+    produced = {t: j for j, n in enumerate(run) for t in n.outputs}
+    later_reads = set()
+    inputs: list = []
+    steps = []
+    for j, n in enumerate(run):
+        args = []
+        for t in n.inputs:
+            if t in produced and produced[t] < j:
+                args.append(("t", produced[t]))
+            else:
+                if t not in inputs:
+                    inputs.append(t)
+                args.append(("in", inputs.index(t)))
+        steps.append((node_op(n, sg, [shapes[t] for t in n.inputs], caps, f"litecl_n{n.index}_op"),
+                      tuple(args)))
+        later_reads.update(n.inputs)
+    outputs = [t for t in produced if t in keep]
+    if not outputs:
+        return None
+    dts = lambda ts: [sg.tensors[t].dtype for t in ts]  # noqa: E731
+    spec = FusedSpec(shapes[run[0].outputs[0]],
+                     tuple((d, shapes[t]) for d, t in zip(dts(inputs), inputs)),
+                     tuple(steps), tuple((produced[t], d) for d, t in zip(dts(outputs), outputs)))
+    try:
+        source = fused_kernel(spec, _caps_for(caps, sg, shapes, inputs + outputs))
+        n_el = _numel(spec.out_shape)
+        tile = min(d.itemsize for d in dts(inputs) + dts(outputs))
+        tiling, gsize, lsize = launch_geometry(caps, n_el, tile)
+    except ValueError:
+        return None
+    what = "fused: one kernel for nodes " + ", ".join(str(n.index) for n in run)
+    return [Launch(tuple(n.index for n in run), tuple(inputs), tuple(outputs), source,
+                   "litecl_fused", tiling, gsize, lsize, n_el, what)]
