@@ -236,7 +236,7 @@ class Delegate:
         self._errors.last = e
         try:
             if ctx and ctx.contents.ReportError:
-                ctx.contents.ReportError(ctx, b"%s", str(e).encode("utf-8", "replace"))
+                ctx.contents.ReportError(ctx, b"%s", (str(e) + "\n").encode("utf-8", "replace"))
         except Exception:  # noqa: BLE001 (reporting must not fail the callback)
             pass
         return abi.K_ERROR
@@ -284,14 +284,9 @@ class Delegate:
                                          "claimed": len(claim), "partitions": 0, "sg": sg}
         if not claim:
             return abi.K_OK
-        reg = abi.TfLiteRegistration()
-        reg.init, reg.free, reg.prepare, reg.invoke = _INIT, _FREE, _KPREPARE, _KINVOKE
-        reg.builtin_code = abi.BUILTIN_DELEGATE
-        reg.custom_name = DELEGATE_NAME.encode()
-        reg.version = 1
         arr = abi.new_int_array(claim, owned_by_litert=False)
         status = c.ReplaceNodeSubsetsWithDelegateKernels(
-            ctx, reg, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), C.cast(C.addressof(self._struct), abi.Dlg))
+            ctx, _REGISTRATION, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), C.cast(C.addressof(self._struct), abi.Dlg))
         if status != abi.K_OK:
             raise LiteclError("LiteRT refused litecl's node subsets (ReplaceNodeSubsetsWithDelegateKernels)")
         if addr not in self._announced and not self.quiet:
@@ -337,7 +332,19 @@ class _Memory:
         self.in_place, self.align = in_place, align
 
 
+_POLICIES: dict = {}
+
+
 def _memory_policy(device) -> _Memory:
+    """``_measure_memory`` once per device and process."""
+    key = (device.context.int_ptr, device.caps.key)
+    m = _POLICIES.get(key)
+    if m is None:
+        m = _POLICIES[key] = _measure_memory(device)
+    return m
+
+
+def _measure_memory(device) -> _Memory:
     """Measure, once per device: the smallest alignment (64, 128, 4096 bytes) at which a
     USE_HOST_PTR buffer maps to the host pointer itself (a zero-copy device: CPU
     runtimes). GPUs, host-unified or not, get copies (their USE_HOST_PTR caching is
@@ -565,7 +572,7 @@ def _delegate_of(key: int) -> Delegate:
 def _report_unowned(ctx, e: BaseException) -> int:
     try:
         if ctx and ctx.contents.ReportError:
-            ctx.contents.ReportError(ctx, b"%s", f"litecl delegate: {e}".encode("utf-8", "replace"))
+            ctx.contents.ReportError(ctx, b"%s", f"litecl delegate: {e}\n".encode("utf-8", "replace"))
     except Exception:  # noqa: BLE001
         pass
     return abi.K_ERROR
@@ -640,6 +647,22 @@ def _COPY_HANDLE(ctx, dlg, handle, tensor):  # noqa: N802
 @abi.FREE_HANDLE
 def _FREE_HANDLE(ctx, dlg, handle):  # noqa: N802
     return None
+
+
+def _registration() -> "abi.TfLiteRegistration":
+    """The partition kernel's registration. LiteRT copies it, but keeps pointing at
+    ``custom_name`` (its error messages name the node by it): one object for the
+    process's life."""
+    reg = abi.TfLiteRegistration()
+    reg.init, reg.free, reg.prepare, reg.invoke = _INIT, _FREE, _KPREPARE, _KINVOKE
+    reg.builtin_code = abi.BUILTIN_DELEGATE
+    reg.custom_name = _NAME_BYTES
+    reg.version = 1
+    return reg
+
+
+_NAME_BYTES = DELEGATE_NAME.encode()
+_REGISTRATION = _registration()
 
 
 # ---------------------------------------------------------------------- self-check

@@ -1,0 +1,351 @@
+"""litecl.Delegate inside the user's own LiteRT: stacking, control flow, variables, dynamic
+shapes, preserve_all_tensors, and the ABI edges (version refusal, callback errors,
+lifetimes, threads). Every output is compared bit for bit with LiteRT alone."""
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import litecl
+from litecl import abi
+from litecl.compare import bit_equal, make_interpreter, random_inputs, run_outputs
+from models.builders import add_model, cast_model, chain_model, multi_op_model
+
+from conftest import ROOT, tf_model
+
+
+def _both(model: bytes, device: str, inputs=None, reference="builtin", **kw):
+    """(delegate, litecl outputs, LiteRT-alone outputs) on the same inputs."""
+    d = litecl.Delegate(device, quiet=True, reference="ref" if reference == "ref" else "builtin", **kw)
+    it = make_interpreter(model, reference=reference, delegates=[d])
+    ref = make_interpreter(model, reference=reference)
+    if inputs is None:
+        inputs = random_inputs(ref.get_input_details(), seed=3, full_range=True)
+    return d, run_outputs(it, inputs), run_outputs(ref, inputs)
+
+
+def _same(got, want):
+    assert [n for n, _ in got] == [n for n, _ in want]
+    for (n, a), (_, b) in zip(got, want):
+        assert bit_equal(a, b), n
+
+
+def test_stock_litert_with_the_delegate(fast_device, capfd):
+    m = chain_model(["int16", "float32", ("add", 1.5, "RELU"), "int8"], (3, 33))
+    d, got, want = _both(m, fast_device)
+    _same(got, want)
+    rows = d.placement()
+    assert rows and all(r["placement"] == "opencl" and r["subgraph"] == 0 for r in rows)
+    assert d.stats["invokes"] >= 1
+    assert "Replacing" not in capfd.readouterr().err  # quiet=True
+
+
+def test_replacing_line_once_per_subgraph(fast_device, capfd):
+    m = multi_op_model("cast_mul_cast")
+    d = litecl.Delegate(fast_device)
+    for _ in range(2):
+        it = make_interpreter(m, delegates=[d])
+        it.allocate_tensors()
+        it.resize_tensor_input(0, [2, 3, 4])
+        it.allocate_tensors()  # LiteRT redoes the delegate: Prepare runs again
+    err = capfd.readouterr().err
+    # once per subgraph of each interpreter (two here), not again after the resize
+    assert err.count("INFO: Replacing 3 out of 4 node(s) with delegate (litecl OpenCL) node, yielding 2 "
+                     "partitions for the whole graph.\n") == 2, err
+    assert err.count("Replacing") == 2
+    os.environ["LITECL_QUIET"] = "1"
+    try:
+        make_interpreter(m, delegates=[litecl.Delegate(fast_device)]).allocate_tensors()
+    finally:
+        del os.environ["LITECL_QUIET"]
+    assert "Replacing" not in capfd.readouterr().err
+
+
+def test_reasons_for_nodes_kept_on_litert(fast_device):
+    m = multi_op_model("cast_mul_cast")
+    d = litecl.Delegate(fast_device, quiet=True)
+    make_interpreter(m, delegates=[d]).allocate_tensors()
+    rows = d.placement()
+    assert [r["op"] for r in rows] == ["CAST", "ADD", "CAST"]  # MUL is not listed
+    it = litecl.Interpreter(model_content=cast_model("float32", "bool", [4]), device=fast_device + ":profile=noint64",
+                            quiet=True)
+    assert it.placement()[0]["placement"] == "opencl"
+
+
+def test_beside_xnnpack(fast_device):
+    """reference="xnnpack": LiteRT's default resolver applies XNNPACK lazily to what the
+    delegate leaves (DELEGATE.md); the model runs and litecl's nodes stay on OpenCL."""
+    m = multi_op_model("cast_mul_cast")
+    d, got, want = _both(m, fast_device, reference="xnnpack")
+    _same(got, want)
+    assert all(r["placement"] == "opencl" for r in d.placement())
+
+
+def test_control_flow_bodies_are_delegated(fast_device):
+    """WHILE body ADDs run on OpenCL (LiteRT prepares the delegate for every subgraph)."""
+    m = tf_model("while_cast")
+    inputs = {"x": np.array([1.5, 2, 3, -4, 5e9], np.float32), "n": np.array(3, np.int32)}
+    d, got, want = _both(m, fast_device, inputs)
+    _same(got, want)
+    body = [r for r in d.placement() if r["subgraph"] > 0 and r["op"] == "ADD"]
+    assert body and all(r["placement"] == "opencl" for r in body)
+
+
+def test_resource_variable_graph(fast_device):
+    m = tf_model("variable_cast")
+    d = litecl.Delegate(fast_device, quiet=True)
+    it, ref = make_interpreter(m, delegates=[d]), make_interpreter(m)
+    x = {it.get_input_details()[0]["name"]: np.array([1, -2, 3, 2**30], np.int32)}
+    for _ in range(3):  # the variable accumulates across invokes, as in LiteRT
+        _same(run_outputs(it, x), run_outputs(ref, x))
+    assert [r["placement"] for r in d.placement()] == ["opencl"] * 3
+    it.reset_all_variables()
+    ref.reset_all_variables()
+    _same(run_outputs(it, x), run_outputs(ref, x))
+
+
+def test_dynamic_shapes_and_resize(fast_device):
+    m = tf_model("dynamic_reshape")  # RESHAPE to a shape computed at invoke, then ADD
+    d = litecl.Delegate(fast_device, quiet=True)
+    it, ref = make_interpreter(m, delegates=[d]), make_interpreter(m)
+    for n in (16, 32, 4):
+        x = {"x": np.linspace(-3, 3, n, dtype=np.float32).reshape(1, n)}
+        _same(run_outputs(it, x), run_outputs(ref, x))
+    assert [r["placement"] for r in d.placement()] == ["opencl"]
+
+
+@pytest.mark.parametrize("n", [0, 1, 33, 1999])
+def test_resize_replans(fast_device, n):
+    m = add_model("float32", [5], [1])
+    d = litecl.Delegate(fast_device, quiet=True)
+    it, ref = make_interpreter(m, delegates=[d]), make_interpreter(m)
+    x = random_inputs(ref.get_input_details(), seed=n, full_range=True)
+    first = ref.get_input_details()[0]["name"]
+    x[first] = np.resize(x[first], (n,))  # run_outputs resizes, LiteRT redoes the delegate
+    _same(run_outputs(it, x), run_outputs(ref, x))
+    assert d.placement()[0]["placement"] == "opencl"
+
+
+def test_preserve_all_tensors_shows_every_tensor(fast_device):
+    m = chain_model(["float32", "int32", ("add", 3), "float16"], (2, 17))
+    d = litecl.Delegate(fast_device, quiet=True)
+    it = make_interpreter(m, preserve_all_tensors=True, delegates=[d])
+    ref = make_interpreter(m, preserve_all_tensors=True)
+    x = random_inputs(ref.get_input_details(), seed=5, full_range=True)
+    run_outputs(it, x), run_outputs(ref, x)
+    for t in ref.get_tensor_details():
+        assert bit_equal(it.get_tensor(t["index"]), ref.get_tensor(t["index"])), t["name"]
+    assert all(r["placement"] == "opencl" for r in d.placement())
+
+
+def test_litecl_interpreter_is_litert_with_the_delegate(fast_device):
+    from ai_edge_litert.interpreter import Interpreter as LiteRT
+
+    m = cast_model("float64", "float16", [81])
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    assert isinstance(it, LiteRT)
+    it.allocate_tensors()
+    x = np.array([np.nan, -0.0, 1e-310, 65520.0, -1e300] * 16 + [5e-8], np.float64)
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    ref = make_interpreter(m)
+    want = run_outputs(ref, {ref.get_input_details()[0]["name"]: x})[0][1]
+    assert bit_equal(it.get_tensor(it.get_output_details()[0]["index"]), want)
+    assert it.placement()[0]["placement"] == "opencl"
+    assert any("Replacing 1 out of 1" in ln for ln in it.summary())
+    it.close()
+    with pytest.raises(litecl.LiteclError, match="closed"):
+        it.invoke()
+    with pytest.raises(litecl.LiteclError, match="closed"):
+        it.get_tensor(0)
+
+
+def test_user_delegates_stack_after_litecl(fast_device):
+    m = multi_op_model("cast_mul_cast")
+    other = litecl.Delegate(fast_device, quiet=True)  # any delegate: a second litecl one
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True,
+                            experimental_delegates=[other])
+    ref = make_interpreter(m)
+    x = random_inputs(ref.get_input_details(), seed=1)
+    _same(run_outputs(it, x), run_outputs(ref, x))
+    assert all(r["placement"] == "opencl" for r in it.placement())
+    assert other.placement() == [] or all(r["placement"] != "opencl" for r in other.placement())
+
+
+# ---------------------------------------------------------------------- ABI edges
+def test_struct_sizes_match_common_h():
+    abi.check_sizes()
+    assert {t.__name__: __import__("ctypes").sizeof(t) for t in abi.SIZES} == {
+        "TfLiteTensor": 112, "TfLiteNode": 80, "TfLiteRegistration": 88, "TfLiteContext": 200,
+        "TfLiteDelegate": 56, "TfLiteDelegateParams": 32}
+
+
+def test_untested_version_is_refused_by_name(monkeypatch):
+    monkeypatch.setattr(abi, "_version", lambda dist: "9.9.0")
+    with pytest.raises(litecl.LiteclError) as e:
+        abi.check_versions("ai-edge-litert")
+    msg = str(e.value)
+    assert "9.9.0" in msg and "2.3.x" in msg and "\n" not in msg
+
+
+def test_untested_version_refused_at_delegate_construction():
+    code = ("import importlib.metadata as md; real = md.version; "
+            "md.version = lambda d: '2.0.9' if d == 'ai-edge-litert' else real(d); "
+            "import litecl\n"
+            "try:\n    litecl.Delegate('pocl')\nexcept litecl.LiteclError as e:\n    print('refused:', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "refused: ai-edge-litert 2.0.9 is not a version" in r.stdout
+
+
+def test_callback_error_reaches_the_user(fast_device, monkeypatch):
+    from litecl import delegate as D
+
+    m = cast_model("int32", "float32", [8])
+
+    def boom(self, ctx):
+        raise litecl.KernelBuildError("simulated: the device lost its kernel")
+
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], np.arange(8, dtype=np.int32))
+    monkeypatch.setattr(D._Partition, "invoke", boom)
+    with pytest.raises(litecl.KernelBuildError, match="simulated: the device lost its kernel"):
+        it.invoke()
+    # LiteRT's own Interpreter: its RuntimeError carries litecl's message (ReportError)
+    d = litecl.Delegate(fast_device, quiet=True)
+    raw = make_interpreter(m, delegates=[d])
+    raw.allocate_tensors()
+    with pytest.raises(RuntimeError, match="simulated: the device lost its kernel"):
+        raw.invoke()
+    assert isinstance(d.take_error(), litecl.KernelBuildError)
+    monkeypatch.undo()
+    raw.invoke()  # the interpreter still works once the cause is gone
+    it.invoke()
+
+
+def test_error_in_prepare_is_an_error_not_a_crash(fast_device, monkeypatch):
+    from litecl import delegate as D
+
+    def boom(*a):
+        raise ZeroDivisionError("simulated")
+
+    monkeypatch.setattr(D, "why_not", boom)
+    with pytest.raises(litecl.LiteclError, match="ZeroDivisionError: simulated"):
+        litecl.Interpreter(model_content=cast_model("int8", "int16", [4]), device=fast_device, quiet=True)
+
+
+def test_lifetimes_any_deletion_order():
+    """The delegate deleted before or after its interpreters, interpreters deleted while
+    another still runs, a deleted Delegate's interpreter torn down: no crash (subprocess:
+    a use-after-free would kill it)."""
+    code = r"""
+import gc, sys
+import numpy as np
+sys.path.insert(0, %r)
+import litecl
+from litecl.compare import make_interpreter
+from models.builders import cast_model
+m = cast_model("float32", "int16", [5])
+x = np.array([1.5, -2.5, 1e9, np.nan, -0.0], np.float32)
+def run(it):
+    it.allocate_tensors(); it.set_tensor(it.get_input_details()[0]["index"], x); it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+d = litecl.Delegate("auto", quiet=True)
+a, b = make_interpreter(m, delegates=[d]), make_interpreter(m, delegates=[d])
+want = run(a)
+del d; gc.collect()                      # the interpreters hold it
+assert (run(b) == want).all()
+del a; gc.collect()
+assert (run(b) == want).all()
+b._delegates = None; gc.collect()        # LiteRT's list dropped first: the Delegate goes
+try:
+    b.allocate_tensors(); b.invoke()     # kernels still exist; a Prepare would now fail cleanly
+except Exception as e:
+    print("after:", type(e).__name__)
+del b; gc.collect()
+c = litecl.Interpreter(model_content=m, quiet=True)
+assert (run(c) == want).all()
+del c; gc.collect()
+print("ok")
+""" % str(ROOT)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), (r.returncode, r.stdout, r.stderr[-3000:])
+
+
+def test_threads_share_one_delegate(fast_device):
+    m = add_model("int32", [1999], [1])
+    d = litecl.Delegate(fast_device, quiet=True)
+    ref = make_interpreter(m)
+    errors, results = [], {}
+
+    def work(k):
+        try:
+            it = make_interpreter(m, delegates=[d])
+            x = random_inputs(ref.get_input_details(), seed=k, full_range=True)
+            for _ in range(30):
+                results[k] = (run_outputs(it, x), x)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    [t.start() for t in ts]
+    [t.join(timeout=300) for t in ts]
+    assert not errors, errors
+    for k, (got, x) in results.items():
+        _same(got, run_outputs(ref, x))
+    gc.collect()
+
+
+def test_litecl_interpreter_refuses_a_second_thread(fast_device):
+    it = litecl.Interpreter(model_content=cast_model("uint8", "float32", [1 << 20]), device=fast_device,
+                            quiet=True)
+    it.allocate_tensors()
+    it._busy.acquire()
+    try:
+        with pytest.raises(litecl.LiteclError, match="in use by another thread"):
+            it.invoke()
+    finally:
+        it._busy.release()
+    it.invoke()
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("tensorflow") is None,
+                    reason="tensorflow is not installed (the test extra has it)")
+def test_tf_lite_interpreter_takes_the_delegate():
+    """tensorflow's tf.lite.Interpreter with litecl.Delegate, bit-exact with tf.lite alone
+    (a subprocess: TensorFlow and LLVM-based ICDs do not always share a process)."""
+    code = r"""
+import sys
+import numpy as np
+import tensorflow as tf
+sys.path.insert(0, %r)
+import litecl
+from models.builders import chain_model
+m = chain_model(["int8", "float32", ("add", 0.5, "RELU6"), "uint8"], (4, 81))
+R = tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+d = litecl.Delegate("pocl", quiet=True)
+outs = []
+for ds in ([d], []):
+    it = tf.lite.Interpreter(model_content=m, experimental_delegates=ds, experimental_op_resolver_type=R)
+    it.allocate_tensors()
+    x = np.random.default_rng(0).integers(-9, 9, (4, 81)).astype(it.get_input_details()[0]["dtype"])
+    it.set_tensor(it.get_input_details()[0]["index"], x); it.invoke()
+    outs.append(it.get_tensor(it.get_output_details()[0]["index"]))
+assert outs[0].tobytes() == outs[1].tobytes()
+assert all(r["placement"] == "opencl" for r in d.placement()), d.placement()
+print("ok", len(d.placement()))
+""" % str(ROOT)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                       cwd=ROOT, env=env)
+    if "no Portable Computing Language" in r.stderr or "cannot build kernels" in r.stderr:
+        pytest.skip("PoCL is not usable here: " + r.stderr.strip().splitlines()[-1])
+    assert r.returncode == 0 and "ok 3" in r.stdout, (r.stdout, r.stderr[-3000:])
