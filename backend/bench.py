@@ -1,6 +1,6 @@
 """Benchmarks in the shape of TFLite's ``benchmark_model``: init time, warm-up and timed
-runs (count/first/curr/min/max/avg/std in microseconds), and a per-node table with
-event-profiled kernel times for OpenCL nodes and wall times for fallback segments.
+runs (count/first/curr/min/max/avg/std in microseconds), and a per-launch table with the
+event-profiled kernel times of litecl.Delegate's partitions.
 
 One run is what a user does per inference: set every input, invoke, read every output.
 """
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["RunStats", "time_runs", "time_alternating", "benchmark_interpreter", "node_profile",
-           "format_stats"]
+__all__ = ["RunStats", "time_runs", "time_alternating", "make_run", "benchmark_interpreter",
+           "launch_profile", "format_stats"]
 
 
 @dataclass
@@ -99,69 +99,56 @@ def benchmark_interpreter(interp, inputs: dict, *, warmup_runs=1, warmup_min_sec
     return {"warmup": warm.summary(), "runs": timed.summary()}
 
 
-def _fused_note(g) -> str:
-    return ", streaming stores" if "__builtin_nontemporal_store" in g.source else ""
+def launch_profile(delegate, run, runs: int = 10, subgraphs=None,
+                   inference_ms: float | None = None) -> list[dict]:
+    """One row per launch of the delegate's partitions (in subgraph, partition and launch
+    order; ``subgraphs``: only those), with its event-profiled kernel time averaged over
+    ``runs`` calls of ``run()`` with ``delegate.profile`` on (each kernel is waited for,
+    so these are not the pipelined timings). A folded launch (constant inputs) runs once
+    per plan, not per invoke: its row reads 0.
 
+    Row keys: node (the op, or the ops of a fused kernel joined by "+"), nodes (model
+    node indices), subgraph, partition, placement ("opencl"), what, folded, avg_ms
+    (milliseconds), runs (profiled runs that launched it), pct, cdf. ``inference_ms``:
+    the average inference time; what the rows do not cover (LiteRT's own nodes, copies,
+    launches, Python) becomes a last row, and [%] is of the whole inference.
+    """
+    from .export import delegated_partitions  # noqa: PLC0415
 
-def node_profile(interp, inputs: dict, runs: int = 10, run=None, ex=None,
-                 inference_ms: float | None = None) -> list[dict]:
-    """Per node (OpenCL kernels: event-profiled device time) and per fallback segment
-    (wall time of the LiteRT sub-interpreter's invoke), averaged over ``runs`` runs with
-    profiling on (each kernel is waited for, so these are not the pipelined timings).
-    ``run``/``ex``: another inference closure and the executor it runs (a signature's).
-    ``inference_ms``: the average inference time; the host time the rows do not cover
-    becomes an "(other)" row, and [%] is of the whole inference."""
-    ex = ex or interp._main.ex
-    run = run or make_run(interp, inputs)
     acc: dict = {}
-    ex.profile = True
+    delegate.profile = True
     try:
         for _ in range(runs):
-            ex.kernel_times_ns.clear()
-            ex.segment_times_ns.clear()
+            delegate.kernel_times_ns.clear()
             run()
-            for k, v in ex.kernel_times_ns.items():
-                acc.setdefault(("k", k), []).append(v)
-            for k, v in ex.segment_times_ns.items():
-                acc.setdefault(("f", k), []).append(v)
+            for k, v in delegate.kernel_times_ns.items():
+                acc.setdefault(k, []).append(v)
     finally:
-        ex.profile = False
+        delegate.profile = False
     rows = []
-    sg = ex.sg
-    for kind, step in ex._steps:
-        if kind == "k":
-            times = acc.get(("k", step))
-            n = sg.nodes[step]
-            spec = ex._kernels[step].spec if step in ex._kernels else None
-            what = spec.what if spec else ""
-            lead = ex._member.get(step)
-            if lead is not None:  # one fused kernel for the group, timed under its first node
-                g = ex._groups[lead]
-                if step == lead:
-                    from .executor import _ranges  # noqa: PLC0415
-
-                    what = (f"fused kernel of nodes {_ranges(g.nodes)} "
-                            f"({', '.join(sg.nodes[i].op for i in g.nodes)}){_fused_note(g)}")
-                else:
-                    what = f"in the fused kernel of node {lead}"
-            rows.append({"node": f"{n.op}", "index": step, "placement": "opencl",
-                         "what": what, "folded": step in ex.folded, "fused_into": lead,
-                         "avg_ms": (np.mean(times) / 1e6) if times else 0.0})
-        else:
-            times = acc.get(("f", step.nodes[0]))
-            ops = [sg.nodes[i].op for i in step.nodes]
-            rows.append({"node": "FALLBACK", "index": step.nodes[0], "placement": "fallback",
-                         "what": f"{len(ops)} node(s): " + ", ".join(ops[:6]) + (" ..." if len(ops) > 6 else ""),
-                         "folded": False, "avg_ms": (np.mean(times) / 1e6) if times else 0.0})
-    total = sum(r["avg_ms"] for r in rows) or 1.0
-    if inference_ms is not None and inference_ms > total:  # the rest is host time: its own row
-        rows.append({"node": "(other)", "index": -1, "placement": "host", "folded": False,
-                     "what": "transfers, launches, Python overhead (inference avg minus the rows above)",
+    for si, part in delegated_partitions(delegate, subgraphs):
+        ops = {n.index: n.op for n in part.nodes}
+        for ln in part.plan.launches:
+            times = acc.get((part.ctx_addr, ln.nodes), [])
+            rows.append({"node": "+".join(ops[i] for i in ln.nodes), "nodes": list(ln.nodes),
+                         "subgraph": si, "partition": part.number, "placement": "opencl",
+                         "what": ln.what + _streaming_note(ln), "folded": ln.folded,
+                         "avg_ms": float(np.mean(times)) / 1e6 if times else 0.0, "runs": len(times)})
+    total = sum(r["avg_ms"] for r in rows)
+    if inference_ms is not None and inference_ms > total:
+        rows.append({"node": "(other)", "nodes": [], "subgraph": None, "partition": None,
+                     "placement": "litert", "folded": False, "runs": runs,
+                     "what": "LiteRT's own nodes, copies, launches, Python (inference avg minus the rows above)",
                      "avg_ms": inference_ms - total})
         total = inference_ms
+    total = total or 1.0
     cdf = 0.0
     for r in rows:
         r["pct"] = 100.0 * r["avg_ms"] / total
         cdf += r["pct"]
         r["cdf"] = cdf
     return rows
+
+
+def _streaming_note(ln) -> str:
+    return ", streaming stores" if "__builtin_nontemporal_store" in ln.source else ""

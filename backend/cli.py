@@ -1,7 +1,10 @@
 """The ``litecl`` command line: devices, inspect, run, compare, bench, kernel, export, --version.
 
-Errors print one ``error: ...`` line on stderr and exit with status 2 (set LITECL_DEBUG=1
-for a traceback). ``compare`` exits 1 when any output differs from LiteRT.
+Every command that runs a model runs it in LiteRT's own Interpreter with litecl.Delegate
+(litecl.Interpreter) and reads the delegate's report (placement(), graph_info(),
+partitions()): one source of truth for what runs where. Errors print one ``error: ...``
+line on stderr and exit with status 2 (set LITECL_DEBUG=1 for a traceback). ``compare``
+exits 1 when any output differs from LiteRT without the delegate.
 """
 from __future__ import annotations
 
@@ -178,11 +181,35 @@ def _reachable(interp, si: int) -> set:
     return seen
 
 
-def _placement_of(interp, sig) -> list[dict]:
-    """placement() entries of the subgraph that runs (signature ``sig``, else subgraph 0)
-    and of the subgraphs it calls."""
+def _report(interp, sig):
+    """The delegate's report restricted to the subgraph that runs (signature ``sig``,
+    else subgraph 0) and the subgraphs it calls: (placement rows, graph_info rows,
+    subgraph set)."""
     keep = _reachable(interp, _subgraph_of(interp, sig))
-    return [p for p in interp.placement() if p["subgraph"] in keep]
+    d = interp.delegate
+    rows = [p for p in d.placement() if p["subgraph"] in keep]
+    graphs = [g for g in d.graph_info() if g["subgraph"] in keep]
+    return rows, graphs, keep
+
+
+class _Only:
+    """A Delegate's placement() and graph_info() restricted to some subgraphs (what
+    ``summary_lines`` reads)."""
+
+    def __init__(self, delegate, keep: set):
+        self._d, self._keep = delegate, keep
+
+    def placement(self) -> list[dict]:
+        return [r for r in self._d.placement() if r["subgraph"] in self._keep]
+
+    def graph_info(self) -> list[dict]:
+        return [g for g in self._d.graph_info() if g["subgraph"] in self._keep]
+
+
+def _summary(interp, keep: set) -> list[str]:
+    from .interpreter import summary_lines  # noqa: PLC0415
+
+    return summary_lines(_Only(interp.delegate, keep))
 
 
 def _available_bytes() -> int | None:
@@ -259,13 +286,15 @@ def _inputs_for(details: list[dict], given: dict | None, seed: int, resize: bool
 
 
 def _open(args):
+    """litecl.Interpreter (LiteRT's Interpreter with litecl.Delegate) for the command's
+    model and options. The delegate is quiet: the commands print its report themselves
+    (stderr stays one `error:` line on failure)."""
     from .interpreter import Interpreter  # noqa: PLC0415
 
     return Interpreter(model_path=args.model, device=args.device,
-                       strict=getattr(args, "strict", False),
                        reference=getattr(args, "reference", "builtin"),
                        num_threads=getattr(args, "num_threads", None),
-                       placement=getattr(args, "placement", "all"))
+                       placement=getattr(args, "placement", "all"), quiet=True)
 
 
 def _fit_sub_byte(inputs: dict, details: list[dict], interp, sig) -> dict:
@@ -273,9 +302,9 @@ def _fit_sub_byte(inputs: dict, details: list[dict], interp, sig) -> dict:
     LiteRT's), and set_tensor refuses values outside it (as LiteRT does)."""
     if interp is None:
         return inputs
-    g = interp.get_signature_runner(sig)._graph if sig is not None else interp._graph(0)
+    tensors = interp._model.subgraphs[_subgraph_of(interp, sig)].tensors
     for k, d in enumerate(details):
-        t = g.sg.tensors[int(d["index"])]
+        t = tensors[int(d["index"])]
         if t.dtype is not None and t.dtype.packed_bits:
             v = inputs[d["name"]]
             rng = np.random.default_rng(k)
@@ -290,20 +319,6 @@ def _details_by_name(interp, signature):
     return [dict(d, name=k) for k, d in r.get_input_details().items()]
 
 
-def _run_litecl(interp, inputs: dict, signature):
-    if signature is not None:
-        return list(interp.get_signature_runner(signature)(**inputs).items())
-    for d in interp.get_input_details():
-        v = inputs[d["name"]]
-        if tuple(v.shape) != tuple(d["shape"]):
-            interp.resize_tensor_input(d["index"], list(v.shape))
-    interp.allocate_tensors()
-    for d in interp.get_input_details():
-        interp.set_tensor(d["index"], inputs[d["name"]])
-    interp.invoke()
-    return [(d["name"], interp.get_tensor(d["index"])) for d in interp.get_output_details()]
-
-
 def _unique_names(outs: list) -> dict:
     """[(name, array)] -> {name: array}, a repeated name suffixed with its output
     position (``name#1``), for printing and .npz keys."""
@@ -314,11 +329,22 @@ def _unique_names(outs: list) -> dict:
 
 def _pick_signature(interp, sig):
     if sig is not None:
-        interp.get_signature_runner(sig)  # validates the key
+        if sig not in interp.get_signature_list():
+            raise _Usage(f"unknown signature {sig!r}; the model has "
+                         f"{', '.join(interp.get_signature_list()) or 'none'}")
         return sig
     if not interp._model.subgraphs[0].inputs and interp.get_signature_list():
         return next(iter(interp.get_signature_list()))
     return None
+
+
+def _allocate(interp, sig) -> None:
+    """allocate_tensors for the signature's subgraph (else subgraph 0): LiteRT prepares
+    the delegate's partition kernels, which plan their launches."""
+    if sig is not None:
+        interp.get_signature_runner(sig).allocate_tensors()
+    else:
+        interp.allocate_tensors()
 
 
 def cmd_devices(args) -> int:
@@ -331,7 +357,7 @@ def cmd_devices(args) -> int:
 
     raw = _all_devices()
     # each device builds a trivial kernel first: one that cannot (PoCL 3.0 on AMD Zen 5)
-    # would send every node to the fallback
+    # would fail every delegated partition at allocate_tensors
     errors = [probe_compiler(d) for d in raw]
     devs = [read_caps(d) for d in raw]
     chosen = auto_device()
@@ -366,28 +392,24 @@ def cmd_devices(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    """Where each node of one signature runs and how: the signature compare runs (the
-    given one, else subgraph 0, else the first signature when subgraph 0 has no inputs),
-    its nodes in execution order with their model index, tensors, placement, and the
-    OpenCL kernel (conversion chain, fused group, folded at allocate) or the reason for
-    the fallback."""
-    from .partition import Placement, summary_lines  # noqa: PLC0415
+    """Where each CAST/ADD node of one signature runs and how, as litecl.Delegate decided
+    inside LiteRT: the signature compare runs (the given one, else subgraph 0, else the
+    first signature when subgraph 0 has no inputs) and the subgraphs it calls; per node
+    its model index, operand types and shapes, placement, delegated partition and the
+    OpenCL kernel (conversion chain, fused group, folded) or the reason LiteRT keeps it;
+    then TFLite's delegate summary ("Replacing N out of M node(s) ...")."""
+    from .export import delegated_partitions  # noqa: PLC0415
 
     interp = _open(args)
     sig = _pick_signature(interp, args.signature)
     si = _subgraph_of(interp, sig)
-    # allocating builds the kernels: a node whose kernel fails to build shows as a
-    # fallback with the build log in its reason
-    if sig is not None:
-        interp.get_signature_runner(sig).allocate_tensors()
-    else:
-        interp.allocate_tensors()
-    pl = _placement_of(interp, sig)
-    keep = {p["subgraph"] for p in pl} | {si}
-    summary = summary_lines([Placement(**p) for p in pl],
-                            {s: interp._graph(s).ex.segments for s in interp._entry_subgraphs() if s in keep})
-    nodes = _node_rows(interp, pl)
-    fused = _fused_groups(interp, keep)
+    _allocate(interp, sig)  # the partition kernels plan their launches at prepare
+    rows, graphs, keep = _report(interp, sig)
+    parts = delegated_partitions(interp.delegate, keep)
+    nodes = _node_rows(interp, rows, parts)
+    summary = _summary(interp, keep)
+    fused = [{"subgraph": s, "nodes": list(ln.nodes), "ops": [n.op for n in p.nodes if n.index in ln.nodes]}
+             for s, p in parts for ln in p.plan.launches if len(ln.nodes) > 1]
     notes = _unwritten_outputs(interp, si)
     shown = sig if sig is not None else next(
         (s.key for s in interp._model.signatures if s.subgraph == si), None)
@@ -395,28 +417,33 @@ def cmd_inspect(args) -> int:
     if args.json:
         print(json.dumps({"model": args.model, "device": _device_json(interp.device),
                           "signature": shown, "subgraph": si, "other_signatures": others,
-                          "nodes": nodes, "summary": summary, "fused": fused, "notes": notes},
-                         indent=2))
+                          "reference": args.reference, "placement": args.placement,
+                          "nodes": nodes, "graphs": graphs, "summary": summary, "fused": fused,
+                          "notes": notes}, indent=2))
         return 0
     print(f"model: {args.model}" + (f"  signature: {shown}" if shown is not None else "")
           + f"  (subgraph {si})")
     if others:
         print(f"other signatures: {', '.join(others)} (pass --signature KEY to inspect one)")
     print(f"device: {_device_line(interp.device)}")
-    print(f"{'subgraph':>8} {'node':>5}  {'op':<24} {'placement':<9} {'step':>5}  inputs -> outputs")
+    print(f"{'subgraph':>8} {'node':>5}  {'op':<5} {'placement':<9} {'partition':>9}  inputs -> outputs")
     for n in nodes:
-        print(f"{n['subgraph']:>8} {n['index']:>5}  {n['op']:<24} {n['placement']:<9} "
-              f"{n['order']:>5}  {_tensors_text(n['inputs'])} -> {_tensors_text(n['outputs'])}")
+        part = "-" if n["partition"] is None else n["partition"]
+        print(f"{n['subgraph']:>8} {n['index']:>5}  {n['op']:<5} {n['placement']:<9} {part:>9}  "
+              f"{_tensors_text(n['inputs'])} -> {_tensors_text(n['outputs'])}")
         if n["placement"] == "opencl":
-            how = [n["kernel"] or "planned at run time (the input shapes are known at invoke)"]
+            how = [n["kernel"] or "planned at invoke (its input shapes are known only then)"]
             if n["folded"]:
-                how.append("folded at allocate (constant inputs: computed once, not at invoke)")
+                how.append("folded (constant inputs: computed once, not at every invoke)")
             if n["fused_with"]:
                 how.append(f"fused: one kernel for nodes {_node_runs(n['fused_with'])}")
             print(f"{'':>16}kernel: {'; '.join(how)}")
         else:
             print(f"{'':>16}reason: {n['reason']}")
-    print("(node: the operator's index in the model; step: its place in litecl's execution order)")
+    if not nodes:
+        print(f"{'':>16}(no CAST or ADD node: every node runs on LiteRT)")
+    print("(node: the operator's index in the model; partition: the delegated partition, one "
+          "litecl kernel node in LiteRT's graph, that runs it; every other operator runs on LiteRT)")
     print()
     for line in summary:
         print(line)
@@ -439,47 +466,75 @@ def _node_runs(nodes) -> str:
     return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
 
 
-def _tensor_row(interp, si: int, t: int) -> dict:
-    """A node operand as inspect shows it: index, name, type and the shape planned at
-    allocate (the model's shape where nothing planned it); an omitted input is -1."""
-    if t < 0:
-        return {"index": -1, "name": None, "dtype": None, "shape": None}
-    tensor = interp._model.subgraphs[si].tensors[t]
-    g = interp._graphs.get(si)
-    shape = g.ex.current_shapes().get(t, tensor.shape) if g is not None else tensor.shape
-    return {"index": t, "name": tensor.name,
-            "dtype": tensor.dtype.name if tensor.dtype is not None else tensor.type_name.lower(),
-            "shape": [int(x) for x in shape]}
-
-
 def _tensors_text(rows: list[dict]) -> str:
     return ", ".join("-" if r["index"] < 0 else f"{r['dtype']}{r['shape']}" for r in rows) or "()"
 
 
-def _node_rows(interp, placements: list[dict]) -> list[dict]:
-    """placement() entries with what inspect adds: ``order`` (the step in the
-    subgraph's execution order), ``inputs``/``outputs`` (_tensor_row), and for OpenCL
-    nodes ``kernel`` (the kernel's description: op, types, conversion chain), ``folded``
-    (computed once at allocate) and ``fused_with`` (the members of its fused kernel)."""
-    rows, step = [], {}
-    for p in placements:
-        si, i = p["subgraph"], p["index"]
-        node = interp._model.subgraphs[si].nodes[i]
-        g = interp._graphs.get(si)
-        ex = g.ex if g is not None else None
+def _live_shapes(interp, si: int) -> dict:
+    """tensor -> shape in LiteRT now (after allocate_tensors), for the named tensors of
+    subgraph ``si`` (LiteRT lists no unnamed ones)."""
+    try:
+        return {d["index"]: [int(x) for x in d["shape"]] for d in interp.get_tensor_details(subgraph_index=si)}
+    except (ValueError, RuntimeError):
+        return {}
+
+
+def _node_rows(interp, rows: list[dict], parts: list) -> list[dict]:
+    """The delegate's placement() rows with what inspect adds: ``inputs``/``outputs``
+    (index, name, dtype, shape as LiteRT holds it now) and, for OpenCL nodes, ``kernel``
+    (the node's kernel: op, types, conversion chain), ``folded`` (its launch reads only
+    constants: computed once) and ``fused_with`` (the nodes of its fused kernel)."""
+    launch_of = {(s, i): (p, ln) for s, p in parts for ln in p.plan.launches for i in ln.nodes}
+    shapes: dict = {}
+    out = []
+    for r in rows:
+        s, i = r["subgraph"], r["index"]
+        if s not in shapes:
+            shapes[s] = _live_shapes(interp, s)
+        sg = interp._model.subgraphs[s]
+        node = sg.nodes[i]
+        planned = launch_of.get((s, i))
         kernel, folded, fused = None, False, None
-        if ex is not None and p["placement"] == "opencl":
-            k = ex._kernels.get(i)
-            kernel = k.spec.what if k is not None and k.spec is not None else None
-            folded = i in ex.folded
-            fused = next((list(grp.nodes) for grp in ex._groups.values() if i in grp.nodes), None)
-        order = step.get(si, 0)
-        step[si] = order + 1
-        rows.append(dict(p, order=order,
-                         inputs=[_tensor_row(interp, si, t) for t in node.inputs],
-                         outputs=[_tensor_row(interp, si, t) for t in node.outputs],
-                         kernel=kernel, folded=folded, fused_with=fused))
-    return rows
+        if r["placement"] == "opencl":
+            kernel = r["kernel"] or None
+            if planned is not None:
+                p, ln = planned
+                folded = ln.folded
+                if len(ln.nodes) > 1:
+                    fused = list(ln.nodes)
+                    kernel = _own_kernel(p, i) or kernel
+                else:
+                    kernel = ln.what
+
+        def operand(t, s=s, sg=sg, planned=planned):
+            if t < 0:
+                return {"index": -1, "name": None, "dtype": None, "shape": None}
+            tensor = sg.tensors[t]
+            shape = shapes[s].get(t)
+            if shape is None:
+                shape = planned[0].plan.shapes.get(t, tensor.shape) if planned else tensor.shape
+            return {"index": t, "name": tensor.name,
+                    "dtype": tensor.dtype.name if tensor.dtype is not None else tensor.type_name.lower(),
+                    "shape": [int(x) for x in shape]}
+
+        out.append(dict(r, inputs=[operand(t) for t in node.inputs],
+                        outputs=[operand(t) for t in node.outputs],
+                        kernel=kernel, folded=folded, fused_with=fused))
+    return out
+
+
+def _own_kernel(part, index: int) -> str | None:
+    """What node ``index`` of a fused launch computes (its own kernel's description at
+    the planned shapes), or None where it cannot be described."""
+    from .lowering import kernel_spec  # noqa: PLC0415
+
+    n = next((n for n in part.nodes if n.index == index), None)
+    if n is None:
+        return None
+    try:
+        return kernel_spec(n, part.sg, [part.plan.shapes[t] for t in n.inputs], part.delegate.caps).what
+    except (ValueError, KeyError):
+        return None
 
 
 def _unwritten_outputs(interp, si: int) -> list[str]:
@@ -506,19 +561,6 @@ def _unwritten_outputs(interp, si: int) -> list[str]:
     return notes
 
 
-def _fused_groups(interp, subgraphs) -> list[dict]:
-    """The fused kernels allocate_tensors() formed, per subgraph it planned."""
-    out = []
-    for si in sorted(subgraphs):
-        g = interp._graphs.get(si)
-        if g is None or g.ex is None:
-            continue
-        for lead in sorted(g.ex._groups):
-            nodes = g.ex._groups[lead].nodes
-            out.append({"subgraph": si, "nodes": list(nodes), "ops": [g.sg.nodes[i].op for i in nodes]})
-    return out
-
-
 def _open_with_inputs(args):
     """run/compare: (interpreter, signature key or None, inputs by name) from the
     command line (--inputs or seeded random, --resize, --full-range, --signature)."""
@@ -531,6 +573,8 @@ def _open_with_inputs(args):
 
 
 def cmd_run(args) -> int:
+    from .compare import run_outputs  # noqa: PLC0415
+
     out_path = None
     if args.output:
         if os.path.isdir(args.output):
@@ -538,7 +582,7 @@ def cmd_run(args) -> int:
         out_path = _npz_path(args.output)
         _check_writable(out_path, "outputs file")
     interp, sig, inputs = _open_with_inputs(args)
-    outs = _unique_names(_run_litecl(interp, inputs, sig))
+    outs = _unique_names(run_outputs(interp, inputs, sig))
     for name, v in outs.items():
         print(f"{name}: {v.dtype}{list(v.shape)}")
     if out_path:
@@ -551,109 +595,113 @@ def cmd_run(args) -> int:
     return 0
 
 
+#: what each --reference means, as compare names it
+_REFERENCE_TEXT = {"builtin": "LiteRT's builtin kernels without XNNPACK",
+                   "ref": "LiteRT's reference kernels (BUILTIN_REF)",
+                   "xnnpack": "LiteRT's default configuration, XNNPACK included"}
+
+
 def cmd_compare(args) -> int:
-    from .compare import diff_report, reference_outputs  # noqa: PLC0415
+    """LiteRT with litecl.Delegate against LiteRT without it: the same op resolver
+    (--reference), the same inputs, every output bit for bit (litecl.compare)."""
+    from .compare import diff_report, make_interpreter, run_outputs  # noqa: PLC0415
 
     interp, sig, inputs = _open_with_inputs(args)
-    got = _run_litecl(interp, inputs, sig)
+    got = run_outputs(interp, inputs, sig)
     try:
-        want = reference_outputs(interp._model.raw, inputs, sig, num_threads=args.num_threads,
-                                 reference=args.reference)
+        ref = make_interpreter(interp._model.raw, args.num_threads, args.reference)
+        want = run_outputs(ref, inputs, sig)
     except (RuntimeError, ValueError) as e:  # e.g. an op version this LiteRT lacks
         msg = " ".join(str(e).split())[:300]
-        raise _Usage(f"LiteRT cannot run the model as the reference: {msg}") from None
-    if sig is not None:  # a signature's outputs are keyed by name; LiteRT may order them otherwise
+        raise _Usage(f"LiteRT without the delegate cannot run the model: {msg}") from None
+    if sig is not None:  # a signature's outputs are keyed by name; keep LiteRT's order
         got_by = dict(got)
         got = [(k, got_by.get(k, np.array([]))) for k, _ in want]
     # outputs compared by position (two outputs may share a name), each row named
     reps = [diff_report(k, g, v) for (k, v), (_, g) in zip(_unique_names(want).items(), got)]
     ok = all(r["bit_exact"] for r in reps)
-    pl = _placement_of(interp, sig)  # the nodes that ran: the signature's subgraph
-    on = sum(p["placement"] == "opencl" for p in pl)
+    _, graphs, keep = _report(interp, sig)  # the subgraphs that ran
+    on, total = sum(g["claimed"] for g in graphs), sum(g["nodes"] for g in graphs)
+    parts = sum(g["partitions"] for g in graphs)
+    others = ", ".join(r for r in _REFERENCE_TEXT if r != args.reference)
     if args.json:
         print(json.dumps({"model": args.model, "device": _device_json(interp.device),
-                          "signature": sig, "all_bit_exact": ok,
-                          "opencl_nodes": on, "nodes": len(pl), "outputs": reps}, indent=2))
+                          "signature": sig, "reference": args.reference, "all_bit_exact": ok,
+                          "opencl_nodes": on, "nodes": total, "partitions": parts,
+                          "outputs": reps}, indent=2))
     else:
         print(f"model: {args.model}" + (f"  signature: {sig}" if sig else "")
-              + f"  device: {_device_line(interp.device)}  nodes on OpenCL: {on}/{len(pl)}")
+              + f"  device: {_device_line(interp.device)}  nodes on OpenCL: {on}/{total}"
+              + f" in {parts} partition(s)")
         print(f"{'output':<32} {'dtype':<9} {'shape':<18} {'bit-exact':<9} {'max abs diff':>12} {'mismatched':>10}")
         for r in reps:
             mad = "-" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.6g}"
             print(f"{r['name'][:32]:<32} {r['dtype']:<9} {str(r['shape']):<18} "
                   f"{'yes' if r['bit_exact'] else 'NO':<9} {mad:>12} {r['mismatched']:>10}")
-        print("all outputs bit-exact with LiteRT" if ok else "outputs DIFFER from LiteRT")
+        against = f"LiteRT without the delegate (--reference {args.reference}: {_REFERENCE_TEXT[args.reference]})"
+        if ok:
+            print(f"all outputs bit-exact with {against}")
+        else:
+            print(f"outputs DIFFER from {against}; --reference {others.replace(', ', ' or ')} "
+                  "compares against another LiteRT resolver")
         for note in _unwritten_outputs(interp, _subgraph_of(interp, sig)):
             print(f"note: {note}")
     return 0 if ok else 1
 
 
 def cmd_bench(args) -> int:
+    """benchmark_model's lines for LiteRT with litecl.Delegate and for LiteRT alone (the
+    same resolver, inputs and process; timed runs alternate), then the delegated
+    launches' event-profiled kernel times."""
     import time  # noqa: PLC0415
 
-    from .bench import (benchmark_interpreter, format_stats, make_run, node_profile,  # noqa: PLC0415
+    from .bench import (benchmark_interpreter, format_stats, launch_profile, make_run,  # noqa: PLC0415
                         time_alternating)
-    from .interpreter import Interpreter  # noqa: PLC0415
+    from .compare import make_interpreter  # noqa: PLC0415
 
     if args.json:
         _check_writable(args.json, "JSON file")
     given = _load_npz(args.inputs) if args.inputs else None
     t0 = time.perf_counter()
-    interp = Interpreter(model_path=args.model, device=args.device, num_threads=args.num_threads,
-                         placement=args.placement, reference=args.reference)
+    interp = _open(args)
     sig = _pick_signature(interp, args.signature)
-    by_name = None
-    if sig is None and given is not None:  # the given shapes before the first allocate: a
-        details = interp.get_input_details()  # model may not prepare at its declared ones
-        by_name = _inputs_for(details, given, args.seed, args.resize, interp=interp)
-        for d in details:
-            if tuple(by_name[d["name"]].shape) != tuple(d["shape"]):
-                interp.resize_tensor_input(d["index"], list(by_name[d["name"]].shape))
-    interp.allocate_tensors()
-    init_ms = (time.perf_counter() - t0) * 1e3
-    run = ex = None
-    if sig is None:
-        details = interp.get_input_details()
-        if by_name is None:
-            by_name = _inputs_for(details, given, args.seed, args.resize, interp=interp)
-        resized = False
-        for d in details:
-            if tuple(by_name[d["name"]].shape) != tuple(d["shape"]):
-                interp.resize_tensor_input(d["index"], list(by_name[d["name"]].shape))
-                resized = True
-        if resized:
-            interp.allocate_tensors()
-        inputs = {d["index"]: by_name[d["name"]] for d in details}
-    else:  # a signature: its runner takes the inputs by name (and resizes to them)
-        by_name = _inputs_for(_details_by_name(interp, sig), given, args.seed, args.resize, interp=interp, sig=sig)
-        runner = interp.get_signature_runner(sig)
-        inputs, ex = {}, runner._g.ex
 
-        def run():
-            runner(**by_name)
+    def ready(it, given):
+        """(run closure, inputs by name) for one interpreter, allocated at the inputs'
+        shapes: ``given`` (by name) or seeded random ones."""
+        if sig is not None:
+            by_name = _inputs_for(_details_by_name(it, sig), given, args.seed, args.resize,
+                                  interp=interp, sig=sig)
+            runner = it.get_signature_runner(sig)
+            runner.allocate_tensors()
+            return (lambda: runner(**by_name)), by_name
+        details = it.get_input_details()
+        by_name = _inputs_for(details, given, args.seed, args.resize, interp=interp)
+        for d in details:  # the given shapes before the first allocate: a model may not
+            if tuple(by_name[d["name"]].shape) != tuple(d["shape"]):  # prepare at its declared ones
+                it.resize_tensor_input(d["index"], list(by_name[d["name"]].shape))
+        it.allocate_tensors()
+        return make_run(it, {d["index"]: by_name[d["name"]] for d in it.get_input_details()}), by_name
+
+    run, by_name = ready(interp, given)
+    init_ms = (time.perf_counter() - t0) * 1e3
+    if sig is not None:
         print(f"INFO: signature: {sig}")
     print(f"INFO: litecl device: {_device_line(interp.device)}")
+    _, graphs, keep = _report(interp, sig)
+    for line in _summary(interp, keep):
+        print(f"INFO: {line}")
     print(f"INFO: Initialized session in {init_ms:.3f}ms.")
     print(f"INFO: Running benchmark for at least {args.warmup_runs} iterations and at least "
           f"{args.warmup_min_secs} seconds but terminate if exceeding {args.max_secs} seconds.")
-    # LiteRT on the same model and inputs, in this process (the peer of every figure)
-    from .fallback import make_interpreter  # noqa: PLC0415
-
+    # LiteRT alone on the same model, resolver and inputs, in this process: the peer of
+    # every figure
     t0 = time.perf_counter()
     ref = make_interpreter(interp._model.raw, args.num_threads, args.reference)
-    if sig is None:
-        for d in interp.get_input_details():
-            ref.resize_tensor_input(d["index"], list(d["shape"]))
-        ref.allocate_tensors()
-        ref_run = make_run(ref, inputs)
-    else:
-        ref_runner = ref.get_signature_runner(sig)
-
-        def ref_run():
-            ref_runner(**by_name)
+    ref_run, _ = ready(ref, by_name)  # the same values, random ones included
     ref_run()
     ref_init_ms = (time.perf_counter() - t0) * 1e3
-    res = benchmark_interpreter(interp, inputs, warmup_runs=args.warmup_runs,
+    res = benchmark_interpreter(interp, {}, warmup_runs=args.warmup_runs,
                                 warmup_min_secs=args.warmup_min_secs, num_runs=0,
                                 min_secs=0, max_secs=args.max_secs, run=run)
     benchmark_interpreter(ref, {}, warmup_runs=args.warmup_runs, warmup_min_secs=args.warmup_min_secs,
@@ -662,44 +710,50 @@ def cmd_bench(args) -> int:
     print(f"INFO: Running benchmark for at least {args.num_runs} iterations and at least "
           f"{args.min_secs} seconds but terminate if exceeding {args.max_secs} seconds "
           "(litecl and LiteRT in alternating runs).")
-    timed = time_alternating({"litecl": run or make_run(interp, inputs), "litert": ref_run},
+    timed = time_alternating({"litecl": run, "litert": ref_run},
                              min_runs=args.num_runs, min_secs=args.min_secs, max_secs=args.max_secs)
     res["runs"], res["litert"] = timed["litecl"].summary(), timed["litert"].summary()
     res["litert_init_ms"] = ref_init_ms
+    res["reference"] = args.reference
+    res["graphs"] = graphs
     print(f"INFO: {format_stats(res['runs'])}")
     w, r, lr = res["warmup"], res["runs"], res["litert"]
     print(f"INFO: Inference timings in us: Init: {init_ms * 1e3:.0f}, First inference: "
           f"{w['first']:.0f}, Warmup (avg): {w['avg']:.0f}, Inference (avg): {r['avg']:.0f}")
-    print(f"INFO: LiteRT ({args.reference} kernels, same process): {format_stats(lr)}")
+    print(f"INFO: LiteRT alone (--reference {args.reference}, same process): {format_stats(lr)}")
     print(f"INFO: LiteRT timings in us: Init: {ref_init_ms * 1e3:.0f}, Inference (avg): {lr['avg']:.0f}")
     res["ratio_median"] = r["median"] / lr["median"] if lr["median"] else None
-    print(f"INFO: litecl / LiteRT: median {r['median']:.0f} / {lr['median']:.0f} us = "
-          f"{res['ratio_median']:.2f}x, avg {r['avg'] / lr['avg']:.2f}x")
-    rows = node_profile(interp, inputs, runs=args.profile_runs, run=run, ex=ex,
-                        inference_ms=r["avg"] / 1e3) if args.profile_runs else []
+    ratio = f"{res['ratio_median']:.2f}x" if res["ratio_median"] is not None else "-"
+    avg = f"{r['avg'] / lr['avg']:.2f}x" if lr["avg"] else "-"
+    print(f"INFO: litecl / LiteRT: median {r['median']:.0f} / {lr['median']:.0f} us = {ratio}, avg {avg}")
+    rows = launch_profile(interp.delegate, run, runs=args.profile_runs, subgraphs=keep,
+                          inference_ms=r["avg"] / 1e3) if args.profile_runs else []
     if rows:
         _print_run_order(rows)
     if args.json:
         try:
             with open(args.json, "w") as f:
                 json.dump({"model": args.model, "device": _device_json(interp.device),
-                           "init_ms": init_ms, **res, "nodes": rows}, f, indent=2)
+                           "signature": sig, "init_ms": init_ms, **res, "launches": rows}, f, indent=2)
         except OSError as e:
             raise _Usage(f"cannot write JSON file {args.json}: {e.strerror or e}") from None
     return 0
 
 
 def _print_run_order(rows: list) -> None:
-    """benchmark_model's per-node table."""
+    """benchmark_model's per-node table, one row per delegated launch."""
     print()
     print("============================== Run Order ==============================")
-    print(f"{'[node type]':>24} {'[placement]':>11} {'[avg ms]':>10} {'[%]':>8} {'[cdf%]':>8}  [what]")
+    print(f"{'[node type]':>24} {'[nodes]':>12} {'[avg ms]':>10} {'[%]':>8} {'[cdf%]':>8}  [what]")
     for row in rows:
-        what = row["what"] + (" (computed once at allocate_tensors)" if row["folded"] else "")
-        print(f"{row['node']:>24} {row['placement']:>11} {row['avg_ms']:>10.3f} "
+        what = row["what"] + (" (computed once, not at every invoke)" if row["folded"] else "")
+        nodes = _node_runs(row["nodes"]) if row["nodes"] else "-"
+        print(f"{row['node']:>24} {nodes:>12} {row['avg_ms']:>10.3f} "
               f"{row['pct']:>7.2f}% {row['cdf']:>7.2f}%  {what}")
-    print("(OpenCL rows: event-profiled kernel time; fallback rows: wall time of the LiteRT "
-          "sub-interpreter's invoke; profiled runs wait for each kernel)")
+    print("(OpenCL rows: event-profiled kernel time of each delegated launch, the profiled runs "
+          "waiting for each kernel; the last row: the rest of an average inference, LiteRT's own "
+          "nodes included)")
+
 
 
 def _kernel_device(args):
@@ -719,7 +773,7 @@ def _kernel_header(dev, target) -> None:
 
 def _kernel_build(args, dev, source) -> None:
     if args.build:
-        from .executor import build_program  # noqa: PLC0415
+        from .kernels import build_program  # noqa: PLC0415
 
         build_program(dev, source)
         print("// built OK")
@@ -843,20 +897,21 @@ def cmd_export(args) -> int:
               f"wrote an empty manifest to {os.path.join(args.out, 'manifest.json')}")
         return 0
     sources = len({ln["source"] for ln in m["launches"]})
-    print(f"exported {len(m['launches'])} launches ({len(m['lowered_nodes'])} lowered nodes, "
-          f"{sources} kernel sources, {sum(t['role'] == 'constant' for t in m['tensors'])} constants) "
+    print(f"exported {len(m['launches'])} launches of {len(m['partitions'])} delegated partition(s) "
+          f"({len(m['lowered_nodes'])} nodes, {sources} kernel sources, "
+          f"{sum(t['role'] == 'constant' for t in m['tensors'])} constants) "
           f"for target {m['target']} on {where} to {args.out}")
-    print(f"build the C host: cc -O2 -o {os.path.join(args.out, 'run')} {os.path.join(args.out, '*.c')} -lOpenCL")
-    print(f"run it: {os.path.join(args.out, 'run')} IN_DIR OUT_DIR  (inputs: "
-          + ", ".join(f"t{t}.bin" for t in m["inputs"][:8]) + (" ..." if len(m["inputs"]) > 8 else "") + ")")
+    print(f"{os.path.join(args.out, 'manifest.json')} lists each launch in order: its kernel file, "
+          "buffer and scalar arguments, global and local size")
     return 0
 
 
 def _parser() -> argparse.ArgumentParser:
     from . import __version__  # noqa: PLC0415
 
-    p = _Parser(prog="litecl", description="Run TFLite models with CAST/ADD on OpenCL, "
-                "everything else on LiteRT; compare with LiteRT bit for bit.")
+    p = _Parser(prog="litecl", description="Run TFLite models in LiteRT with litecl's OpenCL "
+                "delegate (CAST and ADD on OpenCL, everything else on LiteRT); compare with LiteRT "
+                "alone bit for bit.")
     p.add_argument("--version", action="version", version=f"litecl {__version__}",
                    help="print litecl's version and exit")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser,
@@ -882,8 +937,11 @@ def _parser() -> argparse.ArgumentParser:
     placement_help = ("all (default): every node that can run on OpenCL does; auto: only where the "
                       "cost model (the device's measured bandwidth and round trip against LiteRT's) "
                       "expects it to be faster, the rest stays on LiteRT")
-    threads_help = ("threads of the LiteRT fallback segments (an integer >= 1, as LiteRT; "
+    threads_help = ("LiteRT's num_threads for the nodes it runs (an integer >= 1, as LiteRT; "
                     "default LiteRT's)")
+    reference_help = ("LiteRT's op resolver, with and without the delegate: builtin (default: its "
+                      "builtin kernels without XNNPACK), ref (its reference kernels, BUILTIN_REF) "
+                      "or xnnpack (its default configuration: XNNPACK takes the nodes litecl leaves)")
     threads_type = _arg_int(1, "an integer >= 1 and <= 2147483647 (LiteRT's C int)", 2**31 - 1)
 
     def add_placement(s):
@@ -893,13 +951,15 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the devices as a JSON list")
     s.set_defaults(fn=cmd_devices)
 
-    s = sub.add_parser("inspect", help="show where each node runs and why")
+    s = sub.add_parser("inspect", help="show where each CAST/ADD node runs (OpenCL or LiteRT) and why")
     s.add_argument("model", help=model_help)
     s.add_argument("--device", help=dev_help)
     s.add_argument("--signature", metavar="KEY",
                    help="show only the nodes of this signature's subgraph (and the subgraphs it calls)")
     s.add_argument("--json", action="store_true",
-                   help="print JSON: model, device {platform, name, profile}, signature, nodes, summary")
+                   help="print JSON: model, device {platform, name, profile}, signature, nodes, "
+                   "graphs, summary, fused, notes")
+    s.add_argument("--reference", choices=ref_choices, default="builtin", help=reference_help)
     add_placement(s)
     s.set_defaults(fn=cmd_inspect)
 
@@ -910,8 +970,6 @@ def _parser() -> argparse.ArgumentParser:
         s.add_argument("--full-range", action="store_true", help=full_range_help)
         s.add_argument("--resize", action="store_true", help=resize_help)
         s.add_argument("--signature", metavar="KEY", help=sig_help)
-        s.add_argument("--strict", action="store_true",
-                       help="fail instead of falling back when a kernel does not build")
         s.add_argument("--num_threads", type=threads_type, default=None, metavar="N", help=threads_help)
         add_placement(s)
 
@@ -921,24 +979,22 @@ def _parser() -> argparse.ArgumentParser:
     add_input_args(s)
     s.add_argument("--output", metavar="NPZ",
                    help="write outputs to this .npz, keyed by output name (.npz is appended when missing)")
-    s.add_argument("--reference", choices=ref_choices, default="builtin",
-                   help="LiteRT op resolver for the fallback segments (default builtin)")
+    s.add_argument("--reference", choices=ref_choices, default="builtin", help=reference_help)
     s.set_defaults(fn=cmd_run)
 
-    s = sub.add_parser("compare", help="run litecl and LiteRT on the same inputs; exit 1 on any difference")
+    s = sub.add_parser("compare", help="run LiteRT with and without litecl's delegate on the same "
+                       "inputs; exit 1 on any difference")
     s.add_argument("model", help=model_help)
     s.add_argument("--device", help=dev_help)
     add_input_args(s)
     s.add_argument("--json", action="store_true",
                    help="print JSON: model, device {platform, name, profile}, signature, "
-                   "all_bit_exact, opencl_nodes, nodes, outputs")
-    s.add_argument("--reference", choices=ref_choices, default="builtin",
-                   help="LiteRT op resolver to compare with (it also runs litecl's fallback "
-                   "segments): builtin kernels without XNNPACK (default), reference kernels, "
-                   "or LiteRT's default configuration with XNNPACK")
+                   "reference, all_bit_exact, opencl_nodes, nodes, partitions, outputs")
+    s.add_argument("--reference", choices=ref_choices, default="builtin", help=reference_help)
     s.set_defaults(fn=cmd_compare)
 
-    s = sub.add_parser("bench", help="benchmark_model-style timings and a per-node table")
+    s = sub.add_parser("bench", help="benchmark_model-style timings of LiteRT with and without the "
+                       "delegate, and the delegated launches' kernel times")
     s.add_argument("model", help=model_help)
     s.add_argument("--device", help=dev_help)
     s.add_argument("--signature", metavar="KEY", help=sig_help)
@@ -947,9 +1003,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=_NON_NEGATIVE, default=0, help=seed_help)
     s.add_argument("--num_threads", type=threads_type, default=None, metavar="N", help=threads_help)
     add_placement(s)
-    s.add_argument("--reference", choices=ref_choices, default="builtin",
-                   help="LiteRT op resolver for the fallback segments and for the LiteRT run "
-                   "timed beside litecl's (default builtin)")
+    s.add_argument("--reference", choices=ref_choices, default="builtin", help=reference_help)
     s.add_argument("--warmup_runs", type=_NON_NEGATIVE, default=1, metavar="N",
                    help="warm-up runs, at least (an integer >= 0; default 1; one run is always done)")
     s.add_argument("--warmup_min_secs", type=_arg_secs, default=0.5, metavar="SECS",
@@ -962,24 +1016,25 @@ def _parser() -> argparse.ArgumentParser:
                    help="stop warm-up and timed runs after this many seconds each, even "
                    "before --warmup_runs/--num_runs (>= 0; default 150)")
     s.add_argument("--profile_runs", type=_NON_NEGATIVE, default=10, metavar="N",
-                   help="profiled runs averaged in the per-node table (an integer >= 0; 0: no "
-                   "table; default 10)")
+                   help="profiled runs averaged in the per-launch table of event-profiled kernel "
+                   "times (an integer >= 0; 0: no table; default 10)")
     s.add_argument("--json", metavar="FILE",
                    help="also write the results to this JSON file (checked before the benchmark runs)")
     s.set_defaults(fn=cmd_bench)
 
     target_help = ("generate for this device type: its launch row (ops/tiling.py LAUNCH) and code "
                    "path, whatever --device is (default: the device's own type)")
-    s = sub.add_parser("export", help="write every kernel of a model, a manifest and a C host that runs them")
+    s = sub.add_parser("export", help="write the kernels litecl's delegate launches for a model "
+                       "(OpenCL C) and a manifest of the launches")
     s.add_argument("model", help=model_help)
     s.add_argument("--out", required=True, metavar="DIR",
-                   help="folder to write manifest.json, the .cl files, constants and litecl_run.c to")
+                   help="folder to write manifest.json, the .cl files and the constants to")
     s.add_argument("--device", help=dev_help + "; kernels are built and checked there")
     s.add_argument("--target", choices=("gpu", "cpu"), help=target_help)
     s.add_argument("--signature", metavar="KEY", help=sig_help)
     s.add_argument("--placement", choices=("all", "auto"), default="all",
-                   help="which nodes run as kernels: all (every node litecl lowers; default) or "
-                   "auto (only where the cost model expects OpenCL to be faster)")
+                   help="which nodes the delegate takes: all (every node litecl lowers; default) "
+                   "or auto (only where the cost model expects OpenCL to be faster)")
     s.set_defaults(fn=cmd_export)
 
     s = sub.add_parser("kernel", help="print a generated kernel")
@@ -1022,8 +1077,8 @@ CRASH_PREFIX = "the process running the model crashed"
 
 
 def _supervised(args) -> int:
-    """Run the command in a forked child and wait for it: LiteRT runs fallback segments,
-    and OpenCL runtimes run kernels, in-process, so a crash there (SIGSEGV, SIGABRT) would
+    """Run the command in a forked child and wait for it: LiteRT runs the model, and the
+    OpenCL runtime litecl's delegate kernels, in-process, so a crash there (SIGSEGV, SIGABRT) would
     end `litecl` with no error line. The child does the work (stdout/stderr shared);
     when it dies of a signal the parent prints one `error:` line and exits 2. The fork
     comes before any OpenCL device is opened (after the arguments are parsed). SIGINT and
@@ -1075,7 +1130,7 @@ def _supervised(args) -> int:
 
 def main(argv=None) -> int:
     """The command line. With ``argv`` None (the ``litecl`` program), the commands that run
-    a model (inspect, run, compare, bench) run in a supervised child (``_supervised``)
+    a model (inspect, run, compare, bench, export) run in a supervised child (``_supervised``)
     unless $LITECL_NO_SUPERVISOR is set; an explicit ``argv`` runs in this process."""
     try:
         args = _parser().parse_args(argv)
@@ -1083,7 +1138,7 @@ def main(argv=None) -> int:
         return e.code if isinstance(e.code, int) else 0
     except _Usage as e:
         return _fail(str(e))
-    if argv is None and args.fn in (cmd_inspect, cmd_run, cmd_compare, cmd_bench) \
+    if argv is None and args.fn in (cmd_inspect, cmd_run, cmd_compare, cmd_bench, cmd_export) \
             and not os.environ.get(NO_SUPERVISOR_ENV) and hasattr(os, "fork"):
         return _supervised(args)
     return _dispatch(args)
@@ -1111,7 +1166,7 @@ def _dispatch(args) -> int:
         return _fail(str(e))
     except LiteclError as e:
         return _fail(str(e))
-    except RuntimeError as e:  # LiteRT reports failed fallback invokes this way
+    except RuntimeError as e:  # LiteRT reports failed invokes of its own nodes this way
         return _fail(f"LiteRT: {' '.join(str(e).split())[:300]}")
     except MemoryError:
         return _fail("out of memory (does the model or an input hold a huge tensor?)")
