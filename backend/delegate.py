@@ -38,7 +38,7 @@ import pyopencl as cl
 from . import abi
 from .device import open_device
 from .errors import KernelBuildError, LiteclError
-from .kernels import build_program, plan_partition
+from .kernels import give_kernel, plan_partition, take_kernel
 from .lowering import why_not
 from .model import Node, Tensor
 from .ops.dtypes import BY_C_TYPE, C_TYPE_SCHEMA
@@ -97,6 +97,23 @@ class _Tensors:
                 raise IndexError(f"tensor {t} outside the context's {self._ctx.contents.tensors_size}")
             v = self._views[t] = _tensor_view(self._ctx, t)
         return v
+
+
+def node_key(n: Node, sg) -> tuple:
+    """Everything lowering reads of node ``n`` (op, version, options, and per tensor its
+    index, type, quantization, variable and constant flags and declared shape): equal keys
+    lower to the same kernels at equal shapes (the plan memo's key)."""
+    opts = n.options
+    o = (opts.fusedActivationFunction, opts.potScaleInt16) if opts is not None else None
+    ts = []
+    for t in (*n.inputs, *n.outputs):
+        if t < 0:
+            ts.append((t,))
+            continue
+        v = sg.tensors[t]
+        ts.append((t, v.type_code, tuple(v.scales.tolist()), tuple(v.zero_points.tolist()),
+                   v.quantized_dimension, v.is_variable, v.constant, v.shape_signature))
+    return (n.op, n.version, o, len(n.inputs), tuple(ts))
 
 
 def _node_view(ctx, index: int, node, reg) -> Node:
@@ -262,7 +279,10 @@ class Delegate:
             _plausible(n, c.tensors_size)
             reason = why_not(n, sg, self.caps) or ""
             if not reason:
-                reason = _source_problem(n, sg, self.caps)
+                k = (node_key(n, sg), tuple(sg.tensors[t].shape for t in n.inputs), self.caps)
+                reason = _PROBLEMS.get(k)
+                if reason is None:
+                    reason = _PROBLEMS[k] = _source_problem(n, sg, self.caps)
             views[i] = n
             rows.append({"index": i, "op": n.op, "placement": "opencl" if not reason else "litert",
                          "reason": reason, "partition": None, "kernel": ""})
@@ -296,6 +316,9 @@ class Delegate:
                              "the whole graph.\n")
             sys.stderr.flush()
         return abi.K_OK
+
+
+_PROBLEMS: dict = {}  # (node key, shapes, caps) -> _source_problem's answer
 
 
 def _plausible(n: Node, tensors_size: int) -> None:
@@ -399,6 +422,7 @@ class _Partition:
         self.inputs = list(dict.fromkeys(t for n in self.nodes for t in n.inputs
                                          if t >= 0 and t not in produced))
         self.outputs = [t for t in abi.int_array(params.output_tensors) if t >= 0]
+        self.key = tuple(node_key(n, self.sg) for n in self.nodes)
         self.plan = None
         self._plan_key = None
         self._kernels: dict = {}      # launch index -> cl.Kernel
@@ -414,18 +438,18 @@ class _Partition:
         consts = {t for t in self.inputs if c.tensors[t].allocation_type in _CONSTANT_ALLOC}
         key = tuple(sorted(shapes.items()))
         if key != self._plan_key:
-            plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
-                                  constants=consts, fuse=d.fuse)
-            try:
-                kernels = {i: cl.Kernel(build_program(d.device, ln.source), ln.name)
-                           for i, ln in enumerate(plan.launches)}
-            except KernelBuildError:
-                if not d.fuse or not any(len(ln.nodes) > 1 for ln in plan.launches):
-                    raise
+            fuse = d.fuse
+            while True:
                 plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
-                                      constants=consts, fuse=False)
-                kernels = {i: cl.Kernel(build_program(d.device, ln.source), ln.name)
-                           for i, ln in enumerate(plan.launches)}
+                                      constants=consts, fuse=fuse, key=self.key)
+                try:
+                    kernels = self._take_kernels(plan)
+                    break
+                except KernelBuildError:  # a fused kernel the compiler refuses: unfused
+                    if not fuse or not any(len(ln.nodes) > 1 for ln in plan.launches):
+                        raise
+                    fuse = False
+            self._give_kernels()
             self.plan, self._kernels, self._plan_key = plan, kernels, key
             self._folded_t = {t for ln in plan.launches if ln.folded for t in ln.outputs}
             self._folded_done = False
@@ -440,6 +464,24 @@ class _Partition:
                 arr = abi.new_int_array(want, owned_by_litert=True)
                 if c.ResizeTensor(ctx, C.pointer(c.tensors[t]), arr) != abi.K_OK:
                     raise LiteclError(f"LiteRT could not resize tensor {t} to {list(want)}")
+
+    def _take_kernels(self, plan) -> dict:
+        d, out = self.delegate, {}
+        try:
+            for i, ln in enumerate(plan.launches):
+                out[i] = take_kernel(d.device, ln.source, ln.name)
+        except BaseException:
+            for i, k in out.items():
+                give_kernel(d.device, plan.launches[i].source, plan.launches[i].name, k)
+            raise
+        return out
+
+    def _give_kernels(self) -> None:
+        if self.plan is not None:
+            for i, k in self._kernels.items():
+                ln = self.plan.launches[i]
+                give_kernel(self.delegate.device, ln.source, ln.name, k)
+        self._kernels = {}
 
     # -- memory
     def _own_buffer(self, t: int, nbytes: int):
@@ -555,7 +597,7 @@ class _Partition:
             b.release()
         self._own.clear()
         self._bound.clear()
-        self._kernels.clear()
+        self._give_kernels()
 
 
 # ---------------------------------------------------------------------- callbacks

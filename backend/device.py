@@ -1086,7 +1086,7 @@ def _after_fork_in_child() -> None:
         mod = getattr(type(o), "__module__", None)
         if isinstance(mod, str) and mod.startswith(("litecl", "pyopencl")):
             keep.append(o)
-    keep += [_OPEN, getattr(sys.modules.get("litecl.executor"), "_PROGRAMS", None)]
+    keep += [_OPEN, getattr(sys.modules.get("litecl.kernels"), "_PROGRAMS", None)]
     tools = sys.modules.get("pyopencl.tools")
     if tools is not None:  # pyopencl empties its per-context caches at exit: not here
         import atexit  # noqa: PLC0415
@@ -1177,6 +1177,11 @@ def open_device(spec: str | Device | None = None) -> Device:
         return spec
     if spec is not None and not isinstance(spec, str):
         raise _type_error(spec)
+    env = os.environ.get("LITECL_DEVICE") if spec is None else None
+    hit = _BY_SPEC.get((spec, env))
+    if hit is not None:  # a spec opened before in this process: no listing, no probe
+        hit.check_usable()
+        return hit
     base, profile = parse_spec(spec)
     try:
         d = _select(base)
@@ -1198,4 +1203,9 @@ def open_device(spec: str | Device | None = None) -> Device:
         caps = replace(read_caps(d, profile), compiler_error=err,
                        nontemporal=not err and not _is_gpu(d) and probe_nontemporal(d))
         _OPEN[k] = Device(d, ctx, queue, caps)
+    _BY_SPEC[(spec, env)] = _OPEN[k]
     return _OPEN[k]
+
+
+#: (spec, LITECL_DEVICE when spec is None) -> the Device it opened (open_device's memo)
+_BY_SPEC: dict = {}

@@ -57,6 +57,41 @@ def _resolve_reference(reference, resolver) -> str:
     return mapped
 
 
+_VERIFIED: dict = {}  # (length, hash) -> Model: models verified in this process
+_VERIFIED_MAX = 16
+
+
+def _verified(model_path, model_content):
+    """load_model's verified Model, memoised in the process by content (a hit costs reading
+    the file, a hash and a comparison of the bytes, not the verifier)."""
+    if model_path is not None and model_content is None:
+        from .model import _read  # noqa: PLC0415
+
+        try:
+            content = _read(model_path)  # refuses FIFOs, devices, directories first
+        except Exception:  # noqa: BLE001 (load_model says why, in its words)
+            return load_model(model_path, None)
+        hit = _memo_get(content)
+        return hit if hit is not None else _memo_put(load_model(model_path, None))
+    if model_path is None and isinstance(model_content, (bytes, bytearray, memoryview)):
+        hit = _memo_get(model_content)
+        return hit if hit is not None else _memo_put(load_model(None, model_content))
+    return load_model(model_path, model_content)
+
+
+def _memo_get(content):
+    b = bytes(content) if not isinstance(content, bytes) else content
+    m = _VERIFIED.get((len(b), hash(b)))
+    return m if m is not None and m.raw == b else None
+
+
+def _memo_put(model):
+    if len(_VERIFIED) >= _VERIFIED_MAX:
+        _VERIFIED.pop(next(iter(_VERIFIED)))
+    _VERIFIED[(len(model.raw), hash(bytes(model.raw)))] = model
+    return model
+
+
 class _Closed:
     """Stands for LiteRT's wrapper after close(): any use is a one-line LiteclError."""
 
@@ -96,7 +131,7 @@ class Interpreter(_litert.Interpreter):
         self._closed = True  # until LiteRT's constructor has run (close() and __del__)
         self._busy = threading.Lock()
         reference = _resolve_reference(reference, experimental_op_resolver_type)
-        model = load_model(model_path, model_content)
+        model = _verified(model_path, model_content)
         if delegate is None:
             delegate = Delegate(device, placement, reference="ref" if reference == "ref" else "builtin",
                                 quiet=quiet, fuse=fuse)

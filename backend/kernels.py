@@ -21,7 +21,8 @@ from .lowering import kernel_spec, node_op, output_shapes
 from .ops.tiling import launch as tiling_launch
 from .ops.tiling import streams
 
-__all__ = ["Launch", "PartitionPlan", "plan_partition", "build_program", "launch_geometry"]
+__all__ = ["Launch", "PartitionPlan", "plan_partition", "build_program", "launch_geometry",
+           "take_kernel", "give_kernel"]
 
 # litecl reports build failures itself (KernelBuildError, reasons in placement()); pyopencl's
 # warning about compiler chatter (Intel prints remarks) would only be noise
@@ -65,6 +66,23 @@ def build_program(device, source: str) -> "cl.Program":
                                    source=source, log=log) from None
     _PROGRAMS[key] = prg
     return prg
+
+
+_POOL: dict = {}
+
+
+def take_kernel(device, source: str, name: str) -> "cl.Kernel":
+    """A kernel object for ``name`` in ``source``'s program: a free one from the pool, else
+    a new one (pyopencl's set-up of a kernel object costs ~0.2 ms). Each partition holds
+    its own (arguments are state), and gives it back with ``give_kernel``."""
+    free = _POOL.get((device.context.int_ptr, source, name))
+    if free:
+        return free.pop()
+    return cl.Kernel(build_program(device, source), name)
+
+
+def give_kernel(device, source: str, name: str, kernel) -> None:
+    _POOL.setdefault((device.context.int_ptr, source, name), []).append(kernel)
 
 
 def launch_geometry(caps, n: int, tile_bytes: int, block_dim: int | None = None):
@@ -118,8 +136,29 @@ def _caps_for(caps, sg, shapes, tensors):
     return replace(caps, streaming=True) if streams(caps, footprint) else caps
 
 
+_PLANS: dict = {}
+_MAX_PLANS = 4096
+
+
 def plan_partition(nodes, sg, in_shapes: dict, caps, *, keep: set, constants: set,
-                   fuse: bool = True) -> PartitionPlan:
+                   fuse: bool = True, key=None) -> PartitionPlan:
+    """``_plan_partition``, memoised on ``key`` (a hashable description of the nodes'
+    semantics and tensor indices, from the caller) with the shapes, caps and options:
+    the same partition at the same shapes plans once per process."""
+    if key is None:
+        return _plan_partition(nodes, sg, in_shapes, caps, keep=keep, constants=constants, fuse=fuse)
+    k = (key, tuple(sorted(in_shapes.items())), frozenset(keep), frozenset(constants), caps, fuse)
+    plan = _PLANS.get(k)
+    if plan is None:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[k] = _plan_partition(nodes, sg, in_shapes, caps, keep=keep,
+                                           constants=constants, fuse=fuse)
+    return plan
+
+
+def _plan_partition(nodes, sg, in_shapes: dict, caps, *, keep: set, constants: set,
+                    fuse: bool = True) -> PartitionPlan:
     """Plan the kernels of one delegated partition.
 
     nodes: node views (lowering's Node) in execution order; sg: the tensor view
