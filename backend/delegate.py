@@ -277,12 +277,14 @@ class Delegate:
                 continue
             n = _node_view(ctx, i, node_p.contents, reg)
             _plausible(n, c.tensors_size)
-            reason = why_not(n, sg, self.caps) or ""
-            if not reason:
-                k = (node_key(n, sg), tuple(sg.tensors[t].shape for t in n.inputs), self.caps)
-                reason = _PROBLEMS.get(k)
-                if reason is None:
-                    reason = _PROBLEMS[k] = _source_problem(n, sg, self.caps)
+            k = (node_key(n, sg), tuple(sg.tensors[t].shape for t in (*n.inputs, *n.outputs) if t >= 0),
+                 self.caps)
+            reason = _REASONS.get(k)
+            if reason is None:  # why_not, then the kernel generated at the declared shapes
+                reason = why_not(n, sg, self.caps) or _source_problem(n, sg, self.caps)
+                if len(_REASONS) >= 65536:
+                    _REASONS.clear()
+                _REASONS[k] = reason
             views[i] = n
             rows.append({"index": i, "op": n.op, "placement": "opencl" if not reason else "litert",
                          "reason": reason, "partition": None, "kernel": ""})
@@ -318,7 +320,7 @@ class Delegate:
         return abi.K_OK
 
 
-_PROBLEMS: dict = {}  # (node key, shapes, caps) -> _source_problem's answer
+_REASONS: dict = {}  # (node key, shapes, caps) -> why it stays on LiteRT ("": it need not)
 
 
 def _plausible(n: Node, tensors_size: int) -> None:

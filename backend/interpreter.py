@@ -58,7 +58,7 @@ def _resolve_reference(reference, resolver) -> str:
 
 
 _VERIFIED: dict = {}  # (length, hash) -> Model: models verified in this process
-_VERIFIED_MAX = 16
+_VERIFIED_MAX_BYTES = 256 << 20  # the oldest go first past this many bytes of models
 
 
 def _verified(model_path, model_content):
@@ -86,9 +86,10 @@ def _memo_get(content):
 
 
 def _memo_put(model):
-    if len(_VERIFIED) >= _VERIFIED_MAX:
+    raw = model.raw if isinstance(model.raw, bytes) else bytes(model.raw)
+    while _VERIFIED and sum(k[0] for k in _VERIFIED) + len(raw) > _VERIFIED_MAX_BYTES:
         _VERIFIED.pop(next(iter(_VERIFIED)))
-    _VERIFIED[(len(model.raw), hash(bytes(model.raw)))] = model
+    _VERIFIED[(len(raw), hash(raw))] = model
     return model
 
 
