@@ -68,7 +68,7 @@ def _verified(model_path, model_content):
         from .model import _read  # noqa: PLC0415
 
         try:
-            content = _read(model_path)  # refuses FIFOs, devices, directories first
+            content, _ = _read(model_path)  # refuses FIFOs, devices, directories first; (bytes, identity)
         except Exception:  # noqa: BLE001 (load_model says why, in its words)
             return load_model(model_path, None)
         hit = _memo_get(content)
