@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import litecl
-from litecl.fallback import make_interpreter
+from litecl.compare import make_interpreter
 from models.builders import add_model, cast_model, multi_op_model
 
 from conftest import shared_model
@@ -39,48 +39,58 @@ def test_detail_dicts_match_litert(shared_models, fast_device):
             assert np.array_equal(qa["zero_points"], qb["zero_points"])
 
 
-def _interp(device, model=None):
-    it = litecl.Interpreter(model_content=model or cast_model("float32", "int8", [2, 3]), device=device)
-    it.allocate_tensors()
-    return it
+def _same_error(ours, theirs):
+    """Both calls raise; litecl's error is LiteRT's type (or a subclass) with LiteRT's
+    message (litecl.Interpreter's API is LiteRT's own)."""
+    with pytest.raises(Exception) as want:
+        theirs()
+    with pytest.raises(Exception) as got:
+        ours()
+    assert isinstance(got.value, type(want.value)), (got.value, want.value)
+    assert str(got.value) == str(want.value)
+    return got.value
 
 
-def test_set_tensor_errors_name_the_tensor(fast_device):
-    it = _interp(fast_device)
-    idx = it.get_input_details()[0]["index"]
-    with pytest.raises(litecl.InputError, match=r"'input'.*expects float32, got int32"):
-        it.set_tensor(idx, np.zeros([2, 3], np.int32))
-    with pytest.raises(litecl.InputError, match=r"expects shape \[2, 3\], got \[3, 2\]"):
-        it.set_tensor(idx, np.zeros([3, 2], np.float32))
-    with pytest.raises(litecl.InputError, match="out of range"):
-        it.set_tensor(99, np.zeros([2, 3], np.float32))
-    with pytest.raises(litecl.InputError, match="not an input"):
-        it.set_tensor(it.get_output_details()[0]["index"], np.zeros([2, 3], np.int8))
-    assert issubclass(litecl.InputError, ValueError)
+def _pair(device, model):
+    ours = litecl.Interpreter(model_content=model, device=device)
+    theirs = make_interpreter(model)
+    return ours, theirs
 
 
-def test_invoke_before_allocate_and_unset_input(fast_device):
-    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [4]), device=fast_device)
-    with pytest.raises(litecl.InputError, match="allocate_tensors"):
-        it.invoke()
-    it.allocate_tensors()
-    with pytest.raises(litecl.InputError, match="was not set"):
-        it.invoke()
+def test_set_tensor_errors_are_litert_s(fast_device):
+    ours, theirs = _pair(fast_device, cast_model("float32", "int8", [2, 3]))
+    for it in (ours, theirs):
+        it.allocate_tensors()
+    idx = theirs.get_input_details()[0]["index"]
+    out = theirs.get_output_details()[0]["index"]
+    for index, value in ((idx, np.zeros([2, 3], np.int32)), (idx, np.zeros([3, 2], np.float32)),
+                         (99, np.zeros([2, 3], np.float32))):
+        e = _same_error(lambda: ours.set_tensor(index, value), lambda: theirs.set_tensor(index, value))
+        assert isinstance(e, ValueError)
+    # LiteRT lets set_tensor write an output tensor; so does litecl.Interpreter
+    ours.set_tensor(out, np.ones([2, 3], np.int8))
+    theirs.set_tensor(out, np.ones([2, 3], np.int8))
+
+
+def test_invoke_before_allocate_is_litert_s_error(fast_device):
+    ours, theirs = _pair(fast_device, cast_model("float32", "int8", [4]))
+    e = _same_error(ours.invoke, theirs.invoke)
+    assert isinstance(e, RuntimeError) and "not ready" in str(e)
 
 
 def test_signature_runner_errors(shared_models, fast_device):
-    it = litecl.Interpreter(model_path=shared_model("multi_signature_model.tflite"), device=fast_device)
-    with pytest.raises(litecl.InputError, match="3 signatures"):
-        it.get_signature_runner()
-    with pytest.raises(litecl.InputError, match="invalid signature_key"):
-        it.get_signature_runner("nope")
-    r = it.get_signature_runner("add")
-    with pytest.raises(litecl.InputError, match="missing"):
-        r(a=np.zeros([10, 10], np.float32))
-    with pytest.raises(litecl.InputError, match="expects float32"):
-        r(a=np.zeros([10, 10], np.float64), b=np.zeros([10, 10], np.float32))
+    m = shared_model("multi_signature_model.tflite").read_bytes()
+    ours, theirs = _pair(fast_device, m)
+    _same_error(ours.get_signature_runner, theirs.get_signature_runner)
+    _same_error(lambda: ours.get_signature_runner("nope"), lambda: theirs.get_signature_runner("nope"))
+    r, t = ours.get_signature_runner("add"), theirs.get_signature_runner("add")
+    _same_error(lambda: r(a=np.zeros([10, 10], np.float32)), lambda: t(a=np.zeros([10, 10], np.float32)))
+    bad = {"a": np.zeros([10, 10], np.float64), "b": np.zeros([10, 10], np.float32)}
+    _same_error(lambda: r(**bad), lambda: t(**bad))
     out = r(a=np.ones([10, 10], np.float32), b=np.full([10, 10], 2, np.float32))
     assert set(out) == {"output"} and (out["output"] == 3).all()
+    # the ADD of signature "add" ran in litecl's delegate
+    assert [(p["subgraph"], p["op"], p["placement"]) for p in ours.placement()] == [(0, "ADD", "opencl")]
 
 
 def test_bad_device_spec():
@@ -107,6 +117,8 @@ def test_context_manager_and_close(fast_device):
         it.set_tensor(it.get_input_details()[0]["index"], np.array([1, 2, 3], np.int32))
         it.invoke()
         assert it.get_tensor(it.get_output_details()[0]["index"]).tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(litecl.LiteclError, match="closed"):
+        it.invoke()
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -123,15 +135,39 @@ def test_cli_devices_json():
 
 
 def test_cli_inspect(fast_device, tmp_path):
+    """cast_mul_cast: CAST, MUL, ADD, CAST; the delegate takes the three CAST/ADD nodes
+    in two partitions (LiteRT keeps the MUL between them)."""
     p = tmp_path / "m.tflite"
     p.write_bytes(multi_op_model("cast_mul_cast"))
     r = run_cli("inspect", str(p), "--device", fast_device)
     assert r.returncode == 0, r.stderr
-    assert "MUL: not a lowered operator" in r.stdout
-    assert "Replacing 3 out of 4 node(s) with delegate (litecl OpenCL) node" in r.stdout
+    assert r.stderr == ""  # the delegate's own INFO line is the summary on stdout
+    assert ("subgraph 0: Replacing 3 out of 4 node(s) with delegate (litecl OpenCL) node, "
+            "yielding 2 partitions.") in r.stdout
+    assert "Following operations are not supported" not in r.stdout  # MUL is not litecl's to take
     r = run_cli("inspect", str(p), "--device", fast_device, "--json")
-    nodes = json.loads(r.stdout)["nodes"]
-    assert [n["placement"] for n in nodes] == ["opencl", "fallback", "opencl", "opencl"]
+    rep = json.loads(r.stdout)
+    assert [(n["index"], n["op"], n["placement"], n["partition"]) for n in rep["nodes"]] == \
+        [(0, "CAST", "opencl", 0), (2, "ADD", "opencl", 1), (3, "CAST", "opencl", 1)]
+    assert rep["graphs"] == [{"subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 2}]
+
+
+def test_cli_inspect_names_what_litert_keeps(fast_device, tmp_path):
+    """A node the delegate refuses (int64 on a device without 64-bit integers) is listed
+    with its reason, and in TFLite's "not supported" lines."""
+    p = tmp_path / "i64.tflite"
+    p.write_bytes(cast_model("int64", "float16", [4]))
+    r = run_cli("inspect", str(p), "--device", fast_device + ":profile=noint64")
+    assert r.returncode == 0, r.stderr
+    rows = [ln for ln in r.stdout.splitlines() if "reason:" in ln]
+    assert len(rows) == 1 and "64-bit integers" in rows[0]
+    assert "Following operations are not supported by litecl OpenCL delegate:" in r.stdout
+    assert "CAST: " + rows[0].split("reason: ", 1)[1] in r.stdout
+    assert "Replacing 0 out of 1 node(s)" in r.stdout
+    r = run_cli("inspect", str(p), "--device", fast_device + ":profile=noint64", "--json")
+    (n,) = json.loads(r.stdout)["nodes"]
+    assert (n["placement"], n["partition"], n["kernel"]) == ("litert", None, None)
+    assert n["reason"] == rows[0].split("reason: ", 1)[1]
 
 
 def test_cli_run_and_compare_with_inputs(fast_device, tmp_path):
@@ -148,7 +184,8 @@ def test_cli_run_and_compare_with_inputs(fast_device, tmp_path):
     r = run_cli("compare", str(p), "--device", fast_device, "--inputs", str(inp), "--json")
     assert r.returncode == 0, r.stdout + r.stderr
     rep = json.loads(r.stdout)
-    assert rep["all_bit_exact"] and rep["opencl_nodes"] == 1
+    assert rep["all_bit_exact"] and rep["opencl_nodes"] == 1 and rep["nodes"] == 1
+    assert rep["reference"] == "builtin" and rep["partitions"] == 1
 
 
 def test_cli_compare_real_model(shared_models, fast_device):
@@ -165,7 +202,11 @@ def test_cli_compare_exit_1_on_difference(fast_device, tmp_path):
     np.savez(inp, input1=np.array([np.inf, 1, 2, 3], np.float32), input2=np.ones(4, np.float32))
     r = run_cli("compare", str(p), "--device", fast_device, "--inputs", str(inp), "--reference", "xnnpack")
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "DIFFER" in r.stdout
+    # the mismatch names the resolver compared against and how to pick another
+    assert "outputs DIFFER from LiteRT without the delegate (--reference xnnpack: " in r.stdout
+    assert "--reference builtin or ref compares against another LiteRT resolver" in r.stdout
+    r = run_cli("compare", str(p), "--device", fast_device, "--inputs", str(inp))
+    assert r.returncode == 0 and "bit-exact with LiteRT without the delegate (--reference builtin" in r.stdout
 
 
 @pytest.mark.parametrize("args,msg", [
