@@ -338,15 +338,6 @@ def _pick_signature(interp, sig):
     return None
 
 
-def _allocate(interp, sig) -> None:
-    """allocate_tensors for the signature's subgraph (else subgraph 0): LiteRT prepares
-    the delegate's partition kernels, which plan their launches."""
-    if sig is not None:
-        interp.get_signature_runner(sig).allocate_tensors()
-    else:
-        interp.allocate_tensors()
-
-
 def cmd_devices(args) -> int:
     """One line per device: the spec that selects it (``--device SPEC``), ``*`` on the one
     ``auto`` picks, its capabilities, and whether it builds kernels."""
@@ -398,12 +389,12 @@ def cmd_inspect(args) -> int:
     its model index, operand types and shapes, placement, delegated partition and the
     OpenCL kernel (conversion chain, fused group, folded) or the reason LiteRT keeps it;
     then TFLite's delegate summary ("Replacing N out of M node(s) ...")."""
-    from .export import delegated_partitions  # noqa: PLC0415
+    from .export import allocate, delegated_partitions  # noqa: PLC0415
 
     interp = _open(args)
     sig = _pick_signature(interp, args.signature)
     si = _subgraph_of(interp, sig)
-    _allocate(interp, sig)  # the partition kernels plan their launches at prepare
+    allocate(interp, sig)  # the partition kernels plan their launches at prepare
     rows, graphs, keep = _report(interp, sig)
     parts = delegated_partitions(interp.delegate, keep)
     nodes = _node_rows(interp, rows, parts)
@@ -658,6 +649,7 @@ def cmd_bench(args) -> int:
     from .bench import (benchmark_interpreter, format_stats, launch_profile, make_run,  # noqa: PLC0415
                         time_alternating)
     from .compare import make_interpreter  # noqa: PLC0415
+    from .export import allocate  # noqa: PLC0415
 
     if args.json:
         _check_writable(args.json, "JSON file")
@@ -673,7 +665,7 @@ def cmd_bench(args) -> int:
             by_name = _inputs_for(_details_by_name(it, sig), given, args.seed, args.resize,
                                   interp=interp, sig=sig)
             runner = it.get_signature_runner(sig)
-            runner.allocate_tensors()
+            allocate(it, sig)
             return (lambda: runner(**by_name)), by_name
         details = it.get_input_details()
         by_name = _inputs_for(details, given, args.seed, args.resize, interp=interp)

@@ -36,8 +36,8 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["delegated_partitions", "build_manifest", "export", "target_device", "TARGETS", "PLACEMENTS",
-           "FORMAT"]
+__all__ = ["delegated_partitions", "allocate", "build_manifest", "export", "target_device", "TARGETS",
+           "PLACEMENTS", "FORMAT"]
 
 TARGETS = ("gpu", "cpu")
 PLACEMENTS = ("all", "auto")  # Delegate(placement=...)
@@ -65,6 +65,26 @@ def delegated_partitions(delegate, subgraphs=None) -> list:
             continue
         out.append((si, p))
     return out
+
+
+def allocate(interp, signature: str | None = None) -> None:
+    """allocate_tensors for signature ``signature``'s subgraph (None: the primary
+    subgraph), so that LiteRT prepares the delegate's partition kernels there and they
+    plan their launches. LiteRT's SignatureRunner has no allocate_tensors: it allocates
+    its subgraph inside __call__, with the call made here. An error inside the delegate
+    raises litecl's own error."""
+    if signature is None:
+        interp.allocate_tensors()
+        return
+    runner = interp.get_signature_runner(signature)
+    try:
+        runner._interpreter_wrapper.AllocateTensors(runner._subgraph_index)
+    except RuntimeError:
+        d = getattr(interp, "delegate", None)  # LiteRT's own Interpreter has none
+        err = d.take_error() if d is not None else None
+        if err is not None:
+            raise err from None
+        raise
 
 
 def target_device(device, target: str | None):
@@ -230,12 +250,9 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
             raise InputError(f"unknown signature {signature!r}; the model has {sorted(sigs) or 'none'}")
         if signature is None and not interp._model.subgraphs[0].inputs and sigs:
             signature = next(iter(sigs))  # as `litecl run` picks
-        if signature is not None:
-            interp.get_signature_runner(signature).allocate_tensors()
-            si = next(s.subgraph for s in interp._model.signatures if s.key == signature)
-        else:
-            interp.allocate_tensors()
-            si = 0
+        allocate(interp, signature)
+        si = 0 if signature is None else next(s.subgraph for s in interp._model.signatures
+                                              if s.key == signature)
         parts = delegated_partitions(interp.delegate, {si})
         manifest, files = build_manifest(parts, interp.delegate.caps, model=os.path.abspath(model),
                                          signature=signature, subgraph=si,

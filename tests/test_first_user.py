@@ -43,11 +43,24 @@ class _FakeDelegate:
         return 0
 
 
-@pytest.mark.parametrize("delegates", [[_FakeDelegate()], _FakeDelegate(), "gpu"])
-def test_a_real_delegate_is_refused_clearly(fast_device, delegates):
-    with pytest.raises(litecl.LiteclError, match="experimental_delegates"):
+@pytest.mark.parametrize("delegates", [_FakeDelegate(), "gpu"])
+def test_delegates_not_in_a_list_are_refused_clearly(fast_device, delegates):
+    with pytest.raises(litecl.LiteclError, match="experimental_delegates must be a list"):
         litecl.Interpreter(model_content=cast_model("float32", "int8", [3]),
                            experimental_delegates=delegates, device=fast_device)
+
+
+def test_further_delegates_come_after_litecl_s(fast_device):
+    """experimental_delegates are LiteRT's and applied after litecl's: a second
+    litecl.Delegate finds nothing left to take; a broken one fails as LiteRT says."""
+    m = multi_op_model("cast_mul_cast")
+    second = litecl.Delegate(fast_device, quiet=True)
+    it = litecl.Interpreter(model_content=m, experimental_delegates=[second], device=fast_device, quiet=True)
+    assert it.delegate.graph_info()[0]["claimed"] == 3
+    assert second.graph_info()[0]["claimed"] == 0 and not second.placement()  # only delegate nodes left
+    it.allocate_tensors()
+    with pytest.raises(RuntimeError, match="Null delegate"):
+        litecl.Interpreter(model_content=m, experimental_delegates=[_FakeDelegate()], device=fast_device)
 
 
 def test_op_resolver_type_maps_onto_reference(fast_device):
@@ -100,64 +113,75 @@ def test_op_resolver_type_conflicting_with_reference(fast_device):
                            reference="builtin")
 
 
-def test_litert_flags_at_default_accepted_else_refused(fast_device):
+def test_litert_flags_are_litert_s(fast_device):
+    """LiteRT's keyword flags go to LiteRT as they are: accepted where LiteRT accepts
+    them, and the model still runs with the delegate; an unknown one is LiteRT's TypeError."""
     m = cast_model("float32", "int8", [3])
     flags = ("experimental_disable_delegate_clustering",
-             "experimental_default_delegate_latest_features",
              "experimental_compress_quantization_zero_points",
              "experimental_disable_delegate_node_fusion",
              "experimental_force_delegate_node_profiling")
-    litecl.Interpreter(model_content=m, device=fast_device, **{f: False for f in flags})
+    x = np.array([1.5, -2.5, 300], np.float32)
     for f in flags:
-        with pytest.raises(litecl.LiteclError, match=f"{f}=True is not supported"):
-            litecl.Interpreter(model_content=m, device=fast_device, **{f: True})
+        for on in (False, True):
+            _litert(model_content=m, **{f: on}).allocate_tensors()
+            it = litecl.Interpreter(model_content=m, device=fast_device, **{f: on})
+            it.allocate_tensors()
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.invoke()
+            assert it.get_tensor(it.get_output_details()[0]["index"]).tolist() == [1, -2, 127], f
+            assert it.delegate.graph_info()[0]["claimed"] == 1, f
     with pytest.raises(TypeError, match="unexpected keyword argument 'experimental_bogus'"):
         litecl.Interpreter(model_content=m, device=fast_device, experimental_bogus=True)
 
 
 def test_litert_positional_arguments(fast_device):
     """LiteRT's order: model_path, model_content, experimental_delegates, num_threads,
-    experimental_op_resolver_type, experimental_preserve_all_tensors."""
+    experimental_op_resolver_type, experimental_preserve_all_tensors (with which LiteRT
+    gives each delegated node its own partition, so every tensor stays readable)."""
     from ai_edge_litert.interpreter import OpResolverType  # noqa: PLC0415
 
-    it = litecl.Interpreter(None, multi_op_model("cast_mul_cast"), None, 2,
-                            OpResolverType.BUILTIN_REF, True, device=fast_device)
-    assert it._num_threads == 2 and it._reference == "ref" and it._preserve
+    m = multi_op_model("cast_mul_cast")
+    it = litecl.Interpreter(None, m, None, 2, OpResolverType.BUILTIN_REF, True, device=fast_device)
+    assert it._reference == "ref" and it.delegate.reference == "ref"
+    assert it.delegate.graph_info() == [{"subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 3}]
+    plain = litecl.Interpreter(model_content=m, device=fast_device)
+    assert plain.delegate.graph_info()[0]["partitions"] == 2  # ADD and CAST share one
 
 
-def test_num_threads_true_is_one(fast_device):
+@pytest.mark.parametrize("n", [True, 1, 2])
+def test_num_threads_as_litert(fast_device, n):
     """LiteRT: isinstance(True, int) holds and it runs int(num_threads or 1) threads."""
-    it = litecl.Interpreter(model_content=multi_op_model("cast_mul_cast"), num_threads=True,
-                            device=fast_device)
-    assert it._num_threads == 1 and type(it._num_threads) is int
+    m = multi_op_model("cast_mul_cast")
+    _litert(model_content=m, num_threads=n).allocate_tensors()
+    it = litecl.Interpreter(model_content=m, num_threads=n, device=fast_device)
     it.allocate_tensors()
+    it.invoke()
 
 
 @pytest.mark.parametrize("name", ["rope.tflite", "lyra_quantizer.tflite",
                                   "movenet_singlepose_lightning_int8.tflite",
                                   "mixed_input_model.tflite"])
-def test_get_ops_details_equals_litert(shared_models, fast_device, name):
+def test_litecl_interpreter_is_litert_with_the_delegate(shared_models, fast_device, name):
+    """litecl.Interpreter(model) is LiteRT's Interpreter with litecl.Delegate first and
+    BUILTIN_WITHOUT_DEFAULT_DELEGATES (the package docstring's equivalence): the same
+    ops, the delegate's nodes included, and the same claims."""
     from ai_edge_litert.interpreter import OpResolverType  # noqa: PLC0415
 
     path = shared_model(name)
-    ours = litecl.Interpreter(model_path=path, device=fast_device)._get_ops_details()
-    theirs = _litert(model_path=str(path), experimental_op_resolver_type=
-                     OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)._get_ops_details()
-    assert len(ours) == len(theirs) > 0
-    for a, b in zip(ours, theirs):
-        assert a.keys() == b.keys()
-        assert a["index"] == b["index"] and a["op_name"] == b["op_name"]
+    ours = litecl.Interpreter(model_path=path, device=fast_device)
+    d = litecl.Delegate(fast_device)
+    theirs = _litert(model_path=str(path), experimental_delegates=[d], experimental_op_resolver_type=
+                     OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    a, b = ours._get_ops_details(), theirs._get_ops_details()
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        assert x["index"] == y["index"] and x["op_name"] == y["op_name"]
         for k in ("inputs", "outputs"):
-            assert a[k].dtype == b[k].dtype and a[k].tolist() == b[k].tolist(), (k, a, b)
-        assert a["operand_types"] == b["operand_types"] and a["result_types"] == b["result_types"]
-
-
-def test_get_op_details_index_checked(fast_device):
-    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [3]), device=fast_device)
-    assert it._get_op_details(0)["op_name"] == "CAST"
-    for bad in (1, -1, True, "0"):
-        with pytest.raises(litecl.InputError, match="op index"):
-            it._get_op_details(bad)
+            assert x[k].tolist() == y[k].tolist(), (k, x, y)
+    assert any(x["op_name"] == "DELEGATE" for x in a) == any(g["claimed"] for g in d.graph_info())
+    assert ours.delegate.graph_info() == d.graph_info()
+    assert ours.placement() == d.placement()
 
 
 # ------------------------------------------------------------------------------------------
@@ -373,9 +397,10 @@ def _inspect_json(path, device, *extra):
     return json.loads(r.stdout)
 
 
-def test_inspect_shows_types_shapes_kernel_and_order(fast_device, tmp_path):
-    """Each node: model index, execution step, op, operand types and shapes, placement and
-    the kernel (conversion chain) or the reason; a fused group names its members."""
+def test_inspect_shows_types_shapes_kernel_and_partition(fast_device, tmp_path):
+    """Each CAST/ADD node: model index, op, operand types and shapes, placement, its
+    delegated partition and the kernel (conversion chain) or the reason; a fused group
+    names its members. The MUL is LiteRT's and not listed."""
     from models.builders import chain_model  # noqa: PLC0415
 
     p = tmp_path / "chain.tflite"
@@ -383,19 +408,22 @@ def test_inspect_shows_types_shapes_kernel_and_order(fast_device, tmp_path):
                                "float16"], (4096,)))
     rep = _inspect_json(p, fast_device)
     nodes = rep["nodes"]
-    assert [n["op"] for n in nodes] == ["CAST", "ADD", "MUL", "CAST"]
-    assert [n["order"] for n in nodes] == [0, 1, 2, 3]
+    assert [(n["index"], n["op"], n["placement"], n["partition"]) for n in nodes] == \
+        [(0, "CAST", "opencl", 0), (1, "ADD", "opencl", 0), (3, "CAST", "opencl", 1)]
     cast = nodes[0]
     assert cast["inputs"][0]["dtype"] == "uint8" and cast["inputs"][0]["shape"] == [4096]
     assert cast["outputs"][0]["dtype"] == "float32"
     assert cast["kernel"] == "CAST uint8->float32 via int -> float" and not cast["folded"]
     assert cast["fused_with"] == [0, 1]  # CAST + ADD, then MUL on LiteRT
     assert nodes[1]["inputs"][1]["shape"] == [] and "ADD float32 NONE" in nodes[1]["kernel"]
-    assert nodes[2]["placement"] == "fallback" and nodes[2]["kernel"] is None and nodes[2]["reason"]
+    assert nodes[2]["fused_with"] is None and nodes[2]["kernel"].startswith("CAST float32->float16")
+    assert rep["graphs"] == [{"subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 2}]
+    assert rep["fused"] == [{"subgraph": 0, "nodes": [0, 1], "ops": ["CAST", "ADD"]}]
     text = _cli("inspect", p, "--device", fast_device).stdout
     assert "uint8[4096] -> float32[4096]" in text
     assert "kernel: CAST uint8->float32 via int -> float; fused: one kernel for nodes 0, 1" in text
-    assert "reason: not a lowered operator" in text
+    assert "Fused into one OpenCL kernel: subgraph 0 nodes 0, 1 (CAST, ADD)." in text
+    assert "MUL" not in text
 
 
 def test_inspect_marks_folded_constant_nodes(fast_device, tmp_path):
@@ -403,18 +431,19 @@ def test_inspect_marks_folded_constant_nodes(fast_device, tmp_path):
     p.write_bytes(cast_model("int32", "float32", [5], constant=np.arange(5)))
     n = _inspect_json(p, fast_device)["nodes"][0]
     assert n["placement"] == "opencl" and n["folded"]
-    assert "folded at allocate" in _cli("inspect", p, "--device", fast_device).stdout
+    assert "folded (constant inputs: computed once" in _cli("inspect", p, "--device", fast_device).stdout
 
 
-def test_inspect_lists_execution_order_and_model_index(shared_models, fast_device):
-    """rope.tflite's nodes run in an order grouped by placement: the rows follow that
-    order (step 0, 1, ...) and name each node's model index."""
+def test_inspect_rows_are_the_delegate_s_placement(shared_models, fast_device):
+    """inspect reads the delegate's decisions: its rows are placement() of the same
+    model, in LiteRT's execution order, with the same partitions and reasons."""
     path = shared_model("rope.tflite")
     rep = _inspect_json(path, fast_device)
-    it = litecl.Interpreter(model_path=path, device=fast_device)
-    assert [n["index"] for n in rep["nodes"]] == [p.index for p in it._main.ex.placements]
-    assert [n["order"] for n in rep["nodes"]] == list(range(len(rep["nodes"])))
-    assert [n["index"] for n in rep["nodes"]] != sorted(n["index"] for n in rep["nodes"])
+    it = litecl.Interpreter(model_path=path, device=fast_device, quiet=True)
+    it.allocate_tensors()
+    keys = ("subgraph", "index", "op", "placement", "reason", "partition")
+    assert [{k: n[k] for k in keys} for n in rep["nodes"]] == [{k: p[k] for k in keys} for p in it.placement()]
+    assert rep["summary"] == it.summary()
 
 
 def test_inspect_counts_one_signature_as_compare(shared_models, fast_device):
@@ -425,14 +454,15 @@ def test_inspect_counts_one_signature_as_compare(shared_models, fast_device):
     path = shared_model("lyra_quantizer.tflite")
     rep = _inspect_json(path, fast_device)
     cmp = json.loads(_cli("compare", path, "--device", fast_device, "--json").stdout)
-    assert len(rep["nodes"]) == cmp["nodes"]
+    assert sum(g["nodes"] for g in rep["graphs"]) == cmp["nodes"]
     assert sum(n["placement"] == "opencl" for n in rep["nodes"]) == cmp["opencl_nodes"]
     assert rep["other_signatures"]
     for key in litecl.Interpreter(model_path=path, device=fast_device).get_signature_list():
         one = _inspect_json(path, fast_device, "--signature", key)
         c = json.loads(_cli("compare", path, "--device", fast_device, "--json", "--signature", key).stdout)
-        assert len(one["nodes"]) == c["nodes"] and key not in one["other_signatures"]
-        assert f"out of {c['nodes']} node(s)" in one["summary"][-1]
+        assert key not in one["other_signatures"] and {n["subgraph"] for n in one["nodes"]} == {one["subgraph"]}
+        assert f"Replacing {c['opencl_nodes']} out of {c['nodes']} node(s)" in one["summary"][-1]
+        assert f"yielding {c['partitions']} partitions" in one["summary"][-1]
 
 
 # ------------------------------------------------------------------------------------------
