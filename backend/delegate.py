@@ -40,7 +40,7 @@ from .device import open_device
 from .errors import KernelBuildError, LiteclError
 from .kernels import give_kernel, plan_partition, take_kernel
 from .lowering import why_not
-from .model import Node, Tensor
+from .model import Node, Tensor, unpack_bits
 from .ops.dtypes import BY_C_TYPE, C_TYPE_SCHEMA
 
 __all__ = ["Delegate", "REFERENCES", "DELEGATE_NAME"]
@@ -403,6 +403,15 @@ def _host_view(ptr: int, nbytes: int):
     return (C.c_char * nbytes).from_address(ptr)
 
 
+def _pack_bits(v: np.ndarray, dt) -> np.ndarray:
+    """unpack_bits' inverse: one sub-byte value per element -> bytes, low bits first
+    (LiteRT holds int4/uint4/int2 tensors packed at run time: 16 bytes for 31 int4)."""
+    per, bits = 8 // dt.packed_bits, dt.packed_bits
+    u = (v.astype(np.int16) & ((1 << bits) - 1)).astype(np.uint8)
+    u = np.concatenate([u, np.zeros(-u.size % per, np.uint8)]).reshape(-1, per)
+    return np.bitwise_or.reduce(u << (np.arange(per, dtype=np.uint8) * bits), axis=1)
+
+
 # ---------------------------------------------------------------------- partition kernel
 class _Partition:
     """One delegated partition of one interpreter: its nodes, its current plan and the
@@ -525,12 +534,14 @@ class _Partition:
         c = ctx.contents
         d = self.delegate
         q = d.device.queue
-        bufs, reads = {}, []
+        bufs, reads, packs = {}, [], []
         for t in self.inputs:
             ts = c.tensors[t]
             n = int(ts.bytes)
             if n == 0:
                 bufs[t] = self._own_buffer(t, 1)
+            elif self.sg.tensors[t].dtype.packed_bits:  # LiteRT's packed bytes, unpacked
+                bufs[t] = self._unpacked(t, ts, n)
             elif ts.allocation_type in _CONSTANT_ALLOC:
                 bufs[t] = self._const_buffer(ts.data, n)
             else:
@@ -550,6 +561,11 @@ class _Partition:
                     raise LiteclError(f"tensor {t} has no memory at invoke")
                 bufs[t] = self._own_buffer(t, 1)
                 continue
+            if self.sg.tensors[t].dtype.packed_bits:  # packed into LiteRT's memory after
+                bufs[t] = self._tensor_buffer(t)
+                packs.append((t, ts.data, n))
+                d.stats["copied"] += 1
+                continue
             b = self._in_place(ts.data, n)
             if b is None:
                 b = self._own_buffer(t, n)
@@ -568,7 +584,7 @@ class _Partition:
             for t in ln.outputs:
                 if ln.folded:
                     args.append(self._tensor_buffer(t))
-                    if t in bufs:
+                    if t in bufs and bufs[t] is not args[-1]:
                         folded_out.append(t)
                 else:
                     args.append(bufs[t] if t in bufs else self._tensor_buffer(t))
@@ -593,8 +609,34 @@ class _Partition:
                 cl.enqueue_copy(q, bufs[t], self._tensor_buffer(t), byte_count=nbytes)
         for t, ptr, n in reads:
             cl.enqueue_copy(q, np.frombuffer(_host_view(ptr, n), np.uint8), bufs[t], is_blocking=False)
+        for t, ptr, n in packs:
+            dt = self.sg.tensors[t].dtype
+            v = np.empty(int(np.prod(self.plan.shapes[t], dtype=np.int64)), dt.np)
+            cl.enqueue_copy(q, v, bufs[t])
+            packed = _pack_bits(v, dt)
+            C.memmove(ptr, packed.ctypes.data, min(n, packed.size))
         q.finish()
         d.stats["invokes"] += 1
+
+    def _unpacked(self, t: int, ts, n: int):
+        """A device buffer holding sub-byte tensor ``t`` one value per byte (as the kernels
+        read it) from LiteRT's packed bytes; a constant's is made once per delegate."""
+        d = self.delegate
+        dt = self.sg.tensors[t].dtype
+        count = int(np.prod(self.plan.shapes[t], dtype=np.int64))
+        const = ts.allocation_type in _CONSTANT_ALLOC
+        k = (ts.data, n, dt.name)
+        if const and k in d._consts:
+            return d._consts[k]
+        v = unpack_bits(bytes(_host_view(ts.data, n)), dt, count)
+        if const:
+            b = d._consts[k] = cl.Buffer(d.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                         hostbuf=v)
+            return b
+        b = self._own_buffer(t, count)
+        cl.enqueue_copy(d.device.queue, b, v)  # blocking: ``v`` is a temporary
+        d.stats["copied"] += 1
+        return b
 
     def _tensor_buffer(self, t: int):
         """litecl's own buffer for a tensor inside the partition (or a folded result)."""
