@@ -49,7 +49,7 @@ def one_error(r, *fragments):
 
 def two_signature_model() -> bytes:
     """Signature "add" runs subgraph 0 (one ADD: 1/1 node on OpenCL), "norm" runs
-    subgraph 1 (CAST, MUL, ADD, CAST: 3/4 on OpenCL)."""
+    subgraph 1 (CAST, MUL, ADD, CAST: 3/4 on OpenCL, in 2 partitions)."""
     a = schema.ModelT.InitFromPackedBuf(bytearray(add_model("float32", [4], [4])), 0)
     b = schema.ModelT.InitFromPackedBuf(bytearray(multi_op_model("cast_mul_cast", (4,))), 0)
     nbuf, nops = len(a.buffers), len(a.operatorCodes)
@@ -155,7 +155,7 @@ def test_compare_counts_the_signature_subgraph(sigmodel):
     r = run_cli("compare", sigmodel, "--device", DEV, "--signature", "norm")
     assert r.returncode == 0, r.stdout + r.stderr
     head = r.stdout.splitlines()[0]
-    assert "nodes on OpenCL: 3/4" in head and "signature: norm" in head
+    assert "nodes on OpenCL: 3/4 in 2 partition(s)" in head and "signature: norm" in head
     caps = litecl.open_device(DEV).caps
     assert f"device: {caps.platform}: {caps.name}" in head
     r = run_cli("compare", sigmodel, "--device", DEV, "--signature", "add", "--json")
@@ -169,9 +169,10 @@ def test_compare_counts_the_signature_subgraph(sigmodel):
 def test_inspect_signature(sigmodel):
     r = run_cli("inspect", sigmodel, "--device", DEV, "--signature", "norm")
     assert r.returncode == 0, r.stderr
-    assert "Replacing 3 out of 4 node(s)" in r.stdout
-    rows = [ln.split() for ln in r.stdout.splitlines() if ln.split()[3:4] in (["opencl"], ["fallback"])]
-    assert [row[0] for row in rows] == ["1"] * 4
+    assert "subgraph 1: Replacing 3 out of 4 node(s)" in r.stdout and "subgraph 0:" not in r.stdout
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.split()[3:4] in (["opencl"], ["litert"])]
+    assert [row[:4] for row in rows] == [["1", "0", "CAST", "opencl"], ["1", "2", "ADD", "opencl"],
+                                         ["1", "3", "CAST", "opencl"]]
     r = run_cli("inspect", sigmodel, "--device", DEV, "--signature", "add", "--json")
     rep = json.loads(r.stdout)
     assert [n["subgraph"] for n in rep["nodes"]] == [0] and isinstance(rep["device"], dict)
@@ -300,11 +301,18 @@ def test_bench_signature(sig, tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"INFO: signature: {sig}" in r.stdout
     rep = json.loads(out.read_text())
-    assert rep["runs"]["count"] >= 2 and rep["nodes"]
-    # the rows are the signature's subgraph's steps, in order
-    g = litecl.Interpreter(model_path=str(m), device=DEV).get_signature_runner(sig)._g
-    want = [(g.sg.nodes[step].op if kind == "k" else "FALLBACK") for kind, step in g.ex._steps]
-    assert [row["node"] for row in rep["nodes"] if row["node"] != "(other)"] == want  # decode: subgraph 0, encode 1
+    assert rep["runs"]["count"] >= 2 and rep["litert"]["count"] >= 2 and rep["signature"] == sig
+    # the rows are the launches of the signature's subgraph's delegated partitions, in
+    # order: every node the delegate placed on OpenCL there, once (decode: subgraph 0, encode 1)
+    it = litecl.Interpreter(model_path=str(m), device=DEV, quiet=True)
+    si = {"decode": 0, "encode": 1}[sig]
+    want = [p["index"] for p in it.placement() if p["subgraph"] == si and p["placement"] == "opencl"]
+    rows = [row for row in rep["launches"] if row["node"] != "(other)"]
+    assert {row["subgraph"] for row in rows} == {si}
+    assert sorted(i for row in rows for i in row["nodes"]) == want
+    assert [row["partition"] for row in rows] == sorted(row["partition"] for row in rows)
+    assert any(row["avg_ms"] > 0 for row in rows)  # event-profiled kernel times
+    assert f"INFO: subgraph {si}: Replacing {len(want)} out of" in r.stdout
     one_error(run_cli("bench", m, "--device", DEV, "--signature", "nope"), "signature")
 
 
@@ -325,8 +333,8 @@ def test_benchmark_scripts_reject_bad_arguments_in_one_line(script, args, fragme
 
 @needs_intel
 def test_inspect_and_bench_show_fused_kernels(tmp_path):
-    """A fused CAST-ADD-CAST chain: inspect names the group; bench's per-node table times
-    the one kernel under the group's first node and marks the others as inside it."""
+    """A fused CAST-ADD-CAST chain: inspect names the group; bench's per-launch table
+    times the one kernel that runs the three nodes."""
     import json
 
     from models.builders import chain_model
@@ -337,12 +345,16 @@ def test_inspect_and_bench_show_fused_kernels(tmp_path):
     assert r.returncode == 0 and "Fused into one OpenCL kernel: subgraph 0 nodes 0, 1, 2 (CAST, ADD, CAST)." in r.stdout
     r = run_cli("inspect", p, "--device", DEV, "--json")
     assert json.loads(r.stdout)["fused"] == [{"subgraph": 0, "nodes": [0, 1, 2], "ops": ["CAST", "ADD", "CAST"]}]
+    out = tmp_path / "b.json"
     r = run_cli("bench", p, "--device", DEV, "--num_runs", "3", "--min_secs", "0", "--warmup_runs", "1",
-                "--warmup_min_secs", "0")
+                "--warmup_min_secs", "0", "--json", out)
     assert r.returncode == 0, r.stderr
-    lines = [ln for ln in r.stdout.splitlines() if " opencl " in ln]
-    assert "fused kernel of nodes 0-2 (CAST, ADD, CAST)" in lines[0]
-    assert all("in the fused kernel of node 0" in ln for ln in lines[1:3]), lines
+    table = r.stdout[r.stdout.index("Run Order"):].splitlines()
+    (row,) = [ln for ln in table if "CAST+ADD+CAST" in ln]
+    assert row.split()[1] == "0-2" and "fused: one kernel for nodes 0, 1, 2" in row
+    first = json.loads(out.read_text())["launches"][0]
+    assert first["node"] == "CAST+ADD+CAST" and first["nodes"] == [0, 1, 2] and first["runs"] == 10
+    assert first["avg_ms"] > 0 and not first["folded"]
 
 
 @needs_intel
