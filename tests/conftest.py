@@ -104,7 +104,7 @@ def run_one_input(model: bytes, device: str, x, **interp_kw):
     """Run a one-input model on litecl and on LiteRT's builtin kernels (no XNNPACK) with
     input ``x``; returns (litecl Interpreter, litecl's first output, LiteRT's)."""
     import litecl
-    from litecl.fallback import make_interpreter
+    from litecl.compare import make_interpreter
 
     it = litecl.Interpreter(model_content=model, device=device, **interp_kw)
     it.allocate_tensors()
@@ -116,3 +116,19 @@ def run_one_input(model: bytes, device: str, x, **interp_kw):
     ref.invoke()
     return (it, it.get_tensor(it.get_output_details()[0]["index"]),
             ref.get_tensor(ref.get_output_details()[0]["index"]))
+
+
+def launches(it) -> list:
+    """The kernel launches (backend/kernels.py Launch: nodes, source, what, folded) of the
+    current plans of ``it``'s delegate (a litecl.Interpreter or a litecl.Delegate), in
+    partition order; empty before allocate_tensors."""
+    d = getattr(it, "delegate", it)
+    return [ln for p in d.partitions() if p.plan is not None for ln in p.plan.launches]
+
+
+def assert_on_opencl(it, ops=("CAST", "ADD")) -> list:
+    """Assert that ``it`` (litecl.Interpreter or Delegate) placed at least one node of
+    ``ops`` and every one of them on OpenCL; returns those placement() rows."""
+    rows = [r for r in it.placement() if r["op"] in ops]
+    assert rows and all(r["placement"] == "opencl" for r in rows), rows
+    return rows
