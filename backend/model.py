@@ -3,11 +3,13 @@ module), validated before anything else touches them.
 
 Python's flatbuffers has no verifier: on a corrupt buffer it raises odd exceptions or
 returns garbage (REFERENCE_FACTS.md). So the bytes go through litecl's own bounds-checking
-verifier (verify.py) before reader.py reads the fields litecl needs (or the schema's object
-API unpacks them for fallback sub-models, Model.obj), and every index the rest
-of litecl follows (tensor, buffer, opcode, subgraph, signature) is bounds-checked here;
-failures raise ModelError with a one-line reason. Only models that passed both reach
-LiteRT (whose C++ verifier checks them once more).
+verifier (verify.py) before reader.py reads the fields litecl needs, and every index the
+rest of litecl follows (tensor, buffer, opcode, subgraph, signature) is bounds-checked
+here; failures raise ModelError with a one-line reason. Only models that passed both reach
+LiteRT (whose C++ verifier checks them once more). What LiteRT 2.3.0 aborts or crashes on
+instead of returning an error is refused here too (``_check_litert_aborts``), and
+``litert_abort_reason`` says which ADD/SUB shapes make it abort, for litecl.Interpreter to
+check again after a resize.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from .reader import read_model
 from .verify import VerifyError, verify
 
 __all__ = ["Model", "Subgraph", "Tensor", "Node", "Signature", "load_model", "OP_NAMES",
-           "ACTIVATIONS", "special_file_kind", "shape_too_big"]
+           "ACTIVATIONS", "special_file_kind", "shape_too_big", "litert_abort_reason"]
 
 #: BuiltinOperator code -> name ("CAST"), from the generated schema.
 OP_NAMES: dict[int, str] = {
@@ -184,38 +186,18 @@ class Signature:
 
 @dataclass
 class Model:
-    """A validated model: ``raw`` bytes, the parsed ``subgraphs`` and ``signatures``, and
-    ``obj``, the schema object tree (ModelT) fallback sub-models are packed from, unpacked
-    on first use (30-60 ms for MoveNet; not needed when the sub-models are cached)."""
+    """A validated model: ``raw`` bytes (what LiteRT is given), the parsed ``subgraphs``
+    and ``signatures``, and ``path`` (None for model_content)."""
 
     raw: bytes
     subgraphs: list
     signatures: list
     path: Optional[str] = None
-    _sha256: Optional[str] = field(default=None, repr=False, compare=False)
-    _obj: object = field(default=None, repr=False, compare=False)
     #: constants decoded from ``raw``: (subgraph, tensor, start, length, data), for the cache
     _consts: list = field(default=None, repr=False, compare=False)
 
-    @property
-    def obj(self):
-        if self._obj is None:
-            try:
-                self._obj = schema.ModelT.InitFromPackedBuf(self.raw, 0)
-            except Exception as e:  # verified bytes: not expected, but keep the error's kind
-                raise ModelError(f"{self.path or 'model_content'}: corrupt model "
-                                 f"({type(e).__name__}: {_short(e)})") from None
-        return self._obj
-
     def node_count(self) -> int:
         return sum(len(s.nodes) for s in self.subgraphs)
-
-    def sha256(self) -> str:
-        """SHA-256 of ``raw`` (hex), computed once: the cache key of what litecl derives
-        from the model (fallback sub-models)."""
-        if self._sha256 is None:
-            self._sha256 = hashlib.sha256(self.raw).hexdigest()
-        return self._sha256
 
 
 def shape_too_big(shape, itemsize: int) -> str | None:
@@ -386,8 +368,7 @@ def _cached(raw: bytes, key: str, where: str) -> Optional[Model]:
                                       t.shape, t.sparse, where, f"subgraph {si} tensor {ti} ({t.name!r})")
     except Exception:  # an entry from other code, damaged beyond its checksum, or constants
         return None    # the file now holds that fail their checks: the full load says why
-    sha = key[len("content|"):] if key.startswith("content|") else None  # else computed if asked
-    return Model(raw, subgraphs, signatures, where if where != "model_content" else None, _sha256=sha)
+    return Model(raw, subgraphs, signatures, where if where != "model_content" else None)
 
 
 def _store(model: Model, key: str) -> None:
@@ -465,8 +446,6 @@ def load_model(model_path=None, model_content: bytes | None = None) -> Model:
             return model
     t0 = time.perf_counter()
     model = _load(raw, where)
-    if key is not None and key.startswith("content|"):
-        model._sha256 = key[len("content|"):]
     if (key is not None and cache.cache_root() is not None
             and time.perf_counter() - t0 >= MODEL_CACHE_MIN_SECONDS):
         _store(model, key)
@@ -480,7 +459,7 @@ def _load(raw: bytes, where: str) -> Model:
     except VerifyError as e:
         raise ModelError(f"{where}: corrupt model ({e})") from None
     try:
-        view = read_model(raw)  # only the fields validated below (the object API: Model.obj)
+        view = read_model(raw)  # only the fields validated below
     except ModelError:
         raise
     except Exception as e:  # struct.error, IndexError, ... on what the verifier let through
@@ -615,12 +594,16 @@ def _zero_element_constants(sub: "Subgraph") -> None:
 
 
 def _check_litert_aborts(sub: "Subgraph", where: str) -> None:
-    """Refuse what LiteRT 2.3.0 crashes on whatever the shapes: a fully integer SVDF whose
-    weights_time or state is not int16 (tflite-micro's keyword_scrambled_8bit has int8
-    ones: heap corruption, measured), and an 8/16-bit quantized tensor whose scale is not
-    a positive finite number (SIGABRT in ADD's and SUB's Prepare, measured) instead of
-    returning an error. Shape-dependent abort cases are
-    checked before each fallback segment is prepared (fallback.litert_abort_reason)."""
+    """Refuse what LiteRT 2.3.0 crashes on instead of returning an error, whatever the
+    delegate does (measured): a fully integer SVDF whose weights_time or state is not
+    int16 (tflite-micro's keyword_scrambled_8bit has int8 ones: heap corruption); an
+    8/16-bit quantized tensor whose scale is not a positive finite number; and the ADD/SUB
+    nodes ``litert_abort_reason`` names at the shapes LiteRT starts from (subgraph inputs
+    and constants as declared; other tensors' shapes are LiteRT's to propagate, and
+    litecl.Interpreter checks them after allocate_tensors). litecl's delegate claims none
+    of these nodes (lowering.why_not refuses the same parameters), so LiteRT would run
+    them: its Prepare aborts on the quantization cases (SIGABRT in allocate_tensors), its
+    Eval on the shape cases (in invoke)."""
     for n in sub.nodes:
         if n.op == "SVDF" and len(n.inputs) >= 5 and min(n.inputs[0], n.inputs[2], n.inputs[4]) >= 0 \
                 and sub.tensors[n.inputs[0]].type_name == "INT8":
@@ -637,6 +620,99 @@ def _check_litert_aborts(sub: "Subgraph", where: str) -> None:
             raise ModelError(f"{where}: subgraph {sub.index} tensor {t.index} ({t.name!r}) has "
                              f"quantization scale {t.scales.tolist()[:4]}; scales must be "
                              "positive and finite")
+    start = set(sub.inputs)
+    for n in sub.nodes:
+        if n.op in ("ADD", "SUB"):
+            shapes = {t: sub.tensors[t].shape for t in n.inputs
+                      if t >= 0 and (t in start or sub.tensors[t].is_constant)}
+            why = litert_abort_reason(n, sub, shapes)
+            if why:
+                raise ModelError(f"{where}: subgraph {sub.index} operator {n.index}: {why}")
+
+
+def _broadcast_abort(node, sg, s1, s2, reference: str) -> str | None:
+    """A broadcasting ADD whose output has more than 8 dimensions: LiteRT 2.3.0 aborts in
+    its generic broadcast kernels (at invoke; measured, builtin and ref resolvers, every
+    type), except the optimized float32/int8/uint8 kernels when tflite::ProcessBroadcastShapes
+    fits the shapes in its fivefold loop (e.g. a 9-D tensor plus a single element)."""
+    from .ops.add import fivefold  # noqa: PLC0415
+
+    r = max(len(s1), len(s2))
+    e1, e2 = ((1,) * (r - len(s)) + tuple(int(d) for d in s) for s in (s1, s2))
+    if r <= 8 or e1 == e2:
+        return None
+    kind = sg.tensors[node.inputs[1]].type_name  # LiteRT's output type: input2's
+    if reference != "ref" and kind in ("FLOAT32", "INT8", "UINT8") and fivefold(e1, e2):
+        return None
+    return (f"broadcasting ADD of {list(s1)} and {list(s2)}: {r} dimensions (LiteRT aborts on "
+            "broadcasts above 8 dimensions outside its optimized fivefold loop)")
+
+
+def litert_abort_reason(node: "Node", sg: "Subgraph", shapes: dict, reference: str = "builtin") -> str | None:
+    """Why LiteRT would abort the process (SIGABRT, not an error) preparing or running
+    ADD/SUB ``node`` of ``sg`` whose inputs have ``shapes`` (tensor -> shape; a missing
+    tensor's shape is unknown and its shape-dependent cases are not judged) under the op
+    resolver ``reference`` ("builtin", "ref" or "xnnpack", which runs ADD as "builtin"),
+    or None.
+
+    Measured with LiteRT 2.3.0 (tests/test_hardening.py): a quantized-type SUB with an
+    input lacking quantization parameters, an 8-bit ADD with any tensor lacking them, an
+    int16 ADD whose output lacks them while an input has them; per-channel scales on an
+    8/16-bit ADD; a quantized ADD on the general path whose rescale multipliers, in
+    LiteRT's float32 arithmetic, leave (0, 1) (ops.add_quant.general_multipliers_abort: a
+    too small output scale, or huge finite scales that overflow float32, e.g. an 8-bit
+    output scale of 1e33): all in Prepare. At invoke: an int16 ADD on the power-of-two
+    path (pot_scale_int16 and every scale a power of two, by tflite::CheckedLog2) whose
+    operands hold different element counts (MatchingElementsSize), and a broadcasting ADD
+    above 8 dimensions (``_broadcast_abort``). Non-positive or non-finite scales are
+    refused by _check_litert_aborts before this is asked.
+    """
+    from .ops.add_quant import checked_log2, general_multipliers_abort  # noqa: PLC0415
+
+    if node.op not in ("ADD", "SUB") or len(node.inputs) != 2 or len(node.outputs) != 1 \
+            or min(node.inputs) < 0 or node.outputs[0] < 0:
+        return None
+    known = [shapes.get(t) for t in node.inputs]
+    if node.op == "ADD" and None not in known:
+        r = _broadcast_abort(node, sg, known[0], known[1], reference)
+        if r:
+            return r
+    ts = [sg.tensors[t] for t in (*node.inputs, node.outputs[0])]
+    # Prepare sets output->type = input2->type before anything else (add.cc, sub.cc): an
+    # int8 ADD declared with a float32 output runs (and aborts) as int8, measured
+    kind = ts[1].type_name
+    if kind not in _QUANT_TYPES:
+        return None
+    if node.op == "ADD" and any(t.scales.size > 1 for t in ts):
+        return (f"per-channel quantization on a {kind.lower()} ADD tensor (LiteRT aborts on it; "
+                "ADD takes per-tensor scales)")
+    q1, q2, qo = (t.scales.size > 0 for t in ts)  # LiteRT reads a missing scale as 0
+    if node.op == "SUB":
+        aborts = not (q1 and q2)
+    elif kind == "INT16":  # without any quantization: plain int16 arithmetic
+        aborts = not qo and (q1 or q2)
+    else:
+        aborts = not (q1 and q2 and qo)
+    if aborts:
+        return (f"{kind.lower()} {node.op} with quantization parameters on "
+                f"{sum((q1, q2, qo))} of its 3 tensors (LiteRT aborts on it)")
+    if node.op == "SUB" or not (q1 and q2 and qo):
+        return None
+    s1, s2, so = (float(t.scales[0]) for t in ts)
+    if not all(math.isfinite(x) and x > 0 for x in (s1, s2, so)):
+        return None  # _check_litert_aborts refuses these scales
+    pot = getattr(node.options, "potScaleInt16", True) is not False
+    if kind == "INT16" and pot and all(checked_log2(x)[0] for x in (s1, s2, so)):
+        if None not in known:
+            n1, n2 = (math.prod(int(d) for d in s) for s in known)
+            if n1 != n2:
+                return (f"int16 power-of-two-scale ADD of {list(known[0])} and {list(known[1])} "
+                        "(LiteRT aborts in MatchingElementsSize on broadcasting)")
+        return None
+    bad = general_multipliers_abort(s1, s2, so, 15 if kind == "INT16" else 20)
+    if bad:
+        return f"{kind.lower()} ADD with scales {s1:g}, {s2:g} -> {so:g}: {bad}"
+    return None
 
 
 def _check_quantization(n_scales: int, n_zero_points: int, qd: int, shape: tuple, what: str) -> None:
