@@ -1,5 +1,5 @@
-"""litecl's on-disk cache: built program binaries, fallback sub-models and device probe
-results, so that a process does not compile or pack what an earlier one already did
+"""litecl's on-disk cache: built program binaries, checked models and device probe
+results, so that a process does not compile or check what an earlier one already did
 (issue 14, fast start).
 
 Measured on PoCL 3.1 (2-core VM, PoCL's own kernel cache warm): building a CAST kernel
@@ -10,13 +10,14 @@ Where: ``LITECL_CACHE_DIR``, else ``$XDG_CACHE_HOME/litecl``, else ``~/.cache/li
 Entries are keyed by SHA-256 of the source text and the device's identity (platform,
 device name, driver and OpenCL versions), and each binary file carries the SHA-256 of its
 payload, so a truncated or corrupted entry is detected before the driver sees it and is
-rebuilt from source. Fallback sub-models (fallback.build_submodel) are kept the same way,
-keyed by the model's SHA-256, the segment and the packing code's version. A cache that cannot be written (read-only, a file in the way) is
-skipped: litecl builds from source and warns once, naming the folder. ``LITECL_NO_CACHE``
-(1, yes, ...; not 0, false, no or off) turns the cache off. The entries are kept under ``LITECL_CACHE_MAX_BYTES``
-(default 2 GiB): a process removes the least recently used ones when its count of them
-exceeds it (``_prune``). Checked models (model.py ``load_model``) are kept
-the same way, as kind "models".
+rebuilt from source. Checked models (model.py ``load_model``: the verifier's and the
+parser's result, without the constants) are kept the same way, as kind "models", keyed by
+the file's identity or the bytes' SHA-256 and the loader's version. A cache that cannot be
+written (read-only, a file in the way) is skipped: litecl builds from source and warns
+once, naming the folder. ``LITECL_NO_CACHE`` (1, yes, ...; not 0, false, no or off) turns
+the cache off. The entries are kept under ``LITECL_CACHE_MAX_BYTES`` (default 2 GiB): a
+process removes the least recently used ones when its count of them exceeds it
+(``_prune``).
 """
 from __future__ import annotations
 
@@ -78,13 +79,14 @@ def _entry(kind: str, identity: str, text: str) -> Path | None:
 
 
 def load_blob(kind: str, key: str) -> bytes | None:
-    """The bytes stored by store_blob under ``kind`` ("programs", "submodels") and
+    """The bytes stored by store_blob under ``kind`` ("programs", "models") and
     ``key``, or None (absent, unreadable, or failing its checksum: then the entry is
     removed)."""
     return _load(_entry(kind, "", key))
 
 
-#: The largest entry read back (sub-models are cached up to 32 MiB).
+#: The largest entry read back (a checked model's entry holds its tables, not its
+#: constants: a few MB for the largest shared models).
 MAX_ENTRY_BYTES = 64 << 20
 
 

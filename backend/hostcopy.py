@@ -1,16 +1,17 @@
 """Host memory copies split over threads (issue 14, transfers at the floor).
 
-On a discrete GPU every inference copies the user's arrays into pinned staging
-(set_tensor) and the results out of it into fresh arrays (get_tensor); for 16M-element
-models these host copies, not the DMA, were most of the time on the H200 (24 ms against a
-1.9 ms pinned-transfer floor, 2026-12-01). numpy releases the GIL while it copies plain
-numeric arrays, so the pieces of one copy run on several cores at once.
+litecl.Interpreter.get_tensor copies a tensor of SPLIT_BYTES or more out of LiteRT's
+memory (its tensor() view) with ``copy_host`` instead of LiteRT's own GetTensor, which
+mallocs the result and page-faults it in: 16M float32 read back in 32-37 ms by LiteRT,
+10-11 ms this way on a 2-core VM (2026-12-01; the threads do not matter there: 1 and 2
+copy equally fast, the gain is the allocation). set_tensor stays LiteRT's single memcpy:
+split over 2 threads it was no faster on that VM (6.9 ms either way for 64 MB). numpy
+releases the GIL while it copies plain numeric arrays, so on many-core hosts the pieces
+of one copy run on several cores at once (the H200's 16-core host: 8 threads copy 28-32
+GB/s into pinned memory, 16: 39 GB/s; benchmarks/h200_transfers.py).
 
 ``LITECL_HOST_THREADS`` sets the thread count (1 turns splitting off); the default is the
-host's cores, at most 8. The copies run between kernels, not beside them, so they take
-every core: on a 2-core PoCL host, 16M-element CAST f32->f16, set_tensor 11 -> 6 ms and
-get_tensor 9 -> 6 ms with 2 threads (2026-12-01); on the H200's 16-core host 8 threads
-copy 28-32 GB/s into pinned memory (16: 39 GB/s).
+host's cores, at most 8.
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ _pool_lock = threading.Lock()
 def host_threads() -> int:
     """Threads a large host copy is split over: LITECL_HOST_THREADS, else
     os.cpu_count() (at most 8). Raises LiteclError (a ValueError) for a LITECL_HOST_THREADS
-    that is not a positive integer; Interpreter() checks it at construction."""
+    that is not a positive integer (so does copy_host of SPLIT_BYTES or more, and with it
+    litecl.Interpreter.get_tensor of such a tensor)."""
     n = env_positive_int("LITECL_HOST_THREADS")
     return n if n is not None else max(1, min(8, os.cpu_count() or 1))
 

@@ -221,13 +221,14 @@ class Interpreter(_litert.Interpreter):
             if fast and self._busy.acquire(blocking=False):  # an invoke holds it: LiteRT's path
                 view = None
                 try:
-                    view = self._interpreter.tensor(self._interpreter, tensor_index)
-                    if view.nbytes >= SPLIT_BYTES and view.dtype.kind in "biufc":
+                    try:
+                        view = self._interpreter.tensor(self._interpreter, tensor_index)
+                    except Exception:  # noqa: BLE001 (LiteRT's get_tensor below says why, in its words)
+                        pass
+                    if view is not None and view.nbytes >= SPLIT_BYTES and view.dtype.kind in "biufc":
                         out = np.empty(view.shape, view.dtype)
-                        copy_host(out, view)
+                        copy_host(out, view)  # LiteclError for a bad LITECL_HOST_THREADS
                         return out
-                except Exception:  # noqa: BLE001 (LiteRT's get_tensor below says why, in its words)
-                    pass
                 finally:
                     del view  # no reference to LiteRT's memory outlives the call (its _ensure_safe)
                     self._busy.release()
