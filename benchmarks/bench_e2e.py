@@ -1,8 +1,9 @@
-"""End-to-end: litecl vs LiteRT on the same model in the same process, alternating rounds.
+"""End-to-end: LiteRT with litecl.Delegate vs LiteRT alone on the same model in the same
+process, alternating rounds.
 
-One inference = set inputs, invoke, read outputs (what a user pays). LiteRT runs with the
-same op resolver litecl matches (builtin kernels, no XNNPACK; --reference to change).
-Also cold start: interpreter creation + allocate_tensors + first inference, vs warm.
+One inference = set inputs, invoke, read outputs (what a user pays). Both use the same op
+resolver (builtin kernels, no XNNPACK; --reference to change). Also cold start:
+interpreter creation + allocate_tensors + first inference, vs warm.
 
     python benchmarks/bench_e2e.py --device intel --size 16777216 --out bench_out
 
@@ -21,8 +22,7 @@ from common import SHARED, positive_int, progress, run_script, write_outputs
 
 import litecl  # noqa: E402
 from litecl.bench import make_run  # noqa: E402
-from litecl.compare import random_inputs  # noqa: E402
-from litecl.fallback import make_interpreter  # noqa: E402
+from litecl.compare import make_interpreter, random_inputs  # noqa: E402
 from models.builders import add_model, cast_model, chain_model  # noqa: E402
 
 REAL = ["movenet_singlepose_lightning_int8.tflite", "lyra_quantizer.tflite",
@@ -113,30 +113,28 @@ def compare(model: bytes, device, reference: str, rounds: int, per_round: int,
                 t0 = time.perf_counter_ns()
                 run()
                 acc.append((time.perf_counter_ns() - t0) / 1e3)
-    ex = it._main.ex
-    on = sum(p["placement"] == "opencl" for p in it.placement())
-    segs = sum(s.placement == "opencl" for s in ex.segments)
-    # where the time goes: event-profiled kernel time and the fallback sub-interpreters'
-    # wall time (profiled runs, medians); the rest is litecl's overhead
-    ex.profile = True
-    kern, fall = [], []
+    d = it.delegate
+    on = sum(g["claimed"] for g in d.graph_info())
+    parts = sum(g["partitions"] for g in d.graph_info())
+    # where the time goes: the delegated launches' event-profiled kernel time (profiled
+    # runs, median); the rest is LiteRT's own nodes and the delegate's copies and launches
+    d.profile = True
+    kern = []
     for _ in range(max(3, per_round)):
-        ex.kernel_times_ns.clear()
-        ex.segment_times_ns.clear()
+        d.kernel_times_ns.clear()
         run_l()
-        kern.append(sum(ex.kernel_times_ns.values()) / 1e3)
-        fall.append(sum(ex.segment_times_ns.values()) / 1e3)
-    ex.profile = False
+        kern.append(sum(d.kernel_times_ns.values()) / 1e3)
+    d.profile = False
     it.close()
     ml, mr = statistics.median(tl), statistics.median(tr)
-    k_us, f_us = statistics.median(kern), statistics.median(fall)
+    k_us = statistics.median(kern)
     nb = lambda d: int(np.prod(d["shape"], dtype=np.int64)) * np.dtype(d["dtype"]).itemsize  # noqa: E731
     floor = transfer_floor_us(device, [nb(d) for d in ref.get_input_details()],
                               [nb(d) for d in ref.get_output_details()])
     return {"litecl_us": ml, "litert_us": mr, "ratio": ml / mr, "opencl_nodes": on,
             "floor_us": floor, "x_floor": ml / floor if floor else float("nan"),
-            "opencl_segments": segs, "kernel_us": k_us, "fallback_us": f_us,
-            "overhead_per_segment_us": (ml - k_us - f_us) / segs if segs else float("nan")}
+            "partitions": parts, "kernel_us": k_us, "rest_us": ml - k_us,
+            "delta_per_partition_us": (ml - mr) / parts if parts else float("nan")}
 
 
 def main(argv=None) -> int:
@@ -151,21 +149,14 @@ def main(argv=None) -> int:
     ap.add_argument("--per-round", type=positive_int, default=4,
                     help="inferences of each per round (default 4); the median over all rounds is reported")
     ap.add_argument("--reference", default="builtin", choices=("builtin", "ref", "xnnpack"),
-                    help="LiteRT op resolver, for LiteRT and litecl's fallback segments (default builtin)")
+                    help="LiteRT's op resolver, with and without the delegate (default builtin)")
     ap.add_argument("--placement", default="all", choices=("all", "auto"),
-                    help="litecl's placement (default all)")
+                    help="the delegate's placement (default all)")
     ap.add_argument("--no-real", action="store_true",
                     help="skip the real models (from $LITECL_SHARED_MODELS, default ../shared/models "
                          "beside the checkout)")
     ap.add_argument("--out", default="bench_out", type=Path, help="output folder (default bench_out)")
-    ap.add_argument("--pinned-max", type=positive_int, default=None, metavar="BYTES",
-                    help="executor.PINNED_BYTES for this run: on devices without host-unified memory, "
-                         "host copies up to this size live in pinned memory (default the executor's)")
     args = ap.parse_args(argv)
-    if args.pinned_max is not None:
-        import litecl.executor as lex
-
-        lex.PINNED_BYTES = args.pinned_max
     dev = litecl.open_device(args.device)
     cases = [(f"{k} [{args.size}]", m) for k, m in synthetic(args.size).items()]
     cases += [(f"{k} [{args.small}]", m) for k, m in synthetic(args.small).items()]
@@ -181,19 +172,20 @@ def main(argv=None) -> int:
           f"placement {args.placement}; "
           f"median of {args.rounds}x{args.per_round} alternating runs (set inputs + invoke + read outputs)\n",
           "| model | litecl (us) | LiteRT (us) | litecl / LiteRT | transfer floor (us) | litecl / floor | "
-          "OpenCL segments | kernels (us) | "
-          "fallback (us) | overhead per OpenCL segment (us) | cold start litecl / LiteRT (ms) |",
+          "delegated partitions | kernels (us) | "
+          "rest (us) | (litecl - LiteRT) per partition (us) | cold start litecl / LiteRT (ms) |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         md.append(f"| {r['case']} | {r['litecl_us']:.0f} | {r['litert_us']:.0f} | {r['ratio']:.2f}x | "
                   f"{r['floor_us']:.0f} | {r['x_floor']:.2f}x | "
-                  f"{r['opencl_segments']} | {r['kernel_us']:.0f} | {r['fallback_us']:.0f} | "
-                  f"{r['overhead_per_segment_us']:.0f} | "
+                  f"{r['partitions']} | {r['kernel_us']:.0f} | {r['rest_us']:.0f} | "
+                  f"{r['delta_per_partition_us']:.0f} | "
                   f"{r['cold_litecl_ms']:.1f} / {r['cold_litert_ms']:.1f} |")
-    md.append("\noverhead per OpenCL segment = (litecl - kernels - fallback) / OpenCL segments: "
-              "set/read copies, launches, waits and Python, per segment. Transfer floor = every "
-              "input written from and every output read into pinned memory, one wait, measured "
-              "in the same process.")
+    md.append("\nkernels: the delegated launches' event-profiled time; rest = litecl - kernels: "
+              "LiteRT's own nodes, the delegate's copies, launches, waits and Python. "
+              "(litecl - LiteRT) per partition: what each delegated partition adds or saves. "
+              "Transfer floor = every input written from and every output read into pinned "
+              "memory, one wait, measured in the same process.")
     write_outputs(args.out, "e2e", {"device": dev.caps.name, "rows": rows}, "\n".join(md) + "\n")
     try:
         import matplotlib

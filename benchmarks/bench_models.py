@@ -1,5 +1,5 @@
-"""Per model: LiteRT builtin, LiteRT default (XNNPACK), litecl with each placement, the
-OpenCL segments, and start-up times, all in one process (issue 14).
+"""Per model: LiteRT builtin, LiteRT default (XNNPACK), LiteRT with litecl.Delegate at each
+placement, the delegated partitions, and start-up times, all in one process (issue 14).
 
 Usage::
 
@@ -86,9 +86,9 @@ def bench_model(path: Path, device: str, runs: int, rounds: int, num_threads=Non
     for k in ("litecl_all", "litecl_auto"):
         it = configs.get(k)
         if not isinstance(it, str) and it is not None:
-            ex = it._main.ex
-            out.setdefault("opencl_segments", {})[k] = sum(s.placement == "opencl" for s in ex.segments)
-            out.setdefault("opencl_nodes", {})[k] = sum(p["placement"] == "opencl" for p in it.placement())
+            graphs = it.delegate.graph_info()
+            out.setdefault("partitions", {})[k] = sum(g["partitions"] for g in graphs)
+            out.setdefault("opencl_nodes", {})[k] = sum(g["claimed"] for g in graphs)
     return out
 
 
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
         return 2
     rows = []
     print(f"{'model':<44} {'builtin us':>11} {'xnnpack':>8} {'all':>7} {'auto':>7} "
-          f"{'segs all/auto':>13} {'init ms builtin/all/auto':>26}")
+          f"{'parts all/auto':>14} {'init ms builtin/all/auto':>26}")
     for p in paths:
         r = bench_model(p, args.device, args.runs, args.rounds, args.num_threads, placements)
         rows.append(r)
@@ -128,10 +128,10 @@ def main(argv=None) -> int:
             continue
         m, b = r["median_us"], r["median_us"]["litert_builtin"]
         ratio = lambda k: f"{m[k] / b:6.2f}x" if k in m else "   n/a "  # noqa: E731
-        segs = r.get("opencl_segments", {})
+        parts = r.get("partitions", {})
         ini = r["init_ms"]
         print(f"{p.name[:44]:<44} {b:11.1f} {ratio('litert_xnnpack'):>8} {ratio('litecl_all'):>7} "
-              f"{ratio('litecl_auto'):>7} {segs.get('litecl_all', '-')!s:>6}/{segs.get('litecl_auto', '-')!s:<6} "
+              f"{ratio('litecl_auto'):>7} {parts.get('litecl_all', '-')!s:>7}/{parts.get('litecl_auto', '-')!s:<6} "
               f"{ini.get('litert_builtin', 0):8.1f}/{ini.get('litecl_all', 0):7.1f}/{ini.get('litecl_auto', 0):7.1f}",
               flush=True)
     ok = [r for r in rows if "error" not in r]

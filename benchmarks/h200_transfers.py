@@ -1,10 +1,13 @@
 """Discrete-GPU transfers A/B (issue 14): on one device, in one process, for the five
-16M-element synthetic models of bench_e2e, set + invoke + get medians under
+16M-element synthetic models of bench_e2e, set + invoke + get medians of LiteRT with
+litecl's delegate (litecl.Interpreter) under
 
-  serial  - host copies (set_tensor into pinned staging, get_tensor out) on one thread
+  serial  - litecl.Interpreter.get_tensor's copies of large outputs on one thread
+            (LITECL_HOST_THREADS=1); set_tensor is LiteRT's own
   threads - the same copies split over hostcopy.host_threads() threads (the default)
-  views   - LiteRT's zero-copy idiom: inputs written in place through tensor() views
-            (pinned staging), then invoke + the output views; no set/get copies
+  views   - LiteRT's zero-copy idiom: inputs written in place through tensor() views,
+            then invoke + the output views; no set/get copies (the delegate's own
+            host<->device copies at invoke remain)
 
 beside LiteRT (same process, alternating rounds) and the pinned transfer floor
 (bench_e2e.transfer_floor_us). Also the host copy rates behind them. Prints a Markdown
@@ -30,7 +33,7 @@ from bench_e2e import _inputs, synthetic, transfer_floor_us  # noqa: E402
 import litecl  # noqa: E402
 import litecl.hostcopy as hc  # noqa: E402
 from litecl.bench import make_run  # noqa: E402
-from litecl.fallback import make_interpreter  # noqa: E402
+from litecl.compare import make_interpreter  # noqa: E402
 
 MODES = ("serial", "threads", "views")
 

@@ -226,4 +226,4 @@ def test_bench_e2e_takes_the_placement(tmp_path, fast_device):
     md = (tmp_path / "e2e.md").read_text()
     assert "placement auto" in md
     rows = json.loads((tmp_path / "e2e.json").read_text())["rows"]
-    assert all(x["opencl_segments"] == 0 for x in rows)  # 64 elements: auto keeps them on LiteRT
+    assert all(x["partitions"] == 0 and x["opencl_nodes"] == 0 for x in rows)  # 64 elements: auto keeps them on LiteRT

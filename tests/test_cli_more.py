@@ -405,4 +405,4 @@ def test_bench_profile_runs_zero_skips_the_table(model, tmp_path, fast_device):
                 "--warmup_runs", "0", "--min_secs", "0", "--warmup_min_secs", "0", "--profile_runs", "0")
     assert r.returncode == 0, r.stderr
     assert "Run Order" not in r.stdout and "litecl / LiteRT" in r.stdout
-    assert json.loads(out.read_text())["nodes"] == []
+    assert json.loads(out.read_text())["launches"] == []
