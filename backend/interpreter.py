@@ -16,7 +16,8 @@ from ai_edge_litert import interpreter as _litert
 
 from .delegate import Delegate
 from .errors import LiteclError, PrepareError, ResizedPrepareError
-from .hostcopy import SPLIT_BYTES, copy_host
+from .cache import max_bytes
+from .hostcopy import SPLIT_BYTES, copy_host, host_threads
 from .model import litert_abort_reason, load_model
 
 __all__ = ["Interpreter", "SignatureRunner", "REFERENCES", "MAX_NUM_THREADS"]
@@ -135,6 +136,7 @@ class Interpreter(_litert.Interpreter):
         self._closed = True  # until LiteRT's constructor has run (close() and __del__)
         self._busy = threading.Lock()
         reference = _resolve_reference(reference, experimental_op_resolver_type)
+        host_threads(), max_bytes()  # a bad LITECL_HOST_THREADS/LITECL_CACHE_MAX_BYTES: an error now
         model = _verified(model_path, model_content)
         if delegate is None:
             delegate = Delegate(device, placement, reference="ref" if reference == "ref" else "builtin",

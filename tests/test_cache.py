@@ -13,17 +13,18 @@ import pytest
 from litecl import cache
 
 SCRIPT = textwrap.dedent("""
-    import time, numpy as np, litecl, litecl.executor as ex
+    import time, numpy as np, litecl, litecl.kernels as kn
     from models.builders import cast_model
     m = cast_model("float32", "int8", [33])
     built = []  # programs that came from a cached binary
-    real = ex.load_binary
+    real = kn.load_binary
     def counting(ident, source):
         b = real(ident, source)
         built.append(b is not None)
         return b
-    ex.load_binary = counting
+    kn.load_binary = counting
     it = litecl.Interpreter(model_content=m, device=DEV)
+    assert [p["placement"] for p in it.placement()] == ["opencl"]
     it.allocate_tensors()
     x = np.array([1.5, -2.5, 1e10, float("nan")] * 8 + [300], np.float32)
     it.set_tensor(it.get_input_details()[0]["index"], x)
@@ -118,28 +119,6 @@ def test_binary_build_checks_only_the_pocl_entry_it_names(tmp_path, monkeypatch)
     assert not other.exists()
 
 
-def test_fallback_submodels_are_kept_and_checked(tmp_path, monkeypatch):
-    """build_submodel's bytes come from the cache the second time (same bytes as packing
-    them); a corrupted entry is repacked, and LITECL_NO_CACHE packs every time."""
-    from litecl import fallback, load_model  # noqa: PLC0415
-    from models.builders import multi_op_model  # noqa: PLC0415
-
-    monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path / "c"))
-    m = load_model(model_content=multi_op_model())
-    sg = m.subgraphs[0]
-    args = (m, 0, [1], list(sg.nodes[1].inputs), list(sg.nodes[1].outputs))
-    packed = fallback._pack_submodel(*args)
-    assert fallback.build_submodel(*args) == packed
-    (entry,) = (tmp_path / "c" / "submodels").rglob("*.bin")
-    calls = []
-    monkeypatch.setattr(fallback, "_pack_submodel", lambda *a: calls.append(a) or packed)
-    assert fallback.build_submodel(*args) == packed and not calls  # from the cache
-    entry.write_bytes(entry.read_bytes()[:-7])  # truncated
-    assert fallback.build_submodel(*args) == packed and len(calls) == 1
-    monkeypatch.setenv("LITECL_NO_CACHE", "1")
-    assert fallback.build_submodel(*args) == packed and len(calls) == 2
-
-
 def test_cache_is_bounded_least_recently_used_first(tmp_path, monkeypatch):
     """Past LITECL_CACHE_MAX_BYTES a store removes the entries used longest ago (a hit
     counts as a use) until three quarters of the bound are left."""
@@ -148,13 +127,13 @@ def test_cache_is_bounded_least_recently_used_first(tmp_path, monkeypatch):
     monkeypatch.setenv("LITECL_CACHE_MAX_BYTES", str(10 * 1100))
     monkeypatch.setattr(cache, "_usage", {})
     for i in range(10):  # 10 entries of 1044 bytes: under the bound
-        cache.store_blob("submodels", f"k{i}", bytes([i]) * 1000)
-        p = cache._entry("submodels", "", f"k{i}")
+        cache.store_blob("models", f"k{i}", bytes([i]) * 1000)
+        p = cache._entry("models", "", f"k{i}")
         os.utime(p, ns=(i * 10**9, i * 10**9))  # k0 oldest
     assert len(list(tmp_path.rglob("*.bin"))) == 10
-    assert cache.load_blob("submodels", "k0") == bytes([0]) * 1000  # a hit: now the newest
-    cache.store_blob("submodels", "k10", b"\x0a" * 1000)  # 11 x 1044 > 11,000
-    left = {f"k{i}" for i in range(11) if cache.load_blob("submodels", f"k{i}") is not None}
+    assert cache.load_blob("models", "k0") == bytes([0]) * 1000  # a hit: now the newest
+    cache.store_blob("models", "k10", b"\x0a" * 1000)  # 11 x 1044 > 11,000
+    left = {f"k{i}" for i in range(11) if cache.load_blob("models", f"k{i}") is not None}
     total = sum(p.stat().st_size for p in tmp_path.rglob("*.bin"))
     assert total <= 10 * 1100 * 3 // 4
     assert left == {"k0", "k10", "k5", "k6", "k7", "k8", "k9"}  # k1-k4 used longest ago

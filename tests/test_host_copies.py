@@ -152,6 +152,8 @@ def test_bad_host_threads_is_an_error_on_a_large_get(fast_device, counted_copies
     monkeypatch.setenv("LITECL_HOST_THREADS", "many")
     with pytest.raises(litecl.LiteclError, match="LITECL_HOST_THREADS must be a positive integer"):
         it.get_tensor(2)
+    with pytest.raises(litecl.LiteclError, match="LITECL_HOST_THREADS must be a positive integer"):
+        litecl.Interpreter(model_content=add_model("float32", [4], [4]), device=fast_device)
     monkeypatch.setenv("LITECL_HOST_THREADS", "2")
     it.invoke()  # nothing of the failed copy is left holding LiteRT's memory
     assert it.get_tensor(2).shape == (1000,)
