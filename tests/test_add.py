@@ -1,7 +1,8 @@
 """ADD end to end through ``litecl.Interpreter``, bit for bit against LiteRT.
 
-Every ADD must be placed on OpenCL (``placement()``), then its output is compared with
-LiteRT's (``litecl.compare.mismatches``: bits, any NaN equals any NaN, -0.0 != +0.0):
+Every ADD runs through litecl.Delegate inside LiteRT's own Interpreter and must be placed
+on OpenCL (``placement()``) and run there (``delegate.stats``), then its output is compared
+with LiteRT's (``litecl.compare.mismatches``: bits, any NaN equals any NaN, -0.0 != +0.0):
 
 - the matrix: float32, int32, int64, int8, uint8, int16 x broadcast shapes (same shape,
   scalars, rank mismatch, 5-D and 6-D, sizes that divide nothing) x the four fused
@@ -14,7 +15,8 @@ LiteRT's (``litecl.compare.mismatches``: bits, any NaN equals any NaN, -0.0 != +
   reference kernels (``reference="ref"``) and the default optimized kernels
   (``"builtin"``); scale ratios on which LiteRT's optimized kernel departs from its
   reference kernel against ``"ref"`` only, with the departure itself pinned down;
-- constant operands uploaded once at allocate_tensors, all-constant ADDs folded there;
+- constant operands uploaded once (at the first invoke, from LiteRT's read-only memory),
+  all-constant ADDs computed once ("constant inputs: computed once");
 - every ADD of the real models in ../shared/models, in place, against LiteRT.
 
 LiteRT outputs are cached per model and inputs, so each device/profile reuses them.
@@ -32,11 +34,11 @@ from ai_edge_litert import schema_py_generated as schema
 
 import litecl
 from litecl.compare import bit_equal, mismatches, random_inputs, run_reference
-from litecl.fallback import make_interpreter
+from litecl.compare import make_interpreter
 from litecl.ops.add_quant import quant_add_params, quant_add_reference
 from models.builders import add_model
 
-from conftest import REAL_DEVICES, device_params, shared_model
+from conftest import REAL_DEVICES, assert_on_opencl, device_params, launches, shared_model
 
 DTYPES = ("float32", "int32", "int64", "int8", "uint8", "int16")
 ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
@@ -123,16 +125,15 @@ def _case(dt: str, s1: tuple, s2: tuple, act: str, seed: int, reference: str):
 
 
 def litecl_run(content: bytes, inputs, device: str, reference: str = "builtin"):
-    """Run on litecl after asserting every ADD is on OpenCL; returns (output, interp)."""
-    it = litecl.Interpreter(model_content=content, device=device, reference=reference)
-    pl = [p for p in it.placement() if p["op"] == "ADD"]
-    assert pl and all(p["placement"] == "opencl" for p in pl), pl
+    """Run on litecl after asserting every ADD is on OpenCL, and that litecl's kernels ran
+    at the invoke; returns (output, interp)."""
+    it = litecl.Interpreter(model_content=content, device=device, reference=reference, quiet=True)
+    assert_on_opencl(it, ("ADD",))
     it.allocate_tensors()
-    pl = [p for p in it.placement() if p["op"] == "ADD"]  # a kernel that fails to build falls back
-    assert all(p["placement"] == "opencl" for p in pl), pl
     for d, x in zip(it.get_input_details(), inputs):
         it.set_tensor(d["index"], x)
     it.invoke()
+    assert it.delegate.stats["invokes"] == 1
     return it.get_tensor(it.get_output_details()[0]["index"]), it
 
 
@@ -356,7 +357,7 @@ def test_quantized_follows_reference_kernels_where_optimized_departs(device):
                     m = model(dt, tuple(s1), tuple(s2), act, q)
                     ins = [values(dt, s1, 3), values(dt, s2, 4)]
                     got, it = litecl_run(m, ins, device, reference="ref")
-                    assert it._main.ex.reference == "ref"
+                    assert it.delegate.reference == "ref"
                     assert_same(got, litert(m, ins, "ref"), f"{dt} {q} {act} {s1}+{s2}", ins)
                     p = quant_add_params(dt, *q, act, pot_scale_int16=False)
                     assert bit_equal(got, quant_add_reference(*ins, p))
@@ -435,9 +436,19 @@ def test_int16_power_of_two_scales(fast_device, pot):
                 assert_same(got, litert(m, ins, ref), f"int16 pot={pot} {act} {s1}+{s2} {ref}",
                             ins)
     m = _with_pot(model("int16", (2, 3), (3,), "NONE", q), True)
-    it = litecl.Interpreter(model_content=m, device=fast_device)
-    (p,) = it.placement()
-    assert p["placement"] == "fallback" and "power-of-two" in p["reason"], p
+    _assert_left_to_litert(m, fast_device, "power-of-two")
+
+
+def _assert_left_to_litert(m: bytes, device: str, reason: str) -> None:
+    """An ADD LiteRT aborts on (the process dies in its kernel): the delegate in LiteRT's
+    own Interpreter leaves it to LiteRT with ``reason`` (never invoked here), and
+    litecl.Interpreter refuses the model at construction, naming the abort."""
+    d = litecl.Delegate(device, quiet=True)
+    make_interpreter(m, delegates=[d])
+    (p,) = d.placement()
+    assert p["placement"] == "litert" and reason in p["reason"], p
+    with pytest.raises(litecl.ModelError, match="LiteRT aborts"):
+        litecl.Interpreter(model_content=m, device=device, quiet=True)
 
 
 def _with_pot(content: bytes, pot: bool) -> bytes:
@@ -450,19 +461,23 @@ def _with_pot(content: bytes, pot: bool) -> bytes:
 
 
 def test_no_code_generation_per_invoke(fast_device, monkeypatch):
-    """Index arithmetic and kernels are generated at allocate_tensors for the concrete
-    shapes; invoke() only launches."""
-    import litecl.executor as executor_mod  # noqa: PLC0415
+    """Index arithmetic, plans and kernels are made at allocate_tensors (the delegate
+    kernel's prepare) for the concrete shapes; invoke() only launches."""
+    import litecl.delegate as delegate_mod  # noqa: PLC0415
+    import litecl.kernels as kernels_mod  # noqa: PLC0415
     import litecl.ops.add as add_mod  # noqa: PLC0415
 
     m = model("int8", (2, 1, 3, 1, 5), (1, 4, 3, 7, 1), "RELU")
-    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
     it.allocate_tensors()
+    assert_on_opencl(it)
 
     def forbidden(*args, **kwargs):
         raise AssertionError("code generated at invoke")
 
-    for mod, name in [(executor_mod, "kernel_spec"), (add_mod, "add_kernel"),
+    for mod, name in [(kernels_mod, "kernel_spec"), (kernels_mod, "build_program"),
+                      (kernels_mod, "_plan_partition"), (delegate_mod, "plan_partition"),
+                      (delegate_mod, "take_kernel"), (add_mod, "add_kernel"),
                       (add_mod, "index_code")]:
         monkeypatch.setattr(mod, name, forbidden)
     for seed in (1, 2, 3):
@@ -472,6 +487,7 @@ def test_no_code_generation_per_invoke(fast_device, monkeypatch):
         it.invoke()
         got = it.get_tensor(it.get_output_details()[0]["index"])
         assert_same(got, litert(m, ins, "ref"), f"invoke {seed}", ins)
+    assert it.delegate.stats["invokes"] == 3
 
 
 def test_same_tensor_on_both_inputs(fast_device):
@@ -490,59 +506,104 @@ def test_same_tensor_on_both_inputs(fast_device):
 
 
 # ------------------------------------------------------------------------------------------
-# Constant operands: uploaded once, all-constant nodes folded at allocate_tensors
+# Constant operands: uploaded once, all-constant nodes computed once
 # ------------------------------------------------------------------------------------------
 
 CONST_CASES = [("float32", [33], [1, 33]), ("int32", [], [81]), ("int64", [2, 1, 3], [4, 1]),
                ("int8", [757], []), ("uint8", [31, 1], [1, 33]), ("int16", [3, 27], [27])]
 
 
+def _count_buffers(monkeypatch) -> list:
+    """The flags of every pyopencl Buffer made from now on (litecl's delegate makes its
+    device buffers through ``cl.Buffer``)."""
+    import pyopencl as cl  # noqa: PLC0415
+
+    made: list = []
+
+    class Counting(cl.Buffer):
+        def __init__(self, context, flags, *args, **kwargs):
+            made.append(int(flags))
+            super().__init__(context, flags, *args, **kwargs)
+
+    monkeypatch.setattr(cl, "Buffer", Counting)
+    return made
+
+
+def _delegate(device, copies: bool):
+    """A quiet litecl.Delegate; copies: the GPU memory path (device buffers copied to and
+    from LiteRT's memory) forced on a CPU device, so it is checked where no GPU is."""
+    import litecl.delegate as delegate_mod  # noqa: PLC0415
+
+    d = litecl.Delegate(device, quiet=True)
+    if copies:
+        d.memory = delegate_mod._Memory(False, 0)
+    return d
+
+
+@pytest.mark.parametrize("copies", [False, True], ids=["in_place", "copies"])
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES, [""]))
-def test_constant_operand_uploaded_once(device, monkeypatch):
-    from litecl.executor import Executor  # noqa: PLC0415
+def test_constant_operand_uploaded_once(device, copies, monkeypatch):
+    """A constant ADD operand (LiteRT's read-only model memory) is uploaded at the first
+    invoke only; later invokes make no buffer at all, and every result equals LiteRT's."""
+    import pyopencl as cl  # noqa: PLC0415
 
     for dt, s1, s2 in CONST_CASES:
         for which in (1, 2):
             cval = values(dt, s1 if which == 1 else s2, 11)
             kw = {f"const{which}": cval}
             m = add_model(dt, s1, s2, activation="RELU", quant=QUANT.get(dt), **kw)
-            it = litecl.Interpreter(model_content=m, device=device)
+            d = _delegate(device, copies)
+            it = litecl.Interpreter(model_content=m, delegate=d)
             assert [p["placement"] for p in it.placement()] == ["opencl"]
             it.allocate_tensors()
-            ex = it._main.ex
-            const_t = it._main.sg.nodes[0].inputs[which - 1]
-            assert set(ex.const_dev) == {const_t} and ex.folded == set()
-            buf = ex.const_dev[const_t]
-            uploads = []
-            monkeypatch.setattr(Executor, "_upload_new",
-                                lambda self, arr: uploads.append(arr) or pytest.fail("upload"))
-            (d,) = it.get_input_details()
-            for seed in (12, 13):
+            assert [ln.folded for ln in launches(it)] == [False]
+            made = _count_buffers(monkeypatch)
+            (inp,) = it.get_input_details()
+            for k, seed in enumerate((12, 13, 14)):
                 x = values(dt, s2 if which == 1 else s1, seed)
-                it.set_tensor(d["index"], x)
+                it.set_tensor(inp["index"], x)
                 it.invoke()
                 got = it.get_tensor(it.get_output_details()[0]["index"])
                 assert_same(got, litert(m, [x]), f"{dt} const{which} {s1}+{s2}")
-            assert not uploads and ex.const_dev[const_t] is buf
+                uploads = [f for f in made if f & cl.mem_flags.COPY_HOST_PTR]
+                assert len(uploads) == 1, (k, made)  # the constant, at the first invoke
+                if k == 0:
+                    first = len(made)
+            assert len(made) == first, made  # nothing new after the first invoke
+            assert d.stats["invokes"] == 3
             monkeypatch.undo()
 
 
+@pytest.mark.parametrize("copies", [False, True], ids=["in_place", "copies"])
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES, [""]))
-def test_all_constant_add_computed_once_at_allocate(device):
+def test_all_constant_add_computed_once(device, copies, monkeypatch):
+    """An ADD of two constants is one launch at the first invoke ("constant inputs:
+    computed once"); every invoke writes its value to LiteRT's output, equal to LiteRT's."""
+    import pyopencl as cl  # noqa: PLC0415
+
+    import litecl.delegate as delegate_mod  # noqa: PLC0415
+
     for dt, s1, s2 in CONST_CASES:
         c1, c2 = values(dt, s1, 21), values(dt, s2, 22)
         m = add_model(dt, s1, s2, activation="RELU6", quant=QUANT.get(dt), const1=c1, const2=c2)
-        it = litecl.Interpreter(model_content=m, device=device)
-        assert [p["placement"] for p in it.placement()] == ["opencl"]
+        d = _delegate(device, copies)
+        it = litecl.Interpreter(model_content=m, delegate=d)
         assert it.get_input_details() == []
         it.allocate_tensors()
-        ex = it._main.ex
-        assert ex.folded == {0} and len(ex.const_dev) == 2
-        ex._kernels[0].kernel = None  # invoke must not launch it again
-        it.invoke()
-        it.invoke()
-        got = it.get_tensor(it.get_output_details()[0]["index"])
-        assert_same(got, litert(m, []), f"{dt} const+const {s1}+{s2}")
+        (row,) = assert_on_opencl(it)
+        assert row["kernel"].endswith("(constant inputs: computed once)"), row
+        assert [ln.folded for ln in launches(it)] == [True]
+        ran = []
+        launch = cl.enqueue_nd_range_kernel
+        monkeypatch.setattr(delegate_mod.cl, "enqueue_nd_range_kernel",
+                            lambda *a, **k: ran.append(1) or launch(*a, **k))
+        want = litert(m, [])
+        for _ in range(3):
+            it.invoke()
+            got = it.get_tensor(it.get_output_details()[0]["index"])
+            assert_same(got, want, f"{dt} const+const {s1}+{s2}")
+        assert len(ran) == 1 and d.stats["invokes"] == 3
+        monkeypatch.undo()
 
 
 # ------------------------------------------------------------------------------------------
@@ -584,8 +645,8 @@ BUILTIN_DEPARTS = {("simple_quantized_ops.tflite", "builtin"): 8}
 def test_real_model_adds_equal_litert(shared_models, fast_device, name, reference):
     """Every ADD on OpenCL; every ADD's output tensor (kept with
     experimental_preserve_all_tensors) and every model output bit-equal to LiteRT run
-    with the same op resolver as litecl's fallback segments; quantized ADDs also equal
-    the reference formula on the operands LiteRT computed in place."""
+    with the op resolver the litecl.Interpreter gives the nodes litecl leaves; quantized
+    ADDs also equal the reference formula on the operands LiteRT computed."""
     check_real_model_adds(name, fast_device, reference)
 
 
@@ -615,7 +676,7 @@ def check_real_model_adds(name: str, device: str, reference: str):
     for d in ref.get_input_details():
         ref.set_tensor(d["index"], inputs[d["name"]])
     ref.invoke()
-    sg = it._main.sg
+    sg = it._model.subgraphs[0]
     allowed = BUILTIN_DEPARTS.get((name, reference), 0)
 
     def check(got, want, what):
@@ -929,42 +990,42 @@ def test_rank_8_broadcast_under_oclgrind(device, capfd):
 
 def test_rank_9_broadcast_still_refused(fast_device):
     m = model("int32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1), "NONE")
-    it = litecl.Interpreter(model_content=m, device=fast_device)
-    (p,) = [p for p in it.placement() if p["op"] == "ADD"]
-    assert p["placement"] != "opencl" and "above 8 dimensions" in p["reason"], p
+    _assert_left_to_litert(m, fast_device, "above 8 dimensions")
 
 
 def test_errors_are_runtime_errors_where_litert_raises_one(fast_device):
     """LiteRT raises RuntimeError at allocate_tensors for ADD shapes that do not broadcast
-    and at invoke() before allocate_tensors(): litecl's errors there are RuntimeErrors
-    too, and still its own classes (ValueError subclasses)."""
+    and at invoke() before allocate_tensors(): so does litecl.Interpreter (LiteRT's own
+    API), and where the error comes from litecl's delegate (its kernel's prepare) it is
+    litecl's own class (a ValueError), still a RuntimeError, saying why."""
     m = model("float32", (3,), (3,), "NONE")
-    for make in (lambda: make_interpreter(m), lambda: litecl.Interpreter(model_content=m, device=fast_device)):
+    for make in (lambda: make_interpreter(m), lambda: litecl.Interpreter(model_content=m, device=fast_device),
+                 lambda: make_interpreter(m, delegates=[litecl.Delegate(fast_device, quiet=True)])):
         it = make()
         it.resize_tensor_input(0, [4])
         with pytest.raises(RuntimeError, match="broadcast"):
             it.allocate_tensors()
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match="not ready"):
             make().invoke()
-    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    assert_on_opencl(it)
     it.resize_tensor_input(0, [4])
-    with pytest.raises(litecl.ResizedPrepareError) as e:
+    with pytest.raises(litecl.LiteclError, match=r"\[4\] and \[3\] do not broadcast") as e:
         it.allocate_tensors()
-    assert isinstance(e.value, litecl.InputError) and isinstance(e.value, ValueError)
-    with pytest.raises(litecl.NotAllocatedError) as e:
-        litecl.Interpreter(model_content=m, device=fast_device).invoke()
-    assert isinstance(e.value, litecl.InputError)
+    assert isinstance(e.value, RuntimeError) and isinstance(e.value, ValueError)
     assert issubclass(litecl.PrepareError, litecl.ModelError) and issubclass(litecl.PrepareError, RuntimeError)
-    # a model whose own shapes do not broadcast (not a resize): PrepareError
+    # a model whose own shapes do not broadcast: the delegate leaves the ADD to LiteRT,
+    # which raises its own RuntimeError at allocate_tensors, as without litecl
     mdl = schema.ModelT.InitFromPackedBuf(add_model("float32", [3], [3]), 0)
     mdl.subgraphs[0].tensors[0].shape = [4]
     b = flatbuffers.Builder(1024)
     b.Finish(mdl.Pack(b), file_identifier=b"TFL3")
-    with pytest.raises(litecl.PrepareError):
-        lit = litecl.Interpreter(model_content=bytes(b.Output()), device=fast_device)
-        lit.allocate_tensors()
-    with pytest.raises(RuntimeError):
-        make_interpreter(bytes(b.Output())).allocate_tensors()
+    lit = litecl.Interpreter(model_content=bytes(b.Output()), device=fast_device, quiet=True)
+    (p,) = lit.placement()
+    assert p["placement"] == "litert" and p["reason"] == "shapes [4] and [3] do not broadcast", p
+    for it in (lit, make_interpreter(bytes(b.Output()))):
+        with pytest.raises(RuntimeError, match="not broadcastable"):
+            it.allocate_tensors()
 
 
 @pytest.mark.parametrize("device", F16_DEVICES)
@@ -981,5 +1042,5 @@ def test_float16_add_in_fused_chains(device):
             with np.errstate(invalid="ignore", over="ignore"):
                 x = half_values((n,), 10 + k).astype(np.float32) * np.float32(1.0001)
             got, it = litecl_run(m, [x], device)
-            assert any(len(g.nodes) > 1 for g in it._main.ex._groups.values()), "not fused"
+            assert any(len(ln.nodes) > 1 for ln in launches(it)), "not fused"
             assert_same(got, litert(m, [x]), f"fused float16 chain {act} n={n} on {device}", [x])
