@@ -222,13 +222,16 @@ def groups(nodes) -> list[list]:
     return list(out.values())
 
 
-def estimate(group, sg, costs: Costs, in_place: bool) -> tuple[float, float, bool]:
+def estimate(group, sg, costs: Costs, in_place: bool, rates=None) -> tuple[float, float, bool]:
     """(OpenCL us, LiteRT us, constant) for one delegated partition at its declared
-    shapes: kernel bytes at the device's copy bandwidth, the partition's inputs and
-    outputs across the host link unless the device works in LiteRT's memory in place,
-    one round trip (the wait that ends every delegated partition's invoke) and a launch
-    per further kernel; LiteRT: the bytes at its CAST rate plus a per-node cost.
-    ``constant``: every input is a constant (computed once, free at invoke)."""
+    shapes. OpenCL: each node's elements at its kind's measured kernel rate (``rates``:
+    node index -> (OpenCL ns, LiteRT ns) per element, ``node_rates``; without it, kernel
+    bytes at the device's copy bandwidth), the partition's inputs and outputs across the
+    host link unless the device works in LiteRT's memory in place, one round trip (the
+    wait that ends every delegated partition's invoke) and a launch per further kernel.
+    LiteRT: each node's elements at its kind's measured LiteRT rate (else the bytes at its
+    CAST rate) plus a per-node cost. ``constant``: every input is a constant (computed
+    once, free at invoke)."""
     def nbytes(t):
         tt = sg.tensors[t]
         if t < 0 or tt.dtype is None:
@@ -238,10 +241,134 @@ def estimate(group, sg, costs: Costs, in_place: bool) -> tuple[float, float, boo
     produced = {t for n in group for t in n.outputs}
     ins = {t for n in group for t in n.inputs if t >= 0 and t not in produced}
     constant = all(sg.tensors[t].is_constant for t in ins)
-    kernel = sum(nbytes(t) for n in group for t in (*n.inputs, *n.outputs))
     boundary = 0 if in_place else sum(nbytes(t) for t in ins if not sg.tensors[t].is_constant) \
         + sum(nbytes(t) for t in produced)
-    return costs.opencl_us(kernel, boundary, len(group)), costs.litert_us(kernel, len(group)), constant
+    if rates is None:
+        kernel = sum(nbytes(t) for n in group for t in (*n.inputs, *n.outputs))
+        return costs.opencl_us(kernel, boundary, len(group)), costs.litert_us(kernel, len(group)), constant
+    ocl = lit = 0.0
+    for n in group:
+        elems = _elements(n, sg)
+        o, li = rates[n.index]
+        ocl += elems * o / 1e3
+        lit += elems * li / 1e3
+    ocl += boundary / (costs.transfer_gbs * 1e3) + costs.round_trip_us + max(len(group) - 1, 0) * costs.launch_us
+    return ocl, lit + len(group) * costs.litert_node_us, constant
+
+
+_RATES: dict = {}
+
+
+def rate_bucket(elems: int) -> int:
+    """The size node_rates measures a node of ``elems`` elements at: the next power of 4,
+    within [2^16, 2^24]. Rates per element depend on size (caches: LiteRT's float32 ADD ran
+    at 0.17 ns per element at 2^20 and 0.6 ns at 2^24 on this project's 2-core host)."""
+    b = 1 << 16
+    while b < elems and b < (1 << 24):
+        b <<= 2
+    return b
+
+
+def rate_key(n, sg) -> tuple:
+    """What decides a node's speed: op, tensor types, activation, power-of-two option and
+    quantization (which picks the kernel path), not its shapes."""
+    ts = [sg.tensors[t] for t in (*n.inputs, *n.outputs)]
+    q = tuple((tuple(float(x) for x in t.scales[:1]), tuple(int(z) for z in t.zero_points[:1])) for t in ts)
+    o = n.options
+    return (n.op, tuple(t.type_code for t in ts), getattr(o, "fusedActivationFunction", 0),
+            bool(getattr(o, "potScaleInt16", True)), q)
+
+
+def _elements(n, sg) -> int:
+    return max(math.prod(sg.tensors[n.outputs[0]].shape), 1)
+
+
+def node_rates(delegate, n, sg) -> tuple[float, float]:
+    """(OpenCL kernel ns, LiteRT ns) per output element for nodes like ``n`` on
+    ``delegate``'s device and this host: measured once on a one-node model of
+    ``rate_bucket`` elements (the kernel litecl generates for it, event-timed; LiteRT's own
+    kernel under the delegate's reference), kept in this process and in litecl's cache."""
+    from .cache import device_identity, probe_get, probe_put  # noqa: PLC0415
+
+    N = rate_bucket(_elements(n, sg))
+    key = (delegate.device.caps.key, delegate.reference, N, rate_key(n, sg))
+    r = _RATES.get(key)
+    if r is None:
+        ident = device_identity(delegate.device.device) + "|" + _host()
+        name = "rates-v1|" + repr(key)
+        got = probe_get(name, ident)
+        if isinstance(got, list) and len(got) == 2:
+            r = (float(got[0]), float(got[1]))
+        else:
+            r = (_kernel_ns(delegate, n, sg, N), _litert_ns(delegate, n, sg, N))
+            probe_put(name, ident, list(r))
+        _RATES[key] = r
+    return r
+
+
+def _kernel_ns(delegate, n, sg, N: int) -> float:
+    import pyopencl as cl  # noqa: PLC0415
+
+    from .kernels import build_program, launch_geometry  # noqa: PLC0415
+    from .lowering import kernel_spec  # noqa: PLC0415
+
+    dev = delegate.device
+    spec = kernel_spec(n, sg, [(N,)] * len(n.inputs), delegate.caps)
+    k = cl.Kernel(build_program(dev, spec.source), spec.name)
+    tiling, g, l = launch_geometry(delegate.caps, spec.n, spec.tile_bytes)
+    bufs = [cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, N * sg.tensors[t].dtype.itemsize)
+            for t in (*n.inputs, n.outputs[0])]
+    for b, t in zip(bufs, (*n.inputs, n.outputs[0])):
+        cl.enqueue_fill_buffer(dev.queue, b, np.uint8(0), 0, N * sg.tensors[t].dtype.itemsize)
+    k.set_args(*bufs, *(np.uint32(v) for v in tiling.kernel_args()))
+    ts = []
+    for _ in range(6):
+        ev = cl.enqueue_nd_range_kernel(dev.queue, k, g, l)
+        ev.wait()
+        ts.append(ev.profile.end - ev.profile.start)
+    for b in bufs:
+        b.release()
+    return float(np.median(ts[1:])) / N
+
+
+def _litert_ns(delegate, n, sg, N: int) -> float:
+    import flatbuffers  # noqa: PLC0415
+    from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
+
+    tensors = []
+    for i, t in enumerate((*n.inputs, n.outputs[0])):
+        v = sg.tensors[t]
+        tt = schema.TensorT()
+        tt.name, tt.type, tt.shape, tt.buffer = f"t{i}", v.type_code, [N], 0
+        if v.scales.size:
+            tt.quantization = schema.QuantizationParametersT()
+            tt.quantization.scale = [float(v.scales[0])]
+            tt.quantization.zeroPoint = [int(v.zero_points[0]) if v.zero_points.size else 0]
+        tensors.append(tt)
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = n.opcode
+    code.version = n.version
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, list(range(len(n.inputs))), [len(n.inputs)]
+    if n.op == "ADD":
+        op.builtinOptionsType = schema.BuiltinOptions.AddOptions
+        op.builtinOptions = schema.AddOptionsT()
+        op.builtinOptions.fusedActivationFunction = n.options.fusedActivationFunction
+        op.builtinOptions.potScaleInt16 = n.options.potScaleInt16
+    g = schema.SubGraphT()
+    g.tensors, g.operators, g.inputs, g.outputs = tensors, [op], op.inputs, op.outputs
+    m = schema.ModelT()
+    m.version, m.operatorCodes, m.subgraphs, m.buffers = 3, [code], [g], [schema.BufferT()]
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    kind = (OpResolverType.BUILTIN_REF if delegate.reference == "ref"
+            else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    it = Interpreter(model_content=bytes(b.Output()), experimental_op_resolver_type=kind)
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+    return _median_us(it.invoke, 5) * 1e3 / N
 
 
 def auto_keep_on_litert(ctx, nodes, sg, delegate) -> dict:
@@ -251,8 +378,12 @@ def auto_keep_on_litert(ctx, nodes, sg, delegate) -> dict:
     costs = device_costs(delegate.device)
     out: dict = {}
     for g in groups(nodes):
-        ocl, lit, constant = estimate(g, sg, costs, delegate.memory.in_place)
-        if constant or ocl * AUTO_MARGIN < lit:
+        if all(sg.tensors[t].is_constant for n in g for t in n.inputs
+               if t >= 0 and t not in {o for m in g for o in m.outputs}):
+            continue  # computed once: free at invoke
+        rates = {n.index: node_rates(delegate, n, sg) for n in g}
+        ocl, lit, _ = estimate(g, sg, costs, delegate.memory.in_place, rates)
+        if ocl * AUTO_MARGIN < lit:
             continue
         why = (f"kept on LiteRT: OpenCL ~{ocl:.0f} us (round trip ~{costs.round_trip_us:.0f} us) "
                f"not {AUTO_MARGIN}x below LiteRT ~{lit:.0f} us")

@@ -16,8 +16,10 @@ from models import runtime_graphs as rg
 from models.builders import cast_model, chain_model, multi_op_model
 
 #: a CPU-device-like profile: OpenCL twice LiteRT's bandwidth, a 45 us round trip
-COSTS = Costs(device_gbs=20.0, transfer_gbs=20.0, round_trip_us=45.0, launch_us=2.0,
+COSTS = Costs(device_gbs=20.0, transfer_gbs=100.0, round_trip_us=45.0, launch_us=2.0,
               litert_gbs=10.0, litert_node_us=0.1)
+#: per element: OpenCL 0.1 ns, LiteRT 1 ns (what node_rates would have measured)
+RATES = (0.1, 1.0)
 
 
 def _litert(buf):
@@ -28,6 +30,7 @@ def _costs(monkeypatch):
     import litecl.placement as pm
 
     monkeypatch.setattr(pm, "device_costs", lambda device: COSTS)
+    monkeypatch.setattr(pm, "node_rates", lambda delegate, n, sg: RATES)
 
 
 def test_cost_model_keeps_small_partitions_on_litert(fast_device, monkeypatch):
@@ -63,7 +66,10 @@ def test_estimate_terms():
     kernel = 5 * 4 << 20  # bytes read and written by the two nodes
     assert ocl == pytest.approx(kernel / 20e3 + 45.0 + 2.0) and lit == pytest.approx(kernel / 10e3 + 0.2)
     ocl2, _, _ = estimate(g, sg, COSTS, in_place=False)
-    assert ocl2 == pytest.approx(ocl + (4 << 20) * 3 / 20e3)  # input + two outputs cross the link
+    assert ocl2 == pytest.approx(ocl + (4 << 20) * 3 / 100e3)  # input + two outputs cross the link
+    rated = estimate(g, sg, COSTS, in_place=True, rates={0: RATES, 1: RATES})
+    assert rated[0] == pytest.approx(2 * (1 << 20) * 0.1 / 1e3 + 45.0 + 2.0)
+    assert rated[1] == pytest.approx(2 * (1 << 20) * 1.0 / 1e3 + 0.2)
     assert not const
     assert len(groups([n0, Node(5, 53, "CAST", (9,), (10,), None, None)])) == 2
 
@@ -106,6 +112,28 @@ def test_placement_is_checked():
         litecl.Interpreter(model_content=cast_model("float32", "int8", [4]), placement="gpu")
     with pytest.raises(litecl.LiteclError, match="unknown placement"):
         litecl.Delegate(placement="gpu")
+
+
+def test_node_rates_are_measured_per_kind_and_size(fast_device):
+    """node_rates times litecl's kernel and LiteRT's on a one-node model of the node's
+    size bucket, once: f32->f16 and u8->f32 differ, and a second ask is not measured."""
+    import time
+
+    import litecl.placement as pm
+
+    d = litecl.Delegate(fast_device, quiet=True)
+    it = litecl.Interpreter(model_content=cast_model("uint8", "float32", [70000]), delegate=d)
+    assert it.placement()  # Prepare ran: the node views exist
+    assert pm.rate_bucket(70000) == 1 << 18 and pm.rate_bucket(5) == 1 << 16
+    assert pm.rate_bucket(1 << 30) == 1 << 24
+    rec = next(iter(d._records.values()))
+    n = next(iter(rec["views"].values()))
+    pm._RATES.clear()
+    o, li = pm.node_rates(d, n, rec["sg"])  # measured, or read from litecl's cache
+    assert o > 0 and li > 0
+    t = time.perf_counter()
+    assert pm.node_rates(d, n, rec["sg"]) == (o, li)
+    assert time.perf_counter() - t < 1e-3  # kept in the process
 
 
 def test_costs_are_measured_once_and_cached(tmp_path, fast_device):

@@ -1,0 +1,213 @@
+"""litecl.Interpreter (LiteRT + litecl.Delegate) against LiteRT alone, same process,
+alternating rounds: start-up, invoke per model with the per-partition cost against the
+round-trip floor, and the five 16M-element synthetic models.
+
+Usage::
+
+    python benchmarks/bench_delegate.py --device pocl [--placement all|auto] DIR [DIR ...]
+        [--size 16777216] [--secs 1.0] [--skip-init] [--skip-models] [--skip-large] [--json OUT.json]
+
+- round-trip floor: one 16 KiB write + a copy kernel + a 16 KiB read with one wait, median
+  of 300, on the same device and queue;
+- start-up: construct + allocate_tensors, the median of 3 constructions after a first one
+  (on-disk and in-process caches warm), summed over the models LiteRT runs;
+- invoke: set every input + invoke + read every output, alternating LiteRT / litecl for
+  ``--secs`` per model after 3 warm-up rounds, medians; (litecl - LiteRT) / partitions in
+  round-trip floors;
+- large: invoke + reading the outputs of the five 16M-element models (inputs set once),
+  7 alternating rounds, medians, with the placement litecl chose.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import litecl  # noqa: E402
+from litecl.compare import make_interpreter, random_inputs  # noqa: E402
+from models.builders import add_model, cast_model, chain_model  # noqa: E402
+
+
+def round_trip_us(device) -> float:
+    import pyopencl as cl
+
+    q, ctx = device.queue, device.context
+    src = "__kernel void c(__global const float4* a, __global float4* b) { b[get_global_id(0)] = a[get_global_id(0)]; }"
+    k = cl.Kernel(cl.Program(ctx, src).build(), "c")
+    h = np.zeros(4096, np.float32)
+    a, b = (cl.Buffer(ctx, cl.mem_flags.READ_WRITE, h.nbytes) for _ in range(2))
+    k.set_args(a, b)
+
+    def once():
+        cl.enqueue_copy(q, a, h, is_blocking=False)
+        cl.enqueue_nd_range_kernel(q, k, (1024,), None)
+        cl.enqueue_copy(q, h, b, is_blocking=True)
+    for _ in range(50):
+        once()
+    ts = []
+    for _ in range(300):
+        t = time.perf_counter()
+        once()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts)) * 1e6
+
+
+def _runner(it, ins):
+    det, outs = it.get_input_details(), it.get_output_details()
+
+    def once():
+        for d in det:
+            it.set_tensor(d["index"], ins[d["name"]])
+        it.invoke()
+        for o in outs:
+            it.get_tensor(o["index"])
+    return once
+
+
+def _construct(raw, kind, a):
+    t = time.perf_counter()
+    it = make_interpreter(raw) if kind == "litert" else litecl.Interpreter(
+        model_content=raw, device=a.device, placement=a.placement, quiet=True)
+    it.allocate_tensors()
+    return time.perf_counter() - t, it
+
+
+def models(dirs):
+    out, seen = [], set()
+    for d in dirs:
+        for f in sorted(Path(d).rglob("*.tflite")):
+            raw = f.read_bytes()
+            h = hashlib.sha256(raw).hexdigest()
+            if h in seen:
+                continue
+            seen.add(h)
+            try:
+                ref = make_interpreter(raw)
+                ref.allocate_tensors()
+                _runner(ref, random_inputs(ref.get_input_details(), seed=0))()
+            except Exception:  # noqa: BLE001 (LiteRT alone cannot run it at its declared shapes)
+                continue
+            out.append((f.name, raw))
+    return out
+
+
+def large(n: int) -> dict:
+    return {"CAST f32->f16": cast_model("float32", "float16", [n]),
+            "CAST u8->f32": cast_model("uint8", "float32", [n]),
+            "CAST i64->f16": cast_model("int64", "float16", [n]),
+            "ADD f32": add_model("float32", [n], [n]),
+            "u8->f32 +1 ->f16": chain_model(["uint8", "float32", ("add", np.full([n], 1.0, np.float32)),
+                                             "float16"], [n])}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dirs", nargs="*", type=Path)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--placement", default="all", choices=("all", "auto"))
+    ap.add_argument("--size", type=int, default=1 << 24)
+    ap.add_argument("--secs", type=float, default=1.0)
+    ap.add_argument("--skip-init", action="store_true")
+    ap.add_argument("--skip-models", action="store_true")
+    ap.add_argument("--skip-large", action="store_true")
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args(argv)
+    dev = litecl.open_device(a.device)
+    res = {"device": f"{dev.caps.platform}: {dev.caps.name}", "placement": a.placement}
+    floor = res["round_trip_us"] = round_trip_us(dev)
+    print(f"device {res['device']}; placement {a.placement}; round-trip floor {floor:.1f} us")
+    ms = models(a.dirs) if (a.dirs and not (a.skip_init and a.skip_models)) else []
+    if ms and not a.skip_init:
+        tot = {"litert": 0.0, "litecl": 0.0}
+        rows = []
+        for name, raw in ms:
+            r = {}
+            for kind in ("litert", "litecl"):
+                _construct(raw, kind, a)
+                r[kind] = float(np.median([_construct(raw, kind, a)[0] for _ in range(3)])) * 1e3
+                tot[kind] += r[kind]
+            rows.append({"model": name, **r})
+        res["init"] = {"rows": rows, "litert_ms": tot["litert"], "litecl_ms": tot["litecl"]}
+        print(f"start-up (construct + allocate, second construction) over {len(ms)} models: "
+              f"litecl {tot['litecl']:.1f} ms, LiteRT {tot['litert']:.1f} ms: "
+              f"{tot['litecl'] / tot['litert']:.2f}x")
+    if ms and not a.skip_models:
+        rows = []
+        print(f"{'model':40s} {'LiteRT us':>10s} {'litecl us':>10s} {'ratio':>6s} {'P':>3s} {'(d/P)/floor':>11s}")
+        for name, raw in ms:
+            ref = make_interpreter(raw)
+            ref.allocate_tensors()
+            it = litecl.Interpreter(model_content=raw, device=a.device, placement=a.placement, quiet=True)
+            it.allocate_tensors()
+            ins = random_inputs(ref.get_input_details(), seed=0)
+            fa, fb = _runner(ref, ins), _runner(it, ins)
+            for _ in range(3):
+                fa()
+                fb()
+            ta, tb = [], []
+            end = time.perf_counter() + a.secs
+            while (time.perf_counter() < end or len(ta) < 10) and len(ta) < 5000:
+                t = time.perf_counter()
+                fa()
+                ta.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                fb()
+                tb.append(time.perf_counter() - t)
+            A, B = float(np.median(ta)) * 1e6, float(np.median(tb)) * 1e6
+            P = sum(g["partitions"] for g in it.delegate.graph_info())
+            per = (B - A) / P / floor if P else None
+            rows.append({"model": name, "litert_us": A, "litecl_us": B, "ratio": B / A, "partitions": P,
+                         "per_partition_floors": per,
+                         "opencl_nodes": sum(r["placement"] == "opencl" for r in it.placement())})
+            print(f"{name[:40]:40s} {A:10.1f} {B:10.1f} {B / A:6.2f} {P:3d} "
+                  f"{'' if per is None else f'{per:11.2f}'}")
+        ratios = [r["ratio"] for r in rows]
+        pers = [r["per_partition_floors"] for r in rows if r["per_partition_floors"] is not None]
+        res["models"] = {"rows": rows, "median_ratio": float(np.median(ratios)), "max_ratio": max(ratios),
+                         "median_per_partition_floors": float(np.median(pers)) if pers else None}
+        print(f"invoke over {len(rows)} models: litecl / LiteRT median {np.median(ratios):.3f}, max "
+              f"{max(ratios):.2f}; (litecl - LiteRT) / partitions median "
+              f"{np.median(pers) if pers else float('nan'):.2f} round-trip floors over {len(pers)} models with partitions")
+    if not a.skip_large:
+        rows = []
+        for name, raw in large(a.size).items():
+            ref = make_interpreter(raw)
+            ref.allocate_tensors()
+            it = litecl.Interpreter(model_content=raw, device=a.device, placement=a.placement, quiet=True)
+            it.allocate_tensors()
+            ins = random_inputs(ref.get_input_details(), seed=0)
+            for x in (ref, it):
+                for d in x.get_input_details():
+                    x.set_tensor(d["index"], ins[d["name"]])
+
+            def run(x):
+                t = time.perf_counter()
+                x.invoke()
+                for o in x.get_output_details():
+                    x.get_tensor(o["index"])
+                return time.perf_counter() - t
+            run(ref)
+            run(it)
+            ta, tb = [], []
+            for _ in range(7):
+                ta.append(run(ref))
+                tb.append(run(it))
+            A, B = float(np.median(ta)) * 1e3, float(np.median(tb)) * 1e3
+            pl = [r["placement"] for r in it.placement()]
+            rows.append({"model": name, "litert_ms": A, "litecl_ms": B, "ratio": B / A, "placement": pl})
+            print(f"{name:18s} LiteRT {A:8.2f} ms  litecl {B:8.2f} ms  {B / A:5.2f}x  {pl}")
+        res["large"] = rows
+    if a.json:
+        a.json.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
