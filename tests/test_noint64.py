@@ -5,10 +5,10 @@ Embedded-profile OpenCL devices may lack 64-bit integers (``long`` is optional t
 OpenCL 1.2 section 6.1.1), and many mobile GPUs run them slowly. Under ``noint64``
 (``Caps.int64`` False, which also drops fp64) the quantized ADD's fixed-point helpers are
 built from ``mul_hi`` and 32-bit parts (ops/add_quant.py), and every node that needs 64-bit
-values (int64 CAST/ADD, float64 without cl_khr_fp64) falls back with a reason.
+values (int64 CAST/ADD, float64 without cl_khr_fp64) stays on LiteRT with a reason.
 
-Every kernel source passes through ``litecl.executor.build_program``; the tests record
-them there and scan them for 64-bit type names and literals.
+Every kernel the delegate runs is made by ``litecl.kernels.take_kernel`` from its source;
+the tests record the sources there and scan them for 64-bit type names and literals.
 """
 from __future__ import annotations
 
@@ -19,14 +19,16 @@ import numpy as np
 import pytest
 
 import litecl
-import litecl.executor as executor
+import litecl.delegate as delegate_mod
+from litecl.compare import bit_equal, make_interpreter, mismatches
 from litecl.ops.add_quant import _mbqm, _srdhm, quant_add_cl_functions
 from litecl.ops.dtypes import DTYPES
 from models.builders import add_model, cast_model
 
-from conftest import SHARED_MODELS, device_params, shared_model
+from conftest import SHARED_MODELS, device_params, launches, shared_model
 from test_add import (ACTIVATIONS, QUANT, SHAPES, _case, assert_same, check_real_model_adds,
                       litecl_run)
+from test_cast import edge_values
 
 #: A 64-bit OpenCL C type (scalar or vector), or an integer literal with an L suffix.
 _64BIT = re.compile(r"\b(?:u?long(?:2|3|4|8|16)?|u?int64(?:_t)?|double(?:2|3|4|8|16)?"
@@ -43,15 +45,15 @@ def sixty_four_bit_tokens(source: str) -> list[str]:
 
 @pytest.fixture
 def sources(monkeypatch) -> list[str]:
-    """Every kernel source built by the executor during the test."""
+    """Every kernel source the delegate takes a kernel of during the test."""
     seen: list[str] = []
-    build = executor.build_program
+    take = delegate_mod.take_kernel
 
-    def record(device, source):
+    def record(device, source, name):
         seen.append(source)
-        return build(device, source)
+        return take(device, source, name)
 
-    monkeypatch.setattr(executor, "build_program", record)
+    monkeypatch.setattr(delegate_mod, "take_kernel", record)
     return seen
 
 
@@ -181,7 +183,7 @@ def test_quantized_models_without_int64(shared_models, fast_device, name, source
     bit-equal to LiteRT's reference kernels, and no kernel with a 64-bit type."""
     device = f"{fast_device}:profile=mobile+noint64"
     it = check_real_model_adds(name, device, "ref")
-    assert not it._main.ex.caps.int64
+    assert not it.delegate.caps.int64
     assert_no_64bit(sources, f"{name} on {device}")
 
 
@@ -189,14 +191,18 @@ def test_quantized_models_without_int64(shared_models, fast_device, name, source
                          if SHARED_MODELS.is_dir() else ["(no shared models)"])
 def test_every_shared_model_kernel_is_32bit(shared_models, fast_device, name, sources):
     """Whatever runs on OpenCL under noint64, in any shared model, holds no 64-bit type;
-    what needs 64-bit values falls back and says so."""
-    it = litecl.Interpreter(model_path=shared_model(name), device=f"{fast_device}:profile=noint64")
+    what needs 64-bit values stays on LiteRT and says so."""
+    it = litecl.Interpreter(model_path=shared_model(name), device=f"{fast_device}:profile=noint64",
+                            quiet=True)
     it.allocate_tensors()
     for s in sources:
         assert not sixty_four_bit_tokens(s), (name, sorted(set(sixty_four_bit_tokens(s))))
     for p in it.placement():
-        if p["placement"] == "fallback" and p["op"] in ("CAST", "ADD"):
+        assert p["placement"] in ("opencl", "litert"), p
+        if p["placement"] == "litert":
             assert p["reason"], p
+    # every partition's kernels were taken (and scanned) at allocate_tensors
+    assert len(sources) >= len(launches(it))
 
 
 _CAST_TYPES = [d.name for d in DTYPES]
@@ -204,10 +210,11 @@ _CAST_TYPES = [d.name for d in DTYPES]
 _NEWER = {"bfloat16", "int4", "uint4", "int2"}
 
 
-def test_every_cast_pair_is_32bit_or_falls_back(fast_device, sources):
-    """All 132 CAST pairs (12 sources, complex64 included, x 11 destinations) under mobile+noint64: a pair with
-    int64, or float64 (no cl_khr_fp64 there), falls back naming what is missing; every
-    other pair runs on OpenCL with a 32-bit kernel."""
+def test_every_cast_pair_is_32bit_or_stays_on_litert(fast_device, sources):
+    """All 132 CAST pairs (12 sources, complex64 included, x 11 destinations) under
+    mobile+noint64: a pair with int64, or float64 (no cl_khr_fp64 there), stays on LiteRT
+    naming what is missing; every other pair runs on OpenCL with a 32-bit kernel, bit-exact
+    with LiteRT."""
     device = f"{fast_device}:profile=mobile+noint64"
     on_cl = 0
     for src in _CAST_TYPES:
@@ -215,26 +222,46 @@ def test_every_cast_pair_is_32bit_or_falls_back(fast_device, sources):
             if dst == "complex64":
                 continue
             sources.clear()
-            it = litecl.Interpreter(model_content=cast_model(src, dst, [37]), device=device)
+            m = cast_model(src, dst, [37])
+            it = litecl.Interpreter(model_content=m, device=device, quiet=True)
             p = it.placement()[0]
-            if {src, dst} & _NEWER and p["placement"] == "fallback":
+            if {src, dst} & _NEWER and p["placement"] == "litert":
                 continue  # sub-byte pairs LiteRT does not run (tests/test_cast.py checks which)
             it.allocate_tensors()
             if "int64" in (src, dst) or "float64" in (src, dst):
-                assert p["placement"] == "fallback", (src, dst, p)
+                assert p["placement"] == "litert", (src, dst, p)
                 assert "64-bit integers" in p["reason"], (src, dst, p["reason"])
                 continue
             assert p["placement"] == "opencl", (src, dst, p)
             assert_no_64bit(sources, f"CAST {src}->{dst}")
+            if "int2" not in (src, dst):  # LiteRT's Python API cannot set an int2 input
+                x = edge_values(src, 37)
+                ref = make_interpreter(m)
+                for i in (it, ref):
+                    i.allocate_tensors()
+                    i.set_tensor(i.get_input_details()[0]["index"], x)
+                    i.invoke()
+                got, want = (i.get_tensor(i.get_output_details()[0]["index"]) for i in (it, ref))
+                assert it.delegate.stats["invokes"] == 1
+                assert not mismatches(got, want).any(), (src, dst, x, got, want)
             on_cl += not {src, dst} & _NEWER
     assert on_cl == 10 * 9  # sources without int64/float64 x destinations without them
 
 
 def test_int64_add_falls_back_with_reason(fast_device):
-    it = litecl.Interpreter(model_content=add_model("int64", [5], [5]),
-                            device=f"{fast_device}:profile=noint64")
+    m = add_model("int64", [5], [5])
+    it = litecl.Interpreter(model_content=m, device=f"{fast_device}:profile=noint64", quiet=True)
     p = it.placement()[0]
-    assert p["placement"] == "fallback" and "64-bit integers" in p["reason"]
+    assert p["placement"] == "litert" and "64-bit integers" in p["reason"]
+    a, b = np.array([2**62, -1, 5, 2**63 - 1, 0], np.int64), np.array([2**62, -2, 6, 1, 0], np.int64)
+    outs = []
+    for i in (it, make_interpreter(m)):  # LiteRT runs it: the same result as LiteRT alone
+        i.allocate_tensors()
+        i.set_tensor(i.get_input_details()[0]["index"], a)
+        i.set_tensor(i.get_input_details()[1]["index"], b)
+        i.invoke()
+        outs.append(i.get_tensor(i.get_output_details()[0]["index"]))
+    assert bit_equal(*outs) and it.delegate.stats["invokes"] == 0
 
 
 def test_full_profile_keeps_the_long_multiply():
