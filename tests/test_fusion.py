@@ -1,5 +1,7 @@
-"""Fused elementwise chains: one kernel per run of lowered nodes, every rounding the graph
-defines kept, intermediates written only when something outside needs them."""
+"""Fused elementwise chains: one kernel per run of delegated nodes, every rounding the graph
+defines kept, intermediates written only when something outside needs them. Plans are
+read from the delegate's partitions (conftest.launches); every output is compared with
+LiteRT's."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,16 +11,16 @@ import litecl
 from litecl.compare import mismatches, run_reference
 from models.builders import chain_model, multi_op_model
 
-from conftest import REAL_DEVICES, device_params
+from conftest import REAL_DEVICES, assert_on_opencl, device_params, launches
 
 
-def _run(m, device, x, fuse=True):
-    it = litecl.Interpreter(model_content=m, device=device)
-    it._main.ex.fuse = fuse
+def _run(m, device, x, fuse=True, **kw):
+    it = litecl.Interpreter(model_content=m, device=device, fuse=fuse, quiet=True, **kw)
     it.allocate_tensors()
     d = it.get_input_details()[0]
     it.set_tensor(d["index"], x)
     it.invoke()
+    assert it.delegate.stats["invokes"] >= 1
     return it, {o["name"]: it.get_tensor(o["index"]) for o in it.get_output_details()}
 
 
@@ -46,9 +48,10 @@ def test_f32_f16_f32_chain_keeps_half_rounding(device):
     # the fused kernel must round to half between the CASTs, as the graph defines
     m = chain_model(["float32", "float16", "float32", ("add", 0.25), "int8"], [1999])
     it = _check(m, device, _f32_values(1999))
-    groups = it._main.ex._groups
-    assert [g.nodes for g in groups.values()] == [[0, 1, 2, 3]]
-    assert len(next(iter(groups.values())).outputs) == 1  # only the model output is written
+    assert_on_opencl(it)
+    (ln,) = launches(it)
+    assert ln.nodes == (0, 1, 2, 3) and ln.what.startswith("fused")
+    assert len(ln.outputs) == 1  # only the model output is written
 
 
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["", "mobile"]))
@@ -59,54 +62,63 @@ def test_u8_image_chain_with_broadcast_add(device, n):
                      "float64", "bool"], [n])
     x = (np.arange(n) * 37 % 256).astype(np.uint8)
     it = _check(m, device, x)
-    assert len(it._main.ex._groups) == 1
+    assert_on_opencl(it)
+    (ln,) = launches(it)
+    assert len(ln.nodes) == 7
 
 
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES))
 def test_fan_out_writes_only_needed_intermediates(device):
     m = chain_model(["int32", "float32", [("add", 1.0), "float16"], ("add", 2.0), "int8"], [81])
     it = _check(m, device, (np.arange(81, dtype=np.int32) - 40) * 1000)
-    ex = it._main.ex
-    (g,) = ex._groups.values()
-    outs = {ex.sg.tensors[t].name for t in g.outputs}
+    assert_on_opencl(it)
+    sg = it._model.subgraphs[0]
+    (ln,) = launches(it)
+    outs = {sg.tensors[t].name for t in ln.outputs}
     assert outs == {o["name"] for o in it.get_output_details()}
-    inner = [t for j in g.nodes for t in ex.sg.nodes[j].outputs if t not in g.outputs]
-    assert inner and not any(t in ex.on_device or t in ex.on_host for t in inner)
+    inner = [t for j in ln.nodes for t in sg.nodes[j].outputs if t not in ln.outputs]
+    assert inner  # computed in registers: no launch writes them
 
 
-def test_fallback_node_splits_groups(fast_device):
+def test_litert_node_splits_partitions(fast_device):
+    """CAST | MUL on LiteRT | ADD, CAST: two partitions; the ADD and CAST after the MUL
+    fuse into one kernel; outputs equal LiteRT's."""
     m = multi_op_model("cast_mul_cast")
-    it = litecl.Interpreter(model_content=m, device=fast_device)
-    it.allocate_tensors()
-    ex = it._main.ex
-    for g in ex._groups.values():
-        assert all(ex.sg.nodes[i].op in ("CAST", "ADD") for i in g.nodes)
-        assert all(p["placement"] == "opencl" for p in it.placement() if p["index"] in g.nodes)
+    x = (np.arange(24) * 11 % 256).astype(np.uint8).reshape(2, 3, 4)
+    it = _check(m, fast_device, x)
+    rows = assert_on_opencl(it)
+    assert [(r["op"], r["partition"]) for r in rows] == [("CAST", 0), ("ADD", 1), ("CAST", 1)]
+    assert [ln.nodes for ln in launches(it)] == [(0,), (2, 3)]
+    ops = {n.index: n.op for n in it._model.subgraphs[0].nodes}
+    assert ops[1] == "MUL" and all(ops[i] in ("CAST", "ADD") for ln in launches(it) for i in ln.nodes)
 
 
 def test_one_launch_per_group(fast_device):
     m = chain_model(["uint8", "float32", ("add", 1.0), "float16"], [4096])
-    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
     it.allocate_tensors()
-    ex = it._main.ex
     it.set_tensor(it.get_input_details()[0]["index"], np.zeros(4096, np.uint8))
-    ex.profile = True
+    it.delegate.profile = True
     it.invoke()
-    assert list(ex.kernel_times_ns) == [0]
+    assert [k[1] for k in it.delegate.kernel_times_ns] == [(0, 1, 2)]
+    assert all(v > 0 for v in it.delegate.kernel_times_ns.values())
 
 
 def test_fused_equals_unfused(fast_device):
     m = chain_model(["float32", "float16", "float32", ("add", -1.5), "uint8"], [757])
     x = _f32_values(757, seed=3)
-    _, a = _run(m, fast_device, x, fuse=True)
-    _, b = _run(m, fast_device, x, fuse=False)
+    ita, a = _run(m, fast_device, x, fuse=True)
+    itb, b = _run(m, fast_device, x, fuse=False)
+    assert [ln.nodes for ln in launches(ita)] == [(0, 1, 2, 3)]
+    assert [ln.nodes for ln in launches(itb)] == [(0,), (1,), (2,), (3,)]
+    want = run_reference(m, {ita.get_input_details()[0]["name"]: x})
     for k in a:
-        assert not mismatches(a[k], b[k]).any()
+        assert not mismatches(a[k], b[k]).any() and not mismatches(a[k], want[k]).any()
 
 
-def test_dynamic_shape_refuses(fast_device):
+def test_resize_replans_the_fused_kernel(fast_device):
     m = chain_model(["float32", "float16", "float32"], [8])
-    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
     it.allocate_tensors()
     for n in (8, 33):
         if n != 8:
@@ -119,7 +131,9 @@ def test_dynamic_shape_refuses(fast_device):
         with np.errstate(over="ignore"):
             want = x.astype(np.float16).astype(np.float32)
         assert not mismatches(got, want).any()
-        assert [g.in_shapes for g in it._main.ex._groups.values()] == [[(n,)]]
+        assert_on_opencl(it)
+        (part,) = it.delegate.partitions()
+        assert [ln.n for ln in part.plan.launches] == [n] and part.plan.shapes[0] == (n,)
 
 
 @pytest.mark.parametrize("device", device_params(["oclgrind"], ["", "mobile"]))
@@ -131,18 +145,26 @@ def test_fused_under_oclgrind(device, capfd):
 
 
 def test_preserve_all_tensors_writes_intermediates(fast_device):
+    """experimental_preserve_all_tensors: LiteRT reads every intermediate (it gives each
+    node its own partition then), so litecl's launches write each one, bit-equal to
+    LiteRT's."""
+    from litecl.compare import make_interpreter
+
     m = chain_model(["uint8", "float32", ("add", 1.0), "float16"], [31])
-    it = litecl.Interpreter(model_content=m, device=fast_device, experimental_preserve_all_tensors=True)
-    it.allocate_tensors()
     x = np.arange(31, dtype=np.uint8)
-    it.set_tensor(it.get_input_details()[0]["index"], x)
-    it.invoke()
-    ex = it._main.ex
-    (g,) = ex._groups.values()
-    for i in g.nodes:
-        t = ex.sg.nodes[i].outputs[0]
-        assert t in g.outputs
-        v = it.get_tensor(t)
-        assert v.shape == (31,)
-    cast_out = ex.sg.nodes[g.nodes[0]].outputs[0]
+    it, _ = _run(m, fast_device, x, experimental_preserve_all_tensors=True)
+    ref = make_interpreter(m, preserve_all_tensors=True)
+    ref.allocate_tensors()
+    ref.set_tensor(ref.get_input_details()[0]["index"], x)
+    ref.invoke()
+    assert_on_opencl(it)
+    sg = it._model.subgraphs[0]
+    written = {t for ln in launches(it) for t in ln.outputs}
+    assert sorted(i for ln in launches(it) for i in ln.nodes) == [0, 1, 2]
+    for i in (0, 1, 2):
+        t = sg.nodes[i].outputs[0]
+        assert t in written
+        assert it.get_tensor(t).shape == (31,)
+        assert not mismatches(it.get_tensor(t), ref.get_tensor(t)).any(), t
+    cast_out = sg.nodes[0].outputs[0]
     assert (it.get_tensor(cast_out) == x.astype(np.float32)).all()
