@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import litecl
-from conftest import device_params
+import litecl.kernels
+from conftest import assert_on_opencl, device_params, launches
 from litecl.compare import mismatches, run_reference
 from litecl.ops import tiling
 from models.builders import add_model, cast_model, chain_model
@@ -23,16 +24,19 @@ CPU_DEVICES = ["pocl", "intel"]
 
 @pytest.fixture
 def stream_above(monkeypatch):
-    """Set the CPU row's stream_bytes for one test."""
+    """Set the CPU row's stream_bytes for one test (plans made under it are not kept:
+    litecl.kernels memoises plans by caps, and the LAUNCH row is not part of them)."""
     def set_limit(limit: int) -> None:
         monkeypatch.setitem(tiling.LAUNCH, "cpu", replace(tiling.LAUNCH["cpu"], stream_bytes=limit))
+        monkeypatch.setattr(litecl.kernels, "_PLANS", {})
     return set_limit
 
 
 def _sources(it, fused_only: bool = False) -> str:
-    ex = it._main.ex
-    kernels = [] if fused_only else [k.spec.source for k in ex._kernels.values()]
-    return "\n".join(kernels + [g.source for g in ex._groups.values()])
+    """The kernel sources of ``it``'s launches (fused_only: of launches of several nodes),
+    after asserting its CAST/ADD nodes are on OpenCL."""
+    assert_on_opencl(it)
+    return "\n".join(ln.source for ln in launches(it) if not fused_only or len(ln.nodes) > 1)
 
 
 def test_streams_rule():
@@ -53,20 +57,23 @@ def test_cpu_runtimes_have_the_builtin(device):
 def test_only_kernels_above_the_limit_stream(device, stream_above):
     stream_above(3 * 4 * 1000)  # bytes: a float32 ADD of 1000 elements moves exactly this
     for n, want in ((1000, False), (1001, True)):
-        it = litecl.Interpreter(model_content=add_model("float32", [n], [n]), device=device)
+        it = litecl.Interpreter(model_content=add_model("float32", [n], [n]), device=device, quiet=True)
         it.allocate_tensors()
         assert (NT in _sources(it)) == want, n
-        # and `litecl bench` names it in the node's description
-        assert ("streaming stores" in it._main.ex._kernels[0].spec.what) == want
+        # and `litecl bench` and placement() name it in the node's description
+        assert ("streaming stores" in launches(it)[0].what) == want
+        assert ("streaming stores" in it.placement()[0]["kernel"]) == want
         it.close()
     # a fused group counts its inputs and the outputs it writes (not its intermediates)
     stream_above(4000 * 1 + 4000 * 8 - 1)
-    it = litecl.Interpreter(model_content=chain_model(["uint8", "float32", "int64"], [4000]), device=device)
+    it = litecl.Interpreter(model_content=chain_model(["uint8", "float32", "int64"], [4000]), device=device,
+                            quiet=True)
     it.allocate_tensors()
-    assert len(it._main.ex._groups) == 1 and NT in _sources(it, fused_only=True)
+    assert len(launches(it)) == 1 and NT in _sources(it, fused_only=True)
     it.close()
     stream_above(4000 * 1 + 4000 * 8)
-    it = litecl.Interpreter(model_content=chain_model(["uint8", "float32", "int64"], [4000]), device=device)
+    it = litecl.Interpreter(model_content=chain_model(["uint8", "float32", "int64"], [4000]), device=device,
+                            quiet=True)
     it.allocate_tensors()
     assert NT not in _sources(it, fused_only=True)
     it.close()
@@ -77,7 +84,7 @@ def test_streaming_casts_match_litert(device, stream_above):
     """Every CAST pair (each output type and vector width), NaN/inf/-0/out-of-range edge
     values, sizes with scalar tails; Oclgrind also checks the streaming stores' bounds."""
     stream_above(1)
-    it = litecl.Interpreter(model_content=cast_model("int8", "int64", [33]), device=device)
+    it = litecl.Interpreter(model_content=cast_model("int8", "int64", [33]), device=device, quiet=True)
     it.allocate_tensors()
     assert NT in _sources(it)
     it.close()
@@ -87,7 +94,7 @@ def test_streaming_casts_match_litert(device, stream_above):
             check_pair(device, s, d, sizes=sizes)
     # without cl_khr_fp16, half vectors are converted in registers, then streamed as bits
     nofp16 = device + ":profile=nofp16"
-    it = litecl.Interpreter(model_content=cast_model("float32", "float16", [33]), device=nofp16)
+    it = litecl.Interpreter(model_content=cast_model("float32", "float16", [33]), device=nofp16, quiet=True)
     it.allocate_tensors()
     assert "vstorea_half8_rte" in _sources(it) and "(__global ushort8*)" in _sources(it)
     it.close()
@@ -103,10 +110,12 @@ def test_streaming_chains_match_litert(device, fuse, stream_above):
         steps = random_chain(seed)
         m = chain_model(steps, [N])
         x = edge_values(steps[0], N)
-        it = litecl.Interpreter(model_content=m, device=device, fuse=fuse)
+        it = litecl.Interpreter(model_content=m, device=device, fuse=fuse, quiet=True)
         it.allocate_tensors()
+        assert NT in _sources(it)
         it.set_tensor(it.get_input_details()[0]["index"], x)
         it.invoke()
+        assert it.delegate.stats["invokes"] == 1
         want = run_reference(m, {it.get_input_details()[0]["name"]: x})
         for o in it.get_output_details():
             bad = mismatches(it.get_tensor(o["index"]), want[o["name"]])
@@ -116,8 +125,9 @@ def test_streaming_chains_match_litert(device, fuse, stream_above):
         m = add_model(dt, [N], [N])
         rng = np.random.default_rng(1)
         a, b = (edge_values(dt, N), rng.permutation(edge_values(dt, N)))
-        it = litecl.Interpreter(model_content=m, device=device)
+        it = litecl.Interpreter(model_content=m, device=device, quiet=True)
         it.allocate_tensors()
+        assert NT in _sources(it)
         names = [d["name"] for d in it.get_input_details()]
         for d, v in zip(it.get_input_details(), (a, b)):
             it.set_tensor(d["index"], v)
