@@ -249,6 +249,7 @@ class Interpreter(_litert.Interpreter):
     def get_signature_runner(self, signature_key=None):
         runner = super().get_signature_runner(signature_key)
         runner.__class__ = SignatureRunner
+        del runner.__dict__["_interpreter_wrapper"]  # read through the Interpreter (close())
         return runner
 
     # ------------------------------------------------------------------ litecl extras
@@ -296,6 +297,11 @@ class Interpreter(_litert.Interpreter):
 
 class SignatureRunner(_litert.SignatureRunner):
     """LiteRT's SignatureRunner; an error inside litecl's kernels raises its own type."""
+
+    # LiteRT's runner keeps its own reference to the interpreter's wrapper; this one reads
+    # it from the Interpreter, so close() frees LiteRT's interpreter (and litecl's
+    # kernels) while a runner lives, and the runner's later calls are close()'s LiteclError
+    _interpreter_wrapper = property(lambda self: self._interpreter._interpreter)
 
     def __call__(self, **kwargs):
         try:

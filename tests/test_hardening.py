@@ -1,9 +1,8 @@
-"""Hardening (issue 7): the flatbuffer verifier, input errors, kernel-build fallback,
-dynamic shapes, resource lifetime, threads. Fuzzing lives in test_fuzz.py."""
+"""Hardening (issue 7): the flatbuffer verifier, what LiteRT aborts on (refused first),
+misuse (LiteRT's own errors through litecl.Interpreter), kernel build failures, dynamic
+shapes, resource lifetime, threads. Fuzzing lives in test_fuzz.py."""
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import re
 import struct
@@ -20,14 +19,12 @@ from ai_edge_litert import schema_py_generated as schema
 
 import litecl
 import litecl.cli
-import litecl.executor
-from litecl.compare import bit_equal, random_inputs
-from litecl.fallback import make_interpreter
-from litecl.model import load_model
+from litecl.compare import bit_equal, make_interpreter, random_inputs
+from litecl.model import litert_abort_reason, load_model
 from litecl.verify import VerifyError, table_layout, verify
 from models.builders import add_model, cast_model, chain_model, multi_op_model
 
-from conftest import SHARED_MODELS, shared_model
+from conftest import ROOT, SHARED_MODELS, device_params, shared_model
 
 CLI = [sys.executable, "-m", "litecl.cli"]
 
@@ -234,25 +231,11 @@ def test_model_validation_beyond_the_verifier():
             load_model(model_content=_repack(m, edit))
 
 
-def test_litert_abort_cases_are_errors(fast_device):
-    """LiteRT 2.3.0 aborts the process (SIGABRT) on a quantized ADD whose output scale is
-    too small; litecl refuses it before LiteRT sees it, when the node falls back."""
-    q = ((0.01, 0), (0.01, 0), (1e-12, 0))
-    m = add_model("int8", [4], [4], quant=q)
-    it = litecl.Interpreter(model_content=m, device=fast_device)
-    (p,) = it.placement()
-    assert p["placement"] == "fallback"
-    with pytest.raises(litecl.ModelError, match="LiteRT aborts"):
-        it.allocate_tensors()
-    it = litecl.Interpreter(model_content=_binary_model("sub", "int8", (None, _Q, _Q)), device=fast_device)
-    with pytest.raises(litecl.ModelError, match=r"int8 SUB with quantization parameters on 2 of its 3"):
-        it.allocate_tensors()
-
-
+# ----------------------------------------------------------------------------- LiteRT's aborts
 _Q = (0.01, 0)
 _LITERT_PREPARE = """
 import sys
-from litecl.fallback import make_interpreter
+from litecl.compare import make_interpreter
 m = make_interpreter(open(sys.argv[1], "rb").read())
 try:
     m.allocate_tensors()
@@ -261,14 +244,24 @@ except Exception:
 """
 
 
-def _binary_model(kind: str, dtype: str, q) -> bytes:
+def _binary_model(kind: str, dtype: str, q, shapes=([4], [4])) -> bytes:
     from models.builders import _Graph  # noqa: PLC0415
 
     g = _Graph()
-    a, b = g.tensor("a", dtype, [4], quant=q[0]), g.tensor("b", dtype, [4], quant=q[1])
+    a, b = g.tensor("a", dtype, shapes[0], quant=q[0]), g.tensor("b", dtype, shapes[1], quant=q[1])
     g.inputs += [a, b]
     g.outputs = [g.binary(kind, a, b, "y", out_quant=q[2])]
     return g.finish()
+
+
+def _declared(sg, node) -> dict:
+    return {t: sg.tensors[t].shape for t in node.inputs}
+
+
+def _litert_dies(path, script: str, *args) -> bool:
+    """LiteRT alone, in a subprocess: did it end by a signal (SIGABRT)?"""
+    r = subprocess.run([sys.executable, "-c", script, str(path), *args], capture_output=True, timeout=120)
+    return r.returncode < 0 or r.returncode == 134
 
 
 @pytest.mark.parametrize("kind,dtype,q", [
@@ -277,18 +270,229 @@ def _binary_model(kind: str, dtype: str, q) -> bytes:
     ("sub", "int8", (_Q, _Q, None)), ("sub", "int16", (None, None, None)),
     ("add", "int8", (_Q, _Q, (1e-12, 0))), ("sub", "int8", (_Q, _Q, (1e-12, 0))),
 ])
-def test_abort_guard_matches_litert(tmp_path, kind, dtype, q):
-    """fallback.litert_abort_reason says "aborts" exactly where LiteRT's Prepare kills
-    the process (run in a subprocess)."""
-    from litecl.fallback import litert_abort_reason  # noqa: PLC0415
+def test_abort_guard_matches_litert(tmp_path, monkeypatch, kind, dtype, q):
+    """model.litert_abort_reason says "aborts" exactly where LiteRT's Prepare kills the
+    process (LiteRT alone, in a subprocess), and load_model refuses exactly those models."""
+    from litecl import model as mod  # noqa: PLC0415
 
     m = _binary_model(kind, dtype, q)
     p = tmp_path / "m.tflite"
     p.write_bytes(m)
-    r = subprocess.run([sys.executable, "-c", _LITERT_PREPARE, str(p)], capture_output=True, timeout=120)
+    with monkeypatch.context() as mp:  # the model parsed without the check under test
+        mp.setattr(mod, "_check_litert_aborts", lambda sub, where: None)
+        sg = mod._load(m, "m").subgraphs[0]
+    predicted = litert_abort_reason(sg.nodes[0], sg, _declared(sg, sg.nodes[0]))
+    assert _litert_dies(p, _LITERT_PREPARE) == (predicted is not None), predicted
+    if predicted:
+        with pytest.raises(litecl.ModelError, match="LiteRT aborts"):
+            mod._load(m, "m")
+    else:
+        mod._load(m, "m")
+
+
+def test_static_abort_cases_are_model_errors(fast_device):
+    """LiteRT 2.3.0 aborts (SIGABRT in allocate_tensors) on these; litecl's delegate
+    claims none of them (its lowering refuses the same parameters), so litecl.Interpreter
+    refuses them before LiteRT sees them, whatever the placement."""
+    cases = [(add_model("int8", [4], [4], quant=((0.01, 0), (0.01, 0), (1e-12, 0))), "output scale too small"),
+             (_binary_model("sub", "int8", (None, _Q, _Q)), r"int8 SUB with quantization parameters on 2 of its 3"),
+             (_binary_model("add", "int8", (_Q, _Q, None)), r"int8 ADD with quantization parameters on 2 of its 3"),
+             (add_model("int32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1)), "above 8 dimensions")]
+    for m, match in cases:
+        for placement in ("all", "auto"):
+            with pytest.raises(litecl.ModelError, match=match):
+                litecl.Interpreter(model_content=m, device=fast_device, placement=placement, quiet=True)
+
+
+_LITERT_RUN = """
+import sys, numpy as np
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
+r = {"builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, "ref": OpResolverType.BUILTIN_REF}[sys.argv[2]]
+it = Interpreter(model_path=sys.argv[1], experimental_op_resolver_type=r)
+for i, s in zip((0, 1), sys.argv[3:]):
+    it.resize_tensor_input(i, [int(d) for d in s.split(",") if d])
+it.allocate_tensors()
+for d in it.get_input_details():
+    it.set_tensor(d["index"], np.ones(d["shape"], d["dtype"]))
+it.invoke()
+"""
+
+_Q3 = ((0.05, 0), (0.08, 0), (0.1, 0))
+_HIGH_RANK = [  # (dtype, shape1, shape2): broadcasts around LiteRT's 8-dimension limit
+    ("int32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1)),
+    ("float32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1)),
+    ("float32", (1, 1, 1, 1, 1, 1, 1, 1, 5), (1,)),
+    ("int32", (1, 1, 1, 1, 1, 1, 1, 1, 5), ()),
+    ("uint8", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 1, 5)),
+    ("int64", (1,), (1, 1, 1, 1, 1, 1, 1, 1, 5)),
+    ("int32", (2, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 3, 1)),  # 8-D: fine
+    ("int32", (2, 3, 1, 1, 1, 1, 1, 1, 5), (2, 3, 1, 1, 1, 1, 1, 1, 5)),  # same shape: fine
+]
+
+
+@pytest.mark.parametrize("reference", ["builtin", "ref"])
+@pytest.mark.parametrize("dtype,s1,s2", _HIGH_RANK)
+def test_high_rank_broadcast_abort_guard_matches_litert(tmp_path, dtype, s1, s2, reference):
+    """LiteRT aborts (in invoke) on broadcasting ADDs above 8 dimensions, except in its
+    optimized fivefold loop (float32/8-bit, builtin): litert_abort_reason predicts exactly
+    when (LiteRT run alone in a subprocess, the shapes reached by a resize of a [4] + [4]
+    ADD, as a user would)."""
+    m = add_model(dtype, [4], [4], **({"quant": _Q3} if dtype in ("int8", "uint8") else {}))
+    p = tmp_path / "m.tflite"
+    p.write_bytes(m)
+    shape_args = [",".join(map(str, s)) for s in (s1, s2)]
+    dies = _litert_dies(p, _LITERT_RUN, reference, *shape_args)
     sg = load_model(model_content=m).subgraphs[0]
-    predicted = litert_abort_reason(sg.nodes[0], sg, {t: sg.tensors[t].shape for t in sg.nodes[0].inputs})
-    assert (r.returncode < 0) == (predicted is not None), (r.returncode, predicted)
+    n = sg.nodes[0]
+    predicted = litert_abort_reason(n, sg, dict(zip(n.inputs, (s1, s2))), reference)
+    assert dies == (predicted is not None), (dies, predicted)
+
+
+_RESIZE_INTO_ABORT = """
+import sys, numpy as np, litecl
+from ai_edge_litert import schema_py_generated as schema
+from litecl.compare import make_interpreter
+from models.builders import add_model
+from models.hostile import pack
+kind, placement = sys.argv[1], sys.argv[2]
+if kind == "pot":  # int16, power-of-two scales, pot_scale_int16: LiteRT's POT path
+    o = schema.ModelT.InitFromPackedBuf(add_model("int16", [4], [4], quant=((1.0, 0), (0.5, 0), (1.0, 0))), 0)
+    o.subgraphs[0].operators[0].builtinOptions.potScaleInt16 = True
+    o.operatorCodes[0].version = 1
+    m, bad, good = pack(o), ([4], [1]), ([6], [6])
+else:
+    m, bad, good = add_model("int32", [4], [4]), ([2, 1, 1, 1, 1, 1, 1, 1, 5], [1, 1, 1, 1, 1, 1, 1, 3, 1]), ([3], [3])
+it = litecl.Interpreter(model_content=m, device=sys.argv[3], placement=placement, quiet=True)
+it.allocate_tensors()
+for i, s in enumerate(bad):
+    it.resize_tensor_input(i, s)
+try:
+    it.allocate_tensors()
+    print("RESULT allocated", flush=True)
+except litecl.LiteclError as e:
+    print("RESULT", type(e).__name__, isinstance(e, RuntimeError), e, flush=True)
+print("SHAPES", [d["shape"].tolist() for d in it.get_input_details()], flush=True)
+try:
+    it.invoke()
+    print("INVOKE ran", flush=True)
+except RuntimeError as e:  # LiteRT's error reporter keeps the earlier messages too
+    print("INVOKE", type(e).__name__, " ".join(str(e).split()), flush=True)
+for i, s in enumerate(good):
+    it.resize_tensor_input(i, s)
+it.allocate_tensors()
+ref = make_interpreter(m)
+for r in (it, ref):
+    for i, s in enumerate(good):
+        r.resize_tensor_input(i, s)
+    r.allocate_tensors()
+    for i, s in enumerate(good):
+        r.set_tensor(i, (np.arange(s[0]) * 300 - 700).astype(np.int16 if kind == "pot" else np.int32))
+    r.invoke()
+print("AGAIN", it.get_tensor(2).tobytes() == ref.get_tensor(2).tobytes(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("placement", ["all", "auto"])
+@pytest.mark.parametrize("kind", ["pot", "rank9"])
+def test_resize_into_a_litert_abort_is_an_error(fast_device, kind, placement):
+    """A resize to shapes LiteRT aborts on in invoke (an int16 POT ADD of [4] and [1]; a
+    9-D broadcast of an int32 ADD; measured, tests above): when litecl's delegate holds the
+    ADD, its kernel prepare refuses the shapes (InputError); when LiteRT holds it
+    (placement "auto" keeps a tiny ADD there), litecl.Interpreter.allocate_tensors refuses
+    them (ResizedPrepareError) and leaves LiteRT's interpreter not ready, so invoke is
+    LiteRT's own RuntimeError. Either way no signal, and the next resize runs bit-exact."""
+    r = _py_hardening(_RESIZE_INTO_ABORT, kind, placement, fast_device)
+    out = dict(line.split(" ", 1) for line in r.stdout.splitlines() if line.split(" ", 1)[0].isupper())
+    want = "ResizedPrepareError True" if placement == "auto" else "InputError False"
+    assert out["RESULT"].startswith(want), r.stdout
+    assert ("MatchingElementsSize" if kind == "pot" else "above 8 dimensions") in out["RESULT"]
+    assert out["INVOKE"].startswith("RuntimeError ") and \
+        out["INVOKE"].endswith("Invoke called on model that is not ready."), r.stdout
+    assert out["SHAPES"] == str([[4], [1]] if kind == "pot" else
+                                [[2, 1, 1, 1, 1, 1, 1, 1, 5], [1, 1, 1, 1, 1, 1, 1, 3, 1]])
+    assert out["AGAIN"] == "True", r.stdout
+
+
+def _py_hardening(code: str, *args, timeout: float = 120):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                       timeout=timeout, env=env, cwd=ROOT)
+    assert r.returncode == 0, (r.returncode, r.stdout[-1000:], r.stderr[-2000:])
+    return r
+
+
+def test_signature_runner_into_a_litert_abort_is_an_error(shared_models, fast_device):
+    """LiteRT's SignatureRunner resizes, allocates and invokes in one call: litecl's
+    runner checks between its allocate and its invoke. multi_signature_model's "add"
+    signature, called with 9-D operands that broadcast (LiteRT aborts), then with good ones."""
+    code = """
+import sys, numpy as np, litecl
+it = litecl.Interpreter(model_path=sys.argv[1], device=sys.argv[2], placement="auto", quiet=True)
+run = it.get_signature_runner("add")
+a = np.ones([2, 1, 1, 1, 1, 1, 1, 1, 5], np.float32)
+b = np.ones([1, 1, 1, 1, 1, 1, 1, 3, 1], np.float32)
+try:
+    run(a=a, b=b)
+    print("RESULT ran", flush=True)
+except litecl.LiteclError as e:
+    print("RESULT", type(e).__name__, e, flush=True)
+out = run(a=np.full([10, 10], 2, np.float32), b=np.ones([10, 10], np.float32))
+print("AGAIN", out["output"].tolist() == [[3.0] * 10] * 10, flush=True)
+"""
+    r = _py_hardening(code, shared_model("multi_signature_model.tflite"), fast_device)
+    assert "RESULT ResizedPrepareError" in r.stdout and "above 8 dimensions" in r.stdout, r.stdout
+    assert "AGAIN True" in r.stdout, r.stdout
+
+
+def test_propagated_and_ref_only_aborts_are_refused_at_allocate(fast_device):
+    """Shapes LiteRT propagates (a CAST's output feeding a 9-D broadcast: load_model judges
+    only the shapes a model starts from) and an abort only BUILTIN_REF has (a 9-D
+    float32 broadcast in the optimized fivefold loop runs under the builtin kernels):
+    PrepareError at allocate_tensors; invoke then gets LiteRT's own error."""
+    cast9 = chain_model(["int32", "float32", ("add", np.ones((1, 1, 1, 1, 1, 1, 1, 3, 1), np.float32))],
+                        (2, 1, 1, 1, 1, 1, 1, 1, 5))
+    five = add_model("float32", (1, 1, 1, 1, 1, 1, 1, 1, 5), (1,))
+    for m, reference in ((cast9, "builtin"), (cast9, "ref"), (five, "ref")):
+        it = litecl.Interpreter(model_content=m, device=fast_device, reference=reference, quiet=True)
+        with pytest.raises(litecl.PrepareError, match="above 8 dimensions") as e:
+            it.allocate_tensors()
+        assert not isinstance(e.value, litecl.ResizedPrepareError)
+        with pytest.raises(RuntimeError, match="not ready"):
+            it.invoke()
+    it = litecl.Interpreter(model_content=five, device=fast_device, quiet=True)  # builtin: runs
+    it.allocate_tensors()
+    x = np.arange(5, dtype=np.float32).reshape(1, 1, 1, 1, 1, 1, 1, 1, 5)
+    it.set_tensor(0, x)
+    it.set_tensor(1, np.array([0.5], np.float32))
+    it.invoke()
+    assert it.get_tensor(2).ravel().tolist() == [0.5, 1.5, 2.5, 3.5, 4.5]
+
+
+def test_delegated_adds_are_not_judged_at_stale_shapes(fast_device):
+    """Tensors inside a delegated partition keep the shapes LiteRT last gave them (the
+    delegate resizes only the partition's outputs): the guard skips the ADDs litecl runs,
+    so a same-shape 9-D chain resized to another 9-D shape runs, bit-exact."""
+    from models.builders import _Graph  # noqa: PLC0415
+
+    s9 = [2, 1, 1, 1, 1, 1, 1, 1, 5]
+    g = _Graph()
+    x, y, z = (g.tensor(n, "int32", s9) for n in "xyz")
+    g.inputs = [x, y, z]
+    g.outputs = [g.binary("add", g.binary("add", x, y, "t"), z, "out")]
+    m = g.finish()
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    ref = make_interpreter(m)
+    new = [3, 1, 1, 1, 1, 1, 1, 1, 4]
+    for r in (it, ref):
+        for i in range(3):
+            r.resize_tensor_input(i, new)
+        r.allocate_tensors()
+        for i in range(3):
+            r.set_tensor(i, np.arange(12, dtype=np.int32).reshape(new) * (i + 1))
+        r.invoke()
+    assert [p["placement"] for p in it.placement()] == ["opencl", "opencl"]
+    assert it.get_tensor(it.get_output_details()[0]["index"]).tobytes() == \
+        ref.get_tensor(ref.get_output_details()[0]["index"]).tobytes()
 
 
 def test_cli_model_errors_one_line(tmp_path):
@@ -315,38 +519,150 @@ def test_cli_when_litert_refuses_the_model(tmp_path, fast_device):
     _one_error_line(_run_cli("compare", p, "--device", fast_device), "version '99'")
 
 
-# ----------------------------------------------------------------------------- bad inputs
-def test_api_input_errors_name_tensor_expected_and_given(fast_device):
-    it = litecl.Interpreter(model_content=add_model("float32", [2, 3], [3]), device=fast_device)
-    it.allocate_tensors()
-    a, b = (d["index"] for d in it.get_input_details())
-    with pytest.raises(litecl.InputError, match=r"tensor 0 \('input1'\) expects float32, got float64"):
-        it.set_tensor(a, np.zeros([2, 3]))
-    with pytest.raises(litecl.InputError, match=r"'input2'\) expects shape \[3\], got \[2, 3\]"):
-        it.set_tensor(b, np.zeros([2, 3], np.float32))
-    with pytest.raises(litecl.InputError, match=r"expects float32, got <U"):
-        it.set_tensor(a, "text")
-    with pytest.raises(litecl.InputError, match="tensor index must be an int, got str"):
-        it.set_tensor("input1", np.zeros([2, 3], np.float32))
-    it.set_tensor(a, np.zeros([2, 3], np.float32))
-    with pytest.raises(litecl.InputError, match=r"input tensor 1 \('input2'\) was not set"):
-        it.invoke()
-    with pytest.raises(litecl.InputError, match="subgraph index 5 out of range"):
-        it.get_tensor(0, subgraph_index=5)
+
+# ----------------------------------------------------------------------------- misuse
+def _error_of(call):
+    with pytest.raises(Exception) as e:
+        call()
+    return e.value
 
 
-def test_signature_runner_input_errors(shared_models, fast_device):
-    it = litecl.Interpreter(model_path=shared_model("multi_signature_model.tflite"), device=fast_device)
-    r = it.get_signature_runner("add")
+def _same_error(ours, theirs, what=""):
+    """``ours`` (litecl.Interpreter) and ``theirs`` (LiteRT's own) both raise: the same
+    type and message (pybind's object addresses aside)."""
+    a, b = _error_of(ours), _error_of(theirs)
+    norm = lambda e: re.sub(r"0x[0-9a-f]+", "0x?", str(e))  # noqa: E731
+    assert type(a) is type(b) and norm(a) == norm(b), (what, a, b)
+    return a
+
+
+_BAD_CALLS = {  # what a user can get wrong after allocate_tensors: LiteRT's own answers
+    "dtype": lambda i: i.set_tensor(0, np.zeros([2, 3])),
+    "shape": lambda i: i.set_tensor(1, np.zeros([2, 3], np.float32)),
+    "text": lambda i: i.set_tensor(0, "text"),
+    "objects": lambda i: i.set_tensor(0, np.array([[None] * 3] * 2)),
+    "0-d": lambda i: i.set_tensor(0, np.float32(1)),
+    "name as index": lambda i: i.set_tensor("input1", np.zeros([2, 3], np.float32)),
+    "index 99": lambda i: i.set_tensor(99, np.zeros([2, 3], np.float32)),
+    "index -1": lambda i: i.set_tensor(-1, np.zeros([2, 3], np.float32)),
+    "index 2**40": lambda i: i.set_tensor(2**40, np.zeros([2, 3], np.float32)),
+    "get 99": lambda i: i.get_tensor(99),
+    "get -1": lambda i: i.get_tensor(-1),
+    "get subgraph 5": lambda i: i.get_tensor(0, subgraph_index=5),
+    "get subgraph -1": lambda i: i.get_tensor(0, subgraph_index=-1),
+    "tensor(99)": lambda i: i.tensor(99)(),
+    "details subgraph 9": lambda i: i.get_tensor_details(9),
+    "resize nested": lambda i: i.resize_tensor_input(0, [[2, 3]]),
+    "resize text": lambda i: i.resize_tensor_input(0, ["a"]),
+    "resize negative": lambda i: i.resize_tensor_input(0, [-1, 3]),
+    "resize 2**31": lambda i: i.resize_tensor_input(0, [2**31, 3]),
+    "resize index 99": lambda i: i.resize_tensor_input(99, [4, 3]),
+    "strict resize": lambda i: i.resize_tensor_input(0, [5, 3], strict=True),
+    "no runner": lambda i: i.get_signature_runner("zz"),
+    "view held": lambda i: (lambda v: i.invoke())(i.tensor(0)()),
+    "huge arena": lambda i: (i.resize_tensor_input(0, [2**31 - 1, 2**31 - 1]),
+                             i.resize_tensor_input(1, [2**31 - 1]), i.allocate_tensors()),
+}
+
+
+@pytest.mark.parametrize("what", list(_BAD_CALLS))
+def test_misuse_is_litert_s_error(fast_device, what):
+    """litecl.Interpreter is LiteRT's Interpreter: each misuse raises what LiteRT raises
+    (type and message), none crashes. (The huge arena is kept on LiteRT under
+    placement "auto"; under "all" litecl's kernel refuses it first: below.)"""
+    m = add_model("float32", [2, 3], [3])
+    ours = litecl.Interpreter(model_content=m, device=fast_device, placement="auto", quiet=True)
+    theirs = make_interpreter(m)
+    for it in (ours, theirs):
+        it.allocate_tensors()
+    e = _same_error(lambda: _BAD_CALLS[what](ours), lambda: _BAD_CALLS[what](theirs), what)
+    assert isinstance(e, (ValueError, RuntimeError, TypeError, OverflowError)), e
+
+
+def test_misuse_before_allocate_is_litert_s_error(fast_device):
+    m = add_model("float32", [2, 3], [3])
+    ours = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    theirs = make_interpreter(m)
+    for what, call in {"set": lambda i: i.set_tensor(0, np.zeros([2, 3], np.float32)),
+                       "get": lambda i: i.get_tensor(0), "invoke": lambda i: i.invoke()}.items():
+        _same_error(lambda: call(ours), lambda: call(theirs), what)
+
+
+def test_huge_shapes_are_errors_not_crashes(fast_device):
+    """A resize to shapes no memory holds: LiteRT's arena refuses them (RuntimeError);
+    when litecl's delegate holds the node, its kernel refuses them first (InputError:
+    the kernels index with 32 bits). A shape of no elements that numpy cannot hold
+    ([0, 2**31-1, 2**31-1, 2**31-1]) allocates, as in LiteRT, and get_tensor is then
+    LiteRT's ValueError."""
+    m = add_model("float32", [4], [4])
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    it.resize_tensor_input(0, [2**20, 2**20])
+    it.resize_tensor_input(1, [2**20])
+    with pytest.raises(litecl.InputError, match="at most 2147483648"):
+        it.allocate_tensors()
+    odd = [0, 2**31 - 1, 2**31 - 1, 2**31 - 1]
+    ours, theirs = litecl.Interpreter(model_content=m, device=fast_device, quiet=True), make_interpreter(m)
+    for i in (ours, theirs):
+        i.resize_tensor_input(0, odd)
+        i.resize_tensor_input(1, odd)
+        i.allocate_tensors()
+    _same_error(lambda: ours.get_tensor(2), lambda: theirs.get_tensor(2))
+
+
+def test_signature_runner_misuse_is_litert_s_error(shared_models, fast_device):
+    m = shared_model("multi_signature_model.tflite").read_bytes()
+    ours, theirs = litecl.Interpreter(model_content=m, device=fast_device, quiet=True), make_interpreter(m)
+    r, t = ours.get_signature_runner("add"), theirs.get_signature_runner("add")
     ok = np.ones([10, 10], np.float32)
-    with pytest.raises(litecl.InputError, match=r"expects inputs \['a', 'b'\]; missing \['b'\]"):
-        r(a=ok)
-    with pytest.raises(litecl.InputError, match=r"unknown \['c'\]"):
-        r(a=ok, b=ok, c=ok)
-    with pytest.raises(litecl.InputError, match=r"\('.*'\) expects float32, got int32"):
-        r(a=ok, b=ok.astype(np.int32))
-    with pytest.raises(litecl.InputError, match="invalid input name 'zz'"):
-        r.resize_input("zz", [3])
+    calls = {"missing": lambda x: x(a=ok), "unknown": lambda x: x(a=ok, b=ok, c=ok),
+             "renamed": lambda x: x(a=ok, c=ok), "dtype": lambda x: x(a=ok, b=ok.astype(np.int32)),
+             "not an array": lambda x: x(a=ok, b=[1.0] * 100)}
+    for what, call in calls.items():
+        _same_error(lambda: call(r), lambda: call(t), what)
+    assert (r(a=ok, b=ok)["output"] == 2).all()  # and it still runs
+
+
+def test_constructor_flags_and_path_types(tmp_path, fast_device):
+    """litecl's own options are checked by litecl; LiteRT's flags are LiteRT's (its
+    num_threads checks, its experimental_preserve_all_tensors takes any truth value)."""
+    from models.builders import cast_model  # noqa: PLC0415
+
+    p = tmp_path / "m.tflite"
+    p.write_bytes(cast_model("float32", "float16", [4]))
+    with pytest.raises(litecl.LiteclError, match="fuse must be True or False"):
+        litecl.Interpreter(model_path=str(p), device=fast_device, fuse="yes")
+    with pytest.raises(litecl.LiteclError, match="unknown placement"):
+        litecl.Interpreter(model_path=str(p), device=fast_device, placement="gpu")
+    with pytest.raises(litecl.ModelError, match="str or path-like"):
+        litecl.Interpreter(model_path=3, device=fast_device)
+    m = p.read_bytes()
+    for kw in ({"num_threads": 0}, {"num_threads": -5}, {"num_threads": "x"}, {"num_threads": 2**31}):
+        _same_error(lambda: litecl.Interpreter(model_content=m, device=fast_device, **kw),
+                    lambda: make_interpreter(m, **kw), kw)
+    for path in (str(p), p, os.fsencode(str(p))):  # str, PathLike and bytes paths all load
+        litecl.Interpreter(model_path=path, device=fast_device).close()
+
+
+def test_tensor_types_litert_cannot_cast_are_litert_s_error(fast_device):
+    """An INT2 tensor into a CAST to int8: LiteRT's CAST has no such kernel and fails at
+    invoke (RuntimeError, measured); litecl leaves the node to LiteRT and reports the
+    same. (BFLOAT16 converts on OpenCL.)"""
+    from ai_edge_litert import schema_py_generated as s  # noqa: PLC0415
+
+    m = chain_model(["float32", "int2", "int8"], (4,))
+    ours, theirs = litecl.Interpreter(model_content=m, device=fast_device, quiet=True), make_interpreter(m)
+    for it in (ours, theirs):
+        it.allocate_tensors()
+        it.set_tensor(0, np.array([1.5, -2, 0.3, 7], np.float32))
+    _same_error(ours.invoke, theirs.invoke)
+
+    def bf16(m):
+        m.subgraphs[0].tensors[1].type = s.TensorType.BFLOAT16
+
+    it = litecl.Interpreter(model_content=_mutated(cast_model("float32", "float16", (4,)), bf16),
+                            device=fast_device)
+    it.allocate_tensors()
+    assert [p["placement"] for p in it.placement()] == ["opencl"]
 
 
 def test_cli_input_errors(tmp_path, fast_device):
@@ -366,7 +682,7 @@ def test_cli_input_errors(tmp_path, fast_device):
         _one_error_line(_run_cli("run", model, "--device", fast_device, "--inputs", npz), match)
     # --resize resizes the fixed-shape input; then the shapes do not broadcast
     _one_error_line(_run_cli("run", model, "--device", fast_device, "--inputs", tmp_path / "shape.npz",
-                             "--resize"), r"tensor 1 \('input2'\) from \[3\] to \[4\].*do not broadcast")
+                             "--resize"), r"node 0 \(ADD\): shapes \[2, 3\] and \[4\] do not broadcast")
 
 
 def test_cli_litert_invoke_error_is_one_line(shared_models, tmp_path, fast_device):
@@ -379,21 +695,28 @@ def test_cli_litert_invoke_error_is_one_line(shared_models, tmp_path, fast_devic
                     "LiteRT: .*GATHER")
 
 
+
 # ----------------------------------------------------------------------------- build failures
 BROKEN = "\n#error litecl test: this kernel must not build\n"
 
 
-def _break_kernel(monkeypatch, node: int, when=lambda shapes: True):
-    """Make the generated kernel of ``node`` invalid OpenCL C (when ``when(shapes)``)."""
-    real = litecl.executor.kernel_spec
+def _break_kernels(monkeypatch, when=lambda source: True):
+    """Make every generated kernel whose source ``when`` accepts invalid OpenCL C: the
+    device's compiler then fails on it for real (a build log). (Past the kernel pool,
+    which may hold a kernel built from the unbroken source.)"""
+    import litecl.delegate as D  # noqa: PLC0415
+    from litecl import kernels  # noqa: PLC0415
 
-    def spec(n, sg, shapes, caps):
-        s = real(n, sg, shapes, caps)
-        if n.index == node and when(shapes):
-            s = dataclasses.replace(s, source=s.source + BROKEN + f"// {shapes}\n")
-        return s
+    import pyopencl as cl  # noqa: PLC0415
 
-    monkeypatch.setattr(litecl.executor, "kernel_spec", spec)
+    real = D.take_kernel
+
+    def take(device, source, name):
+        if when(source):
+            return cl.Kernel(kernels.build_program(device, source + BROKEN), name)
+        return real(device, source, name)
+
+    monkeypatch.setattr(D, "take_kernel", take)
 
 
 def _run(it, inputs: dict) -> dict:
@@ -412,63 +735,53 @@ def _litert(content: bytes, inputs: dict, shapes: dict | None = None) -> dict:
     return _run(ref, inputs)
 
 
-def test_kernel_build_failure_falls_back_with_log(monkeypatch, fast_device):
+def test_kernel_build_failure_is_an_error_with_the_log(monkeypatch, fast_device):
+    """A kernel the device's compiler refuses: allocate_tensors raises KernelBuildError
+    (one line naming the device and the compiler's first error; .log and .source carry
+    the rest), not a crash; the interpreter works once the cause is gone."""
     m = multi_op_model("cast_mul_cast")  # CAST (CL) | MUL (LiteRT) | ADD, CAST (CL)
-    _break_kernel(monkeypatch, node=2)
-    it = litecl.Interpreter(model_content=m, device=fast_device)
+    _break_kernels(monkeypatch)
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    with pytest.raises(litecl.KernelBuildError, match=r"^kernel build failed on .*must not build") as e:
+        it.allocate_tensors()
+    assert "\n" not in str(e.value) and "this kernel must not build" in e.value.log
+    assert BROKEN in e.value.source
+    monkeypatch.undo()
     it.allocate_tensors()
-    pl = {p["index"]: p for p in it.placement()}
-    assert pl[2]["placement"] == "fallback"
-    assert re.search(r"kernel build failed on .*; build log: .*this kernel must not build", pl[2]["reason"])
-    assert [pl[i]["placement"] for i in (0, 3)] == ["opencl", "opencl"]
-    assert any("kernel build failed" in line for line in it.summary())
     inputs = random_inputs(it.get_input_details(), 1)
     got, want = _run(it, inputs), _litert(m, inputs)
     assert all(bit_equal(got[k], want[k]) for k in want)
 
-    with pytest.raises(litecl.KernelBuildError) as e:
-        litecl.Interpreter(model_content=m, device=fast_device, strict=True).allocate_tensors()
-    assert "this kernel must not build" in e.value.log and BROKEN in e.value.source
 
-
-def test_cli_inspect_shows_build_failure(monkeypatch, capsys, tmp_path, fast_device):
+def test_cli_shows_a_build_failure_on_one_line(monkeypatch, capsys, tmp_path, fast_device):
     p = tmp_path / "m.tflite"
     p.write_bytes(multi_op_model("cast_mul_cast"))
-    _break_kernel(monkeypatch, node=0)
-    assert litecl.cli.main(["inspect", str(p), "--device", fast_device, "--json"]) == 0
-    nodes = {n["index"]: n for n in json.loads(capsys.readouterr().out)["nodes"]}
-    assert nodes[0]["placement"] == "fallback" and "build log" in nodes[0]["reason"]
-    assert litecl.cli.main(["run", str(p), "--device", fast_device, "--strict"]) == 2
+    _break_kernels(monkeypatch)
+    assert litecl.cli.main(["run", str(p), "--device", fast_device]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: kernel build failed on")
+    assert len(err) == 1 and err[0].startswith("error: kernel build failed on"), err
 
 
 def test_build_failure_at_a_new_shape(monkeypatch, fast_device):
-    """A kernel that builds at one shape and not at another: allocation after a resize
-    falls that node back, and an invoke that meets the new shape replans too."""
-    m = _dynamic(chain_model(["int32", "float32", ("add", 1.0), "float16"], [2, 3]))
-    _break_kernel(monkeypatch, node=1, when=lambda shapes: shapes[0][0] == 5)
-    it = litecl.Interpreter(model_content=m, device=fast_device)
-    i = it.get_input_details()[0]["index"]
-    for rows in (2, 5, 3):
-        it.resize_tensor_input(i, [rows, 3], strict=True)
+    """A kernel that builds at one shape and not at another (a broadcast ADD's source
+    holds its inner dimension): the allocate after the resize raises KernelBuildError,
+    and other shapes run bit-exact before and after."""
+    m = add_model("float32", [2, 3], [3])
+    _break_kernels(monkeypatch, when=lambda src: "% 4u" in src)
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    for rows, inner in ((2, 3), (5, 4), (3, 5), (2, 3)):
+        shapes = {"input1": [rows, inner], "input2": [inner]}
+        it.resize_tensor_input(0, shapes["input1"])
+        it.resize_tensor_input(1, shapes["input2"])
+        if inner == 4:
+            with pytest.raises(litecl.KernelBuildError, match="kernel build failed"):
+                it.allocate_tensors()
+            continue
         it.allocate_tensors()
-        x = {"input": np.arange(rows * 3, dtype=np.int32).reshape(rows, 3) - 4}
-        got, want = _run(it, x), _litert(m, x, {"input": [rows, 3]})
-        assert bit_equal(got["output"], want["output"])
-    assert {p["index"]: p["placement"] for p in it.placement()}[1] == "fallback"
-
-    # invoke-time replan: pretend the node's kernel was planned for other shapes
-    it2 = litecl.Interpreter(model_content=m, device=fast_device, fuse=False)  # per-node kernels
-    it2.resize_tensor_input(i, [5, 3], strict=True)
-    monkeypatch.setattr(litecl.executor, "kernel_spec", litecl.lowering.kernel_spec)
-    it2.allocate_tensors()
-    _break_kernel(monkeypatch, node=1)
-    it2._main.ex._kernels[1].in_shapes = [(1, 1)]
-    x = {"input": np.arange(15, dtype=np.int32).reshape(5, 3)}
-    got, want = _run(it2, x), _litert(m, x, {"input": [5, 3]})
-    assert bit_equal(got["output"], want["output"])
-    assert {p["index"]: p["placement"] for p in it2.placement()}[1] == "fallback"
+        x = {k: np.arange(np.prod(v), dtype=np.float32).reshape(v) - 4 for k, v in shapes.items()}
+        got, want = _run(it, x), _litert(m, x, shapes)
+        assert bit_equal(got["output"], want["output"]), (rows, inner)
+    assert it.placement()[0]["placement"] == "opencl"
 
 
 # ----------------------------------------------------------------------------- dynamic shapes
@@ -482,7 +795,7 @@ def test_build_failure_at_a_new_shape(monkeypatch, fast_device):
 ])
 def test_resizes_match_litert(content, fast_device):
     m = content()
-    it = litecl.Interpreter(model_content=m, device=fast_device)
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
     ref = make_interpreter(m)
     d = it.get_input_details()[0]
     assert d["shape_signature"][0] == -1
@@ -498,39 +811,69 @@ def test_resizes_match_litert(content, fast_device):
             assert got[k].shape == want[k].shape and bit_equal(got[k], want[k]), (rows, k)
         assert [list(o["shape"]) for o in it.get_output_details()] == \
                [list(o["shape"]) for o in ref.get_output_details()]
-        for k in it._main.ex._kernels.values():  # tiling re-planned for the new size
-            assert k.tiling.total_length == k.spec.n
+    assert any(p["placement"] == "opencl" for p in it.placement())
 
 
-def test_resize_errors_as_litert(fast_device):
-    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [2, 3], dynamic=True),
-                            device=fast_device)
-    i = it.get_input_details()[0]["index"]
-    o = it.get_output_details()[0]["index"]
-    with pytest.raises(litecl.InputError, match=r"strict resize .* shape_signature \[-1, 3\], got \[5, 4\]"):
-        it.resize_tensor_input(i, [5, 4], strict=True)
-    with pytest.raises(litecl.InputError, match=r"got \[5, 3, 1\]"):
-        it.resize_tensor_input(i, [5, 3, 1], strict=True)
-    with pytest.raises(litecl.InputError, match=r"dimensions must be in \[0, 2\*\*31\), got \[-1, 3\]"):
-        it.resize_tensor_input(i, [-1, 3])
-    with pytest.raises(litecl.InputError, match="1-D sequence of integers"):
-        it.resize_tensor_input(i, [[2, 3]])
-    with pytest.raises(litecl.InputError, match="1-D sequence of integers"):
-        it.resize_tensor_input(i, ["a"])
-    with pytest.raises(litecl.InputError, match="is not an input"):
-        it.resize_tensor_input(o, [4, 3])
-    it.resize_tensor_input(i, [5, 3, 1])  # not strict: any rank, as LiteRT
-    it.resize_tensor_input(i, np.array([4, 3], np.int64))
-    with pytest.raises(litecl.InputError, match="allocate_tensors"):
-        it.invoke()
-    it.allocate_tensors()
-    with pytest.raises(litecl.InputError, match=r"expects shape \[4, 3\], got \[2, 3\]"):
-        it.set_tensor(i, np.zeros([2, 3], np.float32))
-    # a static model resized so that its ADD cannot broadcast: named at allocate
-    a = litecl.Interpreter(model_content=add_model("float32", [2, 3], [3]), device=fast_device)
+def test_resize_errors_are_litert_s(fast_device):
+    m = cast_model("float32", "int8", [2, 3], dynamic=True)
+    ours, theirs = litecl.Interpreter(model_content=m, device=fast_device, quiet=True), make_interpreter(m)
+    i = theirs.get_input_details()[0]["index"]
+    o = theirs.get_output_details()[0]["index"]
+    calls = {"strict other dim": lambda x: x.resize_tensor_input(i, [5, 4], strict=True),
+             "strict rank": lambda x: x.resize_tensor_input(i, [5, 3, 1], strict=True),
+             "negative": lambda x: x.resize_tensor_input(i, [-1, 3]),
+             "nested": lambda x: x.resize_tensor_input(i, [[2, 3]]),
+             "text": lambda x: x.resize_tensor_input(i, ["a"])}
+    for what, call in calls.items():
+        _same_error(lambda: call(ours), lambda: call(theirs), what)
+    for x in (ours, theirs):
+        x.resize_tensor_input(o, [4, 3])  # LiteRT resizes an output too; prepare resets it
+        x.resize_tensor_input(i, [5, 3, 1])  # not strict: any rank, as LiteRT
+        x.resize_tensor_input(i, np.array([4, 3], np.int64))
+    _same_error(ours.invoke, theirs.invoke, "invoke after resize")
+    for x in (ours, theirs):
+        x.allocate_tensors()
+    _same_error(lambda: ours.set_tensor(i, np.zeros([2, 3], np.float32)),
+                lambda: theirs.set_tensor(i, np.zeros([2, 3], np.float32)), "old shape")
+    # a static model resized so that its ADD cannot broadcast: the delegate's message
+    a = litecl.Interpreter(model_content=add_model("float32", [2, 3], [3]), device=fast_device, quiet=True)
     a.resize_tensor_input(1, [4])
-    with pytest.raises(litecl.InputError, match=r"tensor 1 \('input2'\) from \[3\] to \[4\]"):
+    with pytest.raises(RuntimeError, match=r"node 0 \(ADD\): shapes \[2, 3\] and \[4\] do not broadcast") as e:
         a.allocate_tensors()
+    assert isinstance(e.value, litecl.LiteclError)
+
+
+def test_inputs_survive_allocate_and_resizes_rebind_memory(fast_device):
+    """LiteRT keeps input values across allocate_tensors() (and a resize to the same
+    shape): so does litecl (its kernels read LiteRT's memory). After a real resize LiteRT
+    moves the tensors: litecl's kernels follow, bit-exact."""
+    for m, n in ((add_model("float32", (4,), (4,)), 4), (cast_model("int8", "int64", [300000]), 300000)):
+        it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+        it.allocate_tensors()
+        ins = it.get_input_details()
+        for d in ins:
+            it.set_tensor(d["index"], np.arange(n).astype(d["dtype"]))
+        it.invoke()
+        want = it.get_tensor(it.get_output_details()[0]["index"])
+        it.allocate_tensors()
+        it.invoke()
+        assert np.array_equal(it.get_tensor(it.get_output_details()[0]["index"]), want)
+        it.resize_tensor_input(ins[0]["index"], [n])
+        it.allocate_tensors()
+        it.invoke()
+        assert np.array_equal(it.get_tensor(it.get_output_details()[0]["index"]), want)
+        ref = make_interpreter(m)
+        for x in (it, ref):
+            for d in ins:
+                x.resize_tensor_input(d["index"], [n + 1])
+            x.allocate_tensors()
+            for d in ins:
+                x.set_tensor(d["index"], (np.arange(n + 1) % 100).astype(d["dtype"]))
+            x.invoke()
+        o = ref.get_output_details()[0]["index"]
+        assert it.get_tensor(o).tobytes() == ref.get_tensor(o).tobytes()
+        assert it.placement()[0]["placement"] == "opencl"
+        it.close()
 
 
 # ----------------------------------------------------------------------------- lifetime
@@ -542,12 +885,11 @@ def _rss() -> int:
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc for RSS")
 def test_10k_invokes_do_not_grow_memory(fast_device):
     """CAST (OpenCL) | MUL (LiteRT) | ADD, CAST (OpenCL): 10,000 set/invoke/get rounds
-    allocate no device buffer and leave host memory flat."""
-    it = litecl.Interpreter(model_content=multi_op_model("cast_mul_cast"), device=fast_device)
+    leave the Python heap and the process's memory flat and the results unchanged."""
+    it = litecl.Interpreter(model_content=multi_op_model("cast_mul_cast"), device=fast_device, quiet=True)
     it.allocate_tensors()
     d, o = it.get_input_details()[0], it.get_output_details()[0]
     x = random_inputs([d], 0)["input"]
-    ex = it._main.ex
 
     def step():
         it.set_tensor(d["index"], x)
@@ -557,7 +899,7 @@ def test_10k_invokes_do_not_grow_memory(fast_device):
     want = step()
     for _ in range(300):  # warm-up: allocator pools, pyopencl caches
         step()
-    created, live, rss0 = ex.buffers_created, ex.live_buffers(), _rss()
+    rss0 = _rss()
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
@@ -567,25 +909,27 @@ def test_10k_invokes_do_not_grow_memory(fast_device):
     finally:
         tracemalloc.stop()
     assert bit_equal(got, want)
-    assert ex.buffers_created == created and ex.live_buffers() == live
+    assert sum(p["placement"] == "opencl" for p in it.placement()) == 3
     assert grown < 256 * 1024, f"Python heap grew {grown} bytes over 10k invokes"
     assert _rss() - rss0 < 16 * 2**20, f"RSS grew {(_rss() - rss0) / 2**20:.1f} MiB over 10k invokes"
 
 
 def test_close_releases_everything_and_use_after_close_raises(shared_models, fast_device):
-    it = litecl.Interpreter(model_path=shared_model("multi_signature_model.tflite"), device=fast_device)
+    """close() frees LiteRT's interpreter now, and with it litecl's partition kernels
+    (LiteRT calls their free), even while a SignatureRunner of it lives; every later
+    call, the runner's included, is a LiteclError."""
+    it = litecl.Interpreter(model_path=shared_model("multi_signature_model.tflite"), device=fast_device,
+                            quiet=True)
     runner = it.get_signature_runner("add")
     runner(a=np.ones([10, 10], np.float32), b=np.ones([10, 10], np.float32))
-    graphs = list(it._graphs.values())
+    assert it.delegate.partitions()
     it.close()
-    for g in graphs:
-        assert g.ex.live_buffers() == 0 and not g.ex._kernels and not g.ex.host
-        assert all(step.interp is None for kind, step in g.ex._steps if kind == "f")
+    assert it.delegate.partitions() == []
     calls = [it.allocate_tensors, it.invoke, it.get_input_details, it.get_output_details,
-             it.get_tensor_details, it.get_signature_list, it.placement, it.summary,
+             it.get_tensor_details, it.get_signature_list,
              lambda: it.set_tensor(0, np.zeros(1)), lambda: it.get_tensor(0),
              lambda: it.resize_tensor_input(0, [1]), lambda: it.get_signature_runner("add"),
-             lambda: it.device, runner.get_input_details,
+             runner.get_input_details,
              lambda: runner(a=np.ones([10, 10], np.float32), b=np.ones([10, 10], np.float32))]
     for call in calls:
         with pytest.raises(litecl.LiteclError, match="closed"):
@@ -595,12 +939,13 @@ def test_close_releases_everything_and_use_after_close_raises(shared_models, fas
 
 def test_context_manager_releases_device_buffers(fast_device):
     m = chain_model(["int32", "float32", ("add", np.ones([64], np.float32)), "float16"], [64])
-    with litecl.Interpreter(model_content=m, device=fast_device) as it:
+    with litecl.Interpreter(model_content=m, device=fast_device, quiet=True) as it:
         it.allocate_tensors()
         _run(it, {"input": np.arange(64, dtype=np.int32)})
-        ex = it._main.ex
-        assert ex.live_buffers() > 0
-    assert ex.live_buffers() == 0
+        parts = it.delegate.partitions()
+        assert parts and any(p._own or p._bound for p in parts)
+    assert it.delegate.partitions() == []
+    assert all(not p._own and not p._bound for p in parts)  # released by LiteRT's free
     with pytest.raises(litecl.LiteclError, match="closed"):
         it.invoke()
 
@@ -609,12 +954,12 @@ def test_many_interpreters_opened_and_closed(fast_device):
     m = chain_model(["uint8", "float32", ("mul", 0.5), "float16"], [256])
     x = {"input": np.arange(256, dtype=np.uint8)}
     for _ in range(20):  # warm-up
-        with litecl.Interpreter(model_content=m, device=fast_device) as it:
+        with litecl.Interpreter(model_content=m, device=fast_device, quiet=True) as it:
             it.allocate_tensors()
             _run(it, x)
     rss0 = _rss() if os.path.exists("/proc/self/statm") else 0
     for _ in range(200):
-        with litecl.Interpreter(model_content=m, device=fast_device) as it:
+        with litecl.Interpreter(model_content=m, device=fast_device, quiet=True) as it:
             it.allocate_tensors()
             _run(it, x)
     if rss0:
@@ -629,7 +974,7 @@ def test_two_interpreters_in_two_threads(fast_device):
     def work(k):
         try:
             m = models[k]
-            it = litecl.Interpreter(model_content=m, device=fast_device)
+            it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
             it.allocate_tensors()
             d = it.get_input_details()[0]
             for r in range(150):
@@ -650,92 +995,6 @@ def test_two_interpreters_in_two_threads(fast_device):
         t.join(120)
     assert not errors, errors
     assert len(results) == 300
-
-
-_LITERT_RUN = """
-import sys, numpy as np
-from ai_edge_litert.interpreter import Interpreter, OpResolverType
-r = {"builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES, "ref": OpResolverType.BUILTIN_REF}[sys.argv[2]]
-it = Interpreter(model_path=sys.argv[1], experimental_op_resolver_type=r)
-it.allocate_tensors()
-for d in it.get_input_details():
-    it.set_tensor(d["index"], np.ones(d["shape"], d["dtype"]))
-it.invoke()
-"""
-
-_Q3 = ((0.05, 0), (0.08, 0), (0.1, 0))
-_HIGH_RANK = [  # (dtype, shape1, shape2): broadcasts around LiteRT's 8-dimension limit
-    ("int32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1)),
-    ("float32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1)),
-    ("float32", (1, 1, 1, 1, 1, 1, 1, 1, 5), (1,)),
-    ("int32", (1, 1, 1, 1, 1, 1, 1, 1, 5), ()),
-    ("uint8", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 1, 5)),
-    ("int64", (1,), (1, 1, 1, 1, 1, 1, 1, 1, 5)),
-    ("int32", (2, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 3, 1)),  # 8-D: fine
-    ("int32", (2, 3, 1, 1, 1, 1, 1, 1, 5), (2, 3, 1, 1, 1, 1, 1, 1, 5)),  # same shape: fine
-]
-
-
-@pytest.mark.parametrize("reference", ["builtin", "ref"])
-@pytest.mark.parametrize("dtype,s1,s2", _HIGH_RANK)
-def test_high_rank_broadcast_abort_guard_matches_litert(tmp_path, dtype, s1, s2, reference):
-    """LiteRT aborts on broadcasting ADDs above 8 dimensions, except in its optimized
-    fivefold loop (float32/8-bit, builtin): litert_abort_reason predicts exactly when
-    (LiteRT run in a subprocess), and litecl refuses those models with a ModelError."""
-    from litecl.fallback import litert_abort_reason  # noqa: PLC0415
-    from models.builders import add_model  # noqa: PLC0415
-
-    m = add_model(dtype, s1, s2, **({"quant": _Q3} if dtype in ("int8", "uint8") else {}))
-    p = tmp_path / "m.tflite"
-    p.write_bytes(m)
-    r = subprocess.run([sys.executable, "-c", _LITERT_RUN, str(p), reference], capture_output=True, timeout=120)
-    sg = load_model(model_content=m).subgraphs[0]
-    predicted = litert_abort_reason(sg.nodes[0], sg, {t: sg.tensors[t].shape for t in sg.nodes[0].inputs}, reference)
-    assert (r.returncode != 0) == (predicted is not None), (r.returncode, r.stderr[-300:], predicted)
-
-
-def test_high_rank_broadcast_is_refused_not_a_crash(tmp_path, fast_device):
-    from models.builders import add_model  # noqa: PLC0415
-
-    m = add_model("int32", (2, 1, 1, 1, 1, 1, 1, 1, 5), (1, 1, 1, 1, 1, 1, 1, 3, 1))
-    it = litecl.Interpreter(model_content=m, device=fast_device)
-    with pytest.raises(litecl.ModelError, match="above 8 dimensions"):
-        it.allocate_tensors()
-    p = tmp_path / "bc9.tflite"
-    p.write_bytes(m)
-    r = subprocess.run([sys.executable, "-m", "litecl.cli", "run", str(p), "--device", fast_device],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and r.stderr.startswith("error: ") and len(r.stderr.strip().splitlines()) == 1, r.stderr
-
-
-def test_inputs_survive_allocate_without_resize(fast_device):
-    """LiteRT keeps input values across allocate_tensors() (and a resize to the same
-    shape); after a real resize litecl asks for the input again (LiteRT reads stale
-    memory there)."""
-    from models.builders import add_model, cast_model  # noqa: PLC0415
-
-    for m, n in ((add_model("float32", (4,), (4,)), 4), (cast_model("int8", "int64", [300000]), 300000)):
-        it = litecl.Interpreter(model_content=m, device=fast_device)
-        it.allocate_tensors()
-        ins = it.get_input_details()
-        vals = [np.arange(n).astype(d["dtype"]) for d in ins]
-        for d, v in zip(ins, vals):
-            it.set_tensor(d["index"], v)
-        it.invoke()
-        want = it.get_tensor(it.get_output_details()[0]["index"])
-        it.allocate_tensors()
-        it.invoke()
-        assert np.array_equal(it.get_tensor(it.get_output_details()[0]["index"]), want)
-        it.resize_tensor_input(ins[0]["index"], [n])
-        it.allocate_tensors()
-        it.invoke()
-        assert np.array_equal(it.get_tensor(it.get_output_details()[0]["index"]), want)
-        for d in ins:
-            it.resize_tensor_input(d["index"], [n + 1])
-        it.allocate_tensors()
-        with pytest.raises(litecl.InputError, match="was not set"):
-            it.invoke()
-        it.close()
 
 
 def _mutated(content: bytes, edit) -> bytes:
@@ -780,33 +1039,6 @@ def test_names_with_nul_and_long_constant_buffers_as_litert(tmp_path, fast_devic
         assert r.returncode == 0, (r.stdout[-500:], r.stderr)
 
 
-def test_tensor_types_litert_python_cannot_pass_are_model_errors(tmp_path, fast_device):
-    """An INT2 tensor entering a fallback segment: LiteRT's Python API cannot set it
-    (measured: "Got value of type INT8 but expected type INT2"); litecl names the type in
-    a ModelError at allocate_tensors. (BFLOAT16, once refused here, passes: LiteRT's API
-    takes ml_dtypes.bfloat16, and a model converting through it runs on OpenCL.)"""
-    from ai_edge_litert import schema_py_generated as s  # noqa: PLC0415
-    from models.builders import cast_model, chain_model  # noqa: PLC0415
-
-    m = chain_model(["float32", "int2", "int8"], (4,))  # int2 -> int8: LiteRT-only, falls back
-    with pytest.raises(litecl.ModelError, match="INT2"):
-        litecl.Interpreter(model_content=m, device=fast_device).allocate_tensors()
-    p = tmp_path / "int2.tflite"
-    p.write_bytes(m)
-    for cmd in ("run", "compare"):
-        r = subprocess.run([sys.executable, "-m", "litecl.cli", cmd, str(p), "--device", fast_device],
-                           capture_output=True, text=True, timeout=120)
-        assert r.returncode == 2 and r.stderr.startswith("error: ") and "INT2" in r.stderr, (cmd, r.stderr)
-
-    def bf16(m):
-        m.subgraphs[0].tensors[1].type = s.TensorType.BFLOAT16
-
-    m = _mutated(cast_model("float32", "float16", (4,)), bf16)
-    it = litecl.Interpreter(model_content=m, device=fast_device)
-    it.allocate_tensors()
-    assert [p["placement"] for p in it.placement()] == ["opencl"]
-
-
 def test_operators_out_of_order_or_writing_constants_are_model_errors():
     """LiteRT runs operators in the order listed (reading a tensor a later operator
     writes reads stale memory) and would write into the model's own buffer for an
@@ -830,52 +1062,40 @@ def test_operators_out_of_order_or_writing_constants_are_model_errors():
         load_model(model_content=m)
 
 
-def test_constructor_flags_and_path_types(tmp_path, fast_device):
-    from models.builders import cast_model  # noqa: PLC0415
-
-    p = tmp_path / "m.tflite"
-    p.write_bytes(cast_model("float32", "float16", [4]))
-    for kw in ({"fuse": "yes"}, {"strict": "no"}, {"experimental_preserve_all_tensors": 1}):
-        with pytest.raises(litecl.LiteclError, match="must be True or False"):
-            litecl.Interpreter(model_path=str(p), device=fast_device, **kw)
-    with pytest.raises(litecl.ModelError, match="str or path-like"):
-        litecl.Interpreter(model_path=3, device=fast_device)
-    for path in (str(p), p, os.fsencode(str(p))):  # str, PathLike and bytes paths all load
-        litecl.Interpreter(model_path=path, device=fast_device).close()
-
-
-from conftest import ROOT, device_params  # noqa: E402
-
 _THREADS_ON_ONE = """
-import sys, threading, numpy as np
+import collections, sys, threading, numpy as np
 sys.path.insert(0, sys.argv[2])
 import litecl
 from models.builders import add_model
-it = litecl.Interpreter(model_content=add_model("float32", (64, 64), (64, 64)), device=sys.argv[1])
+it = litecl.Interpreter(model_content=add_model("float32", (64, 64), (64, 64)), device=sys.argv[1], quiet=True)
 it.allocate_tensors()
-busy = [0]
+seen = collections.Counter()
 def work():
     x = np.ones((64, 64), np.float32)
     for _ in range(300):
         try:
             it.set_tensor(0, x); it.set_tensor(1, x); it.invoke(); it.get_tensor(it.get_output_details()[0]["index"])
+            seen["ok"] += 1
         except litecl.LiteclError as e:
-            assert "another thread" in str(e) or "was not set" in str(e), e
-            busy[0] += 1
+            seen["busy" if "another thread" in str(e) else repr(e)] += 1
+        except Exception as e:  # LiteRT's own, e.g. a view another thread holds
+            seen[type(e).__name__ + ": " + str(e).splitlines()[0]] += 1
 ts = [threading.Thread(target=work) for _ in range(4)]
 [t.start() for t in ts]; [t.join() for t in ts]
-print("busy", busy[0])
+print("SEEN", dict(seen))
 """
 
 
 @pytest.mark.parametrize("device", device_params(["pocl", "intel"]))
 def test_one_interpreter_from_many_threads_errors_instead_of_crashing(device):
     """LiteRT's rule is one thread per Interpreter; four threads on one used to segfault
-    PoCL (map/unmap races). Now a second thread gets a LiteclError, and nothing crashes."""
+    PoCL (map/unmap races). An invoke while another thread's runs is a LiteclError
+    naming the rule; nothing crashes or hangs."""
     r = subprocess.run([sys.executable, "-c", _THREADS_ON_ONE, device, str(ROOT)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, (r.returncode, r.stderr[-800:])
-    assert r.stdout.startswith("busy")
+    seen = eval(r.stdout.split("SEEN ", 1)[1])
+    assert sum(seen.values()) == 1200 and set(seen) <= {"ok", "busy"}, seen
 
 
 def test_interpreters_are_not_picklable(fast_device):
