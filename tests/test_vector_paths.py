@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import litecl
-from conftest import REAL_DEVICES, device_params
+import litecl.kernels
+from conftest import REAL_DEVICES, assert_on_opencl, device_params, launches
 from litecl.compare import mismatches, run_reference
 from litecl.ops.dtypes import CAST_TYPES
 from models.builders import chain_model
@@ -54,11 +55,13 @@ def test_random_chains_vector_paths_match_litert(device, fuse):
             continue
         m = chain_model(steps, [N])
         x = edge_values(steps[0], N)
-        it = litecl.Interpreter(model_content=m, device=device, fuse=fuse)
+        it = litecl.Interpreter(model_content=m, device=device, fuse=fuse, quiet=True)
         assert all(p["placement"] == "opencl" for p in it.placement()), (steps, it.placement())
         it.allocate_tensors()
+        assert fuse or all(len(ln.nodes) == 1 for ln in launches(it))
         it.set_tensor(it.get_input_details()[0]["index"], x)
         it.invoke()
+        assert it.delegate.stats["invokes"] == 1
         want = run_reference(m, {it.get_input_details()[0]["name"]: x})
         for o in it.get_output_details():
             got = it.get_tensor(o["index"])
@@ -103,13 +106,15 @@ def test_vector_forms_are_used():
 @pytest.fixture
 def half_bits_on_cpu(monkeypatch):
     """Every LAUNCH row with half vectors loaded and stored as ushortN and converted in
-    integer code (the GPU row stores that way), so every device checks both conversions."""
+    integer code (the GPU row stores that way), so every device checks both conversions.
+    (Plans are memoised by caps, which do not hold the LAUNCH row: none is kept.)"""
     from dataclasses import replace
 
     from litecl.ops import tiling
 
     for row in ("cpu", "gpu"):
         monkeypatch.setitem(tiling.LAUNCH, row, replace(tiling.LAUNCH[row], half_bits=True, half_bits_load=True))
+    monkeypatch.setattr(litecl.kernels, "_PLANS", {})
 
 
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["mobile"]))
@@ -138,8 +143,10 @@ def test_half_bits_conversions_match_litert(device, half_bits_on_cpu):
                             np.nextafter(mids.astype(np.float32), np.float32(-np.inf))])
     for src, dst, x in (("float16", "float32", allh), ("float32", "float16", f)):
         m = _model(src, dst, len(x))
-        it = litecl.Interpreter(model_content=m, device=device)
+        it = litecl.Interpreter(model_content=m, device=device, quiet=True)
         it.allocate_tensors()
+        assert_on_opencl(it)
+        assert "litecl_f2h" in launches(it)[0].source or "litecl_h2f" in launches(it)[0].source
         it.set_tensor(it.get_input_details()[0]["index"], x)
         it.invoke()
         got = it.get_tensor(it.get_output_details()[0]["index"])
@@ -162,6 +169,7 @@ def test_saturating_conversions_match_litert(device, monkeypatch):
 
     for row in ("cpu", "gpu"):
         monkeypatch.setitem(tiling.LAUNCH, row, replace(tiling.LAUNCH[row], sat_convert=True))
+    monkeypatch.setattr(litecl.kernels, "_PLANS", {})  # plans made without it are not reused
     caps = litecl.open_device(device).caps
     assert "convert_char" in cast_kernel("float32", "int8", caps)[0] and "_sat_rtz" in cast_kernel("float32", "int8", caps)[0]
     srcs = ["float16", "float32"] + (["float64"] if caps.fp64 else [])
@@ -191,11 +199,14 @@ def test_half_bits_fused_chains(device, half_bits_on_cpu):
                  ["uint8"], "int32"]
         m = chain_model(steps, [N])
         x = edge_values("float32", N)
-        it = litecl.Interpreter(model_content=m, device=device)
+        it = litecl.Interpreter(model_content=m, device=device, quiet=True)
         it.allocate_tensors()
-        assert "litecl_half_round_v" in next(iter(it._main.ex._groups.values())).source
+        assert_on_opencl(it)
+        fused = [ln for ln in launches(it) if len(ln.nodes) > 1]
+        assert fused and "litecl_half_round_v" in fused[0].source
         it.set_tensor(it.get_input_details()[0]["index"], x)
         it.invoke()
+        assert it.delegate.stats["invokes"] == 1
         want = run_reference(m, {it.get_input_details()[0]["name"]: x})
         for o in it.get_output_details():
             assert not mismatches(it.get_tensor(o["index"]), want[o["name"]]).any(), (seed, o["name"])
@@ -227,9 +238,11 @@ def test_gpu_code_paths_on_a_cpu_device(spec):
     steps = ["float32", "float16", "float32", ("add", np.float32(-np.nan), "RELU"), "float64", "float16"]
     m = chain_model(steps, [N])
     x = edge_values("float32", N)
-    it = litecl.Interpreter(model_content=m, device=gpu)
+    it = litecl.Interpreter(model_content=m, device=gpu, quiet=True)
     it.allocate_tensors()
+    assert_on_opencl(it)
     it.set_tensor(it.get_input_details()[0]["index"], x)
     it.invoke()
+    assert it.delegate.stats["invokes"] == 1
     want = run_reference(m, {it.get_input_details()[0]["name"]: x})
     assert not mismatches(it.get_tensor(it.get_output_details()[0]["index"]), want["output"]).any()
