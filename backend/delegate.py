@@ -424,14 +424,22 @@ class _Partition:
         rec["partitions"] += 1
         self.number = rec["partitions"] - 1
         nodes = abi.int_array(params.nodes_to_replace)
-        self.nodes = [rec["views"][i] for i in nodes]
+        # in the execution plan's order: LiteRT lists them in its partitioner's order,
+        # which may put a node before one the model runs first (CAST z -> x listed
+        # before the ADD reading x)
+        order = {i: k for k, i in enumerate(rec["views"])}
+        self.nodes = [rec["views"][i] for i in sorted(nodes, key=order.__getitem__)]
         self.sg = rec["sg"]
         for r in rec["rows"]:
             if r["index"] in nodes:
                 r["partition"] = self.number
-        produced = {t for n in self.nodes for t in n.outputs}
-        self.inputs = list(dict.fromkeys(t for n in self.nodes for t in n.inputs
-                                         if t >= 0 and t not in produced))
+        # inputs: every tensor read before a node of the partition writes it (a tensor
+        # read, then overwritten, is an input and an output)
+        produced, inputs = set(), []
+        for n in self.nodes:
+            inputs += [t for t in n.inputs if t >= 0 and t not in produced]
+            produced.update(n.outputs)
+        self.inputs = list(dict.fromkeys(inputs))
         self.outputs = [t for t in abi.int_array(params.output_tensors) if t >= 0]
         self.key = tuple(node_key(n, self.sg) for n in self.nodes)
         self.plan = None
