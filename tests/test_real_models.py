@@ -90,8 +90,9 @@ def test_sweep_everything_fetched(fast_device):
 @pytest.mark.parametrize("name", ["selfie_segmentation.tflite", "selfie_segmentation_landscape.tflite"])
 @pytest.mark.parametrize("placement", ["all", "auto"])
 def test_xnnpack_reference_runs_selfie_segmentation(name, placement, fast_device):
-    # the weights' DEQUANTIZE used to land in an earlier segment, so XNNPACK's
-    # Convolution2DTransposeBias saw a runtime weight and refused it (issue 14 item 4)
+    # issue 14 item 4: XNNPACK's Convolution2DTransposeBias refuses a weight computed at
+    # run time; with litecl's delegate first and XNNPACK after it (--reference xnnpack),
+    # the weights' DEQUANTIZE must still reach XNNPACK as LiteRT alone gives it
     found = sorted(_fetch("mediapipe==0.10.21").rglob(name))
     assert found
     r = subprocess.run([sys.executable, "-m", "litecl.cli", "compare", str(found[0]), "--device",
