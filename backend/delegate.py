@@ -186,7 +186,6 @@ class Delegate:
         self._order: list = []        # context addresses in order of first Prepare
         self._announced: set = set()
         self._errors = threading.local()
-        self._consts: dict = {}       # (ptr, nbytes) -> device copy of a constant
         self.stats = {"in_place": 0, "copied": 0, "invokes": 0}
         self.profile = False          # event-profile each launch (bench's per-node table)
         self.kernel_times_ns: dict = {}
@@ -449,6 +448,9 @@ class _Partition:
         self._bound: dict = {}        # (ptr, nbytes) -> in-place buffer over LiteRT memory
         self._folded_done = False
         self._last_args: dict = {}    # launch index -> the buffers its kernel was given
+        # (ptr, nbytes[, type]) -> device copy of a read-only input: per partition, as a
+        # pointer names a value only within its interpreter's life
+        self._consts: dict = {}
 
     # -- prepare: shapes -> plan, output resizes, programs
     def prepare(self, ctx) -> None:
@@ -457,6 +459,11 @@ class _Partition:
         shapes = {t: abi.int_array(c.tensors[t].dims) for t in self.inputs}
         consts = {t for t in self.inputs if c.tensors[t].allocation_type in _CONSTANT_ALLOC}
         key = tuple(sorted(shapes.items()))
+        if any(c.tensors[t].allocation_type == abi.PERSISTENT_RO for t in consts):
+            # their values are computed at Prepare (SHAPE's output): upload them again
+            # and recompute what depends only on them
+            self._release_consts()
+            self._folded_done = False
         if key != self._plan_key:
             fuse = d.fuse
             while True:
@@ -517,11 +524,16 @@ class _Partition:
     def _const_buffer(self, ptr: int, nbytes: int):
         d = self.delegate
         k = (ptr, nbytes)
-        b = d._consts.get(k)
+        b = self._consts.get(k)
         if b is None:
-            b = d._consts[k] = cl.Buffer(d.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                                         hostbuf=_host_view(ptr, nbytes))
+            b = self._consts[k] = cl.Buffer(d.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                            hostbuf=_host_view(ptr, nbytes))
         return b
+
+    def _release_consts(self) -> None:
+        for b in self._consts.values():
+            b.release()
+        self._consts.clear()
 
     def _in_place(self, ptr: int, nbytes: int):
         mem = self.delegate.memory
@@ -628,18 +640,18 @@ class _Partition:
 
     def _unpacked(self, t: int, ts, n: int):
         """A device buffer holding sub-byte tensor ``t`` one value per byte (as the kernels
-        read it) from LiteRT's packed bytes; a constant's is made once per delegate."""
+        read it) from LiteRT's packed bytes; a constant's is made once (_consts)."""
         d = self.delegate
         dt = self.sg.tensors[t].dtype
         count = int(np.prod(self.plan.shapes[t], dtype=np.int64))
         const = ts.allocation_type in _CONSTANT_ALLOC
         k = (ts.data, n, dt.name)
-        if const and k in d._consts:
-            return d._consts[k]
+        if const and k in self._consts:
+            return self._consts[k]
         v = unpack_bits(bytes(_host_view(ts.data, n)), dt, count)
         if const:
-            b = d._consts[k] = cl.Buffer(d.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                                         hostbuf=v)
+            b = self._consts[k] = cl.Buffer(d.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                            hostbuf=v)
             return b
         b = self._own_buffer(t, count)
         cl.enqueue_copy(d.device.queue, b, v)  # blocking: ``v`` is a temporary
@@ -657,6 +669,7 @@ class _Partition:
             b.release()
         self._own.clear()
         self._bound.clear()
+        self._release_consts()
         self._give_kernels()
 
 
