@@ -330,3 +330,72 @@ def test_buffers_after_the_flatbuffer_on_the_control_flow_path(dev):
     assert _ops_on(it, "CAST")[:2] == ["opencl", "opencl"]
     body = [p for p in it.placement() if p["subgraph"] > 0]
     assert body and all(p["placement"] == "opencl" for p in body), it.placement()
+
+
+def _shape_cast() -> bytes:
+    """SHAPE(x) -> CAST float32: LiteRT computes SHAPE's output at Prepare (a
+    kTfLitePersistentRo tensor), so the CAST's only input is read-only between Prepares."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    from models.builders import _Graph
+
+    g = _Graph()
+    x = g.tensor("x", "float32", [4])
+    g.inputs = [x]
+    s = g.tensor("s", "int32", [1])
+    opts = schema.ShapeOptionsT()
+    opts.outType = schema.TensorType.INT32
+    g.op(_OP.SHAPE, [x], [s], options_type=schema.BuiltinOptions.ShapeOptions, options=opts)
+    f = g.tensor("f", "float32", [1])
+    g.op(_OP.CAST, [s], [f])
+    g.outputs = [f]
+    return g.finish()
+
+
+from ai_edge_litert.schema_py_generated import BuiltinOperator as _OP  # noqa: E402
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_value_computed_at_prepare_is_read_again_after_a_resize(dev):
+    """The CAST of SHAPE's output runs once per Prepare ("constant inputs: computed
+    once"), not once per interpreter: after each resize it gives the new shape, as LiteRT."""
+    buf = _shape_cast()
+    ref, it = _litert(buf), litecl.Interpreter(model_content=buf, device=dev, quiet=True)
+    (row,) = it.placement()
+    assert row["op"] == "CAST" and row["placement"] == "opencl"
+    for n in (4, 9, 4, 17, 17):
+        outs = []
+        for i in (ref, it):
+            i.resize_tensor_input(0, [n])
+            i.allocate_tensors()
+            i.set_tensor(0, np.zeros(n, np.float32))
+            i.invoke()
+            outs.append(i.get_tensor(i.get_output_details()[0]["index"]))
+        assert outs[1].tolist() == outs[0].tolist() == [n]
+    assert it.placement()[0]["kernel"].endswith("(constant inputs: computed once)")
+
+
+def test_shared_delegate_never_reuses_another_models_constant(fast_device):
+    """One litecl.Delegate serving interpreter after interpreter (each freed before the
+    next): a new model's constant may land where a freed one was; each ADD still adds its
+    own constant (a cache keyed by address alone returned the old one)."""
+    import gc
+
+    from litecl.compare import bit_equal, make_interpreter
+    from models.builders import add_model
+
+    d = litecl.Delegate(fast_device, quiet=True)
+    models = [add_model("float32", [757], [757], const2=np.full([757], float(k), np.float32))
+              for k in range(2)]
+    x = np.arange(757, dtype=np.float32)
+    for k in range(24):
+        m = bytes(bytearray(models[k % 2]))  # fresh bytes: addresses get reused
+        it = make_interpreter(m, delegates=[d])
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        got = it.get_tensor(it.get_output_details()[0]["index"])
+        assert bit_equal(got, x + np.float32(k % 2)), (k, got[:3])
+        del it, m
+        gc.collect()
+    assert d.stats["invokes"] == 24 and all(r["placement"] == "opencl" for r in d.placement())
