@@ -691,8 +691,7 @@ def cmd_bench(args) -> int:
     t0 = time.perf_counter()
     ref = make_interpreter(interp._model.raw, args.num_threads, args.reference)
     ref_run, _ = ready(ref, by_name)  # the same values, random ones included
-    ref_run()
-    ref_init_ms = (time.perf_counter() - t0) * 1e3
+    ref_init_ms = (time.perf_counter() - t0) * 1e3  # construct + allocate, as litecl's
     res = benchmark_interpreter(interp, {}, warmup_runs=args.warmup_runs,
                                 warmup_min_secs=args.warmup_min_secs, num_runs=0,
                                 min_secs=0, max_secs=args.max_secs, run=run)
@@ -1144,6 +1143,18 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
           file=file or sys.stderr)
 
 
+def _raised_by_litert(e: BaseException) -> bool:
+    """Whether ``e`` was raised inside LiteRT's Python package (its binding's errors,
+    e.g. "Didn't find op for builtin opcode 'CAST' version '31'"), not by litecl or numpy."""
+    import ai_edge_litert  # noqa: PLC0415
+
+    tb, last = e.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    pkg = os.path.dirname(ai_edge_litert.__file__)
+    return last is not None and os.path.abspath(last.tb_frame.f_code.co_filename).startswith(pkg + os.sep)
+
+
 def _dispatch(args) -> int:
     """Run the parsed command, mapping every error to one `error:` line (exit 2) and every
     warning to one `warning:` line."""
@@ -1160,6 +1171,10 @@ def _dispatch(args) -> int:
         return _fail(str(e))
     except RuntimeError as e:  # LiteRT reports failed invokes of its own nodes this way
         return _fail(f"LiteRT: {' '.join(str(e).split())[:300]}")
+    except ValueError as e:  # LiteRT's own refusals (an op version or a type it lacks)
+        if _raised_by_litert(e):
+            return _fail(f"LiteRT: {' '.join(str(e).split())[:300]}")
+        return _internal(e)
     except MemoryError:
         return _fail("out of memory (does the model or an input hold a huge tensor?)")
     except KeyboardInterrupt:
@@ -1167,10 +1182,14 @@ def _dispatch(args) -> int:
     except BrokenPipeError:
         return 0
     except Exception as e:  # never a traceback for the user
-        if os.environ.get("LITECL_DEBUG"):
-            raise
-        return _fail(f"internal error ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
-                     "set LITECL_DEBUG=1 for a traceback")
+        return _internal(e)
+
+
+def _internal(e: Exception) -> int:
+    if os.environ.get("LITECL_DEBUG"):
+        raise e
+    return _fail(f"internal error ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
+                 "set LITECL_DEBUG=1 for a traceback")
 
 
 if __name__ == "__main__":
