@@ -1187,7 +1187,11 @@ def _dispatch(args) -> int:
 
 def _internal(e: Exception) -> int:
     if os.environ.get("LITECL_DEBUG"):
-        raise e
+        import traceback  # noqa: PLC0415
+
+        traceback.print_exception(type(e), e, e.__traceback__)  # then exit 2, as any error
+        sys.stderr.flush()
+        return 2
     return _fail(f"internal error ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); "
                  "set LITECL_DEBUG=1 for a traceback")
 

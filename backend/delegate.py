@@ -173,6 +173,8 @@ class Delegate:
             raise LiteclError(f"unknown reference {reference!r}; expected one of {', '.join(REFERENCES)}")
         if not isinstance(fuse, (bool, np.bool_)):
             raise LiteclError(f"fuse must be True or False, got {fuse!r}")
+        if quiet is not None and not isinstance(quiet, (bool, np.bool_)):
+            raise LiteclError(f"quiet must be True, False or None (LITECL_QUIET), got {quiet!r}")
         _self_check()
         self.device = open_device(device)
         self.caps = replace(self.device.caps, reference=reference)
@@ -186,6 +188,7 @@ class Delegate:
         self._order: list = []        # context addresses in order of first Prepare
         self._announced: set = set()
         self._errors = threading.local()
+        self._owner = threading.local()  # litecl.Interpreter's key while it drives LiteRT
         self.stats = {"in_place": 0, "copied": 0, "invokes": 0}
         self.profile = False          # event-profile each launch (bench's per-node table)
         self.kernel_times_ns: dict = {}
@@ -210,34 +213,53 @@ class Delegate:
         return C.addressof(self._struct)
 
     # ----------------------------------------------------------------- reports
-    def placement(self) -> list[dict]:
+    def placement(self, owner=None) -> list[dict]:
         """One dict per CAST/ADD node of the latest Prepare of each subgraph LiteRT gave
         this delegate: {"subgraph", "index", "op", "placement": "opencl"|"litert",
         "reason" (why LiteRT keeps it; "" on OpenCL), "partition" (its delegated
         partition's number in that subgraph, or None), "kernel" (what runs)}.
         ``subgraph`` counts the contexts in the order LiteRT first prepared them, which
         is the model's subgraph index for one interpreter (LiteRT prepares subgraphs in
-        order); a Delegate shared by interpreters numbers theirs one after another."""
+        order); a Delegate shared by interpreters numbers theirs one after another, unless
+        ``owner`` (what litecl.Interpreter passes) picks one interpreter's."""
         with self._lock:
             out = []
-            for si, addr in enumerate(self._order):
-                out += [{**r, "subgraph": si} for r in self._records.get(addr, {}).get("rows", [])]
+            for si, addr in enumerate(self._addrs(owner)):
+                out += [{**r, "subgraph": si} for r in self._records[addr]["rows"]]
             return out
 
-    def graph_info(self) -> list[dict]:
+    def graph_info(self, owner=None) -> list[dict]:
         """Per subgraph (as placement()): {"subgraph", "nodes" (M), "claimed" (N),
         "partitions" (P)}."""
         with self._lock:
             return [{"subgraph": si, **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions")}}
-                    for si, a in enumerate(self._order) if a in self._records]
+                    for si, a in enumerate(self._addrs(owner))]
 
-    def partitions(self) -> list:
+    def partitions(self, owner=None) -> list:
         """The live partition kernels (_Partition) of every interpreter using this
-        delegate, with their current plans (export and bench read these)."""
+        delegate (or of ``owner``'s), with their current plans (export and bench read these)."""
         with _LOCK:
             parts = [p for p in _KERNELS.values() if p.delegate is self]
-        order = {a: i for i, a in enumerate(self._order)}
-        return sorted(parts, key=lambda p: (order.get(p.ctx_addr, 1 << 30), p.number))
+        order = {a: i for i, a in enumerate(self._addrs(owner))}
+        return sorted((p for p in parts if p.ctx_addr in order), key=lambda p: (order[p.ctx_addr], p.number))
+
+    def _addrs(self, owner) -> list:
+        return [a for a in self._order if a in self._records
+                and (owner is None or self._records[a].get("owner") == owner)]
+
+    def owning(self, owner):
+        """A context manager: Prepares inside it are recorded as ``owner``'s."""
+        import contextlib  # noqa: PLC0415
+
+        @contextlib.contextmanager
+        def scope():
+            prev = getattr(self._owner, "key", None)
+            self._owner.key = owner
+            try:
+                yield
+            finally:
+                self._owner.key = prev
+        return scope()
 
     def take_error(self):
         """The litecl error a callback raised on this thread since the last call, or None."""
@@ -302,7 +324,8 @@ class Delegate:
             if addr not in self._order:
                 self._order.append(addr)
             rec = self._records[addr] = {"rows": rows, "views": views, "nodes": len(plan),
-                                         "claimed": len(claim), "partitions": 0, "sg": sg}
+                                         "claimed": len(claim), "partitions": 0, "sg": sg,
+                                         "owner": getattr(self._owner, "key", None)}
         if not claim:
             return abi.K_OK
         arr = abi.new_int_array(claim, owned_by_litert=False)

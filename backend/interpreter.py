@@ -143,19 +143,29 @@ class Interpreter(_litert.Interpreter):
                                 quiet=quiet, fuse=fuse)
         elif not isinstance(delegate, Delegate):
             raise LiteclError(f"delegate must be a litecl.Delegate, got {type(delegate).__name__}")
+        else:
+            given = [k for k, v, d in (("device", device, None), ("placement", placement, "all"),
+                                       ("fuse", fuse, True), ("quiet", quiet, None)) if v != d]
+            if given:
+                raise LiteclError(f"{', '.join(given)} given with delegate=: they are the Delegate's "
+                                  "options; pass them to litecl.Delegate(...)")
         if experimental_delegates is not None and not isinstance(experimental_delegates, (list, tuple)):
             raise LiteclError(f"experimental_delegates must be a list of delegates or None, got "
                               f"{type(experimental_delegates).__name__}")
+        if any(d is delegate for d in experimental_delegates or ()):
+            raise LiteclError("experimental_delegates holds litecl's own delegate, which "
+                              "litecl.Interpreter applies first already")
         self._litecl = delegate
         self._model = model
         self._reference = reference
         try:
-            super().__init__(model_content=model.raw,
-                             experimental_delegates=[delegate, *(experimental_delegates or [])],
-                             num_threads=num_threads,
-                             experimental_op_resolver_type=resolver_type(reference),
-                             experimental_preserve_all_tensors=experimental_preserve_all_tensors,
-                             **litert_flags)
+            with delegate.owning(id(self)):
+                super().__init__(model_content=model.raw,
+                                 experimental_delegates=[delegate, *(experimental_delegates or [])],
+                                 num_threads=num_threads,
+                                 experimental_op_resolver_type=resolver_type(reference),
+                                 experimental_preserve_all_tensors=experimental_preserve_all_tensors,
+                                 **litert_flags)
         except (RuntimeError, ValueError) as e:
             self._raise_delegate_error(e, PrepareError)
         self._closed = False
@@ -266,13 +276,13 @@ class Interpreter(_litert.Interpreter):
         """Per CAST/ADD node of every subgraph: {"subgraph", "index", "op", "placement":
         "opencl"|"litert", "reason", "partition", "kernel"} (litecl.Delegate.placement,
         for this Interpreter's own delegate)."""
-        return self._litecl.placement()
+        return self._litecl.placement(id(self))
 
     def summary(self) -> list[str]:
         """TFLite delegate-style log lines: the nodes kept on LiteRT and why, then per
         subgraph "Replacing N out of M node(s) with delegate (litecl OpenCL) node,
         yielding P partitions"."""
-        return summary_lines(self._litecl)
+        return summary_lines(self._litecl, id(self))
 
     def close(self) -> None:
         """Release LiteRT's interpreter and litecl's device memory now (idempotent); any
@@ -312,9 +322,11 @@ class SignatureRunner(_litert.SignatureRunner):
                 for k, v in kwargs.items():
                     self._interpreter_wrapper.ResizeInputTensor(
                         self._inputs[k], np.array(v.shape, dtype=np.int32), False, self._subgraph_index)
-                self._interpreter_wrapper.AllocateTensors(self._subgraph_index)
+                with self._interpreter._litecl.owning(id(self._interpreter)):
+                    self._interpreter_wrapper.AllocateTensors(self._subgraph_index)
                 _refuse_litert_abort(self._interpreter, self._subgraph_index)
-            return super().__call__(**kwargs)
+            with self._interpreter._litecl.owning(id(self._interpreter)):
+                return super().__call__(**kwargs)
         except RuntimeError as e:
             self._interpreter._raise_delegate_error(e)
 
@@ -344,8 +356,9 @@ def _litert_abort(interp, root: int) -> str | None:
     shapes (an ADD of ``root`` or of a subgraph it calls that litecl did not take), or None."""
     model, w = interp._model, interp._interpreter
     taken: set = set()
-    if len(interp._litecl.graph_info()) == len(model.subgraphs):  # the delegate is this interpreter's
-        taken = {(r["subgraph"], r["index"]) for r in interp._litecl.placement() if r["placement"] == "opencl"}
+    if len(interp._litecl.graph_info(id(interp))) == len(model.subgraphs):  # one context per subgraph
+        taken = {(r["subgraph"], r["index"]) for r in interp._litecl.placement(id(interp))
+                 if r["placement"] == "opencl"}
     for s in _reachable(model, root):
         sg = model.subgraphs[s]
         for n in sg.nodes:
@@ -376,9 +389,10 @@ def _refuse_litert_abort(interp, root: int) -> None:
                "after resizing to other shapes)")
 
 
-def summary_lines(delegate: Delegate) -> list[str]:
-    """What litecl's delegate did, in the words of TFLite's delegates."""
-    rows = delegate.placement()
+def summary_lines(delegate: Delegate, owner=None) -> list[str]:
+    """What litecl's delegate did (for ``owner``'s contexts: Delegate.placement), in the
+    words of TFLite's delegates."""
+    rows = delegate.placement(owner)
     kept = [r for r in rows if r["placement"] != "opencl"]
     lines = []
     if kept:
@@ -388,7 +402,7 @@ def summary_lines(delegate: Delegate) -> list[str]:
             seen.setdefault((r["op"], r["reason"]), 0)
             seen[(r["op"], r["reason"])] += 1
         lines += [f"{op}: {why}" for (op, why) in seen]
-    for g in delegate.graph_info():
+    for g in delegate.graph_info(owner):
         lines.append(f"subgraph {g['subgraph']}: Replacing {g['claimed']} out of {g['nodes']} node(s) "
                      f"with delegate (litecl OpenCL) node, yielding {g['partitions']} partitions.")
     return lines

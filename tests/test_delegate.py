@@ -349,3 +349,23 @@ print("ok", len(d.placement()))
     if "no Portable Computing Language" in r.stderr or "cannot build kernels" in r.stderr:
         pytest.skip("PoCL is not usable here: " + r.stderr.strip().splitlines()[-1])
     assert r.returncode == 0 and "ok 3" in r.stdout, (r.stdout, r.stderr[-3000:])
+
+
+def test_shared_delegate_reports_per_interpreter(fast_device):
+    """litecl.Interpreters sharing one Delegate each report their own nodes and subgraphs."""
+    d = litecl.Delegate(fast_device, quiet=True)
+    a = litecl.Interpreter(model_content=multi_op_model("cast_mul_cast"), delegate=d)
+    b = litecl.Interpreter(model_content=cast_model("float32", "int8", [7]), delegate=d)
+    a.allocate_tensors()
+    b.allocate_tensors()
+    assert [r["op"] for r in a.placement()] == ["CAST", "ADD", "CAST"]
+    assert [(r["subgraph"], r["op"]) for r in b.placement()] == [(0, "CAST")]
+    assert b.summary()[-1].startswith("subgraph 0: Replacing 1 out of 1 node(s)")
+    assert len(d.placement()) == 4  # the Delegate itself reports both
+    with pytest.raises(litecl.LiteclError, match="given with delegate="):
+        litecl.Interpreter(model_content=cast_model("float32", "int8", [7]), delegate=d, device="intel")
+    with pytest.raises(litecl.LiteclError, match="applies first already"):
+        litecl.Interpreter(model_content=cast_model("float32", "int8", [7]), delegate=d,
+                           experimental_delegates=[d])
+    with pytest.raises(litecl.LiteclError, match="quiet must be"):
+        litecl.Delegate(fast_device, quiet="no")
