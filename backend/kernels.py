@@ -9,6 +9,7 @@ enqueues). ``build_program`` turns a source into a program through the caches.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass, replace
 
@@ -29,6 +30,7 @@ __all__ = ["Launch", "PartitionPlan", "plan_partition", "build_program", "launch
 warnings.filterwarnings("ignore", category=cl.CompilerWarning)
 
 _PROGRAMS: dict = {}
+_KERNEL_NAME = re.compile(r"__kernel\s+void\s+(\w+)\s*\(")
 
 
 def build_program(device, source: str) -> "cl.Program":
@@ -48,9 +50,15 @@ def build_program(device, source: str) -> "cl.Program":
     if binary is not None:
         try:
             prg = build_binary(device.context, device.device, binary)
+            have = set(prg.get_info(cl.program_info.KERNEL_NAMES).split(";"))
+            if not set(_KERNEL_NAME.findall(source)) <= have:
+                prg = None  # another program's binary (PoCL's binaries name an entry of its
+                # own kernel cache, which can change under them): clCreateKernel failed
+                # with INVALID_KERNEL_NAME on it
         except cl.Error:  # a binary this driver no longer takes: build from source
-            forget_binary(ident, source)
             prg = None
+        if prg is None:
+            forget_binary(ident, source)
     if prg is None:
         try:
             prg = build_source(device.context, source)  # caches checked, warnings quiet (device.py)

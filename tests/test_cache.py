@@ -65,6 +65,44 @@ def test_corrupted_binary_is_rebuilt(tmp_path, fast_device):
     assert n == 0  # the damaged entries were not used
 
 
+_FOREIGN = textwrap.dedent("""
+    import sys, numpy as np, litecl, litecl.kernels as kn
+    import pyopencl as cl
+    from litecl.cache import device_identity, store_binary
+    from litecl.lowering import kernel_spec
+    from litecl.model import load_model
+    from models.builders import add_model, cast_model
+    dev = litecl.open_device(sys.argv[1])
+    a = load_model(model_content=add_model("float32", [4], [4])).subgraphs[0]
+    c = load_model(model_content=cast_model("int32", "float32", [4])).subgraphs[0]
+    sa = kernel_spec(a.nodes[0], a, [(4,), (4,)], dev.caps).source
+    sc = kernel_spec(c.nodes[0], c, [(4,)], dev.caps).source
+    other = cl.Program(dev.context, sc).build().get_info(cl.program_info.BINARIES)[0]
+    store_binary(device_identity(dev.device), sa, other)  # the CAST's binary under the ADD's key
+    it = litecl.Interpreter(model_content=add_model("float32", [4], [4]), device=sys.argv[1], quiet=True)
+    it.allocate_tensors()
+    it.set_tensor(0, np.arange(4, dtype=np.float32))
+    it.set_tensor(1, np.ones(4, np.float32))
+    it.invoke()
+    print("RESULT", it.get_tensor(2).tolist(), it.placement()[0]["placement"])
+""")
+
+
+def test_foreign_binary_is_rebuilt(tmp_path, fast_device):
+    """A binary that builds but holds another program (PoCL's binaries point into its own
+    kernel cache, which can change under them): clCreateKernel failed with
+    INVALID_KERNEL_NAME and the model could not run. Now the entry is dropped and the
+    program built from source."""
+    from conftest import ROOT  # noqa: PLC0415
+
+    env = dict(os.environ, LITECL_CACHE_DIR=str(tmp_path / "c"),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-c", _FOREIGN, fast_device], capture_output=True, text=True,
+                       timeout=300, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert "RESULT [1.0, 2.0, 3.0, 4.0] opencl" in r.stdout, r.stdout
+
+
 @pytest.mark.parametrize("kind", ["file", "readonly"])
 def test_unusable_cache_warns_and_builds(tmp_path, fast_device, kind):
     if kind == "file":
