@@ -115,7 +115,7 @@ def test_increment_sweep_subset_exactly_once_no_invalid_access(device, capfd):
 def _run_real(dev, source, name, n, bufs_in, out_dtype, block_dim, local, tile):
     import pyopencl as cl
 
-    from litecl.executor import build_program
+    from litecl.kernels import build_program
 
     kern = cl.Kernel(build_program(dev, source), name)
     mf = cl.mem_flags
