@@ -646,7 +646,8 @@ def test_real_model_adds_equal_litert(shared_models, fast_device, name, referenc
     """Every ADD on OpenCL; every ADD's output tensor (kept with
     experimental_preserve_all_tensors) and every model output bit-equal to LiteRT run
     with the op resolver the litecl.Interpreter gives the nodes litecl leaves; quantized
-    ADDs also equal the reference formula on the operands LiteRT computed."""
+    ADDs under reference="ref" also equal the reference formula on the operands LiteRT
+    computed."""
     check_real_model_adds(name, fast_device, reference)
 
 
@@ -693,7 +694,7 @@ def check_real_model_adds(name: str, device: str, reference: str):
         got = it.get_tensor(t)
         check(got, ref.get_tensor(t), f"{name} ADD node {n.index}")
         tensors = [sg.tensors[i] for i in (*n.inputs, t)]
-        if tensors[2].dtype.name in QUANT:
+        if tensors[2].dtype.name in QUANT and reference == "ref":  # the reference kernel's formula
             q = [(float(x.scales[0]), int(x.zero_points[0])) for x in tensors]
             p = quant_add_params(tensors[2].dtype.name, *q, n.activation,
                                  pot_scale_int16=bool(getattr(n.options, "potScaleInt16", True)))
@@ -1044,3 +1045,190 @@ def test_float16_add_in_fused_chains(device):
             got, it = litecl_run(m, [x], device)
             assert any(len(ln.nodes) > 1 for ln in launches(it)), "not fused"
             assert_same(got, litert(m, [x]), f"fused float16 chain {act} n={n} on {device}", [x])
+
+
+# ------------------------------------------------------------------------------------------
+# TFLite's own ADD cases (tensorflow/lite/kernels/add_test.cc): its operands and expected
+# values, run through the delegate; each result also bit-equal to LiteRT's
+# ------------------------------------------------------------------------------------------
+
+_TFL_A6, _TFL_B6 = [-2.0, 0.2, 0.7, 0.8, 1.1, 2.0], [0.1, 0.2, 0.3, 0.5, 1.1, 0.1]
+_TFL_MIXED_A = [-0.3, 2.3, 0.9, 0.5, 0.8, -1.1, 1.2, 2.8, -1.6, 0.0, 0.7, -2.2]  # [2, 3, 1, 2]
+_TFL_MIXED_B = [0.2, 0.3, -0.4, 0.5, 1.0, 0.9]
+_TFL_MIXED = {  # MixedBroadcast: the second operand's shape -> expected sum
+    (1, 1, 3, 2): [-0.1, 2.6, -0.7, 2.8, 0.7, 3.2, 1.1, 0.8, 0.5, 1.0, 1.9, 1.4, 1.0, -0.8, 0.4,
+                   -0.6, 1.8, -0.2, 1.4, 3.1, 0.8, 3.3, 2.2, 3.7, -1.4, 0.3, -2.0, 0.5, -0.6, 0.9,
+                   0.9, -1.9, 0.3, -1.7, 1.7, -1.3],
+    (1, 3, 1, 2): [-0.1, 2.6, 0.5, 1.0, 1.8, -0.2, 1.4, 3.1, -2.0, 0.5, 1.7, -1.3],
+    (2, 1, 3, 1): [-0.1, 2.5, 0.0, 2.6, -0.7, 1.9, 1.1, 0.7, 1.2, 0.8, 0.5, 0.1, 1.0, -0.9, 1.1,
+                   -0.8, 0.4, -1.5, 1.7, 3.3, 2.2, 3.8, 2.1, 3.7, -1.1, 0.5, -0.6, 1.0, -0.7, 0.9,
+                   1.2, -1.7, 1.7, -1.2, 1.6, -1.3],
+    (2, 3, 1, 1): [-0.1, 2.5, 1.2, 0.8, 0.4, -1.5, 1.7, 3.3, -0.6, 1.0, 1.6, -1.3],
+}
+_TFL_SHAPES = [(6,), (2, 3), (2, 1, 3), (1, 3, 1, 2)]
+
+
+def _tflite_case(m: bytes, ins, device: str, refs=("builtin",)) -> np.ndarray:
+    """litecl's output for ``ins`` (ADD on OpenCL, run there), asserted bit-equal to
+    LiteRT's under each reference in ``refs``."""
+    got, _ = litecl_run(m, ins, device, refs[0])
+    for ref in refs:
+        assert_same(got, litert(m, ins, ref), f"TFLite case vs {ref}", ins)
+    return got
+
+
+@pytest.mark.parametrize("device", FAST)
+def test_tflite_float_add_cases(device):
+    """FloatAddOpModel: NoActivation, ActivationRELU_N1_TO_1, VariousInputShapes,
+    WithBroadcast, WithBroadcastGeneric, MixedBroadcast (both operand orders)."""
+    f32 = lambda v: np.array(v, np.float32)  # noqa: E731
+    a, b = f32([-2.0, 0.2, 0.7, 0.8]), f32([0.1, 0.2, 0.3, 0.5])
+    for act, want in (("NONE", [-1.9, 0.4, 1.0, 1.3]), ("RELU_N1_TO_1", [-1.0, 0.4, 1.0, 1.0])):
+        got = _tflite_case(model("float32", (1, 2, 2, 1), (1, 2, 2, 1), act), [a.reshape(1, 2, 2, 1),
+                           b.reshape(1, 2, 2, 1)], device)
+        np.testing.assert_allclose(got.ravel(), want, rtol=1e-6)
+    for s in _TFL_SHAPES:
+        got = _tflite_case(model("float32", s, s, "NONE"), [f32(_TFL_A6).reshape(s), f32(_TFL_B6).reshape(s)], device)
+        np.testing.assert_allclose(got.ravel(), [-1.9, 0.4, 1.0, 1.3, 2.2, 2.1], rtol=1e-6)
+        got = _tflite_case(model("float32", s, (), "NONE"), [f32(_TFL_A6).reshape(s), f32(0.1)], device)
+        np.testing.assert_allclose(got.ravel(), [-1.9, 0.3, 0.8, 0.9, 1.2, 2.1], rtol=1e-6)
+    got = _tflite_case(model("float32", (1, 3, 1), (2, 1, 2), "NONE"),
+                       [f32([0.1, 0.2, 0.3]).reshape(1, 3, 1), f32([0.1, 0.2, 0.3, 0.4]).reshape(2, 1, 2)], device)
+    np.testing.assert_allclose(got.ravel(), [0.2, 0.3, 0.3, 0.4, 0.4, 0.5, 0.4, 0.5, 0.5, 0.6, 0.6, 0.7], atol=1e-6)
+    base = f32(_TFL_MIXED_A).reshape(2, 3, 1, 2)
+    for s, want in _TFL_MIXED.items():
+        other = f32(_TFL_MIXED_B).reshape(s)
+        for ins, shapes in (([base, other], ((2, 3, 1, 2), s)), ([other, base], (s, (2, 3, 1, 2)))):
+            got = _tflite_case(model("float32", *shapes, "NONE"), ins, device)
+            np.testing.assert_allclose(got.ravel(), want, atol=1e-4)
+
+
+@pytest.mark.parametrize("dt", ["int16", "int32", "int64"])
+@pytest.mark.parametrize("device", FAST)
+def test_tflite_integer_add_cases(device, dt):
+    """IntegerAddOpTest (int16 without quantization, int32, int64): NoActivation,
+    ActivationRELU_N1_TO_1, VariousInputShapes, WithBroadcast, Int32MultiDimBroadcast."""
+    def mdl(s1, s2, act="NONE"):
+        if dt == "int16":  # TFLite's IntegerAddOpModel: an int16 ADD without quantization
+            return _unquantized(model("int16", tuple(s1), tuple(s2), act, ((1.0, 0),) * 3))
+        return model(dt, tuple(s1), tuple(s2), act)
+
+    v = lambda x, s=None: np.array(x, dt).reshape(s if s is not None else (len(x),))  # noqa: E731
+    a, b = v([-20, 2, 7, 8], (1, 2, 2, 1)), v([1, 2, 3, 5], (1, 2, 2, 1))
+    for act, want in (("NONE", [-19, 4, 10, 13]), ("RELU_N1_TO_1", [-1, 1, 1, 1])):
+        assert _tflite_case(mdl((1, 2, 2, 1), (1, 2, 2, 1), act), [a, b], device).ravel().tolist() == want
+    for s in _TFL_SHAPES:
+        x = v([-20, 2, 7, 8, 11, 20], s)
+        got = _tflite_case(mdl(s, s), [x, v([1, 2, 3, 5, 11, 1], s)], device)
+        assert got.ravel().tolist() == [-19, 4, 10, 13, 22, 21]
+        got = _tflite_case(mdl(s, ()), [x, np.array(1, dt)], device)
+        assert got.ravel().tolist() == [-19, 3, 8, 9, 12, 21]
+    got = _tflite_case(mdl((1, 2), (2, 1)), [v([3, 5], (1, 2)), v([1, 4], (2, 1))], device)
+    assert got.ravel().tolist() == [4, 6, 7, 9]
+
+
+def _tflite_qparams(dt: str, lo: float, hi: float) -> tuple:
+    """(scale, zero point) as TFLite's SingleOpModel derives them from [lo, hi] (int16:
+    symmetric, zero point 0, as its QuantizedAddOpModel makes them)."""
+    info = np.iinfo(dt)
+    if dt == "int16":
+        return (hi / info.max, 0)
+    scale = (hi - lo) / (int(info.max) - int(info.min))
+    zp = info.min - lo / scale
+    zp = int(np.clip(np.sign(zp) * np.floor(abs(zp) + 0.5), info.min, info.max))  # std::round
+    return (scale, zp)
+
+
+def _tflite_quantize(x, dt: str, q: tuple) -> np.ndarray:
+    """TFLite's QuantizeAndPopulate: round half away from zero, then clamp."""
+    info = np.iinfo(dt)
+    v = np.asarray(x, np.float64) / q[0]
+    v = np.sign(v) * np.floor(np.abs(v) + 0.5) + q[1]
+    return np.clip(v, info.min, info.max).astype(dt)
+
+
+#: QuantizedAddOpModel's [-1, 1] cases: (activation, shape, inputs1, inputs2, results)
+_TFL_QUANT = [
+    ("NONE", (1, 2, 2, 1), [[0.1, 0.2, 0.3, 0.4], [-0.8, 0.2, 0.4, 0.7], [-0.8, 0.2, 0.7, 0.3]],
+     [[0.6, 0.4, 0.3, 0.1], [0.6, 0.4, 0.5, -0.8], [0.6, 0.4, -0.8, 0.5]],
+     [[0.7, 0.6, 0.6, 0.5], [-0.2, 0.6, 0.9, -0.1], [-0.2, 0.6, -0.1, 0.8]]),
+    ("RELU_N1_TO_1", (1, 2, 2, 1), [[-0.8, 0.2, 0.9, 0.7], [-0.8, 0.2, 0.7, 0.3]],
+     [[0.6, 0.4, 0.9, -0.8], [0.6, 0.4, -0.8, 0.5]], [[-0.2, 0.6, 1.0, -0.1], [-0.2, 0.6, -0.1, 0.8]]),
+]
+_TFL_QUANT16 = ("NONE", (1, 2, 3, 1),
+                [[0.1, 0.2, 0.3, 0.4, 0.9, 0.7], [-0.8, 0.2, 0.4, 0.7, 0.1, 0.0], [-0.8, 0.2, 0.7, 0.3, 0.9, 0.1]],
+                [[0.6, 0.4, 0.3, 0.1, -0.1, 0.3], [0.6, 0.4, 0.5, -0.8, 0.0, -1.0], [0.6, 0.4, -0.8, 0.5, -0.9, 0.1]],
+                [[0.7, 0.6, 0.6, 0.5, 0.8, 1.0], [-0.2, 0.6, 0.9, -0.1, 0.1, -1.0], [-0.2, 0.6, -0.1, 0.8, 0.0, 0.2]])
+
+
+@pytest.mark.parametrize("dt", ["int8", "uint8", "int16"])
+@pytest.mark.parametrize("device", FAST)
+def test_tflite_quantized_add_cases(device, dt):
+    """QuantizedTestsNoActivation / ActivationRELU_N1_TO_1 (int16: its 6-element case):
+    inputs quantized as TFLite's test quantizes them, the dequantized sum within TFLite's
+    tolerance of its expected values, and bit-equal to LiteRT's reference and optimized
+    kernels."""
+    q = _tflite_qparams(dt, -1.0, 1.0)
+    tol = 2.0 * 2.0 / (int(np.iinfo(dt).max) - int(np.iinfo(dt).min))
+    cases = [_TFL_QUANT16] if dt == "int16" else _TFL_QUANT
+    for act, shape, xs, ys, wants in cases:
+        m = model(dt, shape, shape, act, (q, q, q))
+        for x, y, want in zip(xs, ys, wants):
+            ins = [_tflite_quantize(x, dt, q).reshape(shape), _tflite_quantize(y, dt, q).reshape(shape)]
+            got = _tflite_case(m, ins, device, ("ref", "builtin"))
+            deq = (got.astype(np.float64).ravel() - q[1]) * q[0]
+            np.testing.assert_allclose(deq, want, atol=tol)
+
+
+_TFL_DIMS = (2, 3, 4, 5, 6, 7)
+
+
+def _tflite_multidim_cases(count: int | None, seed: int = 0):
+    """MultiDimBroadcast's shape pairs: per operand a mask of 6-D dimensions broadcast (to
+    1) of (2, 3, 4, 5, 6, 7), then its last 1..6 dimensions; ``count`` of the 64 x 64 x 36
+    seeded at random (None: every mask pair, both ranks 6)."""
+    def shape(mask, rank):
+        full = [1 if mask >> i & 1 else d for i, d in enumerate(_TFL_DIMS)]
+        return tuple(full[6 - rank:])
+
+    if count is None:
+        return [(shape(m1, 6), shape(m2, 6)) for m1 in range(64) for m2 in range(64)]
+    rng = np.random.default_rng(seed)
+    return [(shape(int(rng.integers(64)), int(rng.integers(1, 7))),
+             shape(int(rng.integers(64)), int(rng.integers(1, 7)))) for _ in range(count)]
+
+
+def _check_multidim(device, dt: str, pairs) -> None:
+    rng = np.random.default_rng(7)
+    for s1, s2 in pairs:
+        if dt == "float32":  # TFLite: uniform [0.01, 1), the reference sum exact in float
+            ins = [rng.uniform(0.01, 1.0, s).astype(np.float32) for s in (s1, s2)]
+            got = _tflite_case(model(dt, s1, s2, "NONE"), ins, device)
+            assert bit_equal(got, (ins[0] + ins[1]).astype(np.float32))
+        elif dt in ("int16", "int32", "int64"):  # TFLite: uniform [0, 256]
+            ins = [rng.integers(0, 257, s).astype(dt) for s in (s1, s2)]
+            m = (_unquantized(model(dt, s1, s2, "NONE", ((1.0, 0),) * 3)) if dt == "int16"
+                 else model(dt, s1, s2, "NONE"))
+            got = _tflite_case(m, ins, device)
+            assert bit_equal(got, (ins[0] + ins[1]).astype(dt))
+        else:  # quantized: operands in [-0.5, 0.5], output [-1, 1], dequantized within 0.6
+            qi, qo = _tflite_qparams(dt, -0.5, 0.5), _tflite_qparams(dt, -1.0, 1.0)
+            xs = [rng.uniform(-0.5, 0.5, s) for s in (s1, s2)]
+            ins = [_tflite_quantize(x, dt, qi) for x in xs]
+            got = _tflite_case(model(dt, s1, s2, "NONE", (qi, qi, qo)), ins, device, ("ref", "builtin"))
+            deq = (got.astype(np.float64) - qo[1]) * qo[0]
+            assert np.abs(deq - np.clip(xs[0] + xs[1], -1, 1)).max() <= 0.6
+
+
+@pytest.mark.parametrize("dt", ["float32", "int16", "int32", "int64", "int8", "uint8"])
+def test_tflite_multidim_broadcast_sample(fast_device, dt):
+    """Float32/Integer/Int8Quantized/Uint8QuantizedMultiDimBroadcast: 24 seeded shape
+    pairs of its 147,456 (tests/test_add.py::test_tflite_multidim_broadcast_all: more)."""
+    _check_multidim(fast_device, dt, _tflite_multidim_cases(24, seed=len(dt)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dt", ["float32", "int32", "int8", "uint8"])
+def test_tflite_multidim_broadcast_all(fast_device, dt):
+    """Every broadcast-mask pair of MultiDimBroadcast at rank 6 (4096 models per type)."""
+    _check_multidim(fast_device, dt, _tflite_multidim_cases(None))
