@@ -393,3 +393,100 @@ def test_bfloat16_copies_keep_bits_in_chains(fast_device):
         it.invoke()
         out.append(it.get_tensor(it.get_output_details()[0]["index"]))
     assert (out[0].view(np.uint16) == out[1].view(np.uint16)).all()
+
+
+# ------------------------------------------------------------------------------------------
+# TFLite's own CAST cases (tensorflow/lite/kernels/cast_test.cc): its inputs and expected
+# values, run through the delegate; each result also bit-equal to LiteRT's
+# ------------------------------------------------------------------------------------------
+
+_F6 = [100.0, 20.0, 3.0, 0.4, 0.999, 1.1]
+_U6 = [100.0, 1.0, 0.0, 0.4, 1.999, 1.1]
+_C6 = [complex(i, 10 + i) for i in range(1, 7)]
+_INF = float("inf")
+#: (source, destination, shape, input, expected); a float expected value is compared
+#: exactly after rounding it to the destination type (TFLite: FloatingPointEq)
+TFLITE_CAST_CASES = [
+    ("int4", "float32", (2, 3), [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6]),
+    ("float32", "int4", (2, 4), [1, 2, 3, 4, 5, 6, 7, -8], [1, 2, 3, 4, 5, 6, 7, -8]),
+    ("float32", "int4", (1, 4), [100, -100, 7.9, -8.9], [7, -8, 7, -8]),
+    ("float32", "uint8", (2,), [_INF, -_INF], [255, 0]),
+    ("float32", "int16", (2,), [_INF, -_INF], [32767, -32768]),
+    ("float32", "int32", (2,), [_INF, -_INF], [2**31 - 1, -2**31]),
+    ("int16", "float32", (2, 3), [100, 200, 300, 400, 500, 600], [100, 200, 300, 400, 500, 600]),
+    ("int16", "int32", (2, 3), [100, 200, 300, 400, 500, 600], [100, 200, 300, 400, 500, 600]),
+    ("int32", "float32", (2, 3), [100, 200, 300, 400, 500, 600], [100, 200, 300, 400, 500, 600]),
+    ("float32", "int32", (3, 2), _F6, [100, 20, 3, 0, 0, 1]),
+    ("float32", "int16", (3, 2), _F6, [100, 20, 3, 0, 0, 1]),
+    ("int64", "float32", (2, 3), [100, 200, 300, 400, 500, 600], [100, 200, 300, 400, 500, 600]),
+    ("float32", "int64", (3, 2), _F6, [100, 20, 3, 0, 0, 1]),
+    ("float32", "bool", (3, 2), [100, -1.0, 0, 0.4, 0.999, 1.1], [True, True, False, True, True, True]),
+    ("bool", "float32", (3, 2), [True, True, False, True, False, True], [1, 1, 0, 1, 0, 1]),
+    ("float32", "uint8", (3, 2), _U6, [100, 1, 0, 0, 1, 1]),
+    ("uint8", "float32", (3, 2), [123, 0, 1, 2, 3, 4], [123, 0, 1, 2, 3, 4]),
+    ("float32", "uint16", (3, 2), _U6, [100, 1, 0, 0, 1, 1]),
+    ("uint16", "float32", (3, 2), [123, 0, 1, 2, 3, 4], [123, 0, 1, 2, 3, 4]),
+    ("int32", "uint8", (3, 2), [100, 1, 200, 2, 255, 3], [100, 1, 200, 2, 255, 3]),
+    ("uint8", "int32", (3, 2), [100, 1, 200, 2, 255, 3], [100, 1, 200, 2, 255, 3]),
+    ("complex64", "float32", (2, 3), _C6, [1, 2, 3, 4, 5, 6]),
+    ("float32", "complex64", (2, 3), [1, 2, 3, 4, 5, 6], [complex(i, 0) for i in range(1, 7)]),
+    ("complex64", "int32", (2, 3), _C6, [1, 2, 3, 4, 5, 6]),
+    ("int32", "complex64", (2, 3), [1, 2, 3, 4, 5, 6], [complex(i, 0) for i in range(1, 7)]),
+    ("complex64", "complex64", (2, 3), _C6, _C6),
+    ("uint32", "int32", (2, 3), [100, 200, 300, 400, 500, 600], [100, 200, 300, 400, 500, 600]),
+    ("int32", "uint32", (2, 3), [100, 200, 300, 400, 500, 600], [100, 200, 300, 400, 500, 600]),
+    ("uint8", "int8", (2, 3), [10, 20, 30, 40, 50, 60], [10, 20, 30, 40, 50, 60]),
+    ("int8", "uint8", (2, 3), [10, 20, 30, 40, 50, 60], [10, 20, 30, 40, 50, 60]),
+    ("uint16", "int16", (2, 3), [10, 20, 30, 40, 50, 60], [10, 20, 30, 40, 50, 60]),
+    ("int16", "uint16", (2, 3), [10, 20, 30, 40, 50, 60], [10, 20, 30, 40, 50, 60]),
+    ("float32", "float16", (3, 2), _U6, _U6),
+    ("float32", "bfloat16", (3, 2), _U6, _U6),
+    ("float16", "float32", (3, 2), _U6, [100, 1, 0, 0.399902344, 1.99902344, 1.09960938]),
+    ("bfloat16", "float32", (3, 2), _U6, [100, 1, 0, 0.400390625, 2, 1.1015625]),
+    ("float16", "int32", (1, 6), _F6, [100, 20, 3, 0, 0, 1]),
+    ("int32", "float16", (1, 6), [100, 20, 3, 0, 1, -1], [100, 20, 3, 0, 1, -1]),
+    ("float16", "bfloat16", (1, 6), _F6, [100, 20, 3, 0.4, 0.999, 1.1]),
+    ("uint4", "float32", (1, 6), [15, 0, 1, 8, 7, 2], [15, 0, 1, 8, 7, 2]),
+    ("float32", "uint4", (1, 6), [15, 0, 1, 8, 7, 2], [15, 0, 1, 8, 7, 2]),
+]
+
+
+def _as_type(values, name: str) -> np.ndarray:
+    """``values`` in ``name``'s numpy form (int4/uint4 one value per byte, as LiteRT's
+    Python API passes them; float values rounded to the type as C++'s static_cast)."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.array(values, np.float32).astype(ml_dtypes.bfloat16)
+    npdt = {"int4": np.int8, "uint4": np.uint8}.get(name, name)
+    if name in ("float16",):
+        return np.array(values, np.float32).astype(np.float16)
+    return np.array(values, dtype=npdt)
+
+
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["", "mobile"]))
+def test_tflite_cast_cases(device):
+    for src, dst, shape, x, want in TFLITE_CAST_CASES:
+        m = cast_model(src, dst, list(shape))
+        xv = _as_type(x, src).reshape(shape)
+        it = litecl.Interpreter(model_content=m, device=device, quiet=True)
+        assert_on_opencl(it)
+        ref = make_interpreter(m)
+        for i in (it, ref):
+            i.allocate_tensors()
+            i.set_tensor(i.get_input_details()[0]["index"], xv)
+            i.invoke()
+        got, lit = (i.get_tensor(i.get_output_details()[0]["index"]) for i in (it, ref))
+        assert it.delegate.stats["invokes"] == 1
+        assert not mismatches(got, lit).any(), (src, dst, x, got, lit)
+        expect = _as_type(want, dst).reshape(shape)
+        assert got.dtype == expect.dtype and not mismatches(got, expect).any(), (src, dst, got, expect)
+    # CastConstInputCachingWorks: a CAST of a constant int8 [2, 3] gives its values at
+    # every invoke (litecl computes it once and writes it to LiteRT's output each time)
+    m = cast_model("int8", "float32", [2, 3], constant=np.array([[10, 20, 30], [40, 50, 60]], np.int8))
+    it = litecl.Interpreter(model_content=m, device=device, quiet=True)
+    it.allocate_tensors()
+    assert_on_opencl(it)
+    for _ in range(2):
+        it.invoke()
+        assert it.get_tensor(it.get_output_details()[0]["index"]).ravel().tolist() == [10, 20, 30, 40, 50, 60]
