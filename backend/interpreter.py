@@ -315,16 +315,19 @@ class SignatureRunner(_litert.SignatureRunner):
 
     def __call__(self, **kwargs):
         try:
-            if len(kwargs) == len(self._inputs) and all(
-                    k in self._inputs and hasattr(v, "shape") for k, v in kwargs.items()):
+            shapes = [(k, getattr(v, "shape", None)) for k, v in kwargs.items()]
+            if shapes != self.__dict__.get("_checked") and len(kwargs) == len(self._inputs) and all(
+                    k in self._inputs and s is not None for k, s in shapes):
                 # LiteRT's own resize and allocate first (its __call__ repeats them at no
-                # cost), then litecl's check of the shapes LiteRT would abort on in invoke
+                # cost), then litecl's check of the shapes LiteRT would abort on in invoke;
+                # once per new set of input shapes (LiteRT propagates the rest from them)
                 for k, v in kwargs.items():
                     self._interpreter_wrapper.ResizeInputTensor(
                         self._inputs[k], np.array(v.shape, dtype=np.int32), False, self._subgraph_index)
                 with self._interpreter._litecl.owning(id(self._interpreter)):
                     self._interpreter_wrapper.AllocateTensors(self._subgraph_index)
                 _refuse_litert_abort(self._interpreter, self._subgraph_index)
+                self.__dict__["_checked"] = shapes
             with self._interpreter._litecl.owning(id(self._interpreter)):
                 return super().__call__(**kwargs)
         except RuntimeError as e:
