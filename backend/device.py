@@ -1146,19 +1146,67 @@ def probe_compiler(d: "cl.Device") -> str:
     """
     key = f"{d.platform.name}|{d.name}|{d.int_ptr}"
     if key not in _PROBES:
-        _PROBES[key] = _cached_probe("compiler", d, lambda: _compiler_probe(d))
+        _PROBES[key] = _cached_probe("compiler-v2", d, lambda: _compiler_probe(d))
     return _PROBES[key]
 
 
 def _compiler_probe(d: "cl.Device") -> str:
     try:
         build_source(cl.Context([d]), _PROBE_SOURCE)
-        return ""
     except Exception as e:  # cl.RuntimeError with the build log, or a driver error
         lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
         err = next((ln for ln in lines if "error" in ln.lower() and "build" not in ln.lower()),
                    lines[0] if lines else type(e).__name__)
         return err[:200]
+    return "" if _is_gpu(d) else _wide_vector_probe(d)
+
+
+#: litecl's CPU kernels pass 64-byte vectors (int16, float16 of the middle type) to OpenCL
+#: builtins such as convert_uchar16. PoCL 3.0's wheel, on an AVX-512 host whose CPU its
+#: LLVM names znver3 (AMD EPYC Zen 4, measured), compiles kernels without avx512f but links
+#: its avx512 builtin library: convert_uchar16(int16) returns garbage and some kernels crash
+#: the process (a CAST returned zeros, another segfaulted). Run in a child process.
+_WIDE_VECTOR_PROBE = r"""
+import sys
+import numpy as np
+from litecl.device import _all_devices
+import pyopencl as cl
+SRC = ("__kernel void k(__global const int* s, __global uchar* o) "
+       "{ *(__global uchar16*)o = convert_uchar16(*(__global const int16*)s); }")
+d = next(d for d in _all_devices() if d.platform.name == sys.argv[1] and d.name == sys.argv[2])
+ctx = cl.Context([d])
+q = cl.CommandQueue(ctx)
+x = (np.arange(16, dtype=np.int32) * 37 + 5) % 256
+a = cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
+o = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, 16)
+cl.Program(ctx, SRC).build().k(q, (1,), (1,), a, o)
+got = np.empty(16, np.uint8)
+cl.enqueue_copy(q, got, o)
+q.finish()
+print("ok" if (got == x.astype(np.uint8)).all() else "wrong", flush=True)
+"""
+
+
+def _wide_vector_probe(d: "cl.Device") -> str:
+    """'' when ``d`` converts a 16-wide int vector to uchar correctly, else why not (a
+    child process runs it: the defect can crash)."""
+    import subprocess  # noqa: PLC0415
+
+    env = dict(os.environ, LITECL_NO_INTEL_ICD=os.environ.get("LITECL_NO_INTEL_ICD", ""))
+    try:
+        r = subprocess.run([sys.executable, "-c", _WIDE_VECTOR_PROBE, d.platform.name, d.name],
+                           capture_output=True, text=True, timeout=120, env=env,
+                           stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"a 16-wide vector conversion probe did not finish ({type(e).__name__})"
+    out = r.stdout.strip().splitlines()
+    if out and out[-1] == "ok":
+        return ""
+    if out and out[-1] == "wrong":
+        return ("convert_uchar16(int16) returns wrong values on this device (its builtin library's "
+                "vector ABI differs from its kernels': PoCL 3.0's wheel on an AVX-512 host), so "
+                "litecl's kernels would give wrong results")
+    return f"a 16-wide vector conversion crashed this device's runtime (exit {r.returncode})"
 
 
 def open_device(spec: str | Device | None = None) -> Device:
