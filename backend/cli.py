@@ -199,11 +199,11 @@ class _Only:
     def __init__(self, delegate, keep: set):
         self._d, self._keep = delegate, keep
 
-    def placement(self) -> list[dict]:
-        return [r for r in self._d.placement() if r["subgraph"] in self._keep]
+    def placement(self, owner=None) -> list[dict]:
+        return [r for r in self._d.placement(owner) if r["subgraph"] in self._keep]
 
-    def graph_info(self) -> list[dict]:
-        return [g for g in self._d.graph_info() if g["subgraph"] in self._keep]
+    def graph_info(self, owner=None) -> list[dict]:
+        return [g for g in self._d.graph_info(owner) if g["subgraph"] in self._keep]
 
 
 def _summary(interp, keep: set) -> list[str]:
