@@ -384,7 +384,8 @@ _POLICIES: dict = {}
 
 def _memory_policy(device) -> _Memory:
     """``_measure_memory`` once per device and process."""
-    key = (device.context.int_ptr, device.caps.key)
+    # is_gpu too: caps.key does not hold it, and a GPU's policy is not measured
+    key = (device.context.int_ptr, device.caps.key, device.caps.is_gpu)
     m = _POLICIES.get(key)
     if m is None:
         m = _POLICIES[key] = _measure_memory(device)
