@@ -110,9 +110,16 @@ def reference(src: str, dst: str, n: int) -> np.ndarray:
     return ref.get_tensor(ref.get_output_details()[0]["index"])
 
 
-def check_pair(device: str, src: str, dst: str, sizes=SIZES) -> None:
+def check_pair(device: str, src: str, dst: str, sizes=SIZES, copies: bool = False) -> None:
+    """CAST src -> dst at each size on ``device``, on OpenCL and bit-exact with LiteRT.
+    copies: the GPU memory path (device buffers copied to and from LiteRT's memory)."""
     for n in sizes:
-        it = litecl.Interpreter(model_content=_model(src, dst, n), device=device, quiet=True)
+        d = litecl.Delegate(device, quiet=True)
+        if copies:
+            import litecl.delegate as delegate_mod
+
+            d.memory = delegate_mod._Memory(False, 0)
+        it = litecl.Interpreter(model_content=_model(src, dst, n), delegate=d)
         pl = it.placement()
         assert [p["placement"] for p in pl] == ["opencl"], pl
         it.allocate_tensors()
@@ -120,6 +127,7 @@ def check_pair(device: str, src: str, dst: str, sizes=SIZES) -> None:
         it.set_tensor(it.get_input_details()[0]["index"], x)
         it.invoke()
         assert it.delegate.stats["invokes"] == 1  # the CAST ran as litecl's kernel
+        assert (it.delegate.stats["copied"] == 2) == copies, it.delegate.stats
         got = it.get_tensor(it.get_output_details()[0]["index"])
         want = reference(src, dst, n)
         assert got.dtype == want.dtype and got.shape == want.shape
@@ -136,6 +144,13 @@ def test_cast_all_pairs(device, src):
     for s, d in PAIRS:
         if s == src:
             check_pair(device, s, d)
+
+
+def test_cast_all_pairs_on_the_copy_path(fast_device):
+    """Every pair with LiteRT's tensors reached through copies, as on a discrete GPU (the
+    H200): uploads, read-backs, packed sub-byte tensors, tails."""
+    for s, d in PAIRS:
+        check_pair(fast_device, s, d, sizes=(1, 33, 1999), copies=True)
 
 
 ORACLE_SUBSET = [("float32", "int8"), ("float32", "float16"), ("float64", "float16"),
