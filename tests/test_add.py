@@ -124,10 +124,18 @@ def _case(dt: str, s1: tuple, s2: tuple, act: str, seed: int, reference: str):
     return m, ins, litert(m, ins, reference)
 
 
-def litecl_run(content: bytes, inputs, device: str, reference: str = "builtin"):
+def litecl_run(content: bytes, inputs, device: str, reference: str = "builtin", copies: bool = False):
     """Run on litecl after asserting every ADD is on OpenCL, and that litecl's kernels ran
-    at the invoke; returns (output, interp)."""
-    it = litecl.Interpreter(model_content=content, device=device, reference=reference, quiet=True)
+    at the invoke; returns (output, interp). copies: the GPU memory path (device buffers
+    copied to and from LiteRT's memory) forced on any device."""
+    if copies:
+        import litecl.delegate as delegate_mod  # noqa: PLC0415
+
+        d = litecl.Delegate(device, quiet=True, reference="ref" if reference == "ref" else "builtin")
+        d.memory = delegate_mod._Memory(False, 0)
+        it = litecl.Interpreter(model_content=content, reference=reference, delegate=d)
+    else:
+        it = litecl.Interpreter(model_content=content, device=device, reference=reference, quiet=True)
     assert_on_opencl(it, ("ADD",))
     it.allocate_tensors()
     for d, x in zip(it.get_input_details(), inputs):
@@ -172,6 +180,19 @@ def test_add_matrix(device, dt):
                 assert_same(got, want, f"{dt} {s1}+{s2} {act} on {device} vs {ref}", ins)
             count += 1
     assert count == len(SHAPES) * len(ACTIVATIONS)
+
+
+def test_add_matrix_on_the_copy_path(fast_device):
+    """Every dtype x shape pair, two activations, with LiteRT's tensors reached through
+    device copies (as on a discrete GPU, the H200)."""
+    for dt in DTYPES:
+        ref = "ref" if dt in QUANT else "builtin"
+        for k, (s1, s2) in enumerate(SHAPES):
+            for act in ("NONE", "RELU6"):
+                m, ins, want = _case(dt, tuple(s1), tuple(s2), act, 10 * k, ref)
+                got, it = litecl_run(m, ins, fast_device, ref, copies=True)
+                assert it.delegate.stats["in_place"] == 0 and it.delegate.stats["copied"] == 3
+                assert_same(got, want, f"{dt} {s1}+{s2} {act} copies", ins)
 
 
 ORACLE_CASES = [("float32", [33], [33], "RELU6"), ("float32", [1, 3], [2, 1], "NONE"),
