@@ -1126,8 +1126,13 @@ def _cached_probe(name: str, d: "cl.Device", run) -> str:
     if isinstance(got, str):
         return got
     got = run()
-    probe_put(name, ident, got)
+    if not got.startswith(_TRANSIENT):  # a probe that did not finish is asked again next time
+        probe_put(name, ident, got)
     return got
+
+
+#: probe results that say nothing about the device (not kept on disk)
+_TRANSIENT = "a 16-wide vector conversion probe did not finish"
 
 
 def _nt_probe(d: "cl.Device") -> str:
@@ -1198,7 +1203,7 @@ def _wide_vector_probe(d: "cl.Device") -> str:
                            capture_output=True, text=True, timeout=120, env=env,
                            stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return f"a 16-wide vector conversion probe did not finish ({type(e).__name__})"
+        return f"{_TRANSIENT} ({type(e).__name__})"
     out = r.stdout.strip().splitlines()
     if out and out[-1] == "ok":
         return ""
