@@ -648,7 +648,7 @@ class Caps:
     capability profile applied ("" for none); nontemporal: the compiler has clang's
     ``__builtin_nontemporal_store`` (probed on CPU devices only: PoCL and Intel's CPU
     runtime have it). ``reference`` and ``streaming`` are not device properties: the
-    executor sets them per model / per kernel (ops/tiling.py ``streams``).
+    the delegate sets them per delegate / per kernel (ops/tiling.py ``streams``).
     """
 
     platform: str
@@ -666,12 +666,12 @@ class Caps:
     strict_compiler: bool = False
     profile: str = ""
     compiler_error: str = ""  # non-empty when the device cannot build even a trivial kernel
-    reference: str = "builtin"  # the LiteRT kernels matched where they differ (executor sets it)
+    reference: str = "builtin"  # the LiteRT kernels matched where they differ (the Delegate sets it)
     nontemporal: bool = False
-    streaming: bool = False  # vector stores bypass the cache (executor sets it per kernel)
+    streaming: bool = False  # vector stores bypass the cache (set per kernel plan)
     #: CL_DEVICE_HOST_UNIFIED_MEMORY (deprecated in OpenCL 2.0 but answered by the runtimes
     #: seen: CPU devices and integrated/mobile GPUs say true, a discrete GPU false). The
-    #: executor maps buffers (zero-copy) there and copies across the bus elsewhere.
+    #: delegate measures whether it can work in LiteRT's memory in place there.
     host_unified: bool | None = None
 
     @property

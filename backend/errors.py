@@ -27,7 +27,7 @@ class ModelError(LiteclError):
 
 class PrepareError(ModelError, RuntimeError):
     """A node cannot be prepared at the model's shapes (allocate_tensors), where LiteRT
-    raises RuntimeError: ADD inputs that do not broadcast, a fallback segment LiteRT
+    raises RuntimeError: ADD inputs that do not broadcast, a node LiteRT
     refuses to prepare."""
 
 

@@ -2,7 +2,7 @@
 
 For every CAST pair (or --pairs) and same-shape ADD, at each size: the kernel litecl
 generates with plain vector stores and the one with ``__builtin_nontemporal_store``
-(ops/tiling.py ``streams``; what the executor picks above LAUNCH["cpu"].stream_bytes),
+(ops/tiling.py ``streams``; what the delegate's kernels use above LAUNCH["cpu"].stream_bytes),
 timed in alternating rounds with a float4 copy of the same bytes (OpenCL profiling events,
 medians), so all three see the same machine state. GB/s counts bytes read + written.
 

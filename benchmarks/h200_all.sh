@@ -25,7 +25,7 @@ export PYTHONPATH=$T/site:$T/shim:$PWD PYTHONUNBUFFERED=1 LITECL_SHARED_MODELS=$
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv 2>/dev/null
 python3 -m litecl.cli devices
 STEPS=${LITECL_H200_STEPS:-tests tiling roofline}   # any of: tests tiling roofline e2e latency
-TESTS=${LITECL_H200_TESTS:-tests/test_cast.py tests/test_add.py tests/test_fusion.py tests/test_vector_paths.py tests/test_executor_paths.py}
+TESTS=${LITECL_H200_TESTS:-tests/test_cast.py tests/test_add.py tests/test_fusion.py tests/test_vector_paths.py tests/test_delegate.py}
 for step in $STEPS; do case $step in
 tests)  # correctness matrices on the GPU, compared with LiteRT run on the host CPU there
     timeout 230 python3 -m pytest -q -p no:cacheprovider $TESTS -k "nvidia" \

@@ -108,7 +108,7 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
     element by element, broadcast inputs indexed with ``broadcast.index_code``. Raises
     ValueError for a member with a complex64 result (not fused)."""
     ops = [op for op, _ in spec.steps]
-    if any(op.out.kind == "complex" for op in ops):  # raised: the executor leaves it unfused
+    if any(op.out.kind == "complex" for op in ops):  # raised: the plan leaves it unfused
         raise ValueError("complex64 results are not fused (each such CAST has its own kernel)")
     if any(op.out.name == "bfloat16" and op.inputs[0].name == "bfloat16" for op in ops):
         raise ValueError("a bfloat16 -> bfloat16 copy of bits is not fused")

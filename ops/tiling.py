@@ -177,7 +177,7 @@ def launch_config(caps) -> LaunchConfig:
 
 def streams(caps, footprint: int) -> bool:
     """Whether a kernel moving ``footprint`` bytes (inputs read + outputs written) stores
-    its vectors with ``__builtin_nontemporal_store`` (caps.streaming, set by the executor).
+    its vectors with ``__builtin_nontemporal_store`` (caps.streaming, set by the kernel plan).
 
     A plain store first reads the line it writes (read-for-ownership): a CAST that widens
     (int8 -> int64 writes 8 bytes per byte read) pays nearly twice the traffic it counts.
