@@ -38,69 +38,6 @@ def _device_status() -> dict[str, str]:
             # any builds kernels, as open_device takes the first that does
             errs = [probe_compiler(d) for d in found]
             out[spec] = "" if "" in errs else f"{name} cannot build kernels here: {errs[0]}"
-    usable = [spec for spec in out if not out[spec]]
-    for spec, problem in _wide_vector_problems(usable).items():
-        out[spec] = problem
-    return out
-
-
-#: litecl's CPU kernels pass 64-byte vectors (int16, float16 of the middle type) to OpenCL
-#: builtins such as convert_uchar16. PoCL 3.0's wheel, on an AVX-512 host whose CPU its
-#: LLVM names znver3 (AMD EPYC Zen 4, measured), compiles kernels without avx512f but
-#: links its avx512 builtin library ("AVX vector argument of type 'int16' ... without
-#: 'avx512f' enabled changes the ABI"): convert_uchar16(int16) returns garbage and some
-#: kernels crash the process. Such a device cannot run litecl's kernels correctly.
-_WIDE_VECTOR_PROBE = r"""
-import sys
-import numpy as np
-import litecl  # wires the Intel ICD before pyopencl loads
-import pyopencl as cl
-from litecl.device import _all_devices, probe_compiler
-SRC = ("__kernel void k(__global const int* s, __global uchar* o) "
-       "{ *(__global uchar16*)o = convert_uchar16(*(__global const int16*)s); }")
-for spec, name in (a.split("=", 1) for a in sys.argv[1:]):
-    ok = False
-    for d in _all_devices():
-        if name.lower() in d.platform.name.lower() and not probe_compiler(d):
-            ctx = cl.Context([d])
-            q = cl.CommandQueue(ctx)
-            x = (np.arange(16, dtype=np.int32) * 37 + 5) % 256
-            a = cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
-            o = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, 16)
-            cl.Program(ctx, SRC).build().k(q, (1,), (1,), a, o)
-            got = np.empty(16, np.uint8)
-            cl.enqueue_copy(q, got, o)
-            q.finish()
-            ok = (got == x.astype(np.uint8)).all()
-            break
-    print(spec, "ok" if ok else "wrong", flush=True)
-"""
-
-
-def _wide_vector_problems(specs) -> dict[str, str]:
-    """spec -> why not, for usable devices whose 16-wide int -> uchar conversion is wrong
-    or crashes (run in a subprocess: the defect can crash the process)."""
-    import subprocess
-
-    if not specs:
-        return {}
-    names = dict(KNOWN)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    try:
-        r = subprocess.run([sys.executable, "-c", _WIDE_VECTOR_PROBE, *(f"{s}={names[s]}" for s in specs)],
-                           capture_output=True, text=True, env=env, timeout=300)
-    except subprocess.TimeoutExpired:
-        return {s: f"{names[s]}: a 16-wide vector conversion probe did not finish" for s in specs}
-    seen = dict(ln.split() for ln in r.stdout.splitlines() if len(ln.split()) == 2)
-    why = ("{} returns wrong values for convert_uchar16(int16) here (its builtin library's vector "
-           "ABI differs from its kernels': PoCL 3.0 on an AVX-512 host it names znver3), so "
-           "litecl's CPU kernels give wrong results or crash on it")
-    out = {}
-    for s in specs:
-        if seen.get(s) == "wrong":
-            out[s] = why.format(names[s])
-        elif s not in seen:  # the probe died at this device
-            out[s] = f"{names[s]} crashed running a 16-wide vector conversion (rc {r.returncode})"
     return out
 
 
