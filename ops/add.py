@@ -5,7 +5,9 @@ Semantics follow tensorflow/lite/kernels/add.cc and reference_ops::Add:
   (``x < lo ? lo : x``: a NaN passes through, unlike OpenCL's fmax).
 - int32 / int64, and int16 without quantization parameters: two's-complement
   wrap-around (computed in unsigned, which C defines), then the activation clamp.
-- int8 / uint8 / int16 (quantized): the fixed-point path in ``add_quant``.
+- int8 / uint8 / int16 (quantized): the fixed-point path in ``add_quant``, with the bits of
+  the LiteRT kernels ``caps.reference`` names (builtin: some elements rounded as the
+  optimized kernel's SIMD body rounds them, by position; ref: the reference kernel's).
 - float16: see ``half_add_text``; semantics measured on LiteRT 2.3.0 (builtin and ref
   resolvers alike, one-op models from models/builders.add_model, 200,000 random half bit
   pattern pairs plus edge values, 800 random shape pairs of rank 1..8):
@@ -35,7 +37,7 @@ import math
 
 import numpy as np
 
-from .broadcast import broadcast_shape, collapse, index_code
+from .broadcast import broadcast_shape, collapse, fivefold, index_code
 from .codegen import (NodeOp, capped_half_width, elementwise_kernel, float_literal, int_literal,
                       load_expr, op_preamble, scalar_store, storage_type, tiled_kernel)
 from .dtypes import dtype
@@ -197,29 +199,6 @@ def half_add_text(activation: str, caps, fn: str, rule: str, w: int = 0) -> str:
             f"    return as_{tv}(r);\n}}\n")
 
 
-def fivefold(e1, e2):
-    """tflite::ProcessBroadcastShapes on two shapes of equal rank (broadcasting): the
-    fast-broadcasting operand ("a" or "b") and the five loop extents y0..y4 when the
-    broadcast fits LiteRT's optimized fivefold loop, else None (the generic path)."""
-    fast = None
-    for i in range(len(e1) - 1, -1, -1):
-        if e1[i] == e2[i]:
-            continue
-        fast = "a" if e1[i] == 1 else "b" if e2[i] == 1 else None
-        break
-    if fast is None:
-        return None
-    sa, sb = (e1, e2) if fast == "a" else (e2, e1)
-    y, i = [1] * 5, len(e1) - 1
-    for k, test in ((4, lambda j: sa[j] == sb[j]), (3, lambda j: sa[j] == 1),
-                    (2, lambda j: sa[j] == sb[j]), (1, lambda j: sb[j] == 1),
-                    (0, lambda j: sa[j] == sb[j])):
-        while i >= 0 and test(i):
-            y[k] *= sb[i] if k in (4, 3, 0) else sa[i]
-            i -= 1
-    return (fast, y) if i < 0 else None
-
-
 def _last_dim_rule(e1, e2, block: int):
     """The innermost loop: over the trailing dimensions both operands share (merged),
     vectorised, the first operand as x; when the innermost dimension is broadcast in
@@ -261,11 +240,14 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
     takes the element index too (``fn(x, y, i)``): NaN operands pass through with their
     sign (one NaN: it; two: ``nan_rule``'s choice), inf + -inf gives x86's default NaN
     (0xFFC00000), as LiteRT computes on this host; any device (NVIDIA returns a canonical
-    NaN otherwise) then gives the same NaN signs. Raises ValueError for an unsupported dtype
-    or a quantized type without ``quant`` (add_quant.QuantAddParams)."""
+    NaN otherwise) then gives the same NaN signs. A quantized ADD follows the LiteRT
+    kernels ``caps.reference`` names (add_quant.quant_add_simd_rule: under "builtin" some
+    elements take the optimized kernel's SIMD rounding, chosen by position, and then ``fn``
+    takes the index too). Raises ValueError for an unsupported dtype, a quantized type
+    without ``quant`` (add_quant.QuantAddParams), or a general quantized ADD without
+    ``shapes`` under a reference other than "ref"."""
     d = dtype(dt)
     st = storage_type(d, caps)
-    quant_helpers = False
     rule = nan_rule(shapes[0], shapes[1], getattr(caps, "reference", "builtin")) if (
         dt == "float32" and shapes is not None) else None
     if dt == "float32" and rule is not None:
@@ -292,17 +274,24 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         text = (f"{ct} {fn}(const {ct} x, const {ct} y)\n{{\n"
                 f"    const {ct} v = as_{ct}(({ut})(({ut})x + ({ut})y));\n    return {val};\n}}\n")
     elif dt in QUANT_ADD_TYPES:
-        from .add_quant import quant_add_cl_expr  # noqa: PLC0415
+        from .add_quant import quant_add_cl_expr, quant_add_simd_rule  # noqa: PLC0415
 
         if quant is None:
             raise ValueError(f"quantized ADD {dt} needs quantization parameters")
-        quant_helpers = True
-        text = (f"{st} {fn}(const int qa, const int qb)\n{{\n"
-                f"    return ({st})({quant_add_cl_expr(quant, 'qa', 'qb')});\n}}\n")
+        reference = getattr(caps, "reference", "builtin")
+        if shapes is None and reference != "ref" and quant.path == "general":
+            raise ValueError(f"quantized ADD {dt} needs the input shapes: LiteRT's builtin "
+                             "kernel rounds some elements by their position")
+        # the elements LiteRT's builtin kernel computes in its SIMD body (add_quant)
+        rule = quant_add_simd_rule(quant, *shapes, reference) if shapes is not None else None
+        index = rule is not None and not rule.everywhere
+        text = (f"{st} {fn}(const int qa, const int qb{', const uint i' if index else ''})\n{{\n"
+                f"    return ({st})({quant_add_cl_expr(quant, 'qa', 'qb', rule, 'i')});\n}}\n")
+        return NodeOp(fn, text, (d, d), d, d.middle, (), True, wants_index=index)
     else:
         raise ValueError(f"ADD of {dt} not supported")
-    vec = None if quant_helpers else (lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w))
-    return NodeOp(fn, text, (d, d), d, d.middle, (), quant_helpers, vec=vec)
+    vec = lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w)  # noqa: E731
+    return NodeOp(fn, text, (d, d), d, d.middle, (), False, vec=vec)
 
 
 def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int, rule=None) -> str:

@@ -34,15 +34,44 @@ kernels (``OpResolverType.BUILTIN_REF``; tests/test_add_quant.py re-checks each 
 - Prepare aborts (TFLITE_CHECK) when 2 * max input scale / (2**left_shift * output scale)
   >= 1, and fails on an activation bound that overflows int32 and on int16 zero points != 0.
 
-LiteRT's other kernels compute other bits on some inputs, so the peer is BUILTIN_REF:
-- BUILTIN_WITHOUT_DEFAULT_DELEGATES (optimized kernels): 8-bit results whose exact value is
-  far outside the type come out with the wrong sign (e.g. 127 instead of -128 when the
-  output scale is ~1000x below the inputs', as if narrowed to int16 without saturation);
-  int16 general ADDs follow neither rounding variant throughout (on ~350 operands where the
-  variants differ: 309 double, 24 single, 11 neither).
-- AUTO and BUILTIN (the default) hand int8/uint8 ADDs to XNNPACK, which differs by 1 on
-  some near-ties (8 of 865536 elements over Coral's ADD configurations, 6 of 1.28M over
-  MoveNet's); int16 ADDs stay on the optimized kernel.
+LiteRT's builtin kernels (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``: add.cc kGenericOptimized)
+compute other bits on some elements of the general path: their loops run a SIMD body over
+blocks of 16 or 8 elements and the reference formula on the rest (:func:`quant_add_simd_rule`
+says which elements, :func:`quant_add_reference` and :func:`quant_add_cl_expr` compute
+either kernel's bits, ``reference="builtin"`` or ``"ref"``). The x86-64 wheel defines
+USE_NEON (NEON_2_SSE) and not __AVX2__, so the bodies are the NEON ones (measured: the AVX2
+body of AddElementwiseInt16, which floors the multiply, differs on 103 of 65536 elements
+where the NEON one differs on none). Sources: tflite/kernels/add.cc EvalAddQuantized,
+internal/optimized/integer_ops/add.h (AddElementwiseInt8, AddElementwiseInt16,
+AddScalarBroadcast), internal/optimized/optimized_ops.h (uint8 AddElementwise,
+AddScalarBroadcast, BinaryBroadcastFiveFold), reference/process_broadcast_shapes.h:
+
+- the reference kernel rescales an input as RoundingDivideByPOT(SRDHM(x << left_shift, m),
+  -shift): two roundings. The SIMD bodies instead compute ``combined_shift``
+  SRDHM(x << (left_shift + shift), m) -- one rounding (int8 AddElementwiseInt8, int16
+  AddElementwiseInt16; with left_shift + shift < 0 an arithmetic, flooring, right shift of
+  x first) -- or ``shift_after`` SRDHM(x << left_shift, m) >> -shift, flooring (uint8
+  AddElementwise, int8/uint8 AddScalarBroadcast). vqrdmulh is SRDHM bit for bit, and the
+  output stage (SRDHM, RoundingDivideByPOT, zero point, clamp) is the reference one, except
+  that the 8-bit bodies narrow the rescaled sum to int16 without saturation and add the
+  zero point in int16 (vmovn_s32, vaddq_s16) before saturating to 8 bits: a result far
+  outside the type can come out with the wrong sign.
+- which elements: same (extended) shapes: one loop over the flat tensor. A broadcast that
+  ProcessBroadcastShapes fits in the fivefold loop (8-bit only): the elementwise body over
+  each run of y4 output elements, or, with y4 == 1, AddScalarBroadcast over each run of y3.
+  In a run of L elements the first L - L % block (block 16 or 8) take the SIMD body. Other
+  broadcasts, every int16 broadcast (reference_ops::BroadcastAdd6DSlow) and the int16 POT
+  path compute the reference formula.
+- how often they differ (SIMD elements, random full-range operands): on
+  simple_quantized_ops.tflite's int16 ADD (scales 2.96e-4, 1.39e-4 -> 3.83e-4; input 2's
+  shift -2) by 1 on about 1 in 200,000 operand pairs (1 of the model's 102400 output
+  elements on seeded full-range inputs), where the rescaled input 2 is near a rounding
+  tie; with int8 scales 0.05, 0.08 -> 0.1 on ~0.9% of elements, uint8 ~0.8%; with
+  8-bit output scales ~1000x finer than the inputs' on ~45% (the int16 wrap).
+- AUTO and BUILTIN (``reference="xnnpack"``) hand int8/uint8 ADDs to XNNPACK, which differs
+  by 1 on some near-ties (8 of 865536 elements over Coral's ADD configurations, 6 of 1.28M
+  over MoveNet's); litecl follows the builtin kernels there. int16 ADDs stay on the builtin
+  kernel.
 """
 from __future__ import annotations
 
@@ -50,6 +79,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from .broadcast import fivefold
 
 __all__ = [
     "QuantizationError",
@@ -59,6 +90,9 @@ __all__ = [
     "quant_add_cl_functions",
     "quant_add_cl_expr",
     "quant_add_why_not",
+    "quant_add_simd_rule",
+    "QuantSimdRule",
+    "KERNELS",
     "ACTIVATIONS",
     "QUANT_DTYPES",
     "LITERT_ROUNDING",
@@ -81,6 +115,23 @@ ACTIVATIONS: tuple[str, ...] = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 #: The MultiplyByQuantizedMultiplier variant of the LiteRT build this port matches
 #: (ai-edge-litert 2.3.0: TFLITE_SINGLE_ROUNDING undefined, measured).
 LITERT_ROUNDING = "double"
+
+#: Which LiteRT kernels litecl matches where they differ (Caps.reference, the delegate's
+#: ``reference=``): "ref" BUILTIN_REF's reference kernels; "builtin" the builtin
+#: (optimized) kernels, which "xnnpack" also runs for the ADDs XNNPACK does not take.
+KERNELS = ("builtin", "ref", "xnnpack")
+
+#: The SIMD bodies of LiteRT's optimized quantized ADD loops on x86-64 (NEON via
+#: NEON_2_SSE): (dtype, loop) -> (input rescale form, block), loop "elementwise" (same
+#: shapes, or a fivefold broadcast's inner run of y4 > 1) or "scalar" (y4 == 1: one operand
+#: a scalar over each run of y3). See the module docstring for the forms.
+_SIMD_BODIES: dict[tuple[str, str], tuple[str, int]] = {
+    ("int8", "elementwise"): ("combined_shift", 16),   # integer_ops AddElementwiseInt8
+    ("int16", "elementwise"): ("combined_shift", 16),  # integer_ops AddElementwiseInt16
+    ("uint8", "elementwise"): ("shift_after", 8),      # optimized_ops AddElementwise
+    ("int8", "scalar"): ("shift_after", 8),            # integer_ops AddScalarBroadcast
+    ("uint8", "scalar"): ("shift_after", 8),           # optimized_ops AddScalarBroadcast
+}
 
 
 class QuantizationError(ValueError):
@@ -401,14 +452,102 @@ def quant_add_why_not(p: QuantAddParams, shape1, shape2) -> str | None:
     return None
 
 
-def quant_add_reference(a: np.ndarray, b: np.ndarray, p: QuantAddParams) -> np.ndarray:
+@dataclass(frozen=True)
+class QuantSimdRule:
+    """Where LiteRT's builtin quantized ADD computes its SIMD body instead of the reference
+    formula: output element i (flat, row-major) takes the body when
+    ``i % run < simd``, the first ``run - run % block`` of each run of ``run`` elements.
+
+    form: "combined_shift" (one shift by left_shift + input shift before the multiply) or
+        "shift_after" (the multiply on x << left_shift, then a flooring right shift).
+    run: the length of the loop LiteRT restarts (the flat size, or y4 / y3 of its fivefold
+        broadcast loop); block: the SIMD width in elements (16 or 8).
+    """
+
+    form: str
+    run: int
+    block: int
+
+    @property
+    def simd(self) -> int:
+        """How many leading elements of each run take the SIMD body (> 0)."""
+        return self.run - self.run % self.block
+
+    @property
+    def everywhere(self) -> bool:
+        """Every element takes the SIMD body (run a multiple of block): no index needed."""
+        return self.simd == self.run
+
+
+def quant_add_simd_rule(p: QuantAddParams, shape1, shape2, reference: str = "builtin"
+                        ) -> QuantSimdRule | None:
+    """Which output elements of a quantized ADD of operands of these shapes LiteRT's
+    ``reference`` kernels compute with a SIMD body (module docstring), or None when every
+    element is the reference formula: reference "ref", the int16 POT path, an int16
+    broadcast, a broadcast outside the fivefold loop, or runs shorter than one block.
+
+    reference: "builtin" or "xnnpack" (the builtin kernel: XNNPACK takes 8-bit ADDs from it
+    in LiteRT, which litecl does not reproduce) or "ref" (KERNELS). Shapes broadcast as
+    numpy's; raises ValueError for an unknown reference."""
+    if reference not in KERNELS:
+        raise ValueError(f"reference must be one of {', '.join(KERNELS)}, got {reference!r}")
+    if reference == "ref" or p.path != "general":
+        return None
+    r = max(len(shape1), len(shape2), 1)
+    e1 = (1,) * (r - len(shape1)) + tuple(int(d) for d in shape1)
+    e2 = (1,) * (r - len(shape2)) + tuple(int(d) for d in shape2)
+    if 0 in e1 or 0 in e2:
+        return None
+    if e1 == e2:  # ProcessBroadcastShapes: kNonBroadcast, one loop over the flat tensor
+        loop, run = "elementwise", math.prod(e1)
+    elif p.dtype == "int16":  # add.cc: reference_ops::BroadcastAdd6DSlow in every kernel
+        return None
+    else:
+        five = fivefold(e1, e2)
+        if five is None:  # kGenericBroadcast: the reference BroadcastAdd6DSlow
+            return None
+        y = five[1]
+        loop, run = ("elementwise", y[4]) if y[4] > 1 else ("scalar", y[3])
+    form, block = _SIMD_BODIES[(p.dtype, loop)]
+    if run < block:
+        return None
+    return QuantSimdRule(form, run, block)
+
+
+def _simd_body(a64: np.ndarray, b64: np.ndarray, p: QuantAddParams, form: str) -> np.ndarray:
+    """The SIMD body's result for operands a64, b64 (int64 arrays of raw values, broadcast
+    alike): NEON's vshlq_s32 (a left shift, or an arithmetic right shift for a negative
+    count), vqrdmulhq_n_s32 (== SRDHM), then the reference output stage; 8-bit narrows
+    through int16 without saturation (vmovn_s32, vaddq_s16) before saturating."""
+
+    def rescale(x, m, shift):
+        if form == "combined_shift":
+            n = p.left_shift + shift
+            return _srdhm(x << n if n >= 0 else x >> -n, m)  # no overflow: |x| < 2**16
+        return _srdhm(x << p.left_shift, m) >> -shift
+
+    raw_sum = _wrap32(rescale(a64 + p.input1_offset, p.input1_multiplier, p.input1_shift)
+                      + rescale(b64 + p.input2_offset, p.input2_multiplier, p.input2_shift))
+    s = _rdbpot(_srdhm(raw_sum, p.output_multiplier), -p.output_shift)
+    if p.dtype == "int16":
+        s = s + p.output_offset
+    else:  # then vqmovn_s16 / vqmovun_s16: saturation to the type, inside the clamp below
+        s = _wrap16(_wrap16(s) + p.output_offset)
+    return np.clip(s, p.activation_min, p.activation_max)
+
+
+def quant_add_reference(a: np.ndarray, b: np.ndarray, p: QuantAddParams,
+                        reference: str = "ref") -> np.ndarray:
     """LiteRT's quantized ADD on raw quantized values, in numpy int64 arithmetic.
 
     a, b: integer arrays of p.dtype's values (any integer numpy dtype is accepted; values
     outside the type raise ValueError), numpy-broadcastable to each other (TFLite
-    broadcasting is numpy's). Returns an array of p.dtype with the broadcast shape,
-    bit-identical to LiteRT's reference kernel. Raises QuantizationError for shapes
-    :func:`quant_add_why_not` refuses.
+    broadcasting is numpy's). reference: the LiteRT kernels to reproduce (KERNELS): "ref"
+    (BUILTIN_REF, the default) or "builtin" / "xnnpack" (the builtin optimized kernel,
+    whose SIMD bodies round some elements differently: :func:`quant_add_simd_rule`).
+    Returns an array of p.dtype with the broadcast shape, bit-identical to those kernels.
+    Raises QuantizationError for shapes :func:`quant_add_why_not` refuses and ValueError
+    for an unknown reference.
     """
     qmin, qmax = QUANT_DTYPES[p.dtype]
     a64 = np.asarray(a).astype(np.int64)
@@ -419,6 +558,7 @@ def quant_add_reference(a: np.ndarray, b: np.ndarray, p: QuantAddParams) -> np.n
     reason = quant_add_why_not(p, a64.shape, b64.shape)
     if reason:
         raise QuantizationError(reason)
+    rule = quant_add_simd_rule(p, a64.shape, b64.shape, reference)
     a64, b64 = np.broadcast_arrays(a64, b64)
 
     if p.path == "pot_int16":
@@ -437,6 +577,10 @@ def quant_add_reference(a: np.ndarray, b: np.ndarray, p: QuantAddParams) -> np.n
         raw = _wrap32(_mbqm(raw_sum, p.output_multiplier, p.output_shift, r)
                       + p.output_offset)
     out = np.clip(raw, p.activation_min, p.activation_max)
+    if rule is not None:
+        body = _simd_body(a64, b64, p, rule.form)
+        at = np.arange(out.size, dtype=np.int64).reshape(out.shape) % rule.run < rule.simd
+        out = np.where(at, body, out)
     return out.astype(_NUMPY[p.dtype])
 
 
@@ -561,12 +705,17 @@ def _lit(v: int) -> str:
     return f"({v})" if v < 0 else str(v)
 
 
-def quant_add_cl_expr(p: QuantAddParams, a: str, b: str) -> str:
+def quant_add_cl_expr(p: QuantAddParams, a: str, b: str, rule: QuantSimdRule | None = None,
+                      index: str = "i") -> str:
     """An OpenCL C ``int`` expression: LiteRT's clamped quantized ADD of the raw operands.
 
     a, b: OpenCL C expressions of type int holding the raw stored values (e.g.
-    ``(int)in1[i]``). Every constant of ``p`` is baked in as a literal, so equal params give
-    equal text. Needs :func:`quant_add_cl_functions` in the same program.
+    ``(int)in1[i]``). rule: :func:`quant_add_simd_rule`'s answer for the kernels matched
+    (None: the reference formula everywhere, BUILTIN_REF's bits); with a rule, the elements
+    it names compute LiteRT's SIMD body, chosen by ``index``, an OpenCL C ``uint``
+    expression of the flat output index (not used when the rule covers every element).
+    Every constant of ``p`` is baked in as a literal, so equal arguments give equal text.
+    Needs :func:`quant_add_cl_functions` in the same program.
     """
     lo, hi = _lit(p.activation_min), _lit(p.activation_max)
     if p.path == "pot_int16":
@@ -579,12 +728,40 @@ def quant_add_cl_expr(p: QuantAddParams, a: str, b: str) -> str:
     mbqm = "litecl_mbqm_single" if p.rounding == "single" else "litecl_mbqm"
     # No int overflow: |x + offset| <= 255 times 2**20, or 32768 times 2**15 (zero points
     # lie in the type); each scaled input is at most half of that, so the sum fits too.
-    x1 = f"((({a}) + {_lit(p.input1_offset)}) * {1 << p.left_shift})"
-    x2 = f"((({b}) + {_lit(p.input2_offset)}) * {1 << p.left_shift})"
-    s1 = f"{mbqm}({x1}, {_lit(p.input1_multiplier)}, {_lit(p.input1_shift)})"
-    s2 = f"{mbqm}({x2}, {_lit(p.input2_multiplier)}, {_lit(p.input2_shift)})"
+    x1 = f"(({a}) + {_lit(p.input1_offset)})"
+    x2 = f"(({b}) + {_lit(p.input2_offset)})"
+    k = 1 << p.left_shift
+    s1 = f"{mbqm}(({x1} * {k}), {_lit(p.input1_multiplier)}, {_lit(p.input1_shift)})"
+    s2 = f"{mbqm}(({x2} * {k}), {_lit(p.input2_multiplier)}, {_lit(p.input2_shift)})"
     # The output multiplier is < 1 (Prepare refuses others), so the rescaled sum is at
     # most 2**30 in magnitude and adding the zero point cannot overflow either.
     raw = (f"{mbqm}({s1} + {s2}, {_lit(p.output_multiplier)}, {_lit(p.output_shift)})"
            f" + {_lit(p.output_offset)}")
-    return f"clamp({raw}, {lo}, {hi})"
+    ref = f"clamp({raw}, {lo}, {hi})"
+    if rule is None:
+        return ref
+    body = _cl_simd_body(p, x1, x2, rule.form)
+    if rule.everywhere:
+        return body
+    return f"((({index}) % {rule.run}u < {rule.simd}u) ? {body} : {ref})"
+
+
+def _cl_simd_body(p: QuantAddParams, x1: str, x2: str, form: str) -> str:
+    """:func:`_simd_body` in OpenCL C int arithmetic (no long: litecl_srdhm has a 32-bit
+    form), x1 and x2 the operands with their zero points removed."""
+
+    def rescale(x: str, m: int, shift: int) -> str:
+        if form == "combined_shift":  # vshlq_s32 by left_shift + shift, then vqrdmulh
+            n = p.left_shift + shift
+            shifted = f"({x} * {1 << n})" if n >= 0 else f"({x} >> {-n})"
+            return f"litecl_srdhm({shifted}, {_lit(m)})"
+        return f"(litecl_srdhm(({x} * {1 << p.left_shift}), {_lit(m)}) >> {-shift})"
+
+    s = (f"litecl_mbqm({rescale(x1, p.input1_multiplier, p.input1_shift)} + "
+         f"{rescale(x2, p.input2_multiplier, p.input2_shift)}, {_lit(p.output_multiplier)}, "
+         f"{_lit(p.output_shift)})")  # SRDHM, then RoundingDivideByPOT: the output stage
+    if p.dtype != "int16":  # vmovn_s32, vaddq_s16: int16 wrap-around, then saturation
+        s = f"(int)as_short((ushort)((int)as_short((ushort)({s})) + {_lit(p.output_offset)}))"
+    else:
+        s = f"{s} + {_lit(p.output_offset)}"
+    return f"clamp({s}, {_lit(p.activation_min)}, {_lit(p.activation_max)})"

@@ -3,12 +3,15 @@ each input's element index from the output's.
 
 TFLite broadcasts as numpy does (reference_ops::Add, ProcessBroadcastShapes). Used by ADD
 (ops/add.py) and by fused groups (ops/fusion.py), whose external inputs may broadcast.
+``fivefold`` is LiteRT's own grouping of a broadcast into its optimized fivefold loop,
+which decides how its kernels treat each element (ops/add.py nan_rule, ops/add_quant.py
+quant_add_simd_rule).
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["broadcast_shape", "collapse", "index_code"]
+__all__ = ["broadcast_shape", "collapse", "fivefold", "index_code"]
 
 
 def broadcast_shape(a, b) -> tuple:
@@ -78,3 +81,26 @@ def index_code(out_shape, in_shapes, i: str = "i") -> tuple[str, list[str]]:
                 stride *= dims[d]
         exprs[k] = "(" + " + ".join(reversed(terms)) + ")"
     return "\n".join(lines), exprs
+
+
+def fivefold(e1, e2):
+    """tflite::ProcessBroadcastShapes on two shapes of equal rank (broadcasting): the
+    fast-broadcasting operand ("a" or "b") and the five loop extents y0..y4 when the
+    broadcast fits LiteRT's optimized fivefold loop, else None (the generic path)."""
+    fast = None
+    for i in range(len(e1) - 1, -1, -1):
+        if e1[i] == e2[i]:
+            continue
+        fast = "a" if e1[i] == 1 else "b" if e2[i] == 1 else None
+        break
+    if fast is None:
+        return None
+    sa, sb = (e1, e2) if fast == "a" else (e2, e1)
+    y, i = [1] * 5, len(e1) - 1
+    for k, test in ((4, lambda j: sa[j] == sb[j]), (3, lambda j: sa[j] == 1),
+                    (2, lambda j: sa[j] == sb[j]), (1, lambda j: sb[j] == 1),
+                    (0, lambda j: sa[j] == sb[j])):
+        while i >= 0 and test(i):
+            y[k] *= sb[i] if k in (4, 3, 0) else sa[i]
+            i -= 1
+    return (fast, y) if i < 0 else None
