@@ -15,7 +15,7 @@ for dev in nvidia nvidia:profile=mobile; do
 done
 timeout 150 python3 benchmarks/delegate_models.py --device nvidia .shared_models --full-range > $OUT/models_full_range.txt 2>&1
 echo "full-range rc=$?"; tail -1 $OUT/models_full_range.txt
-timeout 240 python3 -m pytest -q -p no:cacheprovider ${LITECL_H200_TESTS:-tests/test_delegate.py tests/test_placement_auto.py} > $OUT/pytest.txt 2>&1
+timeout 240 python3 -m pytest -q -p no:cacheprovider ${LITECL_H200_TESTS:-tests/test_delegate.py tests/test_placement_auto.py tests/test_add_quant_ties.py tests/test_runtime_faithful.py} > $OUT/pytest.txt 2>&1
 echo "pytest rc=$?"; tail -4 $OUT/pytest.txt
 for p in all auto; do
   timeout 200 python3 benchmarks/bench_delegate.py --device nvidia --placement $p --secs 0.5 .shared_models .real_models \
