@@ -67,9 +67,12 @@ def test_estimate_terms():
     assert ocl == pytest.approx(kernel / 20e3 + 45.0 + 2.0) and lit == pytest.approx(kernel / 10e3 + 0.2)
     ocl2, _, _ = estimate(g, sg, COSTS, in_place=False)
     assert ocl2 == pytest.approx(ocl + (4 << 20) * 3 / 100e3)  # input + two outputs cross the link
-    rated = estimate(g, sg, COSTS, in_place=True, rates={0: RATES, 1: RATES})
+    rated = estimate(g, sg, COSTS, in_place=True, rates={0: RATES, 1: RATES}, fused=False)
     assert rated[0] == pytest.approx(2 * (1 << 20) * 0.1 / 1e3 + 45.0 + 2.0)
     assert rated[1] == pytest.approx(2 * (1 << 20) * 1.0 / 1e3 + 0.2)
+    # fused (one kernel over the 1M elements): priced at its slowest member, one launch
+    fused = estimate(g, sg, COSTS, in_place=True, rates={0: (0.3, 1.0), 1: RATES})
+    assert fused[0] == pytest.approx((1 << 20) * 0.3 / 1e3 + 45.0) and fused[1] == rated[1]
     assert not const
     assert len(groups([n0, Node(5, 53, "CAST", (9,), (10,), None, None)])) == 2
 

@@ -1,0 +1,69 @@
+"""How far placement="auto"'s estimates are from what runs: for each of the five
+16M-element synthetic models (and --size), the cost model's OpenCL and LiteRT estimates
+(placement.estimate with node_rates) beside the measured litecl kernel time (event
+profiled), litecl invoke and LiteRT invoke, and the Costs figures.
+
+    python benchmarks/cost_model_check.py --device pocl [--size 16777216]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import litecl  # noqa: E402
+from litecl import placement as pm  # noqa: E402
+from litecl.compare import make_interpreter, random_inputs  # noqa: E402
+
+from bench_delegate import large  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--size", type=int, default=1 << 24)
+    a = ap.parse_args(argv)
+    d = litecl.Delegate(a.device, quiet=True)
+    costs = pm.device_costs(d.device)
+    print(f"device {d.device.caps.name}; in place {d.memory.in_place}; costs {asdict(costs)}")
+    for name, raw in large(a.size).items():
+        it = litecl.Interpreter(model_content=raw, delegate=d)
+        it.allocate_tensors()
+        rec = d._records[d._addrs(id(it))[0]]
+        sg, views = rec["sg"], list(rec["views"].values())
+        est = [pm.estimate(g, sg, costs, d.memory.in_place, {n.index: pm.node_rates(d, n, sg) for n in g}, d.fuse)
+               for g in pm.groups(views)]
+        ocl_est, lit_est = sum(e[0] for e in est), sum(e[1] for e in est)
+        ref = make_interpreter(raw)
+        ref.allocate_tensors()
+        ins = random_inputs(ref.get_input_details(), seed=0)
+        for x in (ref, it):
+            for det in x.get_input_details():
+                x.set_tensor(det["index"], ins[det["name"]])
+        ta, tb, tk = [], [], []
+        for _ in range(5):
+            t = time.perf_counter()
+            ref.invoke()
+            ta.append(time.perf_counter() - t)
+            d.profile = False
+            t = time.perf_counter()
+            it.invoke()
+            tb.append(time.perf_counter() - t)
+            d.profile, d.kernel_times_ns = True, {}
+            it.invoke()
+            tk.append(sum(d.kernel_times_ns.values()) / 1e9)
+        d.profile = False
+        A, B, K = (float(np.median(v)) * 1e6 for v in (ta, tb, tk))
+        print(f"{name:18s} estimate OpenCL {ocl_est:9.0f} us (measured invoke {B:9.0f}, kernels {K:9.0f}: "
+              f"x{B / ocl_est:.2f})  LiteRT {lit_est:9.0f} us (measured {A:9.0f}: x{A / lit_est:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
