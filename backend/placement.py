@@ -243,9 +243,12 @@ def estimate(group, sg, costs: Costs, in_place: bool, rates=None,
 
     produced = {t for n in group for t in n.outputs}
     ins = {t for n in group for t in n.inputs if t >= 0 and t not in produced}
+    read_inside = {t for n in group for t in n.inputs}
     constant = all(sg.tensors[t].is_constant for t in ins)
+    # what crosses: the inputs that are not constants (uploaded once) and the results no
+    # member reads (a result a member reads stays in the partition's device buffers)
     boundary = 0 if in_place else sum(nbytes(t) for t in ins if not sg.tensors[t].is_constant) \
-        + sum(nbytes(t) for t in produced)
+        + sum(nbytes(t) for t in produced - read_inside)
     if rates is None:
         kernel = sum(nbytes(t) for n in group for t in (*n.inputs, *n.outputs))
         return costs.opencl_us(kernel, boundary, len(group)), costs.litert_us(kernel, len(group)), constant
