@@ -9,6 +9,7 @@ and ``summary()`` (which nodes run where and why), and ``close()``.
 from __future__ import annotations
 
 import types
+import math
 import threading
 
 import numpy as np
@@ -186,13 +187,17 @@ class Interpreter(_litert.Interpreter):
         try:
             self._litecl.device.check_usable()
             self.__dict__.pop("invoke", None)
-            out = super().allocate_tensors()
+            self.__dict__.pop("get_tensor", None)
+            with self._litecl.owning(id(self)):
+                out = super().allocate_tensors()
             _refuse_litert_abort(self, 0)  # LiteRT would abort in invoke at these shapes
             self._big_tensors = None  # get_tensor's sizes, looked up again
-            if not self._litecl.partitions():
+            if not self._litecl.partitions(id(self)):
                 # nothing of litecl's runs at invoke: LiteRT's own invoke, unwrapped (a
                 # 2 us model paid 0.17 us for the wrapper, measured)
                 self.__dict__["invoke"] = types.MethodType(_litert.Interpreter.invoke, self)
+            if not self._may_hold_big_tensors():  # and LiteRT's own get_tensor
+                self.__dict__["get_tensor"] = types.MethodType(_litert.Interpreter.get_tensor, self)
             return out
         except RuntimeError as e:
             self._raise_delegate_error(e)
@@ -247,6 +252,17 @@ class Interpreter(_litert.Interpreter):
         return self._interpreter.GetTensor(tensor_index, subgraph_index)  # LiteRT's get_tensor, whole
 
     _big_tensors = None  # tensor index -> get_tensor copies it itself (since allocate_tensors)
+
+    def _may_hold_big_tensors(self) -> bool:
+        """Whether get_tensor's copy_host path can apply: a tensor of subgraph 0 of
+        SPLIT_BYTES or more now, or one whose shape is known only at invoke."""
+        w, sg = self._interpreter, self._model.subgraphs[0]
+        for t in sg.tensors:
+            if any(d < 0 for d in t.shape_signature) or t.dtype is None:
+                return True
+            if math.prod(int(d) for d in w.TensorSize(t.index, 0)) * t.dtype.itemsize >= SPLIT_BYTES:
+                return True
+        return False
 
     def _is_big(self, t: int) -> bool:
         try:

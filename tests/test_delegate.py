@@ -362,6 +362,9 @@ def test_shared_delegate_reports_per_interpreter(fast_device):
     assert [(r["subgraph"], r["op"]) for r in b.placement()] == [(0, "CAST")]
     assert b.summary()[-1].startswith("subgraph 0: Replacing 1 out of 1 node(s)")
     assert len(d.placement()) == 4  # the Delegate itself reports both
+    b.resize_tensor_input(0, [9])
+    b.allocate_tensors()  # LiteRT redoes the delegate: the new Prepare is still b's
+    assert [(r["subgraph"], r["op"]) for r in b.placement()] == [(0, "CAST")]
     with pytest.raises(litecl.LiteclError, match="given with delegate="):
         litecl.Interpreter(model_content=cast_model("float32", "int8", [7]), delegate=d, device="intel")
     with pytest.raises(litecl.LiteclError, match="applies first already"):
