@@ -139,6 +139,15 @@ _KEYS = itertools.count(1)
 _LOCK = threading.Lock()
 
 
+def _immortal(obj):
+    """``obj`` with a reference that is never dropped: the callbacks and TfLiteDelegate
+    structs LiteRT holds pointers to must outlive the module's globals, which Python clears
+    at exit before its last garbage collection; an Interpreter freed there (one in a
+    reference cycle) calls the kernels' free callback (a freed ctypes thunk: SIGSEGV)."""
+    C.pythonapi.Py_IncRef(C.py_object(obj))
+    return obj
+
+
 class Delegate:
     """A LiteRT delegate running CAST and ADD nodes on an OpenCL device.
 
@@ -201,7 +210,7 @@ class Delegate:
         st.FreeBufferHandle = _FREE_HANDLE
         st.flags = abi.ALLOW_DYNAMIC_TENSORS
         with _LOCK:
-            _STRUCTS.append(st)
+            _STRUCTS.append(_immortal(st))
             _LIVE[self._key] = weakref.ref(self)
         self._struct = st
 
@@ -717,6 +726,7 @@ def _report_unowned(ctx, e: BaseException) -> int:
     return abi.K_ERROR
 
 
+@_immortal
 @abi.DELEGATE_PREPARE
 def _DELEGATE_PREPARE(ctx, dlg):  # noqa: N802
     d = None
@@ -728,6 +738,7 @@ def _DELEGATE_PREPARE(ctx, dlg):  # noqa: N802
         return d._fail(ctx, e) if d is not None else _report_unowned(ctx, e)
 
 
+@_immortal
 @abi.INIT
 def _INIT(ctx, buffer, length):  # noqa: N802
     try:
@@ -743,6 +754,7 @@ def _INIT(ctx, buffer, length):  # noqa: N802
         return None  # LiteRT then fails the kernel's prepare (no user data)
 
 
+@_immortal
 @abi.FREE
 def _FREE(ctx, buffer):  # noqa: N802
     try:
@@ -766,16 +778,19 @@ def _kernel_call(ctx, node_p, what: str) -> int:
         return part.delegate._fail(ctx, e) if part is not None else _report_unowned(ctx, e)
 
 
+@_immortal
 @abi.PREPARE
 def _KPREPARE(ctx, node_p):  # noqa: N802
     return _kernel_call(ctx, node_p, "prepare")
 
 
+@_immortal
 @abi.INVOKE
 def _KINVOKE(ctx, node_p):  # noqa: N802
     return _kernel_call(ctx, node_p, "invoke")
 
 
+@_immortal
 @abi.COPY_HANDLE
 def _COPY_HANDLE(ctx, dlg, handle, tensor):  # noqa: N802
     # litecl sets no buffer handle (outputs are written to LiteRT's memory at invoke), so
@@ -783,6 +798,7 @@ def _COPY_HANDLE(ctx, dlg, handle, tensor):  # noqa: N802
     return abi.K_ERROR
 
 
+@_immortal
 @abi.FREE_HANDLE
 def _FREE_HANDLE(ctx, dlg, handle):  # noqa: N802
     return None
@@ -854,7 +870,7 @@ def _self_check() -> None:
     if bad or "error" in seen:
         raise LiteclError(f"ai-edge-litert {v}: its TfLiteContext does not read as litecl's mirror "
                           f"expects ({seen.get('error') or bad}); litecl's delegate cannot run here")
-    _STRUCTS.append((st, probe))
+    _STRUCTS.append(_immortal((st, probe)))
     _CHECKED.append(True)
 
 
