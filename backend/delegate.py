@@ -198,6 +198,8 @@ class Delegate:
         self._announced: set = set()
         self._errors = threading.local()
         self._owner = threading.local()  # litecl.Interpreter's key while it drives LiteRT
+        #: tensor bindings at partition invokes (in LiteRT's memory / through device copies) and
+        #: partition invokes (a partition in a WHILE body counts once per iteration)
         self.stats = {"in_place": 0, "copied": 0, "invokes": 0}
         self.profile = False          # event-profile each launch (bench's per-node table)
         self.kernel_times_ns: dict = {}
