@@ -154,23 +154,24 @@ def check_sizes() -> None:
         raise LiteclError("litecl's TFLite struct mirror is wrong: " + ", ".join(bad))
 
 
-def int_array(p) -> tuple:
-    """The ints of a TfLiteIntArray* (empty for NULL)."""
+def _items(p, ctype) -> tuple:
+    """The items after the int size of a TfLiteIntArray* / TfLiteFloatArray* (empty for NULL)."""
     if not p:
         return ()
     n = p.contents.size
     if n <= 0:
         return ()
-    return tuple((C.c_int * n).from_address(C.addressof(p.contents) + 4))
+    return tuple((ctype * n).from_address(C.addressof(p.contents) + 4))
+
+
+def int_array(p) -> tuple:
+    """The ints of a TfLiteIntArray* (empty for NULL)."""
+    return _items(p, C.c_int)
 
 
 def float_array(p) -> tuple:
-    if not p:
-        return ()
-    n = p.contents.size
-    if n <= 0:
-        return ()
-    return tuple((C.c_float * n).from_address(C.addressof(p.contents) + 4))
+    """The floats of a TfLiteFloatArray* (empty for NULL)."""
+    return _items(p, C.c_float)
 
 
 _libc = C.CDLL(None)
