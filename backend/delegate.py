@@ -764,8 +764,8 @@ def _FREE(ctx, buffer):  # noqa: N802
             part = _KERNELS.pop(buffer or 0, None)
         if part is not None:
             part.release()
-    except BaseException:  # noqa: BLE001
-        pass
+    except BaseException:  # noqa: BLE001 (free returns nothing: LiteRT cannot be told; the
+        pass                # device buffers then go with the process)
 
 
 def _kernel_call(ctx, node_p, what: str) -> int:

@@ -126,6 +126,24 @@ def launches(it) -> list:
     return [ln for p in d.partitions() if p.plan is not None for ln in p.plan.launches]
 
 
+def assert_folded_and_count_launches(it, monkeypatch) -> list:
+    """Assert ``it``'s one node is on OpenCL as one launch computed once (its inputs are
+    all constants), and count every kernel launch from now on: returns the list each
+    launch appends to."""
+    import pyopencl as cl
+
+    from litecl import delegate as delegate_mod
+
+    (row,) = assert_on_opencl(it)
+    assert row["kernel"].endswith("(constant inputs: computed once)"), row
+    assert [ln.folded for ln in launches(it)] == [True]
+    ran = []
+    launch = cl.enqueue_nd_range_kernel
+    monkeypatch.setattr(delegate_mod.cl, "enqueue_nd_range_kernel",
+                        lambda *a, **k: ran.append(1) or launch(*a, **k))
+    return ran
+
+
 def assert_on_opencl(it, ops=("CAST", "ADD")) -> list:
     """Assert that ``it`` (litecl.Interpreter or Delegate) placed at least one node of
     ``ops`` and every one of them on OpenCL; returns those placement() rows."""

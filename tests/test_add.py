@@ -39,7 +39,7 @@ from litecl.compare import make_interpreter
 from litecl.ops.add_quant import quant_add_params, quant_add_reference
 from models.builders import add_model
 
-from conftest import REAL_DEVICES, assert_on_opencl, device_params, launches, shared_model
+from conftest import REAL_DEVICES, assert_on_opencl, device_params, launches, shared_model, assert_folded_and_count_launches
 
 DTYPES = ("float32", "int32", "int64", "int8", "uint8", "int16")
 ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
@@ -612,13 +612,7 @@ def test_all_constant_add_computed_once(device, copies, monkeypatch):
         it = litecl.Interpreter(model_content=m, delegate=d)
         assert it.get_input_details() == []
         it.allocate_tensors()
-        (row,) = assert_on_opencl(it)
-        assert row["kernel"].endswith("(constant inputs: computed once)"), row
-        assert [ln.folded for ln in launches(it)] == [True]
-        ran = []
-        launch = cl.enqueue_nd_range_kernel
-        monkeypatch.setattr(delegate_mod.cl, "enqueue_nd_range_kernel",
-                            lambda *a, **k: ran.append(1) or launch(*a, **k))
+        ran = assert_folded_and_count_launches(it, monkeypatch)
         want = litert(m, [])
         for _ in range(3):
             it.invoke()

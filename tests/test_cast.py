@@ -13,7 +13,7 @@ from litecl.compare import make_interpreter
 from litecl.ops.dtypes import CAST_TYPES
 from models.builders import cast_model
 
-from conftest import REAL_DEVICES, assert_on_opencl, device_params, launches, run_one_input
+from conftest import REAL_DEVICES, assert_on_opencl, device_params, launches, run_one_input, assert_folded_and_count_launches
 
 NAMES = [d.name for d in CAST_TYPES]
 #: the 110 real pairs, complex64 -> each real type, each real type -> complex64 and
@@ -208,13 +208,7 @@ def test_constant_input_cast_computed_once(fast_device, monkeypatch, copies):
         d.memory = delegate_mod._Memory(False, 0)
     it = litecl.Interpreter(model_content=m, delegate=d)
     it.allocate_tensors()
-    (row,) = assert_on_opencl(it)
-    assert row["kernel"].endswith("(constant inputs: computed once)"), row
-    assert [ln.folded for ln in launches(it)] == [True]
-    ran = []
-    launch = cl.enqueue_nd_range_kernel
-    monkeypatch.setattr(delegate_mod.cl, "enqueue_nd_range_kernel",
-                        lambda *a, **k: ran.append(1) or launch(*a, **k))
+    ran = assert_folded_and_count_launches(it, monkeypatch)
     ref = make_interpreter(m)
     ref.allocate_tensors()
     ref.invoke()

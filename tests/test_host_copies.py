@@ -108,20 +108,26 @@ def test_large_get_tensor_of_each_type(fast_device, counted_copies, dst):
     assert counted_copies == [got["litecl"].nbytes] * (got["litecl"].nbytes >= 1024)
 
 
-def test_large_get_tensor_is_a_copy_and_leaves_no_view(fast_device, counted_copies):
-    """The result owns its memory (writing it changes nothing in LiteRT), and no view of
-    LiteRT's memory outlives the call: invoke and allocate_tensors still pass LiteRT's
-    _ensure_safe (which refuses while a tensor() view is alive)."""
-    it = litecl.Interpreter(model_content=add_model("float32", [1000], [1000]), device=fast_device)
+def _invoked_add(device):
+    """A litecl.Interpreter of a float32 ADD of [1000] + [1000], invoked on arange(1000)."""
+    it = litecl.Interpreter(model_content=add_model("float32", [1000], [1000]), device=device)
     it.allocate_tensors()
     x = np.arange(1000, dtype=np.float32)
     it.set_tensor(0, x)
     it.set_tensor(1, x)
     it.invoke()
+    return it
+
+
+def test_large_get_tensor_is_a_copy_and_leaves_no_view(fast_device, counted_copies):
+    """The result owns its memory (writing it changes nothing in LiteRT), and no view of
+    LiteRT's memory outlives the call: invoke and allocate_tensors still pass LiteRT's
+    _ensure_safe (which refuses while a tensor() view is alive)."""
+    it = _invoked_add(fast_device)
     y = it.get_tensor(2)
     assert y.flags.owndata and y.flags.writeable
     y[:] = -1
-    assert it.get_tensor(2).tolist() == (2 * x).tolist()
+    assert it.get_tensor(2).tolist() == (2 * np.arange(1000, dtype=np.float32)).tolist()
     it.invoke()
     it.allocate_tensors()
     assert counted_copies
@@ -163,12 +169,7 @@ def test_get_tensor_while_another_thread_invokes_is_litert_s(fast_device, counte
     """An invoke in progress holds the Interpreter: a get_tensor from another thread then
     takes LiteRT's own path (a view would make LiteRT's invoke refuse), and returns the
     same bytes."""
-    it = litecl.Interpreter(model_content=add_model("float32", [1000], [1000]), device=fast_device)
-    it.allocate_tensors()
-    x = np.arange(1000, dtype=np.float32)
-    it.set_tensor(0, x)
-    it.set_tensor(1, x)
-    it.invoke()
+    it = _invoked_add(fast_device)
     want = it.get_tensor(2).tobytes()
     counted_copies.clear()
     assert it._busy.acquire(blocking=False)  # stands for an invoke running in another thread
