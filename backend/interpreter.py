@@ -8,7 +8,6 @@ and ``summary()`` (which nodes run where and why), and ``close()``.
 """
 from __future__ import annotations
 
-import types
 import math
 import threading
 
@@ -186,22 +185,16 @@ class Interpreter(_litert.Interpreter):
             raise LiteclError(_IN_USE)
         try:
             self._litecl.device.check_usable()
-            for name in ("invoke", "get_tensor"):  # the instance's own, from an earlier allocate
-                if name in self._unwrapped:
-                    delattr(self, name)
-            self._unwrapped = ()
+            self.__class__ = Interpreter  # litecl's invoke and get_tensor until decided again
             with self._litecl.owning(id(self)):
                 out = super().allocate_tensors()
             _refuse_litert_abort(self, 0)  # LiteRT would abort in invoke at these shapes
             self._big_tensors = None  # get_tensor's sizes, looked up again
-            if not self._litecl.partitions(id(self)):
-                # nothing of litecl's runs at invoke: LiteRT's own invoke, unwrapped (a
-                # 2 us model paid 0.17 us for the wrapper, measured)
-                self.invoke = types.MethodType(_litert.Interpreter.invoke, self)
-                self._unwrapped += ("invoke",)
-            if not self._may_hold_big_tensors():  # and LiteRT's own get_tensor
-                self.get_tensor = types.MethodType(_litert.Interpreter.get_tensor, self)
-                self._unwrapped += ("get_tensor",)
+            # nothing of litecl's runs at invoke: LiteRT's own invoke, unwrapped (a 2 us
+            # model paid 0.17 us for the wrapper, measured); no tensor large enough for
+            # copy_host: LiteRT's own get_tensor
+            self.__class__ = _UNWRAPPED[(not self._litecl.partitions(id(self)),
+                                         not self._may_hold_big_tensors())]
             return out
         except RuntimeError as e:
             self._raise_delegate_error(e)
@@ -256,21 +249,28 @@ class Interpreter(_litert.Interpreter):
         return self._interpreter.GetTensor(tensor_index, subgraph_index)  # LiteRT's get_tensor, whole
 
     _big_tensors = None  # tensor index -> get_tensor copies it itself (since allocate_tensors)
-    #: LiteRT's own methods bound on the instance by allocate_tensors. Set with setattr, not
-    #: through __dict__: touching __dict__ turns off CPython's inline attribute values, and
-    #: every attribute read of the instance then cost ~0.02 us more (measured, 3.11)
-    _unwrapped = ()
 
     def _may_hold_big_tensors(self) -> bool:
         """Whether get_tensor's copy_host path can apply: a tensor of subgraph 0 of
-        SPLIT_BYTES or more now, or one whose shape is known only at invoke."""
+        SPLIT_BYTES or more now, or one whose shape is known only at invoke. Memoised on
+        the model by subgraph 0's input shapes (with no dynamic shape, LiteRT derives every
+        other shape from them): walking every tensor cost ~0.4 ms a model."""
         w, sg = self._interpreter, self._model.subgraphs[0]
-        for t in sg.tensors:
-            if any(d < 0 for d in t.shape_signature) or t.dtype is None:
-                return True
-            if math.prod(int(d) for d in w.TensorSize(t.index, 0)) * t.dtype.itemsize >= SPLIT_BYTES:
-                return True
-        return False
+        key = tuple(tuple(int(d) for d in w.TensorSize(t, 0)) for t in sg.inputs if t >= 0)
+        memo = self._model._big
+        hit = memo.get(key)
+        if hit is None:
+            hit = False
+            for t in sg.tensors:
+                if any(d < 0 for d in t.shape_signature) or t.dtype is None:
+                    hit = True
+                    break
+                if math.prod(int(d) for d in w.TensorSize(t.index, 0)) * t.dtype.itemsize >= SPLIT_BYTES:
+                    hit = True
+                    break
+            if len(memo) < 64:
+                memo[key] = hit
+        return hit
 
     def _is_big(self, t: int) -> bool:
         try:
@@ -327,6 +327,26 @@ class Interpreter(_litert.Interpreter):
     def __getstate__(self):
         raise TypeError("a litecl.Interpreter cannot be pickled or copied (it holds LiteRT's "
                         "interpreter and device buffers); pass the model bytes and create a new one")
+
+
+def _unwrapped_class(invoke: bool, get_tensor: bool) -> type:
+    """litecl.Interpreter with LiteRT's own invoke and/or get_tensor: allocate_tensors
+    switches an instance's class to one of these when litecl has nothing to do in them
+    (methods bound on the instance instead would make a reference cycle, so an
+    Interpreter would wait for the garbage collector to give back its kernels)."""
+    if not (invoke or get_tensor):
+        return Interpreter
+    ns = {"__doc__": Interpreter.__doc__, "__module__": Interpreter.__module__, "__slots__": ()}
+    if invoke:
+        ns["invoke"] = _litert.Interpreter.invoke
+    if get_tensor:
+        ns["get_tensor"] = _litert.Interpreter.get_tensor
+    cls = type("Interpreter", (Interpreter,), ns)
+    cls.__qualname__ = "Interpreter"
+    return cls
+
+
+_UNWRAPPED = {(i, g): _unwrapped_class(i, g) for i in (False, True) for g in (False, True)}
 
 
 class SignatureRunner(_litert.SignatureRunner):

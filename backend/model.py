@@ -195,6 +195,8 @@ class Model:
     path: Optional[str] = None
     #: constants decoded from ``raw``: (subgraph, tensor, start, length, data), for the cache
     _consts: list = field(default=None, repr=False, compare=False)
+    #: litecl.Interpreter's memo: subgraph 0's input shapes -> whether a tensor is that large
+    _big: dict = field(default_factory=dict, repr=False, compare=False)
 
     def node_count(self) -> int:
         return sum(len(s.nodes) for s in self.subgraphs)
