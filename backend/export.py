@@ -42,8 +42,9 @@ __all__ = ["delegated_partitions", "allocate", "build_manifest", "export", "targ
 TARGETS = ("gpu", "cpu")
 PLACEMENTS = ("all", "auto")  # Delegate(placement=...)
 #: manifest.json's "format": bumped when a field changes meaning (2: launches read from the
-#: delegate's partitions, each launch names its partition; no C host)
-FORMAT = "litecl-export-2"
+#: delegate's partitions, each launch names its partition; no C host; 3: "native", the
+#: TFLite delegate written beside it)
+FORMAT = "litecl-export-3"
 #: the kernels' trailing scalar parameters (ops/codegen.py TILING_PARAMS), all OpenCL uint
 _SCALAR_CTYPE = "uint"
 
@@ -212,6 +213,401 @@ def _constant_bytes(interp, si: int, t: int, dtype) -> bytes:
     return np.ascontiguousarray(data).astype(dtype.np.newbyteorder("<"), copy=False).tobytes()
 
 
+# ---------------------------------------------------------------------- native delegate
+#: the fixed C sources (backend/native/) copied to ``DIR/src``
+NATIVE_SOURCES = ("litecl_delegate.c", "cl_loader.c", "cl_loader.h", "tflite_abi.h", "litecl_plan.h")
+SO_NAME = "liblitecl_delegate.so"
+#: build.sh: the only dependencies are libc and libdl (OpenCL is dlopen'ed at run time)
+BUILD_SH = """#!/bin/sh
+# Builds liblitecl_delegate.so, litecl's TFLite delegate for {model}
+# (exported by litecl {version} for {where}).
+# Cross builds: CC=aarch64-linux-gnu-gcc sh build.sh; Android: CC=<NDK clang for the ABI> sh build.sh
+set -e
+cd "$(dirname "$0")"
+${{CC:-cc}} -std=c99 -Wall -Wextra -Werror -O2 -fPIC -shared -fvisibility=hidden -Isrc \\
+    -o {so} src/litecl_delegate.c src/cl_loader.c plan.c -ldl
+echo "built $(pwd)/{so}"
+"""
+
+
+def fingerprint(ctx) -> list[int]:
+    """The int32 stream litecl_delegate.c ``fingerprint_matches`` rebuilds from a
+    TfLiteContext at its Prepare: tensor and node counts; per node of the execution plan
+    its index, builtin code, version, inputs, outputs (ADD: activation, pot_scale_int16);
+    per tensor its TfLiteType, signature shape (dims_signature, else dims), per-tensor
+    scale as float bits and zero point. Read here through backend/abi.py from the same
+    LiteRT, so both sides read the same fields."""
+    import ctypes as C  # noqa: PLC0415
+    import struct  # noqa: PLC0415
+
+    from . import abi  # noqa: PLC0415
+
+    c = ctx.contents
+    plan_p = C.POINTER(abi.TfLiteIntArray)()
+    if c.GetExecutionPlan(ctx, C.byref(plan_p)) != abi.K_OK:
+        raise RuntimeError("GetExecutionPlan failed")
+    plan = abi.int_array(plan_p)
+    out = [int(c.tensors_size), len(plan)]
+    for i in plan:
+        node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+        if c.GetNodeAndRegistration(ctx, i, C.byref(node_p), C.byref(reg_p)) != abi.K_OK:
+            raise RuntimeError(f"GetNodeAndRegistration failed for node {i}")
+        node, reg = node_p.contents, reg_p.contents
+        ins, outs = abi.int_array(node.inputs), abi.int_array(node.outputs)
+        out += [i, reg.builtin_code, reg.version, len(ins), *ins, len(outs), *outs]
+        if reg.builtin_code == abi.BUILTIN_ADD:
+            if node.builtin_data:
+                p = C.cast(node.builtin_data, C.POINTER(abi.TfLiteAddParams)).contents
+                out += [int(p.activation), int(bool(p.pot_scale_int16))]
+            else:
+                out += [0, 1]
+    for t in range(c.tensors_size):
+        ts = c.tensors[t]
+        dims = abi.int_array(ts.dims_signature) if ts.dims_signature else (
+            abi.int_array(ts.dims) if ts.dims else None)
+        out += [ts.type] + ([-1] if dims is None else [len(dims), *dims])
+        out += [struct.unpack("<i", struct.pack("<f", ts.params.scale))[0], int(ts.params.zero_point)]
+    return out
+
+
+def model_fingerprints(model: str, signatures) -> list[list[int]]:
+    """Per subgraph LiteRT prepares (in the order it prepares them: the order
+    Delegate.placement() numbers them), the fingerprint LiteRT's context gives a
+    delegate that is applied first: read by a delegate that claims nothing, on a plain
+    LiteRT Interpreter (resolver BUILTIN_WITHOUT_DEFAULT_DELEGATES), at construction."""
+    import ctypes as C  # noqa: PLC0415
+    import types  # noqa: PLC0415
+
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
+
+    from . import abi  # noqa: PLC0415
+
+    seen: dict = {}
+    errors: list = []
+
+    @abi.DELEGATE_PREPARE
+    def probe(ctx, dlg):
+        try:
+            seen.setdefault(C.addressof(ctx.contents), fingerprint(ctx))
+        except BaseException as e:  # noqa: BLE001 (nothing may leave a ctypes callback)
+            errors.append(repr(e))
+        return abi.K_OK
+
+    st = abi.TfLiteDelegate()
+    st.Prepare = probe
+    holder = types.SimpleNamespace(_get_native_delegate_pointer=lambda: C.addressof(st))
+    it = Interpreter(model_path=model, experimental_delegates=[holder],
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    del it
+    if errors:
+        raise InputError(f"cannot read the model's fingerprint through LiteRT: {errors[0]}")
+    _KEEP.append((st, probe))  # LiteRT may hold the struct until the process ends
+    return list(seen.values())
+
+
+_KEEP: list = []
+
+
+def _icd_libraries() -> list[str]:
+    """OpenCL libraries that may provide a platform: the targets of the .icd files the
+    ICD loader reads (OCL_ICD_VENDORS as litecl wires it, the system vendors folder,
+    pyopencl's bundled ones), then Intel's libintelocl.so."""
+    import sys  # noqa: PLC0415
+
+    out: list[str] = []
+    folders = []
+    v = os.environ.get("OCL_ICD_VENDORS", "")
+    if v and os.path.isdir(v):
+        folders.append(Path(v))
+    elif v.endswith(".icd") and os.path.isfile(v):
+        out.append(Path(v).read_text().splitlines()[0].strip())
+    elif v:
+        out.append(v)
+    folders.append(Path(os.environ.get("OPENCL_VENDOR_PATH") or "/etc/OpenCL/vendors"))
+    try:
+        import pyopencl  # noqa: PLC0415
+
+        folders.append(Path(pyopencl.__file__).parent.parent / "pyopencl.libs")
+        folders.append(Path(pyopencl.__file__).parent / ".libs")
+    except ImportError:
+        pass
+    for folder in folders:
+        for f in sorted(folder.glob("*.icd")) if folder.is_dir() else []:
+            try:
+                lib = f.read_text().splitlines()[0].strip()
+            except (OSError, IndexError):
+                continue
+            if lib and not os.path.isabs(lib) and (folder / lib).exists():
+                lib = str(folder / lib)  # pyopencl's .icd files name a library beside them
+            out.append(lib)
+    out.append(str(Path(sys.prefix) / "lib" / "libintelocl.so"))
+    return list(dict.fromkeys(out))
+
+
+def _platforms_of(lib: str) -> list[tuple[str, list[str]]]:
+    """[(platform name, [device names])] of one OpenCL library, read the way
+    cl_loader.c reaches it (direct exports, else clIcdGetPlatformIDsKHR and the ICD
+    dispatch table); [] when it cannot be opened."""
+    import ctypes as C  # noqa: PLC0415
+
+    try:
+        h = C.CDLL(lib)
+    except OSError:
+        return []
+    u32, vp, sz = C.c_uint32, C.c_void_p, C.c_size_t
+    info_t = C.CFUNCTYPE(C.c_int32, vp, u32, sz, vp, C.POINTER(sz))
+    ids_t = C.CFUNCTYPE(C.c_int32, vp, C.c_uint64, u32, C.POINTER(vp), C.POINTER(u32))
+    plat_t = C.CFUNCTYPE(C.c_int32, u32, C.POINTER(vp), C.POINTER(u32))
+    try:
+        get_plats = plat_t(C.cast(h.clGetPlatformIDs, vp).value)
+        direct = True
+    except AttributeError:
+        direct = False
+        try:
+            gea = h.clGetExtensionFunctionAddress
+        except AttributeError:
+            return []
+        gea.restype, gea.argtypes = vp, [C.c_char_p]
+        addr = gea(b"clIcdGetPlatformIDsKHR")
+        if not addr:
+            return []
+        get_plats = plat_t(addr)
+    n = u32(0)
+    if get_plats(0, None, C.byref(n)) != 0 or not n.value:
+        return []
+    plats = (vp * n.value)()
+    if get_plats(n.value, plats, None) != 0:
+        return []
+
+    def fn(p, index, name, ftype):
+        if direct:
+            return ftype(C.cast(getattr(h, name), vp).value)
+        table = C.cast(C.cast(p, C.POINTER(vp))[0], C.POINTER(vp))
+        return ftype(table[index])
+
+    def text(f, obj, param):
+        buf = C.create_string_buffer(1024)
+        return buf.value.decode("utf-8", "replace") if f(obj, param, 1023, buf, None) == 0 else ""
+
+    out = []
+    for p in plats:
+        pinfo = fn(p, 1, "clGetPlatformInfo", info_t)
+        devids = fn(p, 2, "clGetDeviceIDs", ids_t)
+        dinfo = fn(p, 3, "clGetDeviceInfo", info_t)
+        nd = u32(0)
+        devs = (vp * 16)()
+        names = []
+        if devids(p, 0xFFFFFFFF, 16, devs, C.byref(nd)) == 0:
+            names = [text(dinfo, devs[i], 0x102B) for i in range(min(nd.value, 16))]
+        out.append((text(pinfo, p, 0x0902), names))
+    return out
+
+
+def opencl_library(platform: str, device: str) -> str:
+    """The OpenCL library (path, or a name the dynamic loader finds) that provides
+    ``platform``'s device ``device``: delegate_options.json's ``library``. Raises
+    InputError when none of _icd_libraries() does."""
+    for lib in _icd_libraries():
+        for pname, devs in _platforms_of(lib):
+            if pname == platform and device in devs:
+                return lib
+    raise InputError(f"cannot find the OpenCL library providing {platform}: {device} "
+                     "(looked at the ICD loader's .icd files and Intel's libintelocl.so)")
+
+
+def _c_string(text: str) -> str:
+    """``text`` as C string literal lines (ASCII; other bytes as octal escapes)."""
+    lines = []
+    for line in text.encode("utf-8").split(b"\n"):
+        esc = "".join(chr(b) if 32 <= b < 127 and b not in (34, 92, 63) else f"\\{b:03o}" for b in line)
+        lines.append(f'"{esc}\\n"')
+    if text and not text.endswith("\n"):
+        lines[-1] = lines[-1][:-3] + '"'
+    return "\n    ".join(lines) if lines else '""'
+
+
+def _c_bytes(data: bytes) -> str:
+    rows = [", ".join(str(b) for b in data[i:i + 24]) for i in range(0, len(data), 24)]
+    return "{\n    " + ",\n    ".join(rows) + "\n}"
+
+
+def _q(s) -> str:
+    return _c_string(str(s)) if s is not None else "NULL"
+
+
+def _shape_generic(launch, nodes, sg, shapes: dict, caps, keep, constants, fuse) -> bool:
+    """Whether ``launch``'s source holds for any shape: every operand has the output's
+    shape (no broadcast index arithmetic), and planning the same nodes with that shape
+    replaced by another gives the same source. Otherwise the kernel is run at the exported
+    shapes only (litecl_delegate.c declines other shapes)."""
+    from .kernels import plan_partition  # noqa: PLC0415
+
+    e = tuple(shapes[launch.outputs[0]])
+    if any(tuple(shapes[t]) != e for t in (*launch.inputs, *launch.outputs)):
+        return False
+    alt_shape = (_numel(e) + 37,)
+    ins = {t: (alt_shape if tuple(shapes[t]) == e else tuple(shapes[t]))
+           for n in nodes for t in n.inputs if t >= 0 and t in shapes and
+           not any(t in m.outputs for m in nodes[:nodes.index(n)])}
+    try:
+        plan = plan_partition(nodes, sg, ins, caps, keep=keep, constants=constants, fuse=fuse)
+    except Exception:  # noqa: BLE001 (a shape the nodes refuse: not generic)
+        return False
+    same = [ln for ln in plan.launches if ln.nodes == launch.nodes]
+    return len(same) == 1 and same[0].source == launch.source and same[0].name == launch.name
+
+
+def native_plan(interp, model: str, fingerprints: list, library: str, target: str) -> tuple[str, dict]:
+    """(plan.c text, summary) for litecl.Interpreter ``interp`` after allocate_tensors:
+    every subgraph its delegate prepared, with the claimed nodes, partitions and launches
+    (the partition's own plan where LiteRT prepared it, else planned here at the declared
+    shapes, as the delegate would), one unfused launch per claimed node, every distinct
+    program's source and (where the device gives it) binary."""
+    import pyopencl as cl  # noqa: PLC0415
+
+    from .kernels import build_program, plan_partition  # noqa: PLC0415
+    from .ops.dtypes import DTYPES  # noqa: PLC0415
+    from .ops.tiling import launch_config  # noqa: PLC0415
+
+    d = interp.delegate
+    caps, dev = d.caps, d.device
+    addrs = [a for a in d._order if a in d._records]  # interp's own delegate: its contexts only
+    if len(addrs) != len(fingerprints):
+        raise InputError(f"LiteRT prepared {len(fingerprints)} subgraph(s) for a plain interpreter and "
+                         f"{len(addrs)} for litecl's: cannot pair them")
+    parts_by = {}
+    for p in d.partitions():
+        parts_by.setdefault(p.ctx_addr, []).append(p)
+    ints: list[int] = []
+
+    def span(values) -> str:
+        off = len(ints)
+        ints.extend(int(v) for v in values)
+        return f"{{{off}, {len(values)}}}"
+
+    programs: dict = {}  # source -> (index, name)
+    launches_c, parts_c, subs_c = [], [], []
+
+    def prog(ln) -> int:
+        if ln.source not in programs:
+            programs[ln.source] = (len(programs), ln.name)
+        return programs[ln.source][0]
+
+    def launch_c(ln, shapes, generic) -> str:
+        tile = 32 // ln.tiling.align_num
+        shp = [] if generic else [x for t in ln.inputs for x in (len(shapes[t]), *shapes[t])]
+        launches_c.append(f"{{{prog(ln)}, {tile}, {0 if generic else 1}, {span(ln.nodes)}, {span(ln.inputs)}, "
+                          f"{span(ln.outputs)}, {span(shp)}}}")
+        return launches_c[-1]
+
+    summary = {"subgraphs": []}
+    for si, (addr, fp) in enumerate(zip(addrs, fingerprints)):
+        rec = d._records[addr]
+        if fp[1] != rec["nodes"]:
+            raise InputError(f"subgraph {si}: {fp[1]} nodes for a plain interpreter, {rec['nodes']} for litecl's")
+        claimed = sorted(r["index"] for r in rec["rows"] if r["placement"] == "opencl")
+        sg = rec["sg"]
+        first_part = len(parts_c)
+        part_rows = []
+        for p in sorted(parts_by.get(addr, []), key=lambda p: p.number):
+            consts = {t for t in p.inputs if sg.tensors[t].constant}
+            plan = p.plan
+            if plan is None:  # not prepared by LiteRT (a signature never allocated): plan it here
+                shapes = {t: tuple(sg.tensors[t].shape) for t in p.inputs}
+                plan = plan_partition(p.nodes, sg, shapes, caps, keep=set(p.outputs), constants=consts,
+                                      fuse=d.fuse)
+            first = len(launches_c)
+            for ln in plan.launches:
+                generic = _shape_generic(ln, p.nodes, sg, plan.shapes, caps, set(p.outputs), consts, d.fuse)
+                launch_c(ln, plan.shapes, generic)
+            nodes = sorted(n.index for n in p.nodes)
+            parts_c.append(f"{{{span(nodes)}, {first}, {len(plan.launches)}}}")
+            part_rows.append({"nodes": nodes, "launches": len(plan.launches), "shapes": plan.shapes,
+                              "p": p})
+        # one unfused launch per claimed node, at the shapes of its partition's plan
+        first_single = len(launches_c)
+        for i in claimed:
+            pr = next(r for r in part_rows if i in r["nodes"])
+            n = next(n for n in pr["p"].nodes if n.index == i)
+            shapes = {t: tuple(pr["shapes"][t]) for t in n.inputs if t >= 0}
+            consts = {t for t in shapes if sg.tensors[t].constant}
+            plan = plan_partition([n], sg, shapes, caps, keep=set(n.outputs), constants=consts, fuse=False)
+            (ln,) = plan.launches
+            launch_c(ln, plan.shapes, _shape_generic(ln, [n], sg, plan.shapes, caps, set(n.outputs), consts, False))
+        subs_c.append(f"{{{span(fp)}, {span(claimed)}, {rec['nodes']}, {first_part}, "
+                      f"{len(parts_c) - first_part}, {first_single}}}")
+        summary["subgraphs"].append({"subgraph": si, "nodes": rec["nodes"], "claimed": len(claimed),
+                                     "partitions": rec["partitions"]})
+    # programs: the source, and the device's binary (loaded first; the source when the
+    # runtime refuses it, litecl_delegate.c ``program``)
+    prog_c, bins = [], []
+    for source, (k, name) in programs.items():
+        binary = None
+        try:
+            prg = build_program(dev, source)
+            binary = prg.get_info(cl.program_info.BINARIES)[0]
+        except Exception:  # noqa: BLE001 (no binary: the delegate builds the source)
+            binary = None
+        if binary:
+            bins.append(f"static const unsigned char BIN{k}[{len(binary)}] = {_c_bytes(binary)};")
+        prog_c.append(f"{{{_q(name)}, {_c_string(source)},\n     {len(source.encode())}, "
+                      f"{f'BIN{k}' if binary else 'NULL'}, {len(binary) if binary else 0}}}")
+    row = launch_config(caps)
+    packed = [x for dt in DTYPES if dt.packed_bits for x in (dt.c_type, dt.packed_bits, int(dt.kind == "int"))]
+    sizes = [0] * (max(dt.c_type for dt in DTYPES) + 1)
+    for dt in DTYPES:
+        sizes[dt.c_type] = dt.itemsize
+    mem = d.memory
+    text = "\n".join([
+        f"/* litecl's native delegate plan for {os.path.basename(model)}: written by litecl export",
+        f" * (backend/export.py native_plan) for {caps.platform}: {caps.name}"
+        f"{' (profile ' + caps.profile + ')' if caps.profile else ''}, target {target}. Do not edit. */",
+        '#include "litecl_plan.h"', "",
+        *bins, "",
+        f"const int32_t LCL_INTS[{max(1, len(ints))}] = {{{', '.join(map(str, ints)) or '0'}}};",
+        f"static const int32_t SIZES[{len(sizes)}] = {{{', '.join(map(str, sizes))}}};",
+        f"static const int32_t PACKED[{max(1, len(packed))}] = {{{', '.join(map(str, packed)) or '0'}}};",
+        "const lcl_program LCL_PROGRAMS[] = {\n    " + (",\n    ".join(prog_c) or '{"", "", 0, NULL, 0}')
+        + "\n};",
+        "const lcl_launch LCL_LAUNCHES[] = {\n    " + (",\n    ".join(launches_c) or
+                                                    "{0, 1, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}}") + "\n};",
+        "const lcl_partition LCL_PARTITIONS[] = {\n    " + (",\n    ".join(parts_c) or "{{0, 0}, 0, 0}")
+        + "\n};",
+        "const lcl_subgraph LCL_SUBGRAPHS[] = {\n    " + (",\n    ".join(subs_c) or
+                                                      "{{0, 0}, {0, 0}, 0, 0, 0, 0}") + "\n};",
+        "const lcl_plan_info LCL_PLAN = {",
+        f"    {_q(library)}, {_q(caps.platform)}, {_q(caps.name)},",
+        f"    {_q(os.path.basename(model))}, {_q(_version())}, {_q(target)},",
+        f"    {int(mem.in_place)}, {int(mem.align or 0)},",
+        f"    {row.local_size}, {row.groups_per_cu}, {row.vec_bytes}, {caps.compute_units}, "
+        f"{caps.max_work_group_size},",
+        f"    {len(subs_c)}, {len(prog_c)}, PACKED, {len(packed) // 3}, SIZES, {len(sizes)}",
+        "};", ""])
+    summary.update(programs=len(prog_c), binaries=len(bins), launches=len(launches_c))
+    return text, summary
+
+
+def _version() -> str:
+    from . import __version__  # noqa: PLC0415
+
+    return __version__
+
+
+def write_native(out: Path, plan_c: str, options: dict, *, model: str, where: str) -> None:
+    """DIR/plan.c, DIR/src/ (backend/native's fixed sources), DIR/build.sh,
+    DIR/delegate_options.json."""
+    src = out / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    here = Path(__file__).parent / "native"
+    for name in NATIVE_SOURCES:
+        (src / name).write_bytes((here / name).read_bytes())
+    (out / "plan.c").write_text(plan_c)
+    b = out / "build.sh"
+    b.write_text(BUILD_SH.format(model=os.path.basename(model), version=_version(), where=where, so=SO_NAME))
+    b.chmod(0o755)
+    (out / "delegate_options.json").write_text(json.dumps(options, indent=1) + "\n")
+
+
 def export(model: str, out_dir: str, *, device=None, target: str | None = None,
            signature: str | None = None, placement: str = "all", fuse: bool = True) -> dict:
     """Write the kernels litecl.Delegate launches for ``model`` (a .tflite path) to
@@ -243,6 +639,7 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         raise InputError(f"model file not found: {model}" if not os.path.exists(model)
                          else f"cannot read model {model}: not a file")
     dev = target_device(open_device(device), target)
+    fingerprints = model_fingerprints(model, None)
     interp = Interpreter(model_path=model, device=dev, placement=placement, fuse=fuse, quiet=True)
     try:
         sigs = interp.get_signature_list()
@@ -260,6 +657,9 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         dtypes = {t: p.sg.tensors[t].dtype for _, p in parts for t in p.inputs}
         constants = {t["index"]: _constant_bytes(interp, si, t["index"], dtypes[t["index"]])
                      for t in manifest["tensors"] if t["role"] == "constant"}
+        caps = interp.delegate.caps
+        library = opencl_library(caps.platform, caps.name)
+        plan_c, native = native_plan(interp, model, fingerprints, library, manifest["target"])
     finally:
         interp.close()
     if not manifest["launches"]:
@@ -273,6 +673,11 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
             (out / name).write_text(src)
         for t, data in constants.items():
             (out / f"t{t}.bin").write_bytes(data)
+        options = {"library": library, "platform": caps.platform, "device": caps.name}
+        where = f"{caps.platform}: {caps.name}" + (f" (profile {caps.profile})" if caps.profile else "")
+        write_native(out, plan_c, options, model=model, where=where)
+        manifest["native"] = {**native, "options": options, "build": "sh build.sh", "library": SO_NAME,
+                              "sources": ["plan.c", *(f"src/{n}" for n in NATIVE_SOURCES)]}
         (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     except OSError as e:
         raise InputError(f"cannot write to {out_dir}: {e.strerror or e}") from None

@@ -1,0 +1,106 @@
+/* OpenCL entry points from a library opened at run time (cl_loader.h says how). */
+#define _GNU_SOURCE
+#include "cl_loader.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* (field offset in lcl_cl, exported name, index in Khronos' _cl_icd_dispatch) */
+#define ENTRY(field, index) { offsetof(lcl_cl, field), "cl" #field, index }
+static const struct { size_t offset; const char *name; int index; } ENTRIES[] = {
+    ENTRY(GetPlatformIDs, 0), ENTRY(GetPlatformInfo, 1), ENTRY(GetDeviceIDs, 2),
+    ENTRY(GetDeviceInfo, 3), ENTRY(CreateContext, 4), ENTRY(ReleaseContext, 7),
+    ENTRY(CreateCommandQueue, 9), ENTRY(ReleaseCommandQueue, 11), ENTRY(CreateBuffer, 14),
+    ENTRY(ReleaseMemObject, 18), ENTRY(CreateProgramWithSource, 26),
+    ENTRY(CreateProgramWithBinary, 27), ENTRY(ReleaseProgram, 29), ENTRY(BuildProgram, 30),
+    ENTRY(GetProgramBuildInfo, 33), ENTRY(CreateKernel, 34), ENTRY(ReleaseKernel, 37),
+    ENTRY(SetKernelArg, 38), ENTRY(GetKernelWorkGroupInfo, 40), ENTRY(Finish, 47),
+    ENTRY(EnqueueReadBuffer, 48), ENTRY(EnqueueWriteBuffer, 49), ENTRY(EnqueueCopyBuffer, 50),
+    ENTRY(EnqueueMapBuffer, 56), ENTRY(EnqueueUnmapMemObject, 58),
+    ENTRY(EnqueueNDRangeKernel, 59),
+};
+#define N_ENTRIES (sizeof(ENTRIES) / sizeof(ENTRIES[0]))
+/* the highest dispatch index read: tables of OpenCL 1.0 runtimes end after index 65 */
+#define LAST_INDEX 59
+
+typedef void (*any_fn)(void);
+typedef void *(*get_ext_fn)(const char *);
+typedef cl_int (*icd_platforms_fn)(cl_uint, cl_platform_id *, cl_uint *);
+
+static void set_entry(lcl_cl *cl, size_t offset, void *sym) {
+    any_fn fn;
+    memcpy(&fn, &sym, sizeof fn); /* POSIX: a dlsym result is callable as a function */
+    memcpy((char *)cl + offset, &fn, sizeof fn);
+}
+
+static int fail(char *err, size_t len, const char *what, const char *library) {
+    snprintf(err, len, "%s (%s)", what, library);
+    return -1;
+}
+
+int lcl_cl_open(const char *library, lcl_cl *cl, void **handle, cl_platform_id **platforms,
+                cl_uint *n_platforms, char *err, size_t err_len) {
+    void *h = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *why = dlerror();
+        snprintf(err, err_len, "cannot open OpenCL library %s: %s", library, why ? why : "dlopen failed");
+        return -1;
+    }
+    memset(cl, 0, sizeof *cl);
+    *handle = h;
+    *platforms = NULL;
+    *n_platforms = 0;
+    void *direct = dlsym(h, "clGetPlatformIDs");
+    cl_uint n = 0;
+    if (direct) { /* the library exports the API (an ICD loader, Intel's runtime) */
+        for (size_t i = 0; i < N_ENTRIES; i++) {
+            void *sym = dlsym(h, ENTRIES[i].name);
+            if (!sym) {
+                char what[128];
+                snprintf(what, sizeof what, "OpenCL library exports clGetPlatformIDs but not %s",
+                         ENTRIES[i].name);
+                return fail(err, err_len, what, library);
+            }
+            set_entry(cl, ENTRIES[i].offset, sym);
+        }
+        if (cl->GetPlatformIDs(0, NULL, &n) != CL_SUCCESS || n == 0)
+            return fail(err, err_len, "no OpenCL platform found", library);
+        *platforms = calloc(n, sizeof **platforms);
+        if (!*platforms || cl->GetPlatformIDs(n, *platforms, NULL) != CL_SUCCESS)
+            return fail(err, err_len, "clGetPlatformIDs failed", library);
+        *n_platforms = n;
+        return 0;
+    }
+    /* an ICD vendor library (cl_khr_icd): platforms from clIcdGetPlatformIDsKHR, calls
+     * through the dispatch table at the start of every object it returns */
+    void *get = dlsym(h, "clGetExtensionFunctionAddress");
+    void *icd = dlsym(h, "clIcdGetPlatformIDsKHR");
+    if (!icd && get) {
+        get_ext_fn g;
+        memcpy(&g, &get, sizeof g);
+        icd = g("clIcdGetPlatformIDsKHR");
+    }
+    if (!icd)
+        return fail(err, err_len,
+                    "not an OpenCL library: it exports neither clGetPlatformIDs nor clIcdGetPlatformIDsKHR",
+                    library);
+    icd_platforms_fn icd_ids;
+    memcpy(&icd_ids, &icd, sizeof icd_ids);
+    if (icd_ids(0, NULL, &n) != CL_SUCCESS || n == 0)
+        return fail(err, err_len, "the ICD library reports no OpenCL platform", library);
+    *platforms = calloc(n, sizeof **platforms);
+    if (!*platforms || icd_ids(n, *platforms, NULL) != CL_SUCCESS)
+        return fail(err, err_len, "clIcdGetPlatformIDsKHR failed", library);
+    *n_platforms = n;
+    void *const *table = *(void *const *const *)(*platforms)[0];
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        void *sym = table[ENTRIES[i].index];
+        if (!sym && ENTRIES[i].index != 0) /* index 0 (clGetPlatformIDs) may be empty */
+            return fail(err, err_len, "the ICD dispatch table lacks an OpenCL 1.2 entry", library);
+        set_entry(cl, ENTRIES[i].offset, sym);
+    }
+    (void)LAST_INDEX;
+    return 0;
+}

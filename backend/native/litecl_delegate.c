@@ -1,0 +1,1199 @@
+/* litecl's native TFLite delegate: the CAST and ADD kernels litecl's Python delegate
+ * launches for one model (backend/delegate.py), as a TFLite external delegate an app
+ * loads beside its other delegates.
+ *
+ *   load_delegate("liblitecl_delegate.so", options)      (ai_edge_litert / tf.lite)
+ *   --external_delegate_path=liblitecl_delegate.so       (LiteRT's tools)
+ *
+ * What it runs is data written by ``litecl export`` into plan.c (litecl_plan.h): per
+ * subgraph the model's fingerprint, the nodes the Python delegate claimed, its partitions
+ * and their launches (OpenCL C source, program binary). Shaped like TFLite's
+ * SimpleDelegate (tensorflow/lite/delegates/utils/simple_delegate.h): the delegate's
+ * Prepare picks nodes; a kernel per partition has init (the nodes), prepare (shapes ->
+ * geometry, programs, output resizes) and invoke (bind LiteRT's memory, launch, wait).
+ *
+ * Rules and where they come from:
+ *  - the ABI: tflite_abi.h (TFLite's common.h); OpenCL at run time: cl_loader.h;
+ *  - claims, partitions, the Replacing line: backend/delegate.py Delegate._prepare;
+ *  - per-partition inputs, folded launches, memory: backend/delegate.py _Partition;
+ *  - former/tail tiling and NDRange: ops/tiling.py plan() and launch() (``tiling``);
+ *  - output shapes: CAST keeps its input's, ADD broadcasts as numpy
+ *    (ops/broadcast.py broadcast_shape).
+ * Every failure is one line (context->ReportError, and stderr for the delegate's own
+ * errors) and kTfLiteError; nothing aborts. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl_loader.h"
+#include "litecl_plan.h"
+#include "tflite_abi.h"
+
+#define LCL_NAME "litecl OpenCL"    /* backend/delegate.py DELEGATE_NAME */
+#define LCL_MAX_RANK 16
+#define LCL_MAX_BOUND 64            /* in-place buffers kept per partition (delegate.py _MAX_BOUND) */
+#define LCL_BLOCK_BYTES 32          /* ops/tiling.py BLOCK_BYTES */
+#define LCL_MAX_ELEMENTS (1ull << 31) /* ops/tiling.py MAX_ELEMENTS */
+
+#if defined(__GNUC__)
+#define LCL_EXPORT __attribute__((visibility("default")))
+#define LCL_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define LCL_EXPORT
+#define LCL_PRINTF(a, b)
+#endif
+
+/* ----------------------------------------------------------------- tiling (pure) */
+/* ops/tiling.py, line for line: divide_round_up, align_up, plan(), launch(). */
+typedef struct {
+    uint64_t n, former_num, former_len, tail_len; /* the kernels' four uint arguments */
+    uint64_t gsize, lsize;
+} lcl_tiling;
+
+static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* ops/tiling.py launch(caps, n, tile_bytes): block_dim = compute units x groups_per_cu,
+ * never more groups than 32-byte blocks nor than fill each work-item with vec_bytes of
+ * the smallest type; local size capped at the device's work-group limit; then plan(). */
+static int tiling(uint64_t n, int tile_bytes, int compute_units, int max_wg, int local_size,
+                  int groups_per_cu, int vec_bytes, lcl_tiling *t) {
+    if (n > LCL_MAX_ELEMENTS || tile_bytes <= 0 || LCL_BLOCK_BYTES % tile_bytes)
+        return -1;
+    uint64_t local = (uint64_t)(local_size < max_wg ? local_size : max_wg);
+    if (local < 1) local = 1;
+    uint64_t block_dim = (uint64_t)compute_units * (uint64_t)groups_per_cu;
+    if (block_dim < 1) block_dim = 1;
+    uint64_t align_num = (uint64_t)(LCL_BLOCK_BYTES / tile_bytes);
+    uint64_t blocks = div_up(n, align_num);
+    if (blocks < 1) blocks = 1;
+    uint64_t per_item = (uint64_t)(vec_bytes / tile_bytes);
+    uint64_t per_group = local * (per_item > 1 ? per_item : 1);
+    uint64_t fill = div_up(n, per_group);
+    if (fill < 1) fill = 1;
+    if (blocks < block_dim) block_dim = blocks;
+    if (fill < block_dim) block_dim = fill;
+    /* plan(): x = ceil(n / align_num) blocks = q * block_dim + r */
+    uint64_t x = div_up(n, align_num);
+    uint64_t q = x / block_dim, r = x % block_dim;
+    t->n = n;
+    t->former_num = r;
+    t->former_len = (q + 1) * align_num;
+    t->tail_len = q * align_num;
+    t->gsize = block_dim * local;
+    t->lsize = local;
+    return 0;
+}
+
+/* For tests (tests/test_native_delegate.py compares it with ops/tiling.py on many n):
+ * out = n, former_num, former_len, tail_len, global size, local size. */
+LCL_EXPORT int litecl_native_tiling(uint64_t n, int tile_bytes, int compute_units, int max_wg,
+                                    int local_size, int groups_per_cu, int vec_bytes,
+                                    uint64_t out[6]) {
+    lcl_tiling t;
+    if (tiling(n, tile_bytes, compute_units, max_wg, local_size, groups_per_cu, vec_bytes, &t))
+        return -1;
+    out[0] = t.n, out[1] = t.former_num, out[2] = t.former_len, out[3] = t.tail_len;
+    out[4] = t.gsize, out[5] = t.lsize;
+    return 0;
+}
+
+/* ----------------------------------------------------------------- the delegate */
+typedef struct {
+    TfLiteDelegate base;               /* first: a TfLiteDelegate* is a delegate* */
+    pthread_mutex_t lock;              /* recursive: Prepare -> Replace -> init */
+    lcl_cl cl;
+    void *lib;
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue;
+    cl_program *programs;              /* LCL_PROGRAMS, built on first use */
+    int compute_units, max_wg;
+    int in_place, align;               /* memory policy (LCL_PLAN, option "memory") */
+    int use_binaries, quiet;
+    void (*report)(const char *);      /* tflite_plugin_create_delegate's report_error */
+    TfLiteContext **announced;         /* contexts whose Replacing line was printed */
+    int n_announced, cap_announced;
+    int partitions_made;               /* partition kernels init'ed in the current Prepare */
+    char library[1024];
+    char error[512];                   /* the last error, one line */
+} delegate;
+
+static void say(delegate *d, TfLiteContext *ctx, const char *fmt, ...) LCL_PRINTF(3, 4);
+
+/* One line naming the cause: to LiteRT's error reporter (which LiteRT's Python
+ * Interpreter raises as RuntimeError), else to stderr. */
+static void say(delegate *d, TfLiteContext *ctx, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    for (char *p = buf; *p; p++)
+        if (*p == '\n') *p = ' ';
+    if (d) snprintf(d->error, sizeof d->error, "%s", buf);
+    if (ctx && ctx->ReportError)
+        ctx->ReportError(ctx, "%s", buf);
+    else
+        fprintf(stderr, "ERROR: %s\n", buf);
+}
+
+static int type_size(int type) {
+    return type >= 0 && type < LCL_PLAN.n_type_sizes ? LCL_PLAN.type_sizes[type] : 0;
+}
+
+/* (bits, signed) of a sub-byte type LiteRT holds packed at run time, else bits 0 */
+static int packed_bits(int type, int *is_signed) {
+    for (int i = 0; i < LCL_PLAN.n_packed_types; i++)
+        if (LCL_PLAN.packed_types[3 * i] == type) {
+            *is_signed = LCL_PLAN.packed_types[3 * i + 2];
+            return LCL_PLAN.packed_types[3 * i + 1];
+        }
+    return 0;
+}
+
+static const TfLiteIntArray *sig_dims(const TfLiteTensor *t) {
+    /* backend/delegate.py _tensor_view: the signature when LiteRT has one, else dims */
+    return t->dims_signature ? t->dims_signature : t->dims;
+}
+
+/* ----------------------------------------------------------------- fingerprint */
+/* The int32 stream export.py ``fingerprint`` writes, rebuilt from the context: the
+ * tensor and node counts; per node of the execution plan its index, builtin code,
+ * version, inputs and outputs (ADD: its activation and pot_scale_int16); per tensor its
+ * TfLiteType, signature shape, per-tensor scale (bits) and zero point. Compared as it is
+ * produced; on the first difference ``why`` names it. Returns 1 when equal. */
+typedef struct {
+    const int32_t *want;
+    int32_t len, pos;
+    char *why;
+    size_t why_len;
+} fp_cursor;
+
+static int fp_put(fp_cursor *c, int32_t v, const char *what, int index) {
+    if (c->pos >= c->len || c->want[c->pos] != v) {
+        if (c->pos >= c->len)
+            snprintf(c->why, c->why_len, "the model has more %s than the exported one", what);
+        else
+            snprintf(c->why, c->why_len, "%s %d is %d, exported %d", what, index, (int)v,
+                     (int)c->want[c->pos]);
+        return 0;
+    }
+    c->pos++;
+    return 1;
+}
+
+static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, const lcl_span fp,
+                               char *why, size_t why_len) {
+    fp_cursor c = {LCL_INTS + fp.off, fp.len, 0, why, why_len};
+#define PUT(v, what, i) do { if (!fp_put(&c, (int32_t)(v), what, i)) return 0; } while (0)
+    PUT(ctx->tensors_size, "tensor count", 0);
+    PUT(plan->size, "node count", 0);
+    for (int k = 0; k < plan->size; k++) {
+        int i = plan->data[k];
+        TfLiteNode *node;
+        TfLiteRegistration *reg;
+        if (ctx->GetNodeAndRegistration(ctx, i, &node, &reg) != kTfLiteOk) {
+            snprintf(why, why_len, "LiteRT's GetNodeAndRegistration failed for node %d", i);
+            return 0;
+        }
+        PUT(i, "execution plan entry", k);
+        PUT(reg->builtin_code, "the op code of node", i);
+        PUT(reg->version, "the op version of node", i);
+        PUT(node->inputs->size, "the input count of node", i);
+        for (int j = 0; j < node->inputs->size; j++) PUT(node->inputs->data[j], "an input of node", i);
+        PUT(node->outputs->size, "the output count of node", i);
+        for (int j = 0; j < node->outputs->size; j++) PUT(node->outputs->data[j], "an output of node", i);
+        if (reg->builtin_code == kTfLiteBuiltinAdd) {
+            const TfLiteAddParams *p = node->builtin_data;
+            PUT(p ? p->activation : 0, "the activation of node", i);
+            PUT(p ? p->pot_scale_int16 : 1, "pot_scale_int16 of node", i);
+        }
+    }
+    for (int t = 0; t < (int)ctx->tensors_size; t++) {
+        const TfLiteTensor *ts = &ctx->tensors[t];
+        const TfLiteIntArray *dims = sig_dims(ts);
+        PUT(ts->type, "the type of tensor", t);
+        PUT(dims ? dims->size : -1, "the rank of tensor", t);
+        for (int j = 0; dims && j < dims->size; j++) PUT(dims->data[j], "a dimension of tensor", t);
+        int32_t bits;
+        memcpy(&bits, &ts->params.scale, sizeof bits);
+        PUT(bits, "the scale (float bits) of tensor", t);
+        PUT(ts->params.zero_point, "the zero point of tensor", t);
+    }
+#undef PUT
+    if (c.pos != c.len) {
+        snprintf(why, why_len, "the model has fewer tensors than the exported one");
+        return 0;
+    }
+    return 1;
+}
+
+/* ----------------------------------------------------------------- partitions */
+typedef struct {
+    int tensor;
+    int rank, dims[LCL_MAX_RANK];
+    int is_in, is_out, constant, folded;   /* partition input / output; value fixed */
+    int type, itemsize, pbits, psigned;    /* TfLiteType; packed sub-byte bits */
+    cl_mem own;                            /* litecl's buffer: internal, folded, staging */
+    size_t own_bytes;
+    cl_mem pinned;                         /* staging on copy devices (ALLOC_HOST_PTR) */
+    void *pinned_ptr;
+    size_t pinned_bytes;
+    cl_mem bound;                          /* this invoke's buffer for the tensor's value */
+    int host;                              /* 1: ``bound`` is LiteRT's memory itself */
+} slot;
+
+typedef struct {
+    const lcl_launch *ln;
+    cl_kernel kernel;
+    int program, folded, n_bufs;
+    int *bufs;                             /* slot indices of its buffer arguments */
+    cl_mem *last;                          /* the buffers its kernel was last given */
+    lcl_tiling t;
+} run;
+
+typedef struct { void *ptr; size_t bytes; int type; cl_mem mem; } cached_mem;
+
+typedef struct {
+    delegate *d;
+    int n_nodes, *nodes;                   /* execution order */
+    int *ops, (*node_io)[2];               /* per node: builtin code; first slot of ins/outs */
+    int *node_ins, *node_outs;             /* per node: input / output count */
+    int *io;                               /* slot indices: node j's inputs then outputs */
+    slot *slots;
+    int n_slots;
+    run *runs;
+    int n_runs;
+    int single;                            /* 1: one unfused launch per node */
+    const lcl_subgraph *sg;
+    const lcl_partition *part;             /* NULL when single */
+    int prepared, folded_done;
+    cached_mem bound[LCL_MAX_BOUND];
+    int n_bound;
+    cached_mem *consts;
+    int n_consts, cap_consts;
+} partition;
+
+static int slot_of(partition *p, int tensor) {
+    for (int i = 0; i < p->n_slots; i++)
+        if (p->slots[i].tensor == tensor) return i;
+    return -1;
+}
+
+static size_t numel(const slot *s) {
+    size_t n = 1;
+    for (int i = 0; i < s->rank; i++) n *= (size_t)s->dims[i];
+    return n;
+}
+
+static int same_shape(const slot *a, const slot *b) {
+    return a->rank == b->rank && !memcmp(a->dims, b->dims, (size_t)a->rank * sizeof(int));
+}
+
+static void shape_text(const slot *s, char *buf, size_t len) {
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < s->rank && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, i ? ", %d" : "%d", s->dims[i]);
+    if (k < len) snprintf(buf + k, len - k, "]");
+}
+
+static void release_mem(delegate *d, cl_mem *m) {
+    if (*m) d->cl.ReleaseMemObject(*m);
+    *m = NULL;
+}
+
+static void release_consts(partition *p) {
+    for (int i = 0; i < p->n_consts; i++) release_mem(p->d, &p->consts[i].mem);
+    p->n_consts = 0;
+}
+
+static void release_bound(partition *p) {
+    for (int i = 0; i < p->n_bound; i++) release_mem(p->d, &p->bound[i].mem);
+    p->n_bound = 0;
+}
+
+static void release_runs(partition *p) {
+    for (int i = 0; i < p->n_runs; i++) {
+        if (p->runs[i].kernel) p->d->cl.ReleaseKernel(p->runs[i].kernel);
+        free(p->runs[i].bufs);
+        free(p->runs[i].last);
+    }
+    free(p->runs);
+    p->runs = NULL;
+    p->n_runs = 0;
+}
+
+static void partition_free(partition *p) {
+    if (!p) return;
+    delegate *d = p->d;
+    release_runs(p);
+    release_bound(p);
+    release_consts(p);
+    free(p->consts);
+    for (int i = 0; i < p->n_slots; i++) {
+        slot *s = &p->slots[i];
+        if (s->pinned && s->pinned_ptr)
+            d->cl.EnqueueUnmapMemObject(d->queue, s->pinned, s->pinned_ptr, 0, NULL, NULL);
+        release_mem(d, &s->pinned);
+        release_mem(d, &s->own);
+    }
+    if (p->n_slots) d->cl.Finish(d->queue);
+    free(p->slots);
+    free(p->nodes);
+    free(p->ops);
+    free(p->node_io);
+    free(p->node_ins);
+    free(p->node_outs);
+    free(p->io);
+    free(p);
+}
+
+/* ----------------------------------------------------------------- programs */
+/* The program of LCL_PROGRAMS[k] on the delegate's device: the exported binary when the
+ * runtime takes it and it holds the kernel (backend/kernels.py build_program: a binary of
+ * another runtime or version fails, or names a kernel it lacks), else the source. Built
+ * once per delegate. Returns NULL with the error said. */
+static cl_program program(delegate *d, TfLiteContext *ctx, int k) {
+    if (d->programs[k]) return d->programs[k];
+    const lcl_program *pg = &LCL_PROGRAMS[k];
+    cl_int err = 0, status = 0;
+    cl_program prg = NULL;
+    if (pg->binary && d->use_binaries) {
+        const unsigned char *bin = pg->binary;
+        size_t len = pg->binary_len;
+        prg = d->cl.CreateProgramWithBinary(d->context, 1, &d->device, &len, &bin, &status, &err);
+        if (prg && (err != CL_SUCCESS || status != CL_SUCCESS ||
+                    d->cl.BuildProgram(prg, 1, &d->device, "", NULL, NULL) != CL_SUCCESS)) {
+            d->cl.ReleaseProgram(prg);
+            prg = NULL;
+        }
+        if (prg) {
+            cl_kernel probe = d->cl.CreateKernel(prg, pg->name, &err);
+            if (!probe || err != CL_SUCCESS) {
+                d->cl.ReleaseProgram(prg);
+                prg = NULL;
+            } else {
+                d->cl.ReleaseKernel(probe);
+            }
+        }
+    }
+    if (!prg) { /* from source */
+        const char *src = pg->source;
+        size_t len = pg->source_len;
+        prg = d->cl.CreateProgramWithSource(d->context, 1, &src, &len, &err);
+        if (!prg || err != CL_SUCCESS) {
+            say(d, ctx, "litecl: cannot create program %s (OpenCL error %d)", pg->name, (int)err);
+            return NULL;
+        }
+        if (d->cl.BuildProgram(prg, 1, &d->device, "", NULL, NULL) != CL_SUCCESS) {
+            char log[4096] = "";
+            d->cl.GetProgramBuildInfo(prg, d->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+            const char *line = strstr(log, "error");
+            if (!line) line = log;
+            char first[200];
+            snprintf(first, sizeof first, "%s", line);
+            first[strcspn(first, "\n")] = 0;
+            say(d, ctx, "litecl: kernel %s failed to build: %s", pg->name, first);
+            d->cl.ReleaseProgram(prg);
+            return NULL;
+        }
+    }
+    d->programs[k] = prg;
+    return prg;
+}
+
+/* ----------------------------------------------------------------- kernel: init */
+static const lcl_subgraph *subgraph_for_context(delegate *d, TfLiteContext *ctx);
+
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static int add_slot(partition *p, int tensor) {
+    int i = slot_of(p, tensor);
+    if (i >= 0) return i;
+    slot *s = &p->slots[p->n_slots];
+    memset(s, 0, sizeof *s);
+    s->tensor = tensor;
+    return p->n_slots++;
+}
+
+static void *kernel_init(TfLiteContext *ctx, const char *buffer, size_t length) {
+    (void)length;
+    const TfLiteDelegateParams *params = (const TfLiteDelegateParams *)buffer;
+    delegate *d = (delegate *)params->delegate;
+    const lcl_subgraph *sg = subgraph_for_context(d, ctx);
+    partition *p = calloc(1, sizeof *p);
+    if (!p || !sg) {
+        say(d, ctx, "litecl: partition kernel: %s", p ? "no exported subgraph for this context" : "out of memory");
+        free(p);
+        return NULL;
+    }
+    p->d = d;
+    p->sg = sg;
+    d->partitions_made++;
+    int n = params->nodes_to_replace->size;
+    p->n_nodes = n;
+    p->nodes = malloc((size_t)n * sizeof(int));
+    p->ops = calloc((size_t)n, sizeof(int));
+    p->node_io = calloc((size_t)n, sizeof *p->node_io);
+    p->node_ins = calloc((size_t)n, sizeof(int));
+    p->node_outs = calloc((size_t)n, sizeof(int));
+    int total = 0;
+    if (!p->nodes || !p->ops || !p->node_io || !p->node_ins || !p->node_outs) goto oom;
+    memcpy(p->nodes, params->nodes_to_replace->data, (size_t)n * sizeof(int));
+    /* execution order: the plan of a graph no delegate changed before litecl's (the
+     * fingerprint checked it) runs nodes in index order */
+    qsort(p->nodes, (size_t)n, sizeof(int), cmp_int);
+    TfLiteNode **nodes = calloc((size_t)n, sizeof *nodes);
+    if (!nodes) goto oom;
+    for (int j = 0; j < n; j++) {
+        TfLiteRegistration *reg;
+        if (ctx->GetNodeAndRegistration(ctx, p->nodes[j], &nodes[j], &reg) != kTfLiteOk) {
+            free(nodes);
+            say(d, ctx, "litecl: LiteRT's GetNodeAndRegistration failed for node %d", p->nodes[j]);
+            partition_free(p);
+            return NULL;
+        }
+        p->ops[j] = reg->builtin_code;
+        total += nodes[j]->inputs->size + nodes[j]->outputs->size;
+    }
+    p->io = malloc((size_t)(total ? total : 1) * sizeof(int));
+    p->slots = calloc((size_t)(total ? total : 1), sizeof(slot));
+    if (!p->io || !p->slots) { free(nodes); goto oom; }
+    /* slots: every tensor a node reads or writes; inputs are read before a node of the
+     * partition writes them (delegate.py _Partition.__init__) */
+    int k = 0;
+    for (int j = 0; j < n; j++) {
+        p->node_io[j][0] = k;
+        p->node_ins[j] = nodes[j]->inputs->size;
+        p->node_outs[j] = nodes[j]->outputs->size;
+        for (int q = 0; q < nodes[j]->inputs->size; q++) {
+            int t = nodes[j]->inputs->data[q];
+            int before = slot_of(p, t) >= 0;
+            int s = t >= 0 ? add_slot(p, t) : -1;
+            if (s >= 0 && !before) p->slots[s].is_in = 1;
+            p->io[k++] = s;
+        }
+        for (int q = 0; q < nodes[j]->outputs->size; q++) {
+            int t = nodes[j]->outputs->data[q];
+            p->io[k++] = t >= 0 ? add_slot(p, t) : -1;
+        }
+    }
+    free(nodes);
+    for (int q = 0; q < params->output_tensors->size; q++) {
+        int s = slot_of(p, params->output_tensors->data[q]);
+        if (s >= 0) p->slots[s].is_out = 1;
+    }
+    for (int s = 0; s < p->n_slots; s++) {
+        const TfLiteTensor *ts = &ctx->tensors[p->slots[s].tensor];
+        p->slots[s].type = ts->type;
+        p->slots[s].pbits = packed_bits(ts->type, &p->slots[s].psigned);
+        p->slots[s].itemsize = type_size(ts->type);
+    }
+    /* the exported partition with exactly these nodes whose launches write every tensor
+     * LiteRT reads after it; else one unfused launch per node */
+    for (int i = 0; i < sg->n_partitions && !p->part; i++) {
+        const lcl_partition *cand = &LCL_PARTITIONS[sg->first_partition + i];
+        if (cand->nodes.len != n || memcmp(LCL_INTS + cand->nodes.off, p->nodes, (size_t)n * sizeof(int)))
+            continue;
+        int ok = 1;
+        for (int s = 0; s < p->n_slots && ok; s++) {
+            if (!p->slots[s].is_out) continue;
+            int written = 0;
+            for (int l = 0; l < cand->n_launches && !written; l++) {
+                const lcl_launch *ln = &LCL_LAUNCHES[cand->first_launch + l];
+                for (int o = 0; o < ln->outputs.len; o++)
+                    written |= LCL_INTS[ln->outputs.off + o] == p->slots[s].tensor;
+            }
+            ok = written;
+        }
+        if (ok) p->part = cand;
+    }
+    p->single = p->part == NULL;
+    return p;
+oom:
+    say(d, ctx, "litecl: out of memory");
+    partition_free(p);
+    return NULL;
+}
+
+static void kernel_free(TfLiteContext *ctx, void *buffer) {
+    (void)ctx;
+    partition_free(buffer);
+}
+
+/* ----------------------------------------------------------------- kernel: prepare */
+static const lcl_launch *single_launch(const partition *p, int node) {
+    const lcl_subgraph *sg = p->sg;
+    for (int i = 0; i < sg->claimed.len; i++)
+        if (LCL_INTS[sg->claimed.off + i] == node) return &LCL_LAUNCHES[sg->first_single + i];
+    return NULL;
+}
+
+static int set_shape(slot *s, const TfLiteIntArray *dims) {
+    if (!dims || dims->size > LCL_MAX_RANK) return -1;
+    s->rank = dims->size;
+    memcpy(s->dims, dims->data, (size_t)dims->size * sizeof(int));
+    return 0;
+}
+
+/* numpy broadcasting (ops/broadcast.py broadcast_shape) */
+static int broadcast(const slot *a, const slot *b, slot *out) {
+    int r = a->rank > b->rank ? a->rank : b->rank;
+    for (int i = 0; i < r; i++) {
+        int x = i < r - a->rank ? 1 : a->dims[i - (r - a->rank)];
+        int y = i < r - b->rank ? 1 : b->dims[i - (r - b->rank)];
+        if (x != y && x != 1 && y != 1) return -1;
+        out->dims[i] = x == 1 ? y : x;
+    }
+    out->rank = r;
+    return 0;
+}
+
+static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
+    partition *p = node->user_data;
+    if (!p) {
+        if (ctx->ReportError) ctx->ReportError(ctx, "%s", "litecl: partition kernel missing (its init failed)");
+        return kTfLiteError;
+    }
+    delegate *d = p->d;
+    TfLiteStatus status = kTfLiteError;
+    pthread_mutex_lock(&d->lock);
+    int recompute = 0;
+    /* shapes: partition inputs from LiteRT, node outputs inferred in order */
+    for (int s = 0; s < p->n_slots; s++) {
+        slot *sl = &p->slots[s];
+        if (!sl->is_in) continue;
+        const TfLiteTensor *ts = &ctx->tensors[sl->tensor];
+        int was_const = sl->constant;
+        sl->constant = ts->allocation_type == kTfLiteMmapRo || ts->allocation_type == kTfLitePersistentRo;
+        /* a PERSISTENT_RO value is computed at Prepare (SHAPE's output): upload it again
+         * and recompute what depends on it (delegate.py _Partition.prepare) */
+        if (ts->allocation_type == kTfLitePersistentRo || was_const != sl->constant) recompute = 1;
+        if (set_shape(sl, ts->dims)) {
+            say(d, ctx, "litecl: tensor %d has rank above %d or no shape", sl->tensor, LCL_MAX_RANK);
+            goto out;
+        }
+    }
+    for (int j = 0; j < p->n_nodes; j++) {
+        int *io = p->io + p->node_io[j][0];
+        int nin = p->node_ins[j];
+        if (p->node_outs[j] < 1 || io[nin] < 0 || nin < 1 || io[0] < 0) goto bad_node;
+        slot *out = &p->slots[io[nin]];
+        if (p->ops[j] == kTfLiteBuiltinCast) { /* CAST keeps its input's shape */
+            out->rank = p->slots[io[0]].rank;
+            memcpy(out->dims, p->slots[io[0]].dims, sizeof out->dims);
+        } else if (p->ops[j] == kTfLiteBuiltinAdd && nin == 2 && io[1] >= 0) {
+            if (broadcast(&p->slots[io[0]], &p->slots[io[1]], out)) {
+                char a[128], b[128];
+                shape_text(&p->slots[io[0]], a, sizeof a);
+                shape_text(&p->slots[io[1]], b, sizeof b);
+                say(d, ctx, "litecl: node %d (ADD): shapes %s and %s do not broadcast", p->nodes[j], a, b);
+                goto out;
+            }
+        } else {
+            goto bad_node;
+        }
+    }
+    /* the launches and their geometry at these shapes */
+    release_runs(p);
+    p->n_runs = p->single ? p->n_nodes : p->part->n_launches;
+    p->runs = calloc((size_t)p->n_runs, sizeof(run));
+    if (!p->runs) { say(d, ctx, "litecl: out of memory"); p->n_runs = 0; goto out; }
+    for (int s = 0; s < p->n_slots; s++) p->slots[s].folded = p->slots[s].is_in && p->slots[s].constant;
+    for (int r = 0; r < p->n_runs; r++) {
+        run *rn = &p->runs[r];
+        rn->ln = p->single ? single_launch(p, p->nodes[r]) : &LCL_LAUNCHES[p->part->first_launch + r];
+        if (!rn->ln) { say(d, ctx, "litecl: node %d has no exported kernel", p->nodes[r]); goto out; }
+        const lcl_launch *ln = rn->ln;
+        rn->n_bufs = ln->inputs.len + ln->outputs.len;
+        rn->bufs = malloc((size_t)rn->n_bufs * sizeof(int));
+        rn->last = calloc((size_t)rn->n_bufs, sizeof(cl_mem));
+        if (!rn->bufs || !rn->last) { say(d, ctx, "litecl: out of memory"); goto out; }
+        for (int a = 0; a < rn->n_bufs; a++) {
+            int t = a < ln->inputs.len ? LCL_INTS[ln->inputs.off + a]
+                                       : LCL_INTS[ln->outputs.off + a - ln->inputs.len];
+            rn->bufs[a] = slot_of(p, t);
+            if (rn->bufs[a] < 0) { say(d, ctx, "litecl: launch tensor %d is not in its partition", t); goto out; }
+        }
+        const slot *o = &p->slots[rn->bufs[ln->inputs.len]];
+        int node0 = LCL_INTS[ln->nodes.off];
+        if (ln->shape_fixed) {
+            /* the source bakes the exported shapes: exactly those, or no run */
+            const int32_t *sh = LCL_INTS + ln->shapes.off;
+            for (int a = 0; a < ln->inputs.len; a++) {
+                const slot *in = &p->slots[rn->bufs[a]];
+                int rank = *sh++;
+                int same = rank == in->rank && !memcmp(sh, in->dims, (size_t)rank * sizeof(int));
+                if (!same) {
+                    char now[160];
+                    shape_text(in, now, sizeof now);
+                    say(d, ctx, "litecl: node %d's kernel was exported for other shapes (tensor %d is %s "
+                        "now); its broadcast is compiled in: export the model again at these shapes",
+                        node0, in->tensor, now);
+                    goto out;
+                }
+                sh += rank;
+            }
+        } else {
+            /* elementwise: every operand has the output's shape, n = its element count */
+            for (int a = 0; a < rn->n_bufs; a++)
+                if (!same_shape(&p->slots[rn->bufs[a]], o)) {
+                    say(d, ctx, "litecl: node %d: operands of an elementwise kernel differ in shape", node0);
+                    goto out;
+                }
+        }
+        if (tiling(numel(o), ln->tile_bytes, d->compute_units, d->max_wg, LCL_PLAN.local_size,
+                   LCL_PLAN.groups_per_cu, LCL_PLAN.vec_bytes, &rn->t)) {
+            say(d, ctx, "litecl: node %d: %zu elements: tiled kernels index with uint, at most %llu",
+                node0, numel(o), LCL_MAX_ELEMENTS);
+            goto out;
+        }
+        /* folded: every input a constant or a folded result (kernels.py _plan_partition) */
+        rn->folded = 1;
+        for (int a = 0; a < ln->inputs.len; a++) rn->folded &= p->slots[rn->bufs[a]].folded;
+        if (rn->folded)
+            for (int a = ln->inputs.len; a < rn->n_bufs; a++) p->slots[rn->bufs[a]].folded = 1;
+        rn->program = ln->program;
+        cl_program prg = program(d, ctx, ln->program);
+        if (!prg) goto out;
+        cl_int err = 0;
+        rn->kernel = d->cl.CreateKernel(prg, LCL_PROGRAMS[ln->program].name, &err);
+        if (!rn->kernel || err != CL_SUCCESS) {
+            say(d, ctx, "litecl: clCreateKernel(%s) failed (OpenCL error %d)", LCL_PROGRAMS[ln->program].name, (int)err);
+            goto out;
+        }
+        size_t kwg = 0;
+        if (d->cl.GetKernelWorkGroupInfo(rn->kernel, d->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL)
+                == CL_SUCCESS && kwg && kwg < rn->t.lsize) {
+            /* the kernels stride by their local size: fewer work-items, same groups */
+            rn->t.gsize = rn->t.gsize / rn->t.lsize * kwg;
+            rn->t.lsize = kwg;
+        }
+        cl_uint args[4] = {(cl_uint)rn->t.n, (cl_uint)rn->t.former_num, (cl_uint)rn->t.former_len,
+                           (cl_uint)rn->t.tail_len};
+        for (int a = 0; a < 4; a++)
+            if (d->cl.SetKernelArg(rn->kernel, (cl_uint)(rn->n_bufs + a), sizeof(cl_uint), &args[a]) != CL_SUCCESS) {
+                say(d, ctx, "litecl: clSetKernelArg failed for %s", LCL_PROGRAMS[ln->program].name);
+                goto out;
+            }
+    }
+    if (recompute) release_consts(p);
+    p->folded_done = 0;
+    /* outputs LiteRT reads: resized to the shapes the kernels produce */
+    for (int s = 0; s < p->n_slots; s++) {
+        slot *sl = &p->slots[s];
+        if (!sl->is_out) continue;
+        TfLiteTensor *ts = &ctx->tensors[sl->tensor];
+        if (ts->dims && ts->dims->size == sl->rank &&
+            !memcmp(ts->dims->data, sl->dims, (size_t)sl->rank * sizeof(int)))
+            continue;
+        TfLiteIntArray *arr = malloc(sizeof(TfLiteIntArray) + (size_t)sl->rank * sizeof(int));
+        if (!arr) { say(d, ctx, "litecl: out of memory"); goto out; }
+        arr->size = sl->rank;
+        memcpy(arr->data, sl->dims, (size_t)sl->rank * sizeof(int));
+        if (ctx->ResizeTensor(ctx, ts, arr) != kTfLiteOk) { /* LiteRT owns arr either way */
+            say(d, ctx, "litecl: LiteRT could not resize tensor %d", sl->tensor);
+            goto out;
+        }
+    }
+    p->prepared = 1;
+    status = kTfLiteOk;
+    goto out;
+bad_node:
+    say(d, ctx, "litecl: a node of the partition is not a CAST or ADD litecl exported");
+out:
+    if (status != kTfLiteOk) p->prepared = 0;
+    pthread_mutex_unlock(&d->lock);
+    return status;
+}
+
+/* ----------------------------------------------------------------- kernel: invoke */
+static cl_mem own_buffer(partition *p, slot *s, size_t bytes) {
+    if (bytes < 1) bytes = 1;
+    if (s->own && s->own_bytes >= bytes) return s->own;
+    release_mem(p->d, &s->own);
+    cl_int err = 0;
+    s->own = p->d->cl.CreateBuffer(p->d->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    s->own_bytes = s->own && err == CL_SUCCESS ? bytes : 0;
+    return err == CL_SUCCESS ? s->own : NULL;
+}
+
+static size_t slot_bytes(const slot *s) { return numel(s) * (size_t)s->itemsize; }
+
+/* a pinned host buffer (CL_MEM_ALLOC_HOST_PTR, mapped once) to stage copies through */
+static void *pinned(partition *p, slot *s, size_t bytes) {
+    delegate *d = p->d;
+    if (s->pinned && s->pinned_bytes >= bytes) return s->pinned_ptr;
+    if (s->pinned) {
+        d->cl.EnqueueUnmapMemObject(d->queue, s->pinned, s->pinned_ptr, 0, NULL, NULL);
+        d->cl.Finish(d->queue);
+        release_mem(d, &s->pinned);
+    }
+    cl_int err = 0;
+    s->pinned = d->cl.CreateBuffer(d->context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
+    if (!s->pinned || err != CL_SUCCESS) return NULL;
+    s->pinned_ptr = d->cl.EnqueueMapBuffer(d->queue, s->pinned, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                                           bytes, 0, NULL, NULL, &err);
+    if (!s->pinned_ptr || err != CL_SUCCESS) { release_mem(d, &s->pinned); return NULL; }
+    s->pinned_bytes = bytes;
+    return s->pinned_ptr;
+}
+
+/* a USE_HOST_PTR buffer over LiteRT's memory (the same memory on host-unified devices at
+ * the measured alignment: delegate.py _measure_memory), cached per pointer and size */
+static cl_mem in_place(partition *p, void *ptr, size_t bytes) {
+    delegate *d = p->d;
+    if (!d->in_place || !ptr || (uintptr_t)ptr % (uintptr_t)d->align) return NULL;
+    for (int i = 0; i < p->n_bound; i++)
+        if (p->bound[i].ptr == ptr && p->bound[i].bytes == bytes) return p->bound[i].mem;
+    if (p->n_bound >= LCL_MAX_BOUND) release_bound(p);
+    cl_int err = 0;
+    cl_mem m = d->cl.CreateBuffer(d->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, ptr, &err);
+    if (!m || err != CL_SUCCESS) return NULL;
+    p->bound[p->n_bound++] = (cached_mem){ptr, bytes, 0, m};
+    return m;
+}
+
+static cl_mem const_buffer(partition *p, void *ptr, size_t bytes, int type, const void *host) {
+    for (int i = 0; i < p->n_consts; i++)
+        if (p->consts[i].ptr == ptr && p->consts[i].bytes == bytes && p->consts[i].type == type)
+            return p->consts[i].mem;
+    if (p->n_consts == p->cap_consts) {
+        int cap = p->cap_consts ? 2 * p->cap_consts : 8;
+        cached_mem *c = realloc(p->consts, (size_t)cap * sizeof *c);
+        if (!c) return NULL;
+        p->consts = c, p->cap_consts = cap;
+    }
+    cl_int err = 0;
+    cl_mem m = p->d->cl.CreateBuffer(p->d->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                     bytes ? bytes : 1, (void *)host, &err);
+    if (!m || err != CL_SUCCESS) return NULL;
+    p->consts[p->n_consts++] = (cached_mem){ptr, bytes, type, m};
+    return m;
+}
+
+/* model.py unpack_bits: LiteRT's packed sub-byte values, low bits first, one per byte */
+static void unpack(const uint8_t *src, size_t n_bytes, int bits, int is_signed, int8_t *dst, size_t count) {
+    int per = 8 / bits, mask = (1 << bits) - 1;
+    for (size_t i = 0; i < count && i / (size_t)per < n_bytes; i++) {
+        int v = (src[i / (size_t)per] >> ((int)(i % (size_t)per) * bits)) & mask;
+        if (is_signed && v >= 1 << (bits - 1)) v -= 1 << bits;
+        dst[i] = (int8_t)v;
+    }
+}
+
+/* delegate.py _pack_bits: the inverse */
+static void pack(const int8_t *src, size_t count, int bits, uint8_t *dst, size_t n_bytes) {
+    int per = 8 / bits, mask = (1 << bits) - 1;
+    memset(dst, 0, n_bytes);
+    for (size_t i = 0; i < count && i / (size_t)per < n_bytes; i++)
+        dst[i / (size_t)per] |= (uint8_t)((src[i] & mask) << ((int)(i % (size_t)per) * bits));
+}
+
+#define CHECK(call, what) do { cl_int e_ = (call); if (e_ != CL_SUCCESS) { \
+    say(d, ctx, "litecl: %s failed (OpenCL error %d)", what, (int)e_); goto fail; } } while (0)
+
+static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
+    partition *p = node->user_data;
+    if (!p || !p->prepared) {
+        if (ctx->ReportError) ctx->ReportError(ctx, "%s", "litecl: partition kernel not prepared");
+        return kTfLiteError;
+    }
+    delegate *d = p->d;
+    int8_t *tmp = NULL;
+    /* inputs: constants uploaded once, LiteRT's memory in place or copied in */
+    for (int i = 0; i < p->n_slots; i++) {
+        slot *s = &p->slots[i];
+        s->bound = NULL;
+        s->host = 0;
+        if (!s->is_in) continue;
+        TfLiteTensor *ts = &ctx->tensors[s->tensor];
+        size_t n = ts->bytes;
+        if (n == 0) {
+            s->bound = own_buffer(p, s, 1);
+        } else if (s->pbits) {
+            size_t count = numel(s);
+            if (s->constant)
+                for (int c = 0; c < p->n_consts && !s->bound; c++)
+                    if (p->consts[c].ptr == ts->data && p->consts[c].bytes == n && p->consts[c].type == -1)
+                        s->bound = p->consts[c].mem;
+            if (!s->bound) {
+                tmp = malloc(count ? count : 1);
+                if (!tmp) { say(d, ctx, "litecl: out of memory"); goto fail; }
+                unpack(ts->data, n, s->pbits, s->psigned, tmp, count);
+                if (s->constant) {
+                    s->bound = const_buffer(p, ts->data, n, -1, tmp);
+                } else {
+                    s->bound = own_buffer(p, s, count);
+                    if (s->bound)
+                        CHECK(d->cl.EnqueueWriteBuffer(d->queue, s->bound, CL_TRUE, 0, count ? count : 1, tmp, 0,
+                                                       NULL, NULL), "clEnqueueWriteBuffer");
+                }
+                free(tmp);
+                tmp = NULL;
+            }
+        } else if (s->constant) {
+            s->bound = const_buffer(p, ts->data, n, 0, ts->data);
+        } else if ((s->bound = in_place(p, ts->data, n)) != NULL) {
+            s->host = 1;
+        } else {
+            s->bound = own_buffer(p, s, n);
+            if (!s->bound) goto nomem;
+            const void *src = ts->data;
+            if (!d->in_place) { /* staging through pinned memory (discrete GPUs) */
+                void *pin = pinned(p, s, n);
+                if (!pin) goto nomem;
+                memcpy(pin, src, n);
+                src = pin;
+            }
+            CHECK(d->cl.EnqueueWriteBuffer(d->queue, s->bound, CL_FALSE, 0, n, src, 0, NULL, NULL),
+                  "clEnqueueWriteBuffer");
+        }
+        if (!s->bound) goto nomem;
+    }
+    /* outputs: LiteRT's memory in place, else litecl's buffer read back after */
+    for (int i = 0; i < p->n_slots; i++) {
+        slot *s = &p->slots[i];
+        if (!s->is_out || s->is_in) continue;
+        TfLiteTensor *ts = &ctx->tensors[s->tensor];
+        size_t n = ts->bytes;
+        if (n && !ts->data) { say(d, ctx, "litecl: tensor %d has no memory at invoke", s->tensor); goto fail; }
+        if (n && !s->pbits && (s->bound = in_place(p, ts->data, n)) != NULL) s->host = 1;
+    }
+    for (int r = 0; r < p->n_runs; r++) {
+        run *rn = &p->runs[r];
+        const lcl_launch *ln = rn->ln;
+        if (rn->folded && p->folded_done) continue;
+        for (int a = 0; a < rn->n_bufs; a++) {
+            slot *s = &p->slots[rn->bufs[a]];
+            int is_output = a >= ln->inputs.len;
+            cl_mem m;
+            /* folded results live in litecl's buffers (computed once); LiteRT's copy of a
+             * folded partition output is refreshed from there each invoke (below) */
+            if (s->bound && !(s->folded && !s->is_in) && !(is_output && rn->folded))
+                m = s->bound;
+            else
+                m = own_buffer(p, s, slot_bytes(s));
+            if (!m) goto nomem;
+            if (m != rn->last[a]) {
+                CHECK(d->cl.SetKernelArg(rn->kernel, (cl_uint)a, sizeof(cl_mem), &m), "clSetKernelArg");
+                rn->last[a] = m;
+            }
+        }
+        if (rn->t.n) {
+            size_t g = (size_t)rn->t.gsize, l = (size_t)rn->t.lsize;
+            CHECK(d->cl.EnqueueNDRangeKernel(d->queue, rn->kernel, 1, NULL, &g, &l, 0, NULL, NULL),
+                  "clEnqueueNDRangeKernel");
+        }
+    }
+    p->folded_done = 1;
+    /* results to LiteRT's memory: folded results (kept in litecl's buffers), outputs not
+     * bound in place (read back; staged through pinned memory on copy devices) */
+    for (int i = 0; i < p->n_slots; i++) {
+        slot *s = &p->slots[i];
+        TfLiteTensor *ts = &ctx->tensors[s->tensor];
+        size_t n = ts->bytes;
+        if (!s->is_out || !n || !ts->data || s->pbits || (s->host && !s->folded)) continue;
+        cl_mem src = s->folded || !s->bound ? own_buffer(p, s, slot_bytes(s)) : s->bound;
+        if (!src) goto nomem;
+        if (s->host) {
+            CHECK(d->cl.EnqueueCopyBuffer(d->queue, src, s->bound, 0, 0, n, 0, NULL, NULL), "clEnqueueCopyBuffer");
+            continue;
+        }
+        void *dst = d->in_place ? ts->data : pinned(p, s, n);
+        if (!dst) goto nomem;
+        CHECK(d->cl.EnqueueReadBuffer(d->queue, src, CL_FALSE, 0, n, dst, 0, NULL, NULL), "clEnqueueReadBuffer");
+    }
+    CHECK(d->cl.Finish(d->queue), "clFinish");
+    for (int i = 0; i < p->n_slots; i++) {
+        slot *s = &p->slots[i];
+        TfLiteTensor *ts = &ctx->tensors[s->tensor];
+        size_t n = ts->bytes;
+        if (!s->is_out || !n || !ts->data) continue;
+        if (s->pbits) {
+            size_t count = numel(s);
+            tmp = malloc(count ? count : 1);
+            if (!tmp) goto nomem;
+            CHECK(d->cl.EnqueueReadBuffer(d->queue, own_buffer(p, s, slot_bytes(s)), CL_TRUE, 0, count ? count : 1,
+                                          tmp, 0, NULL, NULL), "clEnqueueReadBuffer");
+            pack(tmp, count, s->pbits, ts->data, n);
+            free(tmp);
+            tmp = NULL;
+        } else if (!d->in_place && !s->host) {
+            memcpy(ts->data, s->pinned_ptr, n);
+        }
+    }
+    return kTfLiteOk;
+nomem:
+    say(d, ctx, "litecl: cannot allocate OpenCL memory");
+fail:
+    free(tmp);
+    d->cl.Finish(d->queue);
+    return kTfLiteError;
+}
+
+/* ----------------------------------------------------------------- delegate Prepare */
+static const lcl_subgraph *match_subgraph(TfLiteContext *ctx, const TfLiteIntArray *plan, char *why, size_t len) {
+    for (int s = 0; s < LCL_PLAN.n_subgraphs; s++) {
+        char w[256];
+        if (fingerprint_matches(ctx, plan, LCL_SUBGRAPHS[s].fingerprint, w, sizeof w))
+            return &LCL_SUBGRAPHS[s];
+        if (s == 0) snprintf(why, len, "%s", w);
+    }
+    return NULL;
+}
+
+/* Contexts seen by this delegate's Prepare and the subgraph each matched: kernel init
+ * runs inside ReplaceNodeSubsetsWithDelegateKernels, for the context being prepared. */
+static __thread const lcl_subgraph *preparing;
+
+static const lcl_subgraph *subgraph_for_context(delegate *d, TfLiteContext *ctx) {
+    (void)d, (void)ctx;
+    return preparing;
+}
+
+static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
+    delegate *d = (delegate *)base;
+    TfLiteIntArray *plan = NULL;
+    if (ctx->GetExecutionPlan(ctx, &plan) != kTfLiteOk || !plan) {
+        say(d, ctx, "litecl: LiteRT's GetExecutionPlan failed");
+        return kTfLiteError;
+    }
+    char why[256] = "";
+    const lcl_subgraph *sg = match_subgraph(ctx, plan, why, sizeof why);
+    if (!sg) {
+        /* one line, and no node claimed: LiteRT runs the subgraph itself */
+        fprintf(stderr, "WARNING: litecl: this subgraph (%d nodes) is not one litecl exported from %s "
+                "(%s): litecl claims none of its nodes\n", plan->size, LCL_PLAN.model, why);
+        return kTfLiteOk;
+    }
+    TfLiteIntArray *claim = malloc(sizeof(TfLiteIntArray) + (size_t)(sg->claimed.len + 1) * sizeof(int));
+    if (!claim) { say(d, ctx, "litecl: out of memory"); return kTfLiteError; }
+    claim->size = 0;
+    for (int i = 0; i < sg->claimed.len; i++) {
+        int n = LCL_INTS[sg->claimed.off + i];
+        /* a node whose kernel bakes the exported shapes (broadcast) is left to LiteRT
+         * when LiteRT already knows other shapes for its inputs (a resized input) */
+        const lcl_launch *ln = &LCL_LAUNCHES[sg->first_single + i];
+        int keep = 1;
+        if (ln->shape_fixed) {
+            const int32_t *sh = LCL_INTS + ln->shapes.off;
+            for (int a = 0; a < ln->inputs.len && keep; a++) {
+                const TfLiteIntArray *dims = ctx->tensors[LCL_INTS[ln->inputs.off + a]].dims;
+                int rank = *sh++;
+                keep = dims && dims->size == rank && !memcmp(dims->data, sh, (size_t)rank * sizeof(int));
+                sh += rank;
+            }
+            if (!keep && !d->quiet)
+                fprintf(stderr, "INFO: litecl: node %d left to LiteRT: its kernel was exported for other "
+                        "input shapes (a broadcast compiled in)\n", n);
+        }
+        if (keep) claim->data[claim->size++] = n;
+    }
+    TfLiteStatus st = kTfLiteOk;
+    pthread_mutex_lock(&d->lock);
+    if (claim->size) {
+        TfLiteRegistration reg;
+        memset(&reg, 0, sizeof reg);
+        reg.init = kernel_init;
+        reg.free = kernel_free;
+        reg.prepare = kernel_prepare;
+        reg.invoke = kernel_invoke;
+        reg.builtin_code = kTfLiteBuiltinDelegate;
+        reg.custom_name = LCL_NAME;
+        reg.version = 1;
+        d->partitions_made = 0;
+        preparing = sg;
+        st = ctx->ReplaceNodeSubsetsWithDelegateKernels(ctx, reg, claim, base);
+        preparing = NULL;
+        if (st != kTfLiteOk) say(d, ctx, "litecl: LiteRT refused litecl's node subsets");
+    }
+    int seen = 0;
+    for (int i = 0; i < d->n_announced; i++) seen |= d->announced[i] == ctx;
+    if (st == kTfLiteOk && claim->size && !seen) {
+        if (d->n_announced == d->cap_announced) {
+            int cap = d->cap_announced ? 2 * d->cap_announced : 8;
+            TfLiteContext **a = realloc(d->announced, (size_t)cap * sizeof *a);
+            if (a) d->announced = a, d->cap_announced = cap;
+        }
+        if (d->n_announced < d->cap_announced) d->announced[d->n_announced++] = ctx;
+        if (!d->quiet) /* backend/delegate.py: TFLite's own line, once per subgraph */
+            fprintf(stderr, "INFO: Replacing %d out of %d node(s) with delegate (%s) node, yielding %d "
+                    "partitions for the whole graph.\n", claim->size, plan->size, LCL_NAME, d->partitions_made);
+    }
+    pthread_mutex_unlock(&d->lock);
+    free(claim);
+    return st;
+}
+
+static TfLiteStatus copy_handle(TfLiteContext *ctx, TfLiteDelegate *dl, int h, TfLiteTensor *t) {
+    /* litecl sets no buffer handle: LiteRT never has a stale tensor of ours to sync */
+    (void)ctx, (void)dl, (void)h, (void)t;
+    return kTfLiteError;
+}
+
+static void free_handle(TfLiteContext *ctx, TfLiteDelegate *dl, int *h) { (void)ctx, (void)dl, (void)h; }
+
+/* ----------------------------------------------------------------- create / destroy */
+static void delegate_free(delegate *d) {
+    if (!d) return;
+    if (d->programs)
+        for (int k = 0; k < LCL_PLAN.n_programs; k++)
+            if (d->programs[k]) d->cl.ReleaseProgram(d->programs[k]);
+    free(d->programs);
+    if (d->queue) d->cl.ReleaseCommandQueue(d->queue);
+    if (d->context) d->cl.ReleaseContext(d->context);
+    free(d->announced);
+    pthread_mutex_destroy(&d->lock);
+    /* the OpenCL library stays loaded: runtimes keep threads and atexit handlers */
+    free(d);
+}
+
+static int contains(const char *hay, const char *needle) {
+    if (!needle || !*needle) return 1;
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && (hay[i] | 32) == (needle[i] | 32)) i++;
+        if (i == n) return 1;
+    }
+    return 0;
+}
+
+static int open_device(delegate *d, const char *platform, const char *device, char *err, size_t len) {
+    cl_platform_id *plats = NULL;
+    cl_uint np = 0;
+    if (lcl_cl_open(d->library, &d->cl, &d->lib, &plats, &np, err, len)) {
+        free(plats);
+        return -1;
+    }
+    char pname[256] = "", dname[256] = "";
+    for (cl_uint i = 0; i < np && !d->device; i++) {
+        pname[0] = 0;
+        d->cl.GetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL);
+        if (!contains(pname, platform)) continue;
+        cl_device_id devs[16];
+        cl_uint nd = 0;
+        if (d->cl.GetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
+        for (cl_uint j = 0; j < nd && j < 16; j++) {
+            dname[0] = 0;
+            d->cl.GetDeviceInfo(devs[j], CL_DEVICE_NAME, sizeof dname - 1, dname, NULL);
+            if (contains(dname, device)) {
+                d->platform = plats[i];
+                d->device = devs[j];
+                break;
+            }
+        }
+    }
+    free(plats);
+    if (!d->device) {
+        snprintf(err, len, "no OpenCL device \"%.60s\" on platform \"%.60s\" in %.200s", device ? device : "",
+                 platform ? platform : "", d->library);
+        return -1;
+    }
+    cl_int e = 0;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
+    d->context = d->cl.CreateContext(props, 1, &d->device, NULL, NULL, &e);
+    if (!d->context || e != CL_SUCCESS) {
+        snprintf(err, len, "clCreateContext failed on %s (OpenCL error %d)", dname, (int)e);
+        return -1;
+    }
+    d->queue = d->cl.CreateCommandQueue(d->context, d->device, 0, &e);
+    if (!d->queue || e != CL_SUCCESS) {
+        snprintf(err, len, "clCreateCommandQueue failed on %s (OpenCL error %d)", dname, (int)e);
+        return -1;
+    }
+    cl_uint cu = 0;
+    size_t wg = 0;
+    d->compute_units = d->cl.GetDeviceInfo(d->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL)
+                           == CL_SUCCESS && cu ? (int)cu : LCL_PLAN.compute_units;
+    d->max_wg = d->cl.GetDeviceInfo(d->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL)
+                    == CL_SUCCESS && wg ? (int)(wg > 1 << 30 ? 1 << 30 : wg) : LCL_PLAN.max_work_group_size;
+    return 0;
+}
+
+static int truthy(const char *v) {
+    return v && *v && strcmp(v, "0") && strcmp(v, "false") && strcmp(v, "no") && strcmp(v, "off");
+}
+
+/* TFLite's external delegate entry point (delegates/external/external_delegate_interface.h).
+ * Options: library (the OpenCL library: a path, or a name the dynamic loader finds),
+ * platform and device (substrings of their names, case-insensitive), memory ("auto",
+ * "in_place", "copy"), binaries ("1"/"0": try the exported program binaries first),
+ * quiet ("1": no Replacing line). Defaults: delegate_options.json's, baked into plan.c.
+ * Returns NULL after one line to report_error (or stderr) on any failure. */
+LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **values, size_t n,
+                                                         void (*report_error)(const char *)) {
+    delegate *d = calloc(1, sizeof *d);
+    char err[512] = "";
+    if (!d) {
+        snprintf(err, sizeof err, "litecl: out of memory");
+        goto fail;
+    }
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&d->lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+    d->report = report_error;
+    const char *library = LCL_PLAN.library, *platform = LCL_PLAN.platform, *device = LCL_PLAN.device;
+    const char *memory = "auto";
+    d->use_binaries = 1;
+    d->quiet = truthy(getenv("LITECL_QUIET"));
+    for (size_t i = 0; i < n; i++) {
+        const char *k = keys[i], *v = values[i] ? values[i] : "";
+        if (!strcmp(k, "library")) library = v;
+        else if (!strcmp(k, "platform")) platform = v;
+        else if (!strcmp(k, "device")) device = v;
+        else if (!strcmp(k, "memory")) memory = v;
+        else if (!strcmp(k, "binaries")) d->use_binaries = truthy(v);
+        else if (!strcmp(k, "quiet")) d->quiet = truthy(v);
+        else {
+            snprintf(err, sizeof err, "litecl: unknown option \"%s\"; expected library, platform, device, "
+                     "memory, binaries, quiet", k);
+            goto fail;
+        }
+    }
+    if (!strcmp(memory, "auto")) d->in_place = LCL_PLAN.in_place;
+    else if (!strcmp(memory, "in_place")) d->in_place = 1;
+    else if (!strcmp(memory, "copy")) d->in_place = 0;
+    else {
+        snprintf(err, sizeof err, "litecl: unknown memory \"%s\"; expected auto, in_place or copy", memory);
+        goto fail;
+    }
+    d->align = LCL_PLAN.in_place_align > 0 ? LCL_PLAN.in_place_align : 64;
+    snprintf(d->library, sizeof d->library, "%s", library);
+    d->programs = calloc((size_t)(LCL_PLAN.n_programs ? LCL_PLAN.n_programs : 1), sizeof(cl_program));
+    if (!d->programs) {
+        snprintf(err, sizeof err, "litecl: out of memory");
+        goto fail;
+    }
+    char why[400];
+    if (open_device(d, platform, device, why, sizeof why)) {
+        snprintf(err, sizeof err, "litecl: %.400s", why);
+        goto fail;
+    }
+    d->base.data_ = d;
+    d->base.Prepare = delegate_prepare;
+    d->base.CopyFromBufferHandle = copy_handle;
+    d->base.CopyToBufferHandle = copy_handle;
+    d->base.FreeBufferHandle = free_handle;
+    d->base.flags = kTfLiteDelegateFlagsAllowDynamicTensors;
+    return &d->base;
+fail:
+    if (report_error) report_error(err);
+    else fprintf(stderr, "ERROR: %s\n", err);
+    delegate_free(d);
+    return NULL;
+}
+
+LCL_EXPORT void tflite_plugin_destroy_delegate(TfLiteDelegate *delegate_) {
+    delegate_free((delegate *)delegate_);
+}

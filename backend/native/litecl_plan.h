@@ -1,0 +1,70 @@
+/* The tables ``litecl export`` writes into plan.c for one model (backend/export.py
+ * ``plan_c``): what litecl's Python delegate decided for that model, device and placement,
+ * as data. Every variable-length list is a span of LCL_INTS. */
+#ifndef LITECL_PLAN_H
+#define LITECL_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct { int32_t off, len; } lcl_span;  /* LCL_INTS[off .. off + len) */
+
+typedef struct {
+    const char *name;                 /* kernel name */
+    const char *source;               /* OpenCL C (the Python delegate's text, byte for byte) */
+    size_t source_len;
+    const unsigned char *binary;      /* the exporting device's program binary, or NULL */
+    size_t binary_len;
+} lcl_program;
+
+/* One kernel launch of a partition plan (backend/kernels.py Launch). */
+typedef struct {
+    int32_t program;                  /* LCL_PROGRAMS index */
+    int32_t tile_bytes;               /* ops/tiling.py launch(): the smallest itemsize touched */
+    int32_t shape_fixed;              /* 1: the source bakes the exported shapes (broadcast
+                                         strides): it runs at exactly ``shapes`` */
+    lcl_span nodes;                   /* model node indices it computes */
+    lcl_span inputs;                  /* tensor indices of its buffer parameters, in order */
+    lcl_span outputs;                 /* ... then these */
+    lcl_span shapes;                  /* exported input shapes: per input, rank then dims */
+} lcl_launch;
+
+typedef struct {
+    lcl_span nodes;                   /* the nodes LiteRT gives the partition kernel, sorted */
+    int32_t first_launch, n_launches; /* LCL_LAUNCHES */
+} lcl_partition;
+
+typedef struct {
+    lcl_span fingerprint;             /* export.py ``fingerprint``; litecl_delegate.c
+                                         ``fingerprint`` rebuilds it from the context */
+    lcl_span claimed;                 /* node indices the Python delegate claimed */
+    int32_t n_nodes;                  /* M of its Replacing line */
+    int32_t first_partition, n_partitions;  /* LCL_PARTITIONS */
+    int32_t first_single;             /* LCL_LAUNCHES: one unfused launch per claimed node,
+                                         in ``claimed`` order (partitions LiteRT forms
+                                         differently, after a node is declined) */
+} lcl_subgraph;
+
+typedef struct {
+    const char *library, *platform, *device;   /* defaults of the options */
+    const char *model, *litecl_version, *target;
+    int32_t in_place, in_place_align;  /* memory: USE_HOST_PTR over LiteRT's memory at
+                                          this pointer alignment; else staging copies */
+    int32_t local_size, groups_per_cu, vec_bytes;  /* ops/tiling.py LAUNCH row */
+    int32_t compute_units, max_work_group_size;    /* the exporting device's */
+    int32_t n_subgraphs, n_programs;
+    const int32_t *packed_types;       /* TfLiteType codes of sub-byte types: code, bits, signed */
+    int32_t n_packed_types;
+    const int32_t *type_sizes;         /* bytes per value by TfLiteType (ops/dtypes.py; sub-byte
+                                          types one value per byte, as the kernels hold them) */
+    int32_t n_type_sizes;
+} lcl_plan_info;
+
+extern const lcl_plan_info LCL_PLAN;
+extern const int32_t LCL_INTS[];
+extern const lcl_program LCL_PROGRAMS[];
+extern const lcl_launch LCL_LAUNCHES[];
+extern const lcl_partition LCL_PARTITIONS[];
+extern const lcl_subgraph LCL_SUBGRAPHS[];
+
+#endif
