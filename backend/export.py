@@ -295,6 +295,8 @@ def model_fingerprints(model: str, signatures) -> list[list[int]]:
 
     st = abi.TfLiteDelegate()
     st.Prepare = probe
+    # as litecl's delegates: without it LiteRT adds a tensor before the delegate's Prepare
+    st.flags = abi.ALLOW_DYNAMIC_TENSORS
     holder = types.SimpleNamespace(_get_native_delegate_pointer=lambda: C.addressof(st))
     it = Interpreter(model_path=model, experimental_delegates=[holder],
                      experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)

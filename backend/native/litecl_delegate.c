@@ -101,24 +101,33 @@ LCL_EXPORT int litecl_native_tiling(uint64_t n, int tile_bytes, int compute_unit
 }
 
 /* ----------------------------------------------------------------- the delegate */
-typedef struct {
-    TfLiteDelegate base;               /* first: a TfLiteDelegate* is a delegate* */
+/* An opened OpenCL device: one per (library, platform, device) for the process's life.
+ * Never released: PoCL joins its worker threads a second time at exit once its last
+ * context was released ("pocl_pthread_join: Invalid argument"), and a later delegate on
+ * the same device reuses the context and every program built (construct + allocate). */
+typedef struct device_entry {
+    struct device_entry *next;
+    char library[1024], platform[256], device[256];   /* as asked (options) */
     pthread_mutex_t lock;              /* recursive: Prepare -> Replace -> init */
     lcl_cl cl;
     void *lib;
-    cl_platform_id platform;
-    cl_device_id device;
+    cl_platform_id platform_id;
+    cl_device_id device_id;
     cl_context context;
     cl_command_queue queue;
     cl_program *programs;              /* LCL_PROGRAMS, built on first use */
     int compute_units, max_wg;
+} device_entry;
+
+typedef struct {
+    TfLiteDelegate base;               /* first: a TfLiteDelegate* is a delegate* */
+    device_entry *dev;
+    pthread_mutex_t *lockp;            /* the device's */
     int in_place, align;               /* memory policy (LCL_PLAN, option "memory") */
     int use_binaries, quiet;
-    void (*report)(const char *);      /* tflite_plugin_create_delegate's report_error */
     TfLiteContext **announced;         /* contexts whose Replacing line was printed */
     int n_announced, cap_announced;
     int partitions_made;               /* partition kernels init'ed in the current Prepare */
-    char library[1024];
     char error[512];                   /* the last error, one line */
 } delegate;
 
@@ -302,7 +311,7 @@ static void shape_text(const slot *s, char *buf, size_t len) {
 }
 
 static void release_mem(delegate *d, cl_mem *m) {
-    if (*m) d->cl.ReleaseMemObject(*m);
+    if (*m) d->dev->cl.ReleaseMemObject(*m);
     *m = NULL;
 }
 
@@ -318,7 +327,7 @@ static void release_bound(partition *p) {
 
 static void release_runs(partition *p) {
     for (int i = 0; i < p->n_runs; i++) {
-        if (p->runs[i].kernel) p->d->cl.ReleaseKernel(p->runs[i].kernel);
+        if (p->runs[i].kernel) p->d->dev->cl.ReleaseKernel(p->runs[i].kernel);
         free(p->runs[i].bufs);
         free(p->runs[i].last);
     }
@@ -337,11 +346,11 @@ static void partition_free(partition *p) {
     for (int i = 0; i < p->n_slots; i++) {
         slot *s = &p->slots[i];
         if (s->pinned && s->pinned_ptr)
-            d->cl.EnqueueUnmapMemObject(d->queue, s->pinned, s->pinned_ptr, 0, NULL, NULL);
+            d->dev->cl.EnqueueUnmapMemObject(d->dev->queue, s->pinned, s->pinned_ptr, 0, NULL, NULL);
         release_mem(d, &s->pinned);
         release_mem(d, &s->own);
     }
-    if (p->n_slots) d->cl.Finish(d->queue);
+    if (p->n_slots) d->dev->cl.Finish(d->dev->queue);
     free(p->slots);
     free(p->nodes);
     free(p->ops);
@@ -358,51 +367,51 @@ static void partition_free(partition *p) {
  * another runtime or version fails, or names a kernel it lacks), else the source. Built
  * once per delegate. Returns NULL with the error said. */
 static cl_program program(delegate *d, TfLiteContext *ctx, int k) {
-    if (d->programs[k]) return d->programs[k];
+    if (d->dev->programs[k]) return d->dev->programs[k];
     const lcl_program *pg = &LCL_PROGRAMS[k];
     cl_int err = 0, status = 0;
     cl_program prg = NULL;
     if (pg->binary && d->use_binaries) {
         const unsigned char *bin = pg->binary;
         size_t len = pg->binary_len;
-        prg = d->cl.CreateProgramWithBinary(d->context, 1, &d->device, &len, &bin, &status, &err);
+        prg = d->dev->cl.CreateProgramWithBinary(d->dev->context, 1, &d->dev->device_id, &len, &bin, &status, &err);
         if (prg && (err != CL_SUCCESS || status != CL_SUCCESS ||
-                    d->cl.BuildProgram(prg, 1, &d->device, "", NULL, NULL) != CL_SUCCESS)) {
-            d->cl.ReleaseProgram(prg);
+                    d->dev->cl.BuildProgram(prg, 1, &d->dev->device_id, "", NULL, NULL) != CL_SUCCESS)) {
+            d->dev->cl.ReleaseProgram(prg);
             prg = NULL;
         }
         if (prg) {
-            cl_kernel probe = d->cl.CreateKernel(prg, pg->name, &err);
+            cl_kernel probe = d->dev->cl.CreateKernel(prg, pg->name, &err);
             if (!probe || err != CL_SUCCESS) {
-                d->cl.ReleaseProgram(prg);
+                d->dev->cl.ReleaseProgram(prg);
                 prg = NULL;
             } else {
-                d->cl.ReleaseKernel(probe);
+                d->dev->cl.ReleaseKernel(probe);
             }
         }
     }
     if (!prg) { /* from source */
         const char *src = pg->source;
         size_t len = pg->source_len;
-        prg = d->cl.CreateProgramWithSource(d->context, 1, &src, &len, &err);
+        prg = d->dev->cl.CreateProgramWithSource(d->dev->context, 1, &src, &len, &err);
         if (!prg || err != CL_SUCCESS) {
             say(d, ctx, "litecl: cannot create program %s (OpenCL error %d)", pg->name, (int)err);
             return NULL;
         }
-        if (d->cl.BuildProgram(prg, 1, &d->device, "", NULL, NULL) != CL_SUCCESS) {
+        if (d->dev->cl.BuildProgram(prg, 1, &d->dev->device_id, "", NULL, NULL) != CL_SUCCESS) {
             char log[4096] = "";
-            d->cl.GetProgramBuildInfo(prg, d->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+            d->dev->cl.GetProgramBuildInfo(prg, d->dev->device_id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
             const char *line = strstr(log, "error");
             if (!line) line = log;
             char first[200];
             snprintf(first, sizeof first, "%s", line);
             first[strcspn(first, "\n")] = 0;
             say(d, ctx, "litecl: kernel %s failed to build: %s", pg->name, first);
-            d->cl.ReleaseProgram(prg);
+            d->dev->cl.ReleaseProgram(prg);
             return NULL;
         }
     }
-    d->programs[k] = prg;
+    d->dev->programs[k] = prg;
     return prg;
 }
 
@@ -564,7 +573,7 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
     }
     delegate *d = p->d;
     TfLiteStatus status = kTfLiteError;
-    pthread_mutex_lock(&d->lock);
+    pthread_mutex_lock(d->lockp);
     int recompute = 0;
     /* shapes: partition inputs from LiteRT, node outputs inferred in order */
     for (int s = 0; s < p->n_slots; s++) {
@@ -649,7 +658,7 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
                     goto out;
                 }
         }
-        if (tiling(numel(o), ln->tile_bytes, d->compute_units, d->max_wg, LCL_PLAN.local_size,
+        if (tiling(numel(o), ln->tile_bytes, d->dev->compute_units, d->dev->max_wg, LCL_PLAN.local_size,
                    LCL_PLAN.groups_per_cu, LCL_PLAN.vec_bytes, &rn->t)) {
             say(d, ctx, "litecl: node %d: %zu elements: tiled kernels index with uint, at most %llu",
                 node0, numel(o), LCL_MAX_ELEMENTS);
@@ -664,13 +673,13 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
         cl_program prg = program(d, ctx, ln->program);
         if (!prg) goto out;
         cl_int err = 0;
-        rn->kernel = d->cl.CreateKernel(prg, LCL_PROGRAMS[ln->program].name, &err);
+        rn->kernel = d->dev->cl.CreateKernel(prg, LCL_PROGRAMS[ln->program].name, &err);
         if (!rn->kernel || err != CL_SUCCESS) {
             say(d, ctx, "litecl: clCreateKernel(%s) failed (OpenCL error %d)", LCL_PROGRAMS[ln->program].name, (int)err);
             goto out;
         }
         size_t kwg = 0;
-        if (d->cl.GetKernelWorkGroupInfo(rn->kernel, d->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL)
+        if (d->dev->cl.GetKernelWorkGroupInfo(rn->kernel, d->dev->device_id, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL)
                 == CL_SUCCESS && kwg && kwg < rn->t.lsize) {
             /* the kernels stride by their local size: fewer work-items, same groups */
             rn->t.gsize = rn->t.gsize / rn->t.lsize * kwg;
@@ -679,7 +688,7 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
         cl_uint args[4] = {(cl_uint)rn->t.n, (cl_uint)rn->t.former_num, (cl_uint)rn->t.former_len,
                            (cl_uint)rn->t.tail_len};
         for (int a = 0; a < 4; a++)
-            if (d->cl.SetKernelArg(rn->kernel, (cl_uint)(rn->n_bufs + a), sizeof(cl_uint), &args[a]) != CL_SUCCESS) {
+            if (d->dev->cl.SetKernelArg(rn->kernel, (cl_uint)(rn->n_bufs + a), sizeof(cl_uint), &args[a]) != CL_SUCCESS) {
                 say(d, ctx, "litecl: clSetKernelArg failed for %s", LCL_PROGRAMS[ln->program].name);
                 goto out;
             }
@@ -710,7 +719,7 @@ bad_node:
     say(d, ctx, "litecl: a node of the partition is not a CAST or ADD litecl exported");
 out:
     if (status != kTfLiteOk) p->prepared = 0;
-    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_unlock(d->lockp);
     return status;
 }
 
@@ -720,7 +729,7 @@ static cl_mem own_buffer(partition *p, slot *s, size_t bytes) {
     if (s->own && s->own_bytes >= bytes) return s->own;
     release_mem(p->d, &s->own);
     cl_int err = 0;
-    s->own = p->d->cl.CreateBuffer(p->d->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    s->own = p->d->dev->cl.CreateBuffer(p->d->dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
     s->own_bytes = s->own && err == CL_SUCCESS ? bytes : 0;
     return err == CL_SUCCESS ? s->own : NULL;
 }
@@ -732,14 +741,14 @@ static void *pinned(partition *p, slot *s, size_t bytes) {
     delegate *d = p->d;
     if (s->pinned && s->pinned_bytes >= bytes) return s->pinned_ptr;
     if (s->pinned) {
-        d->cl.EnqueueUnmapMemObject(d->queue, s->pinned, s->pinned_ptr, 0, NULL, NULL);
-        d->cl.Finish(d->queue);
+        d->dev->cl.EnqueueUnmapMemObject(d->dev->queue, s->pinned, s->pinned_ptr, 0, NULL, NULL);
+        d->dev->cl.Finish(d->dev->queue);
         release_mem(d, &s->pinned);
     }
     cl_int err = 0;
-    s->pinned = d->cl.CreateBuffer(d->context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
+    s->pinned = d->dev->cl.CreateBuffer(d->dev->context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
     if (!s->pinned || err != CL_SUCCESS) return NULL;
-    s->pinned_ptr = d->cl.EnqueueMapBuffer(d->queue, s->pinned, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+    s->pinned_ptr = d->dev->cl.EnqueueMapBuffer(d->dev->queue, s->pinned, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
                                            bytes, 0, NULL, NULL, &err);
     if (!s->pinned_ptr || err != CL_SUCCESS) { release_mem(d, &s->pinned); return NULL; }
     s->pinned_bytes = bytes;
@@ -755,7 +764,7 @@ static cl_mem in_place(partition *p, void *ptr, size_t bytes) {
         if (p->bound[i].ptr == ptr && p->bound[i].bytes == bytes) return p->bound[i].mem;
     if (p->n_bound >= LCL_MAX_BOUND) release_bound(p);
     cl_int err = 0;
-    cl_mem m = d->cl.CreateBuffer(d->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, ptr, &err);
+    cl_mem m = d->dev->cl.CreateBuffer(d->dev->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, ptr, &err);
     if (!m || err != CL_SUCCESS) return NULL;
     p->bound[p->n_bound++] = (cached_mem){ptr, bytes, 0, m};
     return m;
@@ -772,7 +781,7 @@ static cl_mem const_buffer(partition *p, void *ptr, size_t bytes, int type, cons
         p->consts = c, p->cap_consts = cap;
     }
     cl_int err = 0;
-    cl_mem m = p->d->cl.CreateBuffer(p->d->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+    cl_mem m = p->d->dev->cl.CreateBuffer(p->d->dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                                      bytes ? bytes : 1, (void *)host, &err);
     if (!m || err != CL_SUCCESS) return NULL;
     p->consts[p->n_consts++] = (cached_mem){ptr, bytes, type, m};
@@ -833,7 +842,7 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
                 } else {
                     s->bound = own_buffer(p, s, count);
                     if (s->bound)
-                        CHECK(d->cl.EnqueueWriteBuffer(d->queue, s->bound, CL_TRUE, 0, count ? count : 1, tmp, 0,
+                        CHECK(d->dev->cl.EnqueueWriteBuffer(d->dev->queue, s->bound, CL_TRUE, 0, count ? count : 1, tmp, 0,
                                                        NULL, NULL), "clEnqueueWriteBuffer");
                 }
                 free(tmp);
@@ -853,7 +862,7 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
                 memcpy(pin, src, n);
                 src = pin;
             }
-            CHECK(d->cl.EnqueueWriteBuffer(d->queue, s->bound, CL_FALSE, 0, n, src, 0, NULL, NULL),
+            CHECK(d->dev->cl.EnqueueWriteBuffer(d->dev->queue, s->bound, CL_FALSE, 0, n, src, 0, NULL, NULL),
                   "clEnqueueWriteBuffer");
         }
         if (!s->bound) goto nomem;
@@ -883,13 +892,13 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
                 m = own_buffer(p, s, slot_bytes(s));
             if (!m) goto nomem;
             if (m != rn->last[a]) {
-                CHECK(d->cl.SetKernelArg(rn->kernel, (cl_uint)a, sizeof(cl_mem), &m), "clSetKernelArg");
+                CHECK(d->dev->cl.SetKernelArg(rn->kernel, (cl_uint)a, sizeof(cl_mem), &m), "clSetKernelArg");
                 rn->last[a] = m;
             }
         }
         if (rn->t.n) {
             size_t g = (size_t)rn->t.gsize, l = (size_t)rn->t.lsize;
-            CHECK(d->cl.EnqueueNDRangeKernel(d->queue, rn->kernel, 1, NULL, &g, &l, 0, NULL, NULL),
+            CHECK(d->dev->cl.EnqueueNDRangeKernel(d->dev->queue, rn->kernel, 1, NULL, &g, &l, 0, NULL, NULL),
                   "clEnqueueNDRangeKernel");
         }
     }
@@ -904,14 +913,14 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
         cl_mem src = s->folded || !s->bound ? own_buffer(p, s, slot_bytes(s)) : s->bound;
         if (!src) goto nomem;
         if (s->host) {
-            CHECK(d->cl.EnqueueCopyBuffer(d->queue, src, s->bound, 0, 0, n, 0, NULL, NULL), "clEnqueueCopyBuffer");
+            CHECK(d->dev->cl.EnqueueCopyBuffer(d->dev->queue, src, s->bound, 0, 0, n, 0, NULL, NULL), "clEnqueueCopyBuffer");
             continue;
         }
         void *dst = d->in_place ? ts->data : pinned(p, s, n);
         if (!dst) goto nomem;
-        CHECK(d->cl.EnqueueReadBuffer(d->queue, src, CL_FALSE, 0, n, dst, 0, NULL, NULL), "clEnqueueReadBuffer");
+        CHECK(d->dev->cl.EnqueueReadBuffer(d->dev->queue, src, CL_FALSE, 0, n, dst, 0, NULL, NULL), "clEnqueueReadBuffer");
     }
-    CHECK(d->cl.Finish(d->queue), "clFinish");
+    CHECK(d->dev->cl.Finish(d->dev->queue), "clFinish");
     for (int i = 0; i < p->n_slots; i++) {
         slot *s = &p->slots[i];
         TfLiteTensor *ts = &ctx->tensors[s->tensor];
@@ -921,7 +930,7 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
             size_t count = numel(s);
             tmp = malloc(count ? count : 1);
             if (!tmp) goto nomem;
-            CHECK(d->cl.EnqueueReadBuffer(d->queue, own_buffer(p, s, slot_bytes(s)), CL_TRUE, 0, count ? count : 1,
+            CHECK(d->dev->cl.EnqueueReadBuffer(d->dev->queue, own_buffer(p, s, slot_bytes(s)), CL_TRUE, 0, count ? count : 1,
                                           tmp, 0, NULL, NULL), "clEnqueueReadBuffer");
             pack(tmp, count, s->pbits, ts->data, n);
             free(tmp);
@@ -935,7 +944,7 @@ nomem:
     say(d, ctx, "litecl: cannot allocate OpenCL memory");
 fail:
     free(tmp);
-    d->cl.Finish(d->queue);
+    d->dev->cl.Finish(d->dev->queue);
     return kTfLiteError;
 }
 
@@ -998,7 +1007,7 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
         if (keep) claim->data[claim->size++] = n;
     }
     TfLiteStatus st = kTfLiteOk;
-    pthread_mutex_lock(&d->lock);
+    pthread_mutex_lock(d->lockp);
     if (claim->size) {
         TfLiteRegistration reg;
         memset(&reg, 0, sizeof reg);
@@ -1028,7 +1037,7 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
             fprintf(stderr, "INFO: Replacing %d out of %d node(s) with delegate (%s) node, yielding %d "
                     "partitions for the whole graph.\n", claim->size, plan->size, LCL_NAME, d->partitions_made);
     }
-    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_unlock(d->lockp);
     free(claim);
     return st;
 }
@@ -1044,16 +1053,8 @@ static void free_handle(TfLiteContext *ctx, TfLiteDelegate *dl, int *h) { (void)
 /* ----------------------------------------------------------------- create / destroy */
 static void delegate_free(delegate *d) {
     if (!d) return;
-    if (d->programs)
-        for (int k = 0; k < LCL_PLAN.n_programs; k++)
-            if (d->programs[k]) d->cl.ReleaseProgram(d->programs[k]);
-    free(d->programs);
-    if (d->queue) d->cl.ReleaseCommandQueue(d->queue);
-    if (d->context) d->cl.ReleaseContext(d->context);
     free(d->announced);
-    pthread_mutex_destroy(&d->lock);
-    /* the OpenCL library stays loaded: runtimes keep threads and atexit handlers */
-    free(d);
+    free(d); /* the device (context, queue, programs) stays for the process: device_entry */
 }
 
 static int contains(const char *hay, const char *needle) {
@@ -1067,56 +1068,101 @@ static int contains(const char *hay, const char *needle) {
     return 0;
 }
 
-static int open_device(delegate *d, const char *platform, const char *device, char *err, size_t len) {
+/* Open ``library``, find the first device whose platform and device names contain
+ * ``platform`` and ``device``, make its context and in-order queue. 0, or -1 with ``err``. */
+static int open_device(device_entry *e, char *err, size_t len) {
     cl_platform_id *plats = NULL;
     cl_uint np = 0;
-    if (lcl_cl_open(d->library, &d->cl, &d->lib, &plats, &np, err, len)) {
+    if (lcl_cl_open(e->library, &e->cl, &e->lib, &plats, &np, err, len)) {
         free(plats);
         return -1;
     }
     char pname[256] = "", dname[256] = "";
-    for (cl_uint i = 0; i < np && !d->device; i++) {
+    for (cl_uint i = 0; i < np && !e->device_id; i++) {
         pname[0] = 0;
-        d->cl.GetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL);
-        if (!contains(pname, platform)) continue;
+        e->cl.GetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL);
+        if (!contains(pname, e->platform)) continue;
         cl_device_id devs[16];
         cl_uint nd = 0;
-        if (d->cl.GetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
+        if (e->cl.GetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
         for (cl_uint j = 0; j < nd && j < 16; j++) {
             dname[0] = 0;
-            d->cl.GetDeviceInfo(devs[j], CL_DEVICE_NAME, sizeof dname - 1, dname, NULL);
-            if (contains(dname, device)) {
-                d->platform = plats[i];
-                d->device = devs[j];
+            e->cl.GetDeviceInfo(devs[j], CL_DEVICE_NAME, sizeof dname - 1, dname, NULL);
+            if (contains(dname, e->device)) {
+                e->platform_id = plats[i];
+                e->device_id = devs[j];
                 break;
             }
         }
     }
     free(plats);
-    if (!d->device) {
-        snprintf(err, len, "no OpenCL device \"%.60s\" on platform \"%.60s\" in %.200s", device ? device : "",
-                 platform ? platform : "", d->library);
+    if (!e->device_id) {
+        snprintf(err, len, "no OpenCL device \"%.60s\" on platform \"%.60s\" in %.200s", e->device,
+                 e->platform, e->library);
         return -1;
     }
-    cl_int e = 0;
-    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
-    d->context = d->cl.CreateContext(props, 1, &d->device, NULL, NULL, &e);
-    if (!d->context || e != CL_SUCCESS) {
-        snprintf(err, len, "clCreateContext failed on %s (OpenCL error %d)", dname, (int)e);
+    cl_int st = 0;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)e->platform_id, 0};
+    e->context = e->cl.CreateContext(props, 1, &e->device_id, NULL, NULL, &st);
+    if (!e->context || st != CL_SUCCESS) {
+        snprintf(err, len, "clCreateContext failed on %.100s (OpenCL error %d)", dname, (int)st);
         return -1;
     }
-    d->queue = d->cl.CreateCommandQueue(d->context, d->device, 0, &e);
-    if (!d->queue || e != CL_SUCCESS) {
-        snprintf(err, len, "clCreateCommandQueue failed on %s (OpenCL error %d)", dname, (int)e);
+    e->queue = e->cl.CreateCommandQueue(e->context, e->device_id, 0, &st);
+    if (!e->queue || st != CL_SUCCESS) {
+        snprintf(err, len, "clCreateCommandQueue failed on %.100s (OpenCL error %d)", dname, (int)st);
         return -1;
     }
     cl_uint cu = 0;
     size_t wg = 0;
-    d->compute_units = d->cl.GetDeviceInfo(d->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL)
+    /* the device's own numbers, as the Python delegate's caps read them (ops/tiling.py
+     * launch: compute_units, max_work_group_size); the exporting device's otherwise */
+    e->compute_units = e->cl.GetDeviceInfo(e->device_id, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL)
                            == CL_SUCCESS && cu ? (int)cu : LCL_PLAN.compute_units;
-    d->max_wg = d->cl.GetDeviceInfo(d->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL)
+    e->max_wg = e->cl.GetDeviceInfo(e->device_id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL)
                     == CL_SUCCESS && wg ? (int)(wg > 1 << 30 ? 1 << 30 : wg) : LCL_PLAN.max_work_group_size;
     return 0;
+}
+
+static pthread_mutex_t DEVICES_LOCK = PTHREAD_MUTEX_INITIALIZER;
+static device_entry *DEVICES;
+
+/* The process's entry for (library, platform, device), opened on first use. */
+static device_entry *device_for(const char *library, const char *platform, const char *device, char *err,
+                                size_t len) {
+    pthread_mutex_lock(&DEVICES_LOCK);
+    device_entry *e = DEVICES;
+    for (; e; e = e->next)
+        if (!strcmp(e->library, library) && !strcmp(e->platform, platform) && !strcmp(e->device, device))
+            break;
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (e) e->programs = calloc((size_t)(LCL_PLAN.n_programs ? LCL_PLAN.n_programs : 1), sizeof(cl_program));
+        if (!e || !e->programs) {
+            snprintf(err, len, "out of memory");
+            if (e) free(e);
+            e = NULL;
+        } else {
+            snprintf(e->library, sizeof e->library, "%s", library);
+            snprintf(e->platform, sizeof e->platform, "%s", platform);
+            snprintf(e->device, sizeof e->device, "%s", device);
+            if (open_device(e, err, len)) {
+                free(e->programs);
+                free(e); /* the library stays loaded: a runtime may have started threads */
+                e = NULL;
+            } else {
+                pthread_mutexattr_t attr;
+                pthread_mutexattr_init(&attr);
+                pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+                pthread_mutex_init(&e->lock, &attr);
+                pthread_mutexattr_destroy(&attr);
+                e->next = DEVICES;
+                DEVICES = e;
+            }
+        }
+    }
+    pthread_mutex_unlock(&DEVICES_LOCK);
+    return e;
 }
 
 static int truthy(const char *v) {
@@ -1137,12 +1183,6 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
         snprintf(err, sizeof err, "litecl: out of memory");
         goto fail;
     }
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&d->lock, &attr);
-    pthread_mutexattr_destroy(&attr);
-    d->report = report_error;
     const char *library = LCL_PLAN.library, *platform = LCL_PLAN.platform, *device = LCL_PLAN.device;
     const char *memory = "auto";
     d->use_binaries = 1;
@@ -1169,17 +1209,13 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
         goto fail;
     }
     d->align = LCL_PLAN.in_place_align > 0 ? LCL_PLAN.in_place_align : 64;
-    snprintf(d->library, sizeof d->library, "%s", library);
-    d->programs = calloc((size_t)(LCL_PLAN.n_programs ? LCL_PLAN.n_programs : 1), sizeof(cl_program));
-    if (!d->programs) {
-        snprintf(err, sizeof err, "litecl: out of memory");
-        goto fail;
-    }
     char why[400];
-    if (open_device(d, platform, device, why, sizeof why)) {
+    d->dev = device_for(library, platform, device, why, sizeof why);
+    if (!d->dev) {
         snprintf(err, sizeof err, "litecl: %.400s", why);
         goto fail;
     }
+    d->lockp = &d->dev->lock;
     d->base.data_ = d;
     d->base.Prepare = delegate_prepare;
     d->base.CopyFromBufferHandle = copy_handle;
