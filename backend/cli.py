@@ -892,8 +892,12 @@ def cmd_export(args) -> int:
           f"({len(m['lowered_nodes'])} nodes, {sources} kernel sources, "
           f"{sum(t['role'] == 'constant' for t in m['tensors'])} constants) "
           f"for target {m['target']} on {where} to {args.out}")
-    print(f"{os.path.join(args.out, 'manifest.json')} lists each launch in order: its kernel file, "
-          "buffer and scalar arguments, global and local size")
+    nat = m["native"]
+    print(f"native TFLite delegate: {nat['programs']} programs ({nat['binaries']} with {d['name']}'s binary), "
+          f"{sum(g['claimed'] for g in nat['subgraphs'])} nodes in {len(nat['subgraphs'])} subgraph(s); "
+          f"build it with: sh {os.path.join(args.out, 'build.sh')} "
+          f"(then load_delegate('{os.path.join(args.out, nat['library'])}', "
+          f"options from {os.path.join(args.out, 'delegate_options.json')}))")
     return 0
 
 
@@ -1015,11 +1019,13 @@ def _parser() -> argparse.ArgumentParser:
 
     target_help = ("generate for this device type: its launch row (ops/tiling.py LAUNCH) and code "
                    "path, whatever --device is (default: the device's own type)")
-    s = sub.add_parser("export", help="write the kernels litecl's delegate launches for a model "
-                       "(OpenCL C) and a manifest of the launches")
+    s = sub.add_parser("export", help="write a native TFLite delegate for a model: C99 sources with "
+                       "its kernels (OpenCL C and program binaries), build.sh, delegate_options.json "
+                       "and a manifest of the launches")
     s.add_argument("model", help=model_help)
     s.add_argument("--out", required=True, metavar="DIR",
-                   help="folder to write manifest.json, the .cl files and the constants to")
+                   help="folder to write the delegate's sources, build.sh, delegate_options.json, "
+                   "manifest.json, the .cl files and the constants to")
     s.add_argument("--device", help=dev_help + "; kernels are built and checked there")
     s.add_argument("--target", choices=("gpu", "cpu"), help=target_help)
     s.add_argument("--signature", metavar="KEY", help=sig_help)

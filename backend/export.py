@@ -438,14 +438,17 @@ def _q(s) -> str:
 
 
 def _shape_generic(launch, nodes, sg, shapes: dict, caps, keep, constants, fuse) -> bool:
-    """Whether ``launch``'s source holds for any shape: every operand has the output's
-    shape (no broadcast index arithmetic), and planning the same nodes with that shape
-    replaced by another gives the same source. Otherwise the kernel is run at the exported
-    shapes only (litecl_delegate.c declines other shapes)."""
+    """Whether ``launch``'s source holds for other element counts: every operand has the
+    output's shape or is one element (a scalar the kernel splats: x + 0.25), so no
+    broadcast index arithmetic is compiled in, and planning the same nodes with that
+    shape replaced by another gives the same source. Otherwise the kernel runs at the
+    exported shapes only (litecl_delegate.c declines others)."""
     from .kernels import plan_partition  # noqa: PLC0415
 
     e = tuple(shapes[launch.outputs[0]])
-    if any(tuple(shapes[t]) != e for t in (*launch.inputs, *launch.outputs)):
+    if any(tuple(shapes[t]) != e and _numel(shapes[t]) != 1 for t in (*launch.inputs, *launch.outputs)):
+        return False
+    if any(tuple(shapes[t]) != e for t in launch.outputs):
         return False
     alt_shape = (_numel(e) + 37,)
     ins = {t: (alt_shape if tuple(shapes[t]) == e else tuple(shapes[t]))
@@ -497,7 +500,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
 
     def launch_c(ln, shapes, generic) -> str:
         tile = 32 // ln.tiling.align_num
-        shp = [] if generic else [x for t in ln.inputs for x in (len(shapes[t]), *shapes[t])]
+        shp = [x for t in ln.inputs for x in (len(shapes[t]), *shapes[t])]
         launches_c.append(f"{{{prog(ln)}, {tile}, {0 if generic else 1}, {span(ln.nodes)}, {span(ln.inputs)}, "
                           f"{span(ln.outputs)}, {span(shp)}}}")
         return launches_c[-1]
@@ -641,9 +644,9 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         raise InputError(f"model file not found: {model}" if not os.path.exists(model)
                          else f"cannot read model {model}: not a file")
     dev = target_device(open_device(device), target)
-    fingerprints = model_fingerprints(model, None)
     interp = Interpreter(model_path=model, device=dev, placement=placement, fuse=fuse, quiet=True)
     try:
+        fingerprints = model_fingerprints(model, None)  # after litecl's verifier accepted it
         sigs = interp.get_signature_list()
         if signature is not None and signature not in sigs:
             raise InputError(f"unknown signature {signature!r}; the model has {sorted(sigs) or 'none'}")

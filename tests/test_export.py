@@ -238,7 +238,7 @@ def test_exported_kernels_match_litert(name, config, model_files, tmp_path):
     assert main(argv) == 0
     m = json.loads((out / "manifest.json").read_text())
     gpu = target == "gpu" or (target is None and runtime == "nvidia")
-    assert m["format"] == "litecl-export-2"
+    assert m["format"] == "litecl-export-3"
     assert m["target"] == ("gpu" if gpu else "cpu") and m["caps"]["is_gpu"] == gpu
     assert m["launch_row"]["local_size"] == (512 if gpu else 1)
     assert m["device"]["profile"] == (spec.partition("profile=")[2] or None)
@@ -283,7 +283,7 @@ def test_manifest_describes_every_launch(pairs_export, model_files):
 
     sg = load_model(str(model_files["every_cast_pair"])).subgraphs[0]
     tensors = {t["index"]: t for t in m["tensors"]}
-    assert m["format"] == "litecl-export-2" and m["placement"] == "all" and m["subgraph"] == 0
+    assert m["format"] == "litecl-export-3" and m["placement"] == "all" and m["subgraph"] == 0
     # LiteRT hands the delegate every node as one partition (nothing of LiteRT's between)
     assert m["partitions"] == [{"partition": 0, "nodes": list(range(len(sg.nodes))),
                                 "inputs": m["partitions"][0]["inputs"], "outputs": m["partitions"][0]["outputs"]}]
@@ -343,7 +343,9 @@ def test_export_without_lowered_node_writes_empty_manifest(fast_device, tmp_path
     m = json.loads((out / "manifest.json").read_text())
     assert m["launches"] == [] and m["tensors"] == [] and m["lowered_nodes"] == [] and "note" in m
     assert m["partitions"] == []
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["build.sh", "delegate_options.json", "manifest.json",
+                                                     "plan.c", "src"]
+    assert m["native"]["programs"] == 0 and m["native"]["subgraphs"][0]["claimed"] == 0
 
 
 def test_export_refuses_bad_paths_and_models(fast_device, tmp_path, capsys, model_files):

@@ -281,6 +281,7 @@ typedef struct {
     const lcl_subgraph *sg;
     const lcl_partition *part;             /* NULL when single */
     int prepared, folded_done;
+    int *last_key, n_last_key;             /* input shapes and constness of the last prepare */
     cached_mem bound[LCL_MAX_BOUND];
     int n_bound;
     cached_mem *consts;
@@ -352,6 +353,7 @@ static void partition_free(partition *p) {
     }
     if (p->n_slots) d->dev->cl.Finish(d->dev->queue);
     free(p->slots);
+    free(p->last_key);
     free(p->nodes);
     free(p->ops);
     free(p->node_io);
@@ -590,6 +592,29 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
             goto out;
         }
     }
+    {
+        /* the same input shapes and constness as the last prepare: the same launches
+         * (delegate.py _Partition.prepare's plan key); LiteRT prepares again at every
+         * invoke of a graph with dynamic tensors */
+        int key[4096], nk = 0, fits = 1;
+        for (int s = 0; s < p->n_slots && fits; s++) {
+            const slot *sl = &p->slots[s];
+            if (!sl->is_in) continue;
+            if (nk + 2 + sl->rank > (int)(sizeof key / sizeof key[0])) { fits = 0; break; }
+            key[nk++] = sl->constant;
+            key[nk++] = sl->rank;
+            for (int i = 0; i < sl->rank; i++) key[nk++] = sl->dims[i];
+        }
+        if (fits && p->prepared && !recompute && p->last_key && nk == p->n_last_key &&
+                !memcmp(key, p->last_key, (size_t)nk * sizeof(int))) {
+            status = kTfLiteOk;
+            goto out;
+        }
+        free(p->last_key);
+        p->last_key = fits ? malloc((size_t)(nk ? nk : 1) * sizeof(int)) : NULL;
+        if (p->last_key) memcpy(p->last_key, key, (size_t)nk * sizeof(int));
+        p->n_last_key = p->last_key ? nk : 0;
+    }
     for (int j = 0; j < p->n_nodes; j++) {
         int *io = p->io + p->node_io[j][0];
         int nin = p->node_ins[j];
@@ -633,30 +658,27 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
         }
         const slot *o = &p->slots[rn->bufs[ln->inputs.len]];
         int node0 = LCL_INTS[ln->nodes.off];
-        if (ln->shape_fixed) {
-            /* the source bakes the exported shapes: exactly those, or no run */
-            const int32_t *sh = LCL_INTS + ln->shapes.off;
-            for (int a = 0; a < ln->inputs.len; a++) {
-                const slot *in = &p->slots[rn->bufs[a]];
+        /* per input: the shape it was exported at; a shape-fixed kernel (broadcast strides
+         * compiled in) runs at exactly those, an elementwise one with every operand at the
+         * output's shape or one element as exported (a splatted scalar) */
+        const int32_t *sh = LCL_INTS + ln->shapes.off;
+        for (int a = 0; a < rn->n_bufs; a++) {
+            const slot *in = &p->slots[rn->bufs[a]];
+            int ok = same_shape(in, o);
+            if (a < ln->inputs.len) {
                 int rank = *sh++;
-                int same = rank == in->rank && !memcmp(sh, in->dims, (size_t)rank * sizeof(int));
-                if (!same) {
-                    char now[160];
-                    shape_text(in, now, sizeof now);
-                    say(d, ctx, "litecl: node %d's kernel was exported for other shapes (tensor %d is %s "
-                        "now); its broadcast is compiled in: export the model again at these shapes",
-                        node0, in->tensor, now);
-                    goto out;
-                }
+                int exported = rank == in->rank && !memcmp(sh, in->dims, (size_t)rank * sizeof(int));
+                ok = ln->shape_fixed ? exported : ok || (exported && numel(in) == 1);
                 sh += rank;
             }
-        } else {
-            /* elementwise: every operand has the output's shape, n = its element count */
-            for (int a = 0; a < rn->n_bufs; a++)
-                if (!same_shape(&p->slots[rn->bufs[a]], o)) {
-                    say(d, ctx, "litecl: node %d: operands of an elementwise kernel differ in shape", node0);
-                    goto out;
-                }
+            if (!ok) {
+                char now[160];
+                shape_text(in, now, sizeof now);
+                say(d, ctx, "litecl: node %d's kernel was exported for other shapes (tensor %d is %s now)%s",
+                    node0, in->tensor, now, ln->shape_fixed ? "; its broadcast is compiled in: export the "
+                    "model again at these shapes" : "");
+                goto out;
+            }
         }
         if (tiling(numel(o), ln->tile_bytes, d->dev->compute_units, d->dev->max_wg, LCL_PLAN.local_size,
                    LCL_PLAN.groups_per_cu, LCL_PLAN.vec_bytes, &rn->t)) {
@@ -994,15 +1016,25 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
         int keep = 1;
         if (ln->shape_fixed) {
             const int32_t *sh = LCL_INTS + ln->shapes.off;
+            int dynamic = 0;
             for (int a = 0; a < ln->inputs.len && keep; a++) {
-                const TfLiteIntArray *dims = ctx->tensors[LCL_INTS[ln->inputs.off + a]].dims;
+                const TfLiteTensor *ts = &ctx->tensors[LCL_INTS[ln->inputs.off + a]];
+                const TfLiteIntArray *dims = ts->dims;
                 int rank = *sh++;
                 keep = dims && dims->size == rank && !memcmp(dims->data, sh, (size_t)rank * sizeof(int));
+                for (int j = 0; ts->dims_signature && j < ts->dims_signature->size; j++)
+                    dynamic |= ts->dims_signature->data[j] < 0;
                 sh += rank;
             }
+            /* a dimension known only at invoke (-1 in the signature): the Python delegate
+             * plans such a node at invoke; a compiled-in broadcast cannot follow it */
             if (!keep && !d->quiet)
                 fprintf(stderr, "INFO: litecl: node %d left to LiteRT: its kernel was exported for other "
                         "input shapes (a broadcast compiled in)\n", n);
+            else if (dynamic && !d->quiet)
+                fprintf(stderr, "INFO: litecl: node %d left to LiteRT: its input shapes are known only at "
+                        "invoke and its kernel compiles in the exported broadcast\n", n);
+            keep &= !dynamic;
         }
         if (keep) claim->data[claim->size++] = n;
     }

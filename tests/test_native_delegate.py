@@ -1,0 +1,279 @@
+"""``litecl export``'s native TFLite delegate: built with the C compiler from DIR/build.sh,
+loaded with ``load_delegate(so, options)`` into stock LiteRT in a child process where
+litecl and pyopencl cannot be imported (benchmarks/bench_native.py ``run_child``), and
+checked bit for bit against LiteRT alone; its Replacing line against the Python
+delegate's; its tiling against ops/tiling.py; resizes, a foreign model, bad options; the
+aarch64 cross build.
+
+Tests that build need ``cc`` (or $CC); the cross build needs Debian's
+gcc-aarch64-linux-gnu (.ci/run installs it): each skips naming the missing compiler.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from litecl.cli import main
+from litecl.compare import make_interpreter, random_inputs
+from litecl.ops.tiling import launch
+from models.builders import add_model, cast_model, chain_model
+
+from conftest import DEVICE_STATUS, ROOT, SHARED_MODELS
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_native import python_replacing, run_child  # noqa: E402
+
+CC = os.environ.get("CC", "cc")
+CROSS = "aarch64-linux-gnu-gcc"
+
+#: (id, --device, --target, runtime that must work)
+CONFIGS = [("pocl", "pocl", None, "pocl"), ("intel", "intel", None, "intel"),
+           ("pocl-mobile-gpu", "pocl:profile=mobile", "gpu", "pocl")]
+
+
+def _need(tool: str) -> None:
+    if shutil.which(tool) is None:
+        pytest.skip(f"no C compiler {tool!r} on PATH (.ci/run installs it where apt-get works)")
+
+
+def _export_build(model: Path, out: Path, device: str, target=None, placement: str = "all", cc: str = CC) -> dict:
+    argv = ["export", str(model), "--out", str(out), "--device", device, "--placement", placement]
+    assert main(argv + (["--target", target] if target else [])) == 0
+    r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True, env={**os.environ, "CC": cc})
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in (r.stderr + r.stdout).lower(), r.stderr
+    return json.loads((out / "manifest.json").read_text())
+
+
+def _inputs(model: Path, out: Path) -> Path:
+    ref = make_interpreter(model.read_bytes())
+    np.savez(out / "inputs.npz", **random_inputs(ref.get_input_details(), seed=0))
+    return out / "inputs.npz"
+
+
+def _models(tmp: Path) -> dict:
+    g = {
+        "cast_f32_f16": cast_model("float32", "float16", [1999]),
+        "fused_chain": chain_model(["float32", "float16", "float32", ("add", 0.25), "int8"], [757]),
+        "image_chain": chain_model(["uint8", "float32", ("add", np.linspace(-3, 3, 67).astype(np.float32)),
+                                    ("add", 0.5, "RELU6"), "float16", "int64", "float64", "bool"], [3, 67]),
+        "quant_add": add_model("int8", [5, 1, 67], [1, 3, 67], activation="RELU6",
+                               quant=((0.05, 3), (0.1, -7), (0.08, 2))),
+        "int4_cast": cast_model("float32", "int4", [81]),
+    }
+    out = {}
+    for k, v in g.items():
+        (tmp / f"{k}.tflite").write_bytes(v)
+        out[k] = tmp / f"{k}.tflite"
+    for name in ("movenet_singlepose_lightning_int8.tflite", "multi_signature_model.tflite"):
+        if (SHARED_MODELS / name).exists():
+            out[name.split(".")[0]] = SHARED_MODELS / name
+    return out
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return _models(tmp_path_factory.mktemp("native_models"))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[c[0] for c in CONFIGS])
+def test_native_delegate_is_bit_exact_in_a_process_without_litecl(config, models, tmp_path):
+    cid, device, target, runtime = config
+    if DEVICE_STATUS.get(runtime):
+        pytest.skip(DEVICE_STATUS[runtime])
+    _need(CC)
+    bad = []
+    for name, model in models.items():
+        out = tmp_path / name
+        m = _export_build(model, out, device, target)
+        res = run_child(out / "liblitecl_delegate.so", model, out / "delegate_options.json", _inputs(model, out), 0)
+        want = python_replacing(model, device, "all")
+        if not res.get("bit_exact") or [tuple(x) for x in res.get("replacing", [])] != want:
+            bad.append(f"{name}: {res} python {want}")
+        assert m["native"]["subgraphs"], name
+    assert not bad, f"{cid}: " + "; ".join(bad)
+
+
+def test_tiling_in_c_is_ops_tiling_launch(models, tmp_path, fast_device):
+    """litecl_delegate.c ``tiling`` (exported as litecl_native_tiling) against
+    ops/tiling.py launch() for both LAUNCH rows, devices of 1..132 compute units and
+    work-group limits, every tile size, n over the tail sizes and 2^24."""
+    _need(CC)
+    out = tmp_path / "t"
+    _export_build(models["cast_f32_f16"], out, fast_device)
+    lib = ctypes.CDLL(str(out / "liblitecl_delegate.so"))
+    f = lib.litecl_native_tiling
+    f.argtypes = [ctypes.c_uint64] + [ctypes.c_int] * 6 + [ctypes.POINTER(ctypes.c_uint64)]
+    from litecl.ops.tiling import LAUNCH
+
+    ns = [0, 1, 31, 32, 33, 80, 81, 757, 1999, 4095, 4096, 65537, 1 << 24, (1 << 24) + 3, 1 << 31]
+    ns += [int(x) for x in np.random.default_rng(0).integers(0, 1 << 26, 40)]
+    checked = 0
+    for gpu in (False, True):
+        row = LAUNCH["gpu" if gpu else "cpu"]
+        for cu in (1, 2, 16, 132):
+            for max_wg in (1, 256, 1024, 4096):
+                caps = types.SimpleNamespace(is_gpu=gpu, compute_units=cu, max_work_group_size=max_wg)
+                for tile in (1, 2, 4, 8):
+                    for n in ns:
+                        t, g, loc = launch(caps, n, tile)
+                        got = (ctypes.c_uint64 * 6)()
+                        assert f(n, tile, cu, max_wg, row.local_size, row.groups_per_cu, row.vec_bytes, got) == 0
+                        assert list(got) == [*t.kernel_args(), g[0], loc[0]], (gpu, cu, max_wg, tile, n)
+                        checked += 1
+    got = (ctypes.c_uint64 * 6)()
+    assert f((1 << 31) + 1, 4, 2, 1, 1, 16, 32, got) == -1  # above MAX_ELEMENTS: refused, as launch()
+    assert checked == 2 * 4 * 4 * 4 * len(ns)
+
+
+RESIZE_CHILD = r'''
+import sys
+sys.modules["litecl"] = None
+sys.modules["pyopencl"] = None
+import numpy as np
+from ai_edge_litert.interpreter import Interpreter, OpResolverType, load_delegate
+import json
+so, model, opts, shape = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3])), json.loads(sys.argv[4])
+d = load_delegate(so, opts)
+outs = []
+for dl in ([], [d]):
+    it = Interpreter(model_path=model, experimental_delegates=dl,
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    det = it.get_input_details()[0]
+    it.resize_tensor_input(det["index"], shape)
+    it.allocate_tensors()
+    x = (np.random.default_rng(1).standard_normal(shape) * 300).astype(det["dtype"])
+    it.set_tensor(det["index"], x)
+    it.invoke()
+    outs.append([it.get_tensor(o["index"]) for o in it.get_output_details()])
+print("EQUAL" if all(a.tobytes() == b.tobytes() for a, b in zip(*outs)) else "DIFFER")
+'''
+
+
+def _child(code: str, *args) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITECL_QUIET")}
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd="/")
+
+
+def test_resize_keeps_elementwise_nodes_and_refuses_baked_broadcasts(tmp_path, fast_device):
+    """A resized input: an elementwise chain keeps running on OpenCL with the tiling of the
+    new size (computed in C), bit-exact; a broadcast ADD, whose kernel bakes the exported
+    shapes, fails its prepare with one line naming the cause."""
+    _need(CC)
+    chain = tmp_path / "chain.tflite"
+    chain.write_bytes(chain_model(["float32", "float16", "float32", ("add", 0.25), "int8"], [1999]))
+    out = tmp_path / "chain"
+    _export_build(chain, out, fast_device)
+    for n in (757, 1, 33, 4096):
+        r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", chain, out / "delegate_options.json", json.dumps([n]))
+        assert r.returncode == 0 and "EQUAL" in r.stdout, (n, r.stdout, r.stderr[-500:])
+        assert "Replacing 4 out of 4 node(s)" in r.stderr and "left to LiteRT" not in r.stderr, r.stderr
+    bcast = tmp_path / "bcast.tflite"
+    bcast.write_bytes(add_model("float32", [2, 1, 5], [3, 1]))
+    out = tmp_path / "bcast"
+    _export_build(bcast, out, fast_device)
+    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", bcast, out / "delegate_options.json", "[4, 1, 5]")
+    # LiteRT keeps the node delegated across the resize: its partition's prepare refuses
+    # the new shapes with one line (kTfLiteError, never a run with the exported geometry)
+    assert r.returncode != 0 and "EQUAL" not in r.stdout
+    err = r.stderr.strip().splitlines()[-1]
+    assert "RuntimeError: litecl: node 0's kernel was exported for other shapes (tensor 0 is [4, 1, 5] now)" in err
+    assert "export the model again at these shapes" in err
+
+
+def test_another_model_is_refused_with_one_line_and_runs_on_litert(models, tmp_path, fast_device):
+    _need(CC)
+    out = tmp_path / "e"
+    _export_build(models["cast_f32_f16"], out, fast_device)
+    other = models["fused_chain"]
+    res = run_child(out / "liblitecl_delegate.so", other, out / "delegate_options.json", _inputs(other, out), 0)
+    assert res.get("bit_exact") and res["replacing"] == [], res
+    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", other, out / "delegate_options.json", "[757]")
+    lines = [ln for ln in r.stderr.splitlines() if "litecl" in ln]
+    assert len(lines) == 1 and "is not one litecl exported from cast_f32_f16.tflite" in lines[0], r.stderr
+    assert "claims none of its nodes" in lines[0]
+
+
+BAD_OPTIONS = r'''
+import sys
+sys.modules["litecl"] = None
+from ai_edge_litert.interpreter import load_delegate
+import json
+for opts in json.loads(sys.argv[2]):
+    try:
+        load_delegate(sys.argv[1], opts)
+        print("LOADED")
+    except ValueError as e:  # load_delegate appends what report_error was given
+        print("REFUSED", json.dumps(str(e).splitlines()[-1]))
+'''
+
+
+def test_bad_options_fail_with_one_line_naming_the_cause(models, tmp_path, fast_device):
+    _need(CC)
+    out = tmp_path / "e"
+    _export_build(models["cast_f32_f16"], out, fast_device)
+    opts = json.loads((out / "delegate_options.json").read_text())
+    cases = [{"nope": "1"}, {**opts, "memory": "sometimes"}, {**opts, "library": "/no/such/libOpenCL.so"},
+             {**opts, "device": "no such device"}, {**opts, "library": "libc.so.6"}]
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps(cases))
+    rows = r.stdout.splitlines()
+    assert [ln.split()[0] for ln in rows] == ["REFUSED"] * len(cases), (r.stdout, r.stderr)
+    errs = [json.loads(ln.split(" ", 1)[1]) for ln in rows]
+    assert all(e.startswith("litecl: ") for e in errs), errs
+    for e, what in zip(errs, ["unknown option \"nope\"", "unknown memory \"sometimes\"", "/no/such/libOpenCL.so",
+                              "no OpenCL device \"no such device\"", "neither clGetPlatformIDs"]):
+        assert what in e, (what, e)
+
+
+def test_export_writes_the_delegate_files(models, tmp_path, fast_device):
+    out = tmp_path / "e"
+    assert main(["export", str(models["quant_add"]), "--out", str(out), "--device", fast_device]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert {"build.sh", "plan.c", "src", "delegate_options.json", "manifest.json"} <= set(names)
+    assert sorted(p.name for p in (out / "src").iterdir()) == sorted(
+        ["litecl_delegate.c", "cl_loader.c", "cl_loader.h", "tflite_abi.h", "litecl_plan.h"])
+    opts = json.loads((out / "delegate_options.json").read_text())
+    assert set(opts) == {"library", "platform", "device"}
+    import litecl
+
+    caps = litecl.open_device(fast_device).caps
+    assert (opts["platform"], opts["device"]) == (caps.platform, caps.name)
+    build = (out / "build.sh").read_text()
+    assert "${CC:-cc} -std=c99 -Wall -Wextra -Werror" in build and "-ldl" in build and "-lOpenCL" not in build
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["native"]["options"] == opts and m["native"]["library"] == "liblitecl_delegate.so"
+    # a broadcast ADD's kernel bakes its shapes: marked so in plan.c (shape_fixed 1)
+    assert m["native"]["launches"] == 2 and m["native"]["programs"] >= 1
+
+
+def test_built_library_needs_only_libc(models, tmp_path, fast_device):
+    _need(CC)
+    if shutil.which("readelf") is None:
+        pytest.skip("no readelf on PATH")
+    out = tmp_path / "e"
+    _export_build(models["cast_f32_f16"], out, fast_device)
+    r = subprocess.run(["readelf", "-d", str(out / "liblitecl_delegate.so")], capture_output=True, text=True)
+    needed = sorted(ln.split("[")[1].rstrip("]") for ln in r.stdout.splitlines() if "(NEEDED)" in ln)
+    assert all(n.startswith(("libc.so", "libdl.so", "ld-linux")) for n in needed), needed
+    r = subprocess.run(["readelf", "--dyn-syms", "-W", str(out / "liblitecl_delegate.so")], capture_output=True,
+                       text=True)
+    exported = {ln.split()[-1] for ln in r.stdout.splitlines() if " GLOBAL " in ln and " UND " not in ln}
+    assert exported == {"tflite_plugin_create_delegate", "tflite_plugin_destroy_delegate", "litecl_native_tiling"}
+
+
+def test_cross_build_for_arm64_is_warning_free(models, tmp_path, fast_device):
+    _need(CROSS)
+    out = tmp_path / "e"
+    _export_build(models["fused_chain"], out, fast_device, cc=CROSS)
+    head = (out / "liblitecl_delegate.so").read_bytes()[:20]
+    assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == 183  # EM_AARCH64
