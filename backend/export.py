@@ -498,10 +498,12 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
             programs[ln.source] = (len(programs), ln.name)
         return programs[ln.source][0]
 
-    def launch_c(ln, shapes, generic) -> str:
+    def launch_c(ln, shapes, generic, dynamic=False) -> str:
+        # shape_fixed: 0 elementwise, 1 the exported shapes compiled in, 2 the same but the
+        # Python delegate planned it only at invoke (shapes unknown at allocate): declined
         tile = 32 // ln.tiling.align_num
         shp = [x for t in ln.inputs for x in (len(shapes[t]), *shapes[t])]
-        launches_c.append(f"{{{prog(ln)}, {tile}, {0 if generic else 1}, {span(ln.nodes)}, {span(ln.inputs)}, "
+        launches_c.append(f"{{{prog(ln)}, {tile}, {0 if generic else 2 if dynamic else 1}, {span(ln.nodes)}, {span(ln.inputs)}, "
                           f"{span(ln.outputs)}, {span(shp)}}}")
         return launches_c[-1]
 
@@ -514,10 +516,12 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         sg = rec["sg"]
         first_part = len(parts_c)
         part_rows = []
+        dynamic_nodes = set()
         for p in sorted(parts_by.get(addr, []), key=lambda p: p.number):
             consts = {t for t in p.inputs if sg.tensors[t].constant}
             plan = p.plan
-            if plan is None:  # not prepared by LiteRT (a signature never allocated): plan it here
+            if plan is None:  # not planned at allocate (dynamic shapes, a signature never allocated)
+                dynamic_nodes.update(n.index for n in p.nodes)
                 shapes = {t: tuple(sg.tensors[t].shape) for t in p.inputs}
                 plan = plan_partition(p.nodes, sg, shapes, caps, keep=set(p.outputs), constants=consts,
                                       fuse=d.fuse)
@@ -538,7 +542,13 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
             consts = {t for t in shapes if sg.tensors[t].constant}
             plan = plan_partition([n], sg, shapes, caps, keep=set(n.outputs), constants=consts, fuse=False)
             (ln,) = plan.launches
-            launch_c(ln, plan.shapes, _shape_generic(ln, [n], sg, plan.shapes, caps, set(n.outputs), consts, False))
+            generic = _shape_generic(ln, [n], sg, plan.shapes, caps, set(n.outputs), consts, False)
+            e = tuple(plan.shapes[ln.outputs[0]])
+            # shapes known only at invoke: only a kernel whose operands all share the output's
+            # shape follows them (a one-element operand may grow: a broadcast then)
+            if i in dynamic_nodes and any(tuple(plan.shapes[t]) != e for t in ln.inputs):
+                generic = False
+            launch_c(ln, plan.shapes, generic, dynamic=i in dynamic_nodes and not generic)
         subs_c.append(f"{{{span(fp)}, {span(claimed)}, {rec['nodes']}, {first_part}, "
                       f"{len(parts_c) - first_part}, {first_single}}}")
         summary["subgraphs"].append({"subgraph": si, "nodes": rec["nodes"], "claimed": len(claimed),

@@ -1016,18 +1016,16 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
         int keep = 1;
         if (ln->shape_fixed) {
             const int32_t *sh = LCL_INTS + ln->shapes.off;
-            int dynamic = 0;
+            int dynamic = ln->shape_fixed == 2;
             for (int a = 0; a < ln->inputs.len && keep; a++) {
                 const TfLiteTensor *ts = &ctx->tensors[LCL_INTS[ln->inputs.off + a]];
                 const TfLiteIntArray *dims = ts->dims;
                 int rank = *sh++;
                 keep = dims && dims->size == rank && !memcmp(dims->data, sh, (size_t)rank * sizeof(int));
-                for (int j = 0; ts->dims_signature && j < ts->dims_signature->size; j++)
-                    dynamic |= ts->dims_signature->data[j] < 0;
                 sh += rank;
             }
-            /* a dimension known only at invoke (-1 in the signature): the Python delegate
-             * plans such a node at invoke; a compiled-in broadcast cannot follow it */
+            /* shapes known only at invoke (the Python delegate planned the node there, not
+             * at allocate: shape_fixed 2): a compiled-in broadcast cannot follow them */
             if (!keep && !d->quiet)
                 fprintf(stderr, "INFO: litecl: node %d left to LiteRT: its kernel was exported for other "
                         "input shapes (a broadcast compiled in)\n", n);

@@ -22,7 +22,8 @@ typedef struct {
     int32_t program;                  /* LCL_PROGRAMS index */
     int32_t tile_bytes;               /* ops/tiling.py launch(): the smallest itemsize touched */
     int32_t shape_fixed;              /* 1: the source bakes the exported shapes (broadcast
-                                         strides): it runs at exactly ``shapes`` */
+                                         strides): it runs at exactly ``shapes``; 2: the
+                                         same, shapes known only at invoke: declined */
     lcl_span nodes;                   /* model node indices it computes */
     lcl_span inputs;                  /* tensor indices of its buffer parameters, in order */
     lcl_span outputs;                 /* ... then these */
