@@ -220,7 +220,7 @@ class Delegate:
             raise LiteclError(f"quiet must be True, False or None (LITECL_QUIET), got {quiet!r}")
         _self_check()
         self.device = open_device(device)
-        self.caps = replace(self.device.caps, reference=reference)
+        self.caps = _caps_for(self.device.caps, reference)
         self.placement_mode = placement
         self.reference = reference
         self.fuse = bool(fuse)
@@ -273,6 +273,12 @@ class Delegate:
                 out += [{**r, "subgraph": si} for r in self._records[addr]["rows"]]
             return out
 
+    def taken(self, owner=None) -> frozenset:
+        """{(subgraph, node index)} of the nodes on OpenCL (as placement() numbers them)."""
+        with self._lock:
+            return frozenset((si, r["index"]) for si, addr in enumerate(self._addrs(owner))
+                             for r in self._records[addr]["rows"] if r["placement"] == "opencl")
+
     def graph_info(self, owner=None) -> list[dict]:
         """Per subgraph (as placement()): {"subgraph", "nodes" (M), "claimed" (N),
         "partitions" (P)}."""
@@ -292,18 +298,24 @@ class Delegate:
         return [a for a in self._order if a in self._records
                 and (owner is None or self._records[a].get("owner") == owner)]
 
-    def owning(self, owner):
-        """A context manager: Prepares inside it are recorded as ``owner``'s."""
+    def owning(self, owner, model=None, declared: bool = False):
+        """A context manager: Prepares inside it are recorded as ``owner``'s. ``model``: a
+        token naming the model LiteRT is preparing (litecl.Interpreter's; None: unknown),
+        under which Prepare reuses the decisions of an earlier Prepare of the same model
+        in this process (``_PREPARES``) after checking they still hold; ``declared``: the
+        tensors still have the model's declared shapes (LiteRT's constructor applying the
+        delegate), so the shapes need no check."""
         import contextlib  # noqa: PLC0415
 
         @contextlib.contextmanager
         def scope():
-            prev = getattr(self._owner, "key", None)
-            self._owner.key = owner
+            o = self._owner
+            prev = getattr(o, "key", None), getattr(o, "model", None), getattr(o, "declared", False)
+            o.key, o.model, o.declared = owner, model, declared
             try:
                 yield
             finally:
-                self._owner.key = prev
+                o.key, o.model, o.declared = prev
         return scope()
 
     def take_error(self):
@@ -325,12 +337,10 @@ class Delegate:
         return abi.K_ERROR
 
     # ----------------------------------------------------------------- Prepare
-    def _prepare(self, ctx) -> int:
+    def _decide(self, ctx, plan) -> tuple:
+        """(sg, views, keys, rows, claim) of the CAST/ADD nodes of ``plan``: their node
+        views and keys by index, a placement row each, and the indices litecl takes."""
         c = ctx.contents
-        plan_p = C.POINTER(abi.TfLiteIntArray)()
-        if c.GetExecutionPlan(ctx, C.byref(plan_p)) != abi.K_OK:
-            raise LiteclError("LiteRT's GetExecutionPlan failed")
-        plan = abi.int_array(plan_p)
         tensors = _Tensors(ctx)
         sg = types.SimpleNamespace(tensors=tensors)
         views, keys, rows, claim = {}, {}, [], []
@@ -358,7 +368,7 @@ class Delegate:
                             _TENSOR_VIEWS, (t, r), _tensor_view(t, r))
             n, nk = hit
             keys[i] = nk
-            k = (nk, tuple(r[1] for _, r in ts), self.caps.key)
+            k = (nk, tuple(r[1] for _, r in ts), id(self.caps))  # one caps object per device and reference: _caps_for
             reason = _REASONS.get(k)
             if reason is None:  # why_not, then the kernel generated at the declared shapes
                 reason = why_not(n, sg, self.caps) or _source_problem(n, sg, self.caps)
@@ -378,6 +388,31 @@ class Delegate:
                 if r["index"] in keep:
                     r["placement"], r["reason"] = "litert", keep[r["index"]]
             claim = [i for i in claim if i not in keep]
+        return sg, views, keys, rows, claim
+
+    def _prepare(self, ctx) -> int:
+        c = ctx.contents
+        plan_p = C.POINTER(abi.TfLiteIntArray)()
+        if c.GetExecutionPlan(ctx, C.byref(plan_p)) != abi.K_OK:
+            raise LiteclError("LiteRT's GetExecutionPlan failed")
+        plan = abi.int_array(plan_p)
+        size = c.tensors_size
+        model, declared = getattr(self._owner, "model", None), getattr(self._owner, "declared", False)
+        mkey = costs = None
+        if model is not None:
+            if self.placement_mode == "auto":  # auto's decisions follow the device's costs
+                from .placement import device_costs  # noqa: PLC0415
+
+                costs = device_costs(self.device)
+            # the entry holds ``costs``, so no other object takes its id while it lives
+            mkey = (model, declared, plan, size, id(self.caps), id(costs), self.placement_mode,
+                    self.reference, self.fuse)
+        got = None if mkey is None else _recall(ctx, _PREPARES.get(mkey), declared)
+        if got is None:
+            got = self._decide(ctx, plan)
+            if mkey is not None:
+                _memo_put(_PREPARES, mkey, (*_remember(*got), costs))
+        sg, views, keys, rows, claim = got
         addr = C.addressof(c)
         with self._lock:
             if addr not in self._order:
@@ -401,7 +436,56 @@ class Delegate:
         return abi.K_OK
 
 
+_CAPS: dict = {}  # (id of a device's caps, reference) -> (those caps, the delegate's)
+
+
+def _caps_for(caps, reference: str):
+    """``caps`` with ``reference`` set, one object per device caps and reference, kept for
+    the process's life: Prepare's memos key by its id."""
+    got = _CAPS.get((id(caps), reference))
+    if got is None or got[0] is not caps:
+        got = _CAPS[(id(caps), reference)] = (caps, replace(caps, reference=reference))
+    return got[1]
+
+
 _REASONS: dict = {}  # (node key, shapes, caps) -> why it stays on LiteRT ("": it need not)
+#: (model token, execution plan, tensors_size, device, placement, reference, fuse) ->
+#: ``_remember``'s record of what Prepare decided there. A second Interpreter of a model
+#: then reads only the CAST/ADD nodes' codes and their tensors' shapes (42 real models:
+#: 1 us a node of the plan and ~25 us a CAST/ADD node saved).
+_PREPARES: dict = {}
+
+
+def _remember(sg, views, keys, rows, claim) -> tuple:
+    """What ``_recall`` needs to redo a Prepare's decisions without deciding: the tensor
+    views read and, to check, each one's (constant, shape) and each node's builtin code."""
+    tviews = dict(sg.tensors._views)
+    checks = tuple((t, v.constant, v.shape) for t, v in tviews.items())
+    codes = tuple((i, n.opcode) for i, n in views.items())
+    return tviews, checks, codes, views, keys, tuple(dict(r) for r in rows), tuple(claim)
+
+
+def _recall(ctx, memo, declared: bool):
+    """``_decide``'s answer from ``memo`` (``_remember``), or None when there is none or a
+    node's builtin code, or a tensor's shape or constness, differs in ``ctx`` now (not
+    checked where ``declared``: the model's own, as when the memo was made)."""
+    if memo is None:
+        return None
+    tviews, checks, codes, views, keys, rows, claim, _ = memo
+    c = ctx.contents
+    tensors = c.tensors
+    for t, const, shape in () if declared else checks:
+        ts = tensors[t]
+        if (ts.allocation_type in _CONSTANT_ALLOC) != const or abi.int_array(ts.dims) != shape:
+            return None
+    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+    get, node_r, reg_r = c.GetNodeAndRegistration, C.byref(node_p), C.byref(reg_p)
+    for i, code in codes:
+        if get(ctx, i, node_r, reg_r) != abi.K_OK or reg_p.contents.builtin_code != code:
+            return None
+    tv = _Tensors(ctx)
+    tv._views.update(tviews)
+    return types.SimpleNamespace(tensors=tv), dict(views), dict(keys), [dict(r) for r in rows], list(claim)
 
 
 def _plausible(n: Node, tensors_size: int) -> None:

@@ -39,7 +39,10 @@ def host_threads() -> int:
     that is not a positive integer (so does copy_host of SPLIT_BYTES or more, and with it
     litecl.Interpreter.get_tensor of such a tensor)."""
     n = env_positive_int("LITECL_HOST_THREADS")
-    return n if n is not None else max(1, min(8, os.cpu_count() or 1))
+    return n if n is not None else _CPUS
+
+
+_CPUS = max(1, min(8, os.cpu_count() or 1))
 
 
 def _executor(n: int):

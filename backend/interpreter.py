@@ -8,6 +8,7 @@ and ``summary()`` (which nodes run where and why), and ``close()``.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 
@@ -81,6 +82,19 @@ def _verified(model_path, model_content):
         hit = _memo_get(model_content)
         return hit if hit is not None else _memo_put(load_model(None, model_content))
     return load_model(model_path, model_content)
+
+
+_TOKENS = itertools.count(1)
+
+
+def _prepare_token(model):
+    """A token naming ``model`` in the delegate's Prepare memo (Delegate.owning), or None
+    where LiteRT's contexts of two of its subgraphs could not be told apart by their
+    node and tensor counts (the memo's key holds no subgraph index: a context has none)."""
+    if model._token is None:
+        sizes = [(len(s.nodes), len(s.tensors)) for s in model.subgraphs]
+        model._token = next(_TOKENS) if len(set(sizes)) == len(sizes) else False
+    return model._token or None
 
 
 def _memo_get(content):
@@ -159,7 +173,7 @@ class Interpreter(_litert.Interpreter):
         self._model = model
         self._reference = reference
         try:
-            with delegate.owning(id(self)):
+            with delegate.owning(id(self), _prepare_token(model), declared=True):
                 super().__init__(model_content=model.raw,
                                  experimental_delegates=[delegate, *(experimental_delegates or [])],
                                  num_threads=num_threads,
@@ -186,7 +200,7 @@ class Interpreter(_litert.Interpreter):
         try:
             self._litecl.device.check_usable()
             self.__class__ = Interpreter  # litecl's invoke and get_tensor until decided again
-            with self._litecl.owning(id(self)):
+            with self._litecl.owning(id(self), _prepare_token(self._model)):
                 out = super().allocate_tensors()
             _refuse_litert_abort(self, 0)  # LiteRT would abort in invoke at these shapes
             self._big_tensors = None  # get_tensor's sizes, looked up again
@@ -256,7 +270,7 @@ class Interpreter(_litert.Interpreter):
         the model by subgraph 0's input shapes (with no dynamic shape, LiteRT derives every
         other shape from them): walking every tensor cost ~0.4 ms a model."""
         w, sg = self._interpreter, self._model.subgraphs[0]
-        key = tuple(tuple(int(d) for d in w.TensorSize(t, 0)) for t in sg.inputs if t >= 0)
+        key = (SPLIT_BYTES, *(tuple(int(d) for d in w.TensorSize(t, 0)) for t in sg.inputs if t >= 0))
         memo = self._model._big
         hit = memo.get(key)
         if hit is None:
@@ -401,21 +415,41 @@ def _reachable(model, root: int) -> list:
 
 def _litert_abort(interp, root: int) -> str | None:
     """Why LiteRT would abort invoking subgraph ``root`` of ``interp`` at its current
-    shapes (an ADD of ``root`` or of a subgraph it calls that litecl did not take), or None."""
+    shapes (an ADD of ``root`` or of a subgraph it calls that litecl did not take), or None.
+    Memoised on the model by root, resolver, the ADDs litecl took and ``root``'s input
+    shapes where no reachable subgraph has a shape known only at invoke (LiteRT derives
+    every other shape from those)."""
     model, w = interp._model, interp._interpreter
-    taken: set = set()
+    taken: frozenset = frozenset()
     if len(interp._litecl.graph_info(id(interp))) == len(model.subgraphs):  # one context per subgraph
-        taken = {(r["subgraph"], r["index"]) for r in interp._litecl.placement(id(interp))
-                 if r["placement"] == "opencl"}
-    for s in _reachable(model, root):
+        taken = interp._litecl.taken(id(interp))
+    reach = model._aborts.get(("reach", root))
+    if reach is None:  # the subgraphs invoking root runs, and whether they have static shapes
+        r = _reachable(model, root)
+        reach = model._aborts[("reach", root)] = (r, not any(
+            d < 0 for s in r for t in model.subgraphs[s].tensors for d in t.shape_signature))
+    reach, static = reach
+    key = None
+    if static:
+        key = (root, interp._reference, taken,
+               tuple(tuple(int(d) for d in w.TensorSize(t, root)) for t in model.subgraphs[root].inputs if t >= 0))
+        if key in model._aborts:
+            return model._aborts[key]
+    why = None
+    for s in reach:
         sg = model.subgraphs[s]
         for n in sg.nodes:
             if n.op == "ADD" and (s, n.index) not in taken and len(n.inputs) == 2 and min(n.inputs) >= 0:
                 shapes = {t: tuple(int(d) for d in w.TensorSize(t, s)) for t in n.inputs}
-                why = litert_abort_reason(n, sg, shapes, interp._reference)
-                if why:
-                    return f"subgraph {s} operator {n.index}: {why}"
-    return None
+                r = litert_abort_reason(n, sg, shapes, interp._reference)
+                if r:
+                    why = f"subgraph {s} operator {n.index}: {r}"
+                    break
+        if why:
+            break
+    if key is not None and len(model._aborts) < 256:
+        model._aborts[key] = why
+    return why
 
 
 def _refuse_litert_abort(interp, root: int) -> None:

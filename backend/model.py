@@ -197,6 +197,11 @@ class Model:
     _consts: list = field(default=None, repr=False, compare=False)
     #: litecl.Interpreter's memo: subgraph 0's input shapes -> whether a tensor is that large
     _big: dict = field(default_factory=dict, repr=False, compare=False)
+    #: and (root, resolver, ADDs litecl took, input shapes) -> why LiteRT would abort
+    _aborts: dict = field(default_factory=dict, repr=False, compare=False)
+    #: litecl.Interpreter's name for this model in the delegate's Prepare memo (None: not
+    #: yet given; False: none, two subgraphs could not be told apart by their sizes)
+    _token: object = field(default=None, repr=False, compare=False)
 
     def node_count(self) -> int:
         return sum(len(s.nodes) for s in self.subgraphs)
