@@ -273,6 +273,18 @@ class Delegate:
                 out += [{**r, "subgraph": si} for r in self._records[addr]["rows"]]
             return out
 
+    def subgraph_records(self, owner=None) -> list[dict]:
+        """Per subgraph, in placement()'s order: {"subgraph", "context" (the TfLiteContext
+        address; a partition's ``ctx_addr``), "nodes" (M), "claimed" (N), "partitions"
+        (P), "rows" (placement()'s rows of it, copies), "sg" (the tensor views Prepare
+        read: ``sg.tensors[t]``)} of the latest Prepare of each context. export reads these
+        with partitions(); a partition's ``plan`` is None until LiteRT prepared it (a
+        node whose shapes are known only at invoke is planned there)."""
+        with self._lock:
+            return [{"subgraph": si, "context": a, **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "sg")},
+                     "rows": [dict(r) for r in self._records[a]["rows"]]}
+                    for si, a in enumerate(self._addrs(owner))]
+
     def taken(self, owner=None) -> frozenset:
         """{(subgraph, node index)} of the nodes on OpenCL (as placement() numbers them)."""
         with self._lock:
