@@ -49,18 +49,19 @@ FORMAT = "litecl-export-3"
 _SCALAR_CTYPE = "uint"
 
 
-def delegated_partitions(delegate, subgraphs=None) -> list:
+def delegated_partitions(delegate, subgraphs=None, owner=None) -> list:
     """[(subgraph, partition)] of ``delegate``'s live partition kernels that have a plan
     (LiteRT prepared them: after allocate_tensors), in execution order; ``subgraphs``:
-    only those subgraph numbers (Delegate.placement()'s ``subgraph``). A partition has
-    ``number``, ``nodes`` (node views: .index, .op, .inputs, .outputs), ``inputs``,
+    only those subgraph numbers (Delegate.placement()'s ``subgraph``); ``owner``: only
+    that interpreter's contexts (Delegate.owning; None: every interpreter's). A partition
+    has ``number``, ``nodes`` (node views: .index, .op, .inputs, .outputs), ``inputs``,
     ``outputs`` (tensor indices), ``sg.tensors[t]`` (.name, .dtype, .constant),
     ``ctx_addr`` and ``plan`` (kernels.PartitionPlan)."""
     # the subgraph number is the context's place in the delegate's Prepare order, as
-    # placement() numbers it
-    order = {addr: i for i, addr in enumerate(delegate._order)}
+    # placement() numbers it (Delegate.subgraph_records' "context")
+    order = {r["context"]: r["subgraph"] for r in delegate.subgraph_records(owner)}
     out = []
-    for p in delegate.partitions():
+    for p in delegate.partitions(owner):
         si = order.get(p.ctx_addr)
         if p.plan is None or si is None or (subgraphs is not None and si not in subgraphs):
             continue
@@ -476,12 +477,12 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
 
     d = interp.delegate
     caps, dev = d.caps, d.device
-    addrs = [a for a in d._order if a in d._records]  # interp's own delegate: its contexts only
-    if len(addrs) != len(fingerprints):
+    records = d.subgraph_records(id(interp))  # this interpreter's contexts (Delegate.owning)
+    if len(records) != len(fingerprints):
         raise InputError(f"LiteRT prepared {len(fingerprints)} subgraph(s) for a plain interpreter and "
-                         f"{len(addrs)} for litecl's: cannot pair them")
+                         f"{len(records)} for litecl's: cannot pair them")
     parts_by = {}
-    for p in d.partitions():
+    for p in d.partitions(id(interp)):
         parts_by.setdefault(p.ctx_addr, []).append(p)
     ints: list[int] = []
 
@@ -508,8 +509,8 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         return launches_c[-1]
 
     summary = {"subgraphs": []}
-    for si, (addr, fp) in enumerate(zip(addrs, fingerprints)):
-        rec = d._records[addr]
+    for si, (rec, fp) in enumerate(zip(records, fingerprints)):
+        addr = rec["context"]
         if fp[1] != rec["nodes"]:
             raise InputError(f"subgraph {si}: {fp[1]} nodes for a plain interpreter, {rec['nodes']} for litecl's")
         claimed = sorted(r["index"] for r in rec["rows"] if r["placement"] == "opencl")
@@ -665,7 +666,7 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         allocate(interp, signature)
         si = 0 if signature is None else next(s.subgraph for s in interp._model.signatures
                                               if s.key == signature)
-        parts = delegated_partitions(interp.delegate, {si})
+        parts = delegated_partitions(interp.delegate, {si}, owner=id(interp))
         manifest, files = build_manifest(parts, interp.delegate.caps, model=os.path.abspath(model),
                                          signature=signature, subgraph=si,
                                          target="gpu" if dev.caps.is_gpu else "cpu", placement=placement)
