@@ -182,3 +182,41 @@ def test_get_tensor_while_another_thread_invokes_is_litert_s(fast_device, counte
         assert counted_copies == []
     finally:
         it._busy.release()
+
+
+def test_large_get_tensor_reuses_only_an_array_nobody_holds(fast_device, counted_copies):
+    """get_tensor writes a large read into the array it returned last time only when the
+    caller let go of it (its reference count): an array held by a name, a list or a view
+    is never written again, and every read has the values of its own invoke."""
+    n = 1000
+    it = litecl.Interpreter(model_content=add_model("float32", [n], [n]), device=fast_device, quiet=True)
+    it.allocate_tensors()
+    out = it.get_output_details()[0]["index"]
+
+    def run(k):
+        x = np.full(n, float(k), np.float32)
+        it.set_tensor(0, x)
+        it.set_tensor(1, x)
+        it.invoke()
+    run(1)
+    first = it.get_tensor(out)
+    run(2)
+    held = it.get_tensor(out)
+    assert held is not first and first[0] == 2.0 and held[0] == 4.0
+    kept = [held]
+    view = held[:5]
+    del held
+    run(3)
+    third = it.get_tensor(out)
+    assert not np.shares_memory(third, kept[0]) and kept[0][0] == 4.0 and view[0] == 4.0 and third[0] == 6.0
+    addr = third.ctypes.data
+    del third
+    run(4)
+    fourth = it.get_tensor(out)
+    assert fourth.ctypes.data == addr and fourth[0] == 8.0 and fourth.flags.owndata and fourth.flags.writeable
+    fourth.setflags(write=False)
+    del fourth
+    run(5)
+    fifth = it.get_tensor(out)
+    assert fifth.flags.writeable and fifth[0] == 10.0
+    assert kept[0][0] == 4.0 and view.tolist() == [4.0] * 5 and first.tolist() == [2.0] * n
