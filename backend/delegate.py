@@ -310,24 +310,28 @@ class Delegate:
         return [a for a in self._order if a in self._records
                 and (owner is None or self._records[a].get("owner") == owner)]
 
-    def owning(self, owner, model=None, declared: bool = False):
+    def owning(self, owner, model=None, declared: bool = False, visible: frozenset = frozenset()):
         """A context manager: Prepares inside it are recorded as ``owner``'s. ``model``: a
         token naming the model LiteRT is preparing (litecl.Interpreter's; None: unknown),
         under which Prepare reuses the decisions of an earlier Prepare of the same model
         in this process (``_PREPARES``) after checking they still hold; ``declared``: the
         tensors still have the model's declared shapes (LiteRT's constructor applying the
-        delegate), so the shapes need no check."""
+        delegate), so the shapes need no check. ``visible``: {(tensor index, name)} that
+        must stay LiteRT's tensors (a model's signature tensors that are no subgraph input
+        or output): a node writing one stays on LiteRT, since inside a partition LiteRT
+        would allocate no memory for it."""
         import contextlib  # noqa: PLC0415
 
         @contextlib.contextmanager
         def scope():
             o = self._owner
-            prev = getattr(o, "key", None), getattr(o, "model", None), getattr(o, "declared", False)
-            o.key, o.model, o.declared = owner, model, declared
+            prev = (getattr(o, "key", None), getattr(o, "model", None), getattr(o, "declared", False),
+                    getattr(o, "visible", frozenset()))
+            o.key, o.model, o.declared, o.visible = owner, model, declared, visible
             try:
                 yield
             finally:
-                o.key, o.model, o.declared = prev
+                o.key, o.model, o.declared, o.visible = prev
         return scope()
 
     def take_error(self):
@@ -356,6 +360,7 @@ class Delegate:
         tensors = _Tensors(ctx)
         sg = types.SimpleNamespace(tensors=tensors)
         views, keys, rows, claim = {}, {}, [], []
+        visible = getattr(self._owner, "visible", frozenset())
         node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
         get, node_r, reg_r, size = c.GetNodeAndRegistration, C.byref(node_p), C.byref(reg_p), c.tensors_size
         for i in plan:
@@ -387,6 +392,11 @@ class Delegate:
                 if len(_REASONS) >= 65536:
                     _REASONS.clear()
                 _REASONS[k] = reason
+            if not reason and visible:
+                named = [tensors[t].name for t in n.outputs if t >= 0 and (t, tensors[t].name) in visible]
+                if named:
+                    reason = (f"writes {named[0]!r}, a signature tensor that is no subgraph input or "
+                              "output: LiteRT must allocate it, which it does not inside a partition")
             views[i] = n
             rows.append({"index": i, "op": n.op, "placement": "opencl" if not reason else "litert",
                          "reason": reason, "partition": None, "kernel": ""})

@@ -98,6 +98,22 @@ def _prepare_token(model):
     return model._token or None
 
 
+def _visible(model) -> frozenset:
+    """{(tensor index, name)} of ``model``'s signature tensors that are no input or output
+    of their subgraph (Delegate.owning's ``visible``: their producers stay on LiteRT)."""
+    if model._visible is None:
+        out = set()
+        for sig in model.signatures:
+            if not 0 <= sig.subgraph < len(model.subgraphs):
+                continue
+            sg = model.subgraphs[sig.subgraph]
+            edge = {*sg.inputs, *sg.outputs}
+            out.update((t, sg.tensors[t].name) for t in (*sig.inputs.values(), *sig.outputs.values())
+                       if t not in edge and 0 <= t < len(sg.tensors))
+        model._visible = frozenset(out)
+    return model._visible
+
+
 def _memo_get(content):
     b = bytes(content) if not isinstance(content, bytes) else content
     m = _VERIFIED.get((len(b), hash(b)))
@@ -174,7 +190,7 @@ class Interpreter(_litert.Interpreter):
         self._model = model
         self._reference = reference
         try:
-            with delegate.owning(id(self), _prepare_token(model), declared=True):
+            with delegate.owning(id(self), _prepare_token(model), declared=True, visible=_visible(model)):
                 super().__init__(model_content=model.raw,
                                  experimental_delegates=[delegate, *(experimental_delegates or [])],
                                  num_threads=num_threads,
@@ -201,7 +217,7 @@ class Interpreter(_litert.Interpreter):
         try:
             self._litecl.device.check_usable()
             self.__class__ = Interpreter  # litecl's invoke and get_tensor until decided again
-            with self._litecl.owning(id(self), _prepare_token(self._model)):
+            with self._litecl.owning(id(self), _prepare_token(self._model), visible=_visible(self._model)):
                 out = super().allocate_tensors()
             _refuse_litert_abort(self, 0)  # LiteRT would abort in invoke at these shapes
             self._big_tensors = None  # get_tensor's sizes, looked up again

@@ -202,6 +202,8 @@ class Model:
     #: litecl.Interpreter's name for this model in the delegate's Prepare memo (None: not
     #: yet given; False: none, two subgraphs could not be told apart by their sizes)
     _token: object = field(default=None, repr=False, compare=False)
+    #: litecl.Interpreter's: the signature tensors that are no subgraph input or output
+    _visible: frozenset = field(default=None, repr=False, compare=False)
 
     def node_count(self) -> int:
         return sum(len(s.nodes) for s in self.subgraphs)
