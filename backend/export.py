@@ -237,7 +237,13 @@ def fingerprint(ctx) -> list[int]:
     its index, builtin code, version, inputs, outputs (ADD: activation, pot_scale_int16);
     per tensor its TfLiteType, signature shape (dims_signature, else dims), per-tensor
     scale as float bits and zero point. Read here through backend/abi.py from the same
-    LiteRT, so both sides read the same fields."""
+    LiteRT, so both sides read the same fields.
+
+    Only what a resize leaves alone: read at construction with AllowDynamicTensors, the
+    context holds the model's tensors only. A delegate without that flag is prepared
+    after LiteRT ran every op's prepare, which appends the ops' temporaries (MoveNet:
+    334 tensors, 333 in the model; their shapes follow the inputs): the C side compares
+    the first ``tensor count`` tensors and asks for at least that many."""
     import ctypes as C  # noqa: PLC0415
     import struct  # noqa: PLC0415
 
@@ -271,11 +277,11 @@ def fingerprint(ctx) -> list[int]:
     return out
 
 
-def model_fingerprints(model: str, signatures) -> list[list[int]]:
-    """Per subgraph LiteRT prepares (in the order it prepares them: the order
-    Delegate.placement() numbers them), the fingerprint LiteRT's context gives a
-    delegate that is applied first: read by a delegate that claims nothing, on a plain
-    LiteRT Interpreter (resolver BUILTIN_WITHOUT_DEFAULT_DELEGATES), at construction."""
+def _probe(model: str, flags: int):
+    """(fingerprints per subgraph LiteRT prepares, errors) read by a delegate with
+    ``flags`` that claims nothing, on a plain LiteRT Interpreter (resolver
+    BUILTIN_WITHOUT_DEFAULT_DELEGATES), at construction; fingerprints None when LiteRT
+    refuses the delegate (the Interpreter raises)."""
     import ctypes as C  # noqa: PLC0415
     import types  # noqa: PLC0415
 
@@ -296,16 +302,47 @@ def model_fingerprints(model: str, signatures) -> list[list[int]]:
 
     st = abi.TfLiteDelegate()
     st.Prepare = probe
-    # as litecl's delegates: without it LiteRT adds a tensor before the delegate's Prepare
-    st.flags = abi.ALLOW_DYNAMIC_TENSORS
+    st.flags = flags
     holder = types.SimpleNamespace(_get_native_delegate_pointer=lambda: C.addressof(st))
-    it = Interpreter(model_path=model, experimental_delegates=[holder],
-                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    del it
-    if errors:
-        raise InputError(f"cannot read the model's fingerprint through LiteRT: {errors[0]}")
     _KEEP.append((st, probe))  # LiteRT may hold the struct until the process ends
-    return list(seen.values())
+    try:
+        it = Interpreter(model_path=model, experimental_delegates=[holder],
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    except (RuntimeError, ValueError):
+        return None, errors
+    del it
+    return list(seen.values()), errors
+
+
+def model_fingerprints(model: str, signatures) -> list[list[int]]:
+    """Per subgraph LiteRT prepares (in the order it prepares them: the order
+    Delegate.placement() numbers them), the fingerprint LiteRT's context gives a
+    delegate that is applied first, read with AllowDynamicTensors as litecl's delegates
+    (without it LiteRT prepares every op first, which adds their temporaries)."""
+    from . import abi  # noqa: PLC0415
+
+    fps, errors = _probe(model, abi.ALLOW_DYNAMIC_TENSORS)
+    if errors or fps is None:
+        raise InputError("cannot read the model's fingerprint through LiteRT: "
+                         f"{errors[0] if errors else 'LiteRT refused the probing delegate'}")
+    return fps
+
+
+def delegate_flags(model: str) -> int:
+    """The native delegate's TfLiteDelegate flags for ``model``. Without
+    AllowDynamicTensors LiteRT treats the graph as static: it propagates shapes before
+    the delegate's Prepare and, after resize_tensor_input, undoes the delegate and runs
+    its Prepare again at the new shapes (measured, LiteRT 2.3.0), so a kernel whose
+    broadcast is compiled in is left to LiteRT there (litecl_delegate.c
+    ``delegate_prepare``) and the model runs on, bit-exact. A graph with a tensor whose
+    shape is known only at invoke makes LiteRT refuse such a delegate (tried here: the
+    Interpreter raises): those models keep the flag (1), and there a resize that changes
+    a compiled-in broadcast's shapes fails that partition's prepare with one line, since
+    LiteRT keeps the delegate's nodes across the resize and asks its Prepare nothing."""
+    from . import abi  # noqa: PLC0415
+
+    fps, _ = _probe(model, 0)
+    return 0 if fps is not None else abi.ALLOW_DYNAMIC_TENSORS
 
 
 _KEEP: list = []
@@ -463,7 +500,8 @@ def _shape_generic(launch, nodes, sg, shapes: dict, caps, keep, constants, fuse)
     return len(same) == 1 and same[0].source == launch.source and same[0].name == launch.name
 
 
-def native_plan(interp, model: str, fingerprints: list, library: str, target: str) -> tuple[str, dict]:
+def native_plan(interp, model: str, fingerprints: list, library: str, target: str,
+                flags: int = 1) -> tuple[str, dict]:
     """(plan.c text, summary) for litecl.Interpreter ``interp`` after allocate_tensors:
     every subgraph its delegate prepared, with the claimed nodes, partitions and launches
     (the partition's own plan where LiteRT prepared it, else planned here at the declared
@@ -597,9 +635,10 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         f"    {int(mem.in_place)}, {int(mem.align or 0)},",
         f"    {row.local_size}, {row.groups_per_cu}, {row.vec_bytes}, {caps.compute_units}, "
         f"{caps.max_work_group_size},",
-        f"    {len(subs_c)}, {len(prog_c)}, PACKED, {len(packed) // 3}, SIZES, {len(sizes)}",
+        f"    {len(subs_c)}, {len(prog_c)}, PACKED, {len(packed) // 3}, SIZES, {len(sizes)},",
+        f"    {int(flags)}",
         "};", ""])
-    summary.update(programs=len(prog_c), binaries=len(bins), launches=len(launches_c))
+    summary.update(programs=len(prog_c), binaries=len(bins), launches=len(launches_c), delegate_flags=int(flags))
     return text, summary
 
 
@@ -658,6 +697,7 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     interp = Interpreter(model_path=model, device=dev, placement=placement, fuse=fuse, quiet=True)
     try:
         fingerprints = model_fingerprints(model, None)  # after litecl's verifier accepted it
+        flags = delegate_flags(model)
         sigs = interp.get_signature_list()
         if signature is not None and signature not in sigs:
             raise InputError(f"unknown signature {signature!r}; the model has {sorted(sigs) or 'none'}")
@@ -675,7 +715,7 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
                      for t in manifest["tensors"] if t["role"] == "constant"}
         caps = interp.delegate.caps
         library = opencl_library(caps.platform, caps.name)
-        plan_c, native = native_plan(interp, model, fingerprints, library, manifest["target"])
+        plan_c, native = native_plan(interp, model, fingerprints, library, manifest["target"], flags)
     finally:
         interp.close()
     if not manifest["launches"]:

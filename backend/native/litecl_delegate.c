@@ -174,7 +174,10 @@ static const TfLiteIntArray *sig_dims(const TfLiteTensor *t) {
  * tensor and node counts; per node of the execution plan its index, builtin code,
  * version, inputs and outputs (ADD: its activation and pot_scale_int16); per tensor its
  * TfLiteType, signature shape, per-tensor scale (bits) and zero point. Compared as it is
- * produced; on the first difference ``why`` names it. Returns 1 when equal. */
+ * produced; on the first difference ``why`` names it. Returns 1 when equal.
+ * The tensor count is the model's: a delegate without AllowDynamicTensors is prepared
+ * after LiteRT ran the ops' prepare, which appends their temporaries (one for MoveNet,
+ * shaped by the inputs): those tensors past the model's are not compared. */
 typedef struct {
     const int32_t *want;
     int32_t len, pos;
@@ -199,7 +202,12 @@ static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, c
                                char *why, size_t why_len) {
     fp_cursor c = {LCL_INTS + fp.off, fp.len, 0, why, why_len};
 #define PUT(v, what, i) do { if (!fp_put(&c, (int32_t)(v), what, i)) return 0; } while (0)
-    PUT(ctx->tensors_size, "tensor count", 0);
+    int32_t n_tensors = c.len ? c.want[0] : 0;
+    if ((size_t)n_tensors > ctx->tensors_size) {
+        snprintf(why, why_len, "the model has %d tensors, exported %d", (int)ctx->tensors_size, (int)n_tensors);
+        return 0;
+    }
+    c.pos = 1;
     PUT(plan->size, "node count", 0);
     for (int k = 0; k < plan->size; k++) {
         int i = plan->data[k];
@@ -222,7 +230,7 @@ static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, c
             PUT(p ? p->pot_scale_int16 : 1, "pot_scale_int16 of node", i);
         }
     }
-    for (int t = 0; t < (int)ctx->tensors_size; t++) {
+    for (int t = 0; t < n_tensors; t++) {
         const TfLiteTensor *ts = &ctx->tensors[t];
         const TfLiteIntArray *dims = sig_dims(ts);
         PUT(ts->type, "the type of tensor", t);
@@ -235,7 +243,7 @@ static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, c
     }
 #undef PUT
     if (c.pos != c.len) {
-        snprintf(why, why_len, "the model has fewer tensors than the exported one");
+        snprintf(why, why_len, "the model's tensors differ from the exported ones");
         return 0;
     }
     return 1;
@@ -1251,7 +1259,9 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
     d->base.CopyFromBufferHandle = copy_handle;
     d->base.CopyToBufferHandle = copy_handle;
     d->base.FreeBufferHandle = free_handle;
-    d->base.flags = kTfLiteDelegateFlagsAllowDynamicTensors;
+    /* 0 for a static graph: LiteRT then runs this Prepare again at the new shapes after a
+     * resize (export.py delegate_flags), where a compiled-in broadcast is left to LiteRT */
+    d->base.flags = LCL_PLAN.delegate_flags;
     return &d->base;
 fail:
     if (report_error) report_error(err);

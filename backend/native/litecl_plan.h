@@ -59,6 +59,9 @@ typedef struct {
     const int32_t *type_sizes;         /* bytes per value by TfLiteType (ops/dtypes.py; sub-byte
                                           types one value per byte, as the kernels hold them) */
     int32_t n_type_sizes;
+    int32_t delegate_flags;            /* TfLiteDelegate.flags: 0, or AllowDynamicTensors (1)
+                                          for a model with shapes known only at invoke
+                                          (export.py ``delegate_flags``) */
 } lcl_plan_info;
 
 extern const lcl_plan_info LCL_PLAN;
