@@ -22,7 +22,9 @@ BUILTIN_WITHOUT_DEFAULT_DELEGATES and measures:
 - invoke (set inputs + invoke + read outputs), alternating with LiteRT alone for
   ``--secs``: (with - alone) / partitions in round-trip floors (one 16 KiB write + copy
   kernel + read with one wait, median of 300, measured here with pyopencl on the same
-  device: benchmarks/bench_delegate.py round_trip_us).
+  device: benchmarks/bench_delegate.py round_trip_us); and the same less the kernels'
+  event-profiled time (``kernel_us``, the Python delegate's launches, which are the
+  native one's): what launches, waits and copies cost beyond the kernels.
 
 Writes ``native_<tag>.json`` and ``native_<tag>.md`` under ``--out``. Exit status 0 when
 every model is bit-exact and every Replacing line agrees.
@@ -146,6 +148,27 @@ def python_replacing(model: Path, device, placement: str) -> list:
         it.close()
 
 
+def kernel_us(model: Path, device, placement: str, inputs: dict, target=None, runs: int = 10) -> float:
+    """Event-profiled kernel time per invoke (us) of the Python delegate's launches for
+    ``model`` (the kernels the native delegate runs: the same sources and geometry),
+    each kernel waited for (litecl.bench.launch_profile; folded launches count 0)."""
+    import litecl  # noqa: PLC0415
+    from litecl.bench import launch_profile  # noqa: PLC0415
+    from litecl.export import target_device  # noqa: PLC0415
+
+    dev = target_device(litecl.open_device(device), target)
+    it = litecl.Interpreter(model_path=str(model), device=dev, placement=placement, quiet=True)
+    try:
+        it.allocate_tensors()
+        for x in it.get_input_details():
+            it.set_tensor(x["index"], inputs[x["name"]])
+        it.invoke()
+        rows = launch_profile(it.delegate, it.invoke, runs=runs)
+        return sum(r["avg_ms"] for r in rows) * 1e3
+    finally:
+        it.close()
+
+
 def models(dirs) -> list[Path]:
     from litecl.compare import make_interpreter, random_inputs  # noqa: PLC0415
 
@@ -226,6 +249,12 @@ def main(argv=None) -> int:
             row["partitions"] = P
             if "native_us" in row:
                 row["per_partition_floors"] = (row["native_us"] - row["litert_us"]) / P / floor if P else None
+                # what the kernels themselves take (event-profiled): the rest of the
+                # difference is launches, waits and copies, less LiteRT's time for the
+                # nodes the delegate took over
+                row["kernel_us"] = kernel_us(f, a.device, a.placement, ins, a.target) if P else 0.0
+                row["per_partition_floors_without_kernels"] = (
+                    (row["native_us"] - row["litert_us"] - row["kernel_us"]) / P / floor if P else None)
                 row["init_limit_ms"] = 1.2 * row["init_litert_ms"] + 2.0 * row["programs"]
                 row["init_ok"] = row["init_native_ms"] <= row["init_limit_ms"]
                 # the first construction in the process loads every program (binary, else source)
@@ -238,6 +267,8 @@ def main(argv=None) -> int:
         extra = "" if "native_us" not in row else (
             f" LiteRT {row['litert_us']:.1f} us, native {row['native_us']:.1f} us, P {row['partitions']}, "
             f"{'' if row['per_partition_floors'] is None else format(row['per_partition_floors'], '.2f') + ' floors/P, '}"
+            f"kernels {row['kernel_us']:.1f} us"
+            f"{'' if row['per_partition_floors'] is None else ' (' + format(row['per_partition_floors_without_kernels'], '.2f') + ' floors/P without), '}"
             f"init {row['init_native_ms']:.2f} / {row['init_litert_ms']:.2f} ms (limit {row['init_limit_ms']:.2f})")
         print(f"{f.name[:44]:44s} {'bit-exact' if row.get('bit_exact') else 'MISMATCH'} "
               f"{'replacing-agrees' if row.get('replacing_agrees') else 'REPLACING DIFFERS'}"
@@ -251,6 +282,10 @@ def main(argv=None) -> int:
     if pers:
         summary["per_partition_floors_median"] = float(np.median(pers))
         summary["per_partition_floors_max"] = float(max(pers))
+        wo = [r["per_partition_floors_without_kernels"] for r in rows
+              if r.get("per_partition_floors_without_kernels") is not None]
+        summary["per_partition_floors_without_kernels_median"] = float(np.median(wo))
+        summary["per_partition_floors_without_kernels_max"] = float(max(wo))
         tot_l = sum(r["init_litert_ms"] for r in rows if "init_litert_ms" in r)
         tot_n = sum(r["init_native_ms"] for r in rows if "init_native_ms" in r)
         summary.update(init_litert_ms=tot_l, init_native_ms=tot_n,
@@ -264,20 +299,29 @@ def main(argv=None) -> int:
           "Python delegate's.", ""]
     if pers:
         md += [f"Round-trip floor {floor:.1f} us; (native - LiteRT) / partitions: median "
-               f"{summary['per_partition_floors_median']:.2f}, max {summary['per_partition_floors_max']:.2f} floors. "
+               f"{summary['per_partition_floors_median']:.2f}, max {summary['per_partition_floors_max']:.2f} floors; "
+               "less the event-profiled kernel time: median "
+               f"{summary['per_partition_floors_without_kernels_median']:.2f}, max "
+               f"{summary['per_partition_floors_without_kernels_max']:.2f} floors. "
                f"Construct + allocate summed: native {summary['init_native_ms']:.1f} ms, LiteRT "
                f"{summary['init_litert_ms']:.1f} ms; {summary['init_models_within_limit']} of {len(rows)} models "
                "within 1.2x LiteRT + 2 ms per program.", "",
-               "| model | bit-exact | Replacing agrees | P | LiteRT us | native us | floors/P | init native ms | "
-               "init LiteRT ms | limit ms |", "|---|---|---|---|---|---|---|---|---|---|"]
+               "| model | bit-exact | Replacing agrees | P | LiteRT us | native us | floors/P | kernels us | "
+               "floors/P less kernels | init native ms | init LiteRT ms | limit ms | first init native ms | "
+               "first init LiteRT ms | first limit ms |",
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             if "native_us" in r:
                 fp = "" if r["per_partition_floors"] is None else f"{r['per_partition_floors']:.2f}"
+                fw = ("" if r.get("per_partition_floors_without_kernels") is None
+                      else f"{r['per_partition_floors_without_kernels']:.2f}")
                 md.append(f"| {r['model']} | {r['bit_exact']} | {r['replacing_agrees']} | {r['partitions']} | "
-                          f"{r['litert_us']:.1f} | {r['native_us']:.1f} | {fp} | {r['init_native_ms']:.2f} | "
-                          f"{r['init_litert_ms']:.2f} | {r['init_limit_ms']:.2f} |")
+                          f"{r['litert_us']:.1f} | {r['native_us']:.1f} | {fp} | {r['kernel_us']:.1f} | {fw} | "
+                          f"{r['init_native_ms']:.2f} | {r['init_litert_ms']:.2f} | {r['init_limit_ms']:.2f} | "
+                          f"{r['init_first_native_ms']:.2f} | {r['init_first_litert_ms']:.2f} | "
+                          f"{r['init_first_limit_ms']:.2f} |")
             else:
-                md.append(f"| {r['model']} | {r.get('bit_exact')} | {r.get('replacing_agrees')} | | | | | | | "
+                md.append(f"| {r['model']} | {r.get('bit_exact')} | {r.get('replacing_agrees')} | | | | | | | | | | | | "
                           f"{r.get('error', '')} |")
     (a.out / f"native_{tag}.md").write_text("\n".join(md) + "\n")
     return 0 if len(good) == len(rows) else 1

@@ -225,14 +225,16 @@ def test_bad_options_fail_with_one_line_naming_the_cause(models, tmp_path, fast_
     _export_build(models["cast_f32_f16"], out, fast_device)
     opts = json.loads((out / "delegate_options.json").read_text())
     cases = [{"nope": "1"}, {**opts, "memory": "sometimes"}, {**opts, "library": "/no/such/libOpenCL.so"},
-             {**opts, "device": "no such device"}, {**opts, "library": "libc.so.6"}]
+             {**opts, "device": "no such device"}, {**opts, "library": "libc.so.6"}, {**opts, "spin_us": "-5"},
+             {**opts, "spin_us": "soon"}]
     r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps(cases))
     rows = r.stdout.splitlines()
     assert [ln.split()[0] for ln in rows] == ["REFUSED"] * len(cases), (r.stdout, r.stderr)
     errs = [json.loads(ln.split(" ", 1)[1]) for ln in rows]
     assert all(e.startswith("litecl: ") for e in errs), errs
     for e, what in zip(errs, ["unknown option \"nope\"", "unknown memory \"sometimes\"", "/no/such/libOpenCL.so",
-                              "no OpenCL device \"no such device\"", "neither clGetPlatformIDs"]):
+                              "no OpenCL device \"no such device\"", "neither clGetPlatformIDs",
+                              "spin_us \"-5\" is not a whole number", "spin_us \"soon\" is not"]):
         assert what in e, (what, e)
 
 
