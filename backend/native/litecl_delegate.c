@@ -1067,7 +1067,13 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
         int keep = 1;
         if (ln->shape_fixed) {
             const int32_t *sh = LCL_INTS + ln->shapes.off;
-            int dynamic = ln->shape_fixed == 2;
+            /* shapes the Python delegate knew only at invoke (shape_fixed 2): LiteRT prepares
+             * nodes after a dynamic tensor at invoke, so with AllowDynamicTensors the shapes
+             * here may not be the ones the kernel will see; without it LiteRT propagated
+             * every shape before this Prepare (a static graph: export.py delegate_flags) and
+             * runs it again after a resize, so the check below holds as for shape_fixed 1
+             * (nmp, star_trek, lyra's second signature: claimed as the Python delegate) */
+            int dynamic = ln->shape_fixed == 2 && (d->base.flags & kTfLiteDelegateFlagsAllowDynamicTensors);
             for (int a = 0; a < ln->inputs.len && keep; a++) {
                 const TfLiteTensor *ts = &ctx->tensors[LCL_INTS[ln->inputs.off + a]];
                 const TfLiteIntArray *dims = ts->dims;
@@ -1075,8 +1081,6 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
                 keep = dims && dims->size == rank && !memcmp(dims->data, sh, (size_t)rank * sizeof(int));
                 sh += rank;
             }
-            /* shapes known only at invoke (the Python delegate planned the node there, not
-             * at allocate: shape_fixed 2): a compiled-in broadcast cannot follow them */
             if (!keep && !d->quiet)
                 fprintf(stderr, "INFO: litecl: node %d left to LiteRT: its kernel was exported for other "
                         "input shapes (a broadcast compiled in)\n", n);

@@ -23,7 +23,10 @@ typedef struct {
     int32_t tile_bytes;               /* ops/tiling.py launch(): the smallest itemsize touched */
     int32_t shape_fixed;              /* 1: the source bakes the exported shapes (broadcast
                                          strides): it runs at exactly ``shapes``; 2: the
-                                         same, shapes known only at invoke: declined */
+                                         same, but the Python delegate knew the shapes
+                                         only at invoke: declined where the delegate
+                                         sets AllowDynamicTensors (a graph with
+                                         invoke-time shapes), else as 1 */
     lcl_span nodes;                   /* model node indices it computes */
     lcl_span inputs;                  /* tensor indices of its buffer parameters, in order */
     lcl_span outputs;                 /* ... then these */
