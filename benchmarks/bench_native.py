@@ -24,7 +24,8 @@ BUILTIN_WITHOUT_DEFAULT_DELEGATES and measures:
 - invoke (set inputs + invoke + read outputs), alternating with LiteRT alone for
   ``--secs``: (with - alone) / partitions in round-trip floors (one 16 KiB write + copy
   kernel + read with one wait, median of 300, measured here with pyopencl on the same
-  device: benchmarks/bench_delegate.py round_trip_us); and the same less the kernels'
+  device: benchmarks/bench_delegate.py round_trip_us), (with - alone) being the median
+  of the back-to-back pairs' differences (at least 20 pairs); and the same less the kernels'
   event-profiled time (``kernel_us``, the Python delegate's launches, which are the
   native one's): what launches, waits and copies cost beyond the kernels.
 
@@ -108,10 +109,13 @@ if secs > 0:
         fa(); fb()
     ta, tb = [], []
     end = time.perf_counter() + secs
-    while (time.perf_counter() < end or len(ta) < 10) and len(ta) < 5000:
+    while (time.perf_counter() < end or len(ta) < 20) and len(ta) < 5000:
         t = time.perf_counter(); fa(); ta.append(time.perf_counter() - t)
         t = time.perf_counter(); fb(); tb.append(time.perf_counter() - t)
     res["litert_us"], res["native_us"] = float(np.median(ta)) * 1e6, float(np.median(tb)) * 1e6
+    # per pair (the two runs back to back): a drift in the machine's speed cancels
+    res["diff_us"] = float(np.median(np.array(tb) - np.array(ta))) * 1e6
+    res["pairs"] = len(ta)
 print("@@" + json.dumps(res))
 '''
 
@@ -231,7 +235,7 @@ def main(argv=None) -> int:
     if not a.check_only:
         from bench_delegate import round_trip_us  # noqa: PLC0415
 
-        floor = round_trip_us(dev)
+        floor = float(np.median([round_trip_us(dev) for _ in range(3)]))  # it varies with the load
     print(f"device {dev.caps.platform}: {dev.caps.name}; target {a.target or 'its own'}; placement {a.placement}; "
           + (f"round-trip floor {floor:.1f} us" if floor else "check only"))
     rows = []
@@ -262,13 +266,13 @@ def main(argv=None) -> int:
             P = sum(x[2] for x in row.get("replacing", []))
             row["partitions"] = P
             if "native_us" in row:
-                row["per_partition_floors"] = (row["native_us"] - row["litert_us"]) / P / floor if P else None
+                row["per_partition_floors"] = row["diff_us"] / P / floor if P else None
                 # what the kernels themselves take (event-profiled): the rest of the
                 # difference is launches, waits and copies, less LiteRT's time for the
                 # nodes the delegate took over
                 row["kernel_us"] = kernel_us(f, a.device, a.placement, ins, a.target) if P else 0.0
                 row["per_partition_floors_without_kernels"] = (
-                    (row["native_us"] - row["litert_us"] - row["kernel_us"]) / P / floor if P else None)
+                    (row["diff_us"] - row["kernel_us"]) / P / floor if P else None)
                 row["init_limit_ms"] = 1.2 * row["init_litert_ms"] + 2.0 * row["programs"]
                 row["init_ok"] = row["init_native_ms"] <= row["init_limit_ms"]
                 # the first construction in the process loads every program (binary, else source)
