@@ -874,6 +874,8 @@ def cmd_export(args) -> int:
 
     if not os.path.exists(args.model):
         raise _Usage(f"model file not found: {args.model}")
+    if not args.out:
+        raise _Usage("--out is empty: name the folder to write the delegate to")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise _Usage(f"cannot export to {args.out}: it is not a folder")
     parent = os.path.dirname(os.path.abspath(args.out))

@@ -663,6 +663,18 @@ def write_native(out: Path, plan_c: str, options: dict, *, model: str, where: st
     (out / "delegate_options.json").write_text(json.dumps(options, indent=1) + "\n")
 
 
+#: the files ``export`` writes besides k*.cl and t*.bin (and the library build.sh makes)
+EXPORT_FILES = ("manifest.json", "plan.c", "build.sh", "delegate_options.json", SO_NAME,
+                *(f"src/{n}" for n in NATIVE_SOURCES))
+
+
+def _old_export_files(out: Path) -> list[Path]:
+    """The files an earlier export (and its build.sh) wrote to ``out``: k*.cl, t*.bin,
+    EXPORT_FILES. Nothing else there is touched."""
+    found = [*out.glob("k[0-9][0-9][0-9]_*.cl"), *out.glob("t[0-9]*.bin"), *(out / f for f in EXPORT_FILES)]
+    return [f for f in found if f.is_file() or f.is_symlink()]
+
+
 def export(model: str, out_dir: str, *, device=None, target: str | None = None,
            signature: str | None = None, placement: str = "all", fuse: bool = True) -> dict:
     """Write the kernels litecl.Delegate launches for ``model`` (a .tflite path) to
@@ -673,12 +685,13 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     signature's subgraph (default subgraph 0, or the first signature when subgraph 0 has
     no inputs, as ``litecl run``); placement, fuse: the Delegate's. The model runs
     through litecl.Interpreter up to allocate_tensors (every program is built there).
-    ``out_dir`` is created if missing; files of an earlier export there (``k*.cl``,
-    ``t*.bin``) are removed first. A model with no delegated node gives an empty
+    ``out_dir`` (not empty) is created if missing; files of an earlier export there
+    (``k*.cl``, ``t*.bin``, EXPORT_FILES: the built liblitecl_delegate.so too, which no
+    longer matches the new plan.c) are removed first, nothing else. A model with no delegated node gives an empty
     ``launches`` list.
 
-    Raises InputError (bad target, placement, signature, an out_dir that is a file or not
-    writable), ModelError / litecl errors from loading and allocating the model.
+    Raises InputError (bad target, placement, signature, an out_dir that is empty, a file
+    or not writable), ModelError / litecl errors from loading and allocating the model.
     """
     from .device import open_device  # noqa: PLC0415
     from .interpreter import Interpreter  # noqa: PLC0415
@@ -687,6 +700,8 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         raise InputError(f"unknown placement {placement!r}; expected one of {', '.join(PLACEMENTS)}")
     if target is not None and target not in TARGETS:
         raise InputError(f"unknown target {target!r}; expected one of {', '.join(TARGETS)}")
+    if not str(out_dir):
+        raise InputError("the output folder is empty: name the folder to export to (--out DIR)")
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"cannot export to {out_dir}: it is not a folder")
@@ -722,9 +737,8 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         manifest["note"] = "litecl's delegate takes no node of this subgraph: nothing to export"
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for old in (*out.glob("k[0-9][0-9][0-9]_*.cl"), *out.glob("t[0-9]*.bin")):
-            if old.is_file():
-                old.unlink()
+        for old in _old_export_files(out):
+            old.unlink()
         for src, name in files.items():
             (out / name).write_text(src)
         for t, data in constants.items():

@@ -22,6 +22,8 @@ import pytest
 import litecl
 from litecl.cli import main
 from litecl.compare import mismatches, random_inputs
+from litecl.errors import InputError
+from litecl.export import export
 from litecl.ops.dtypes import CAST_TYPES
 from models.builders import _Graph, add_model, cast_model, chain_model
 
@@ -371,6 +373,39 @@ def test_export_refuses_bad_paths_and_models(fast_device, tmp_path, capsys, mode
         assert rc == 2, (argv, err)
         assert err.startswith("error: ") and err.count("\n") == 1 and what in err, (argv, err)
     assert not (tmp_path / "o").exists()
+
+
+def test_export_refuses_an_empty_out_and_writes_nothing_here(fast_device, tmp_path, capsys, model_files,
+                                                            monkeypatch):
+    """--out '' is no folder (Path('') is the current one): one line, exit 2, and nothing
+    written to the current directory."""
+    monkeypatch.chdir(tmp_path)
+    rc = main(["export", str(model_files["fused_chain"]), "--out", "", "--device", fast_device])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and "--out is empty" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    with pytest.raises(InputError, match="empty"):
+        export(str(model_files["fused_chain"]), "", device=fast_device)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_export_again_removes_the_earlier_export_s_files_only(fast_device, tmp_path, model_files):
+    """A second export into the same folder leaves no file of the first that the new plan
+    does not write (the built liblitecl_delegate.so no longer matches plan.c, a constant
+    file of the old model, a stray source), and keeps the user's own files."""
+    out = tmp_path / "e"
+    assert main(["export", str(model_files["fused_chain"]), "--out", str(out), "--device", fast_device]) == 0
+    (out / "liblitecl_delegate.so").write_bytes(b"\x7fELF built for the first plan")
+    (out / "t999.bin").write_bytes(b"old constant")
+    (out / "src" / "notes.txt").write_text("mine")
+    (out / "notes.txt").write_text("mine")
+    p = tmp_path / "mul.tflite"
+    p.write_bytes(chain_model(["float32", ("mul", 2.0)], [4]))  # nothing lowered: no k*.cl
+    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
+    assert sorted(f.name for f in out.iterdir()) == ["build.sh", "delegate_options.json", "manifest.json",
+                                                     "notes.txt", "plan.c", "src"]
+    assert (out / "src" / "notes.txt").read_text() == "mine"
+    assert json.loads((out / "manifest.json").read_text())["launches"] == []
 
 
 def test_kernel_add_and_cast_take_target(fast_device, capsys):
