@@ -226,7 +226,9 @@ def test_bad_options_fail_with_one_line_naming_the_cause(models, tmp_path, fast_
     opts = json.loads((out / "delegate_options.json").read_text())
     cases = [{"nope": "1"}, {**opts, "memory": "sometimes"}, {**opts, "library": "/no/such/libOpenCL.so"},
              {**opts, "device": "no such device"}, {**opts, "library": "libc.so.6"}, {**opts, "spin_us": "-5"},
-             {**opts, "spin_us": "soon"}]
+             {**opts, "spin_us": "soon"}, {**opts, "binaries": "maybe"}, {**opts, "quiet": "loud"},
+             {**opts, "library": ""}, {**opts, "platform": ""}, {**opts, "device": ""}, {**opts, "memory": ""},
+             {**opts, "binaries": ""}, {**opts, "quiet": ""}, {**opts, "spin_us": ""}]
     r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps(cases))
     rows = r.stdout.splitlines()
     assert [ln.split()[0] for ln in rows] == ["REFUSED"] * len(cases), (r.stdout, r.stderr)
@@ -234,8 +236,16 @@ def test_bad_options_fail_with_one_line_naming_the_cause(models, tmp_path, fast_
     assert all(e.startswith("litecl: ") for e in errs), errs
     for e, what in zip(errs, ["unknown option \"nope\"", "unknown memory \"sometimes\"", "/no/such/libOpenCL.so",
                               "no OpenCL device \"no such device\"", "neither clGetPlatformIDs",
-                              "spin_us \"-5\" is not a whole number", "spin_us \"soon\" is not"]):
+                              "spin_us \"-5\" is not a whole number", "spin_us \"soon\" is not",
+                              "binaries \"maybe\" is not a yes/no value; expected 1, 0, true, false, yes, no, on or off",
+                              "quiet \"loud\" is not a yes/no value", "the library option is empty",
+                              "the platform option is empty", "the device option is empty",
+                              "the memory option is empty; expected auto", "the binaries option is empty; expected 1, 0",
+                              "the quiet option is empty", "the spin_us option is empty"]):
         assert what in e, (what, e)
+    good = [{**opts, "binaries": v, "quiet": q} for v, q in (("0", "yes"), ("true", "off"), ("no", "1"))]
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps(good))
+    assert r.stdout.splitlines() == ["LOADED"] * len(good), (r.stdout, r.stderr)
 
 
 def test_export_writes_the_delegate_files(models, tmp_path, fast_device):

@@ -1254,11 +1254,23 @@ static int truthy(const char *v) {
     return v && *v && strcmp(v, "0") && strcmp(v, "false") && strcmp(v, "no") && strcmp(v, "off");
 }
 
+/* A yes/no option's value: 1 or 0, -1 when it is neither (then refused, naming these). */
+#define LCL_FLAG_VALUES "1, 0, true, false, yes, no, on or off"
+static int flag_value(const char *v) {
+    static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcmp(v, yes[i])) return 1;
+        if (!strcmp(v, no[i])) return 0;
+    }
+    return -1;
+}
+
 /* TFLite's external delegate entry point (delegates/external/external_delegate_interface.h).
  * Options: library (the OpenCL library: a path, or a name the dynamic loader finds),
  * platform and device (substrings of their names, case-insensitive), memory ("auto",
- * "in_place", "copy"), binaries ("1"/"0": try the exported program binaries first),
- * quiet ("1": no Replacing line), spin_us (how long an invoke polls for its commands,
+ * "in_place", "copy"), binaries (yes/no: try the exported program binaries first),
+ * quiet (yes/no: no Replacing line; yes/no values are 1, 0, true, false, yes, no, on,
+ * off, anything else is refused), an empty value for any option is refused, spin_us (how long an invoke polls for its commands,
  * yielding the CPU, before it blocks in clFinish: default 1000; 0 blocks at once). Defaults: delegate_options.json's, baked into plan.c.
  * Returns NULL after one line to report_error (or stderr) on any failure. */
 LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **values, size_t n,
@@ -1276,13 +1288,32 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
     d->quiet = truthy(getenv("LITECL_QUIET"));
     for (size_t i = 0; i < n; i++) {
         const char *k = keys[i], *v = values[i] ? values[i] : "";
+        int known = !strcmp(k, "library") || !strcmp(k, "platform") || !strcmp(k, "device") ||
+                    !strcmp(k, "memory") || !strcmp(k, "binaries") || !strcmp(k, "quiet") || !strcmp(k, "spin_us");
+        if (known && !*v) { /* every option the same way: an empty value is no value */
+            snprintf(err, sizeof err, "litecl: the %s option is empty; %s", k,
+                     !strcmp(k, "library") ? "name the OpenCL library (a path, or a name the dynamic loader finds)"
+                     : !strcmp(k, "platform") || !strcmp(k, "device") ? "give a substring of its name, or leave "
+                                                                        "the option out"
+                     : !strcmp(k, "memory") ? "expected auto, in_place or copy"
+                     : !strcmp(k, "spin_us") ? "expected a whole number of microseconds from 0 to 1000000"
+                     : "expected " LCL_FLAG_VALUES);
+            goto fail;
+        }
         if (!strcmp(k, "library")) library = v;
         else if (!strcmp(k, "platform")) platform = v;
         else if (!strcmp(k, "device")) device = v;
         else if (!strcmp(k, "memory")) memory = v;
-        else if (!strcmp(k, "binaries")) d->use_binaries = truthy(v);
-        else if (!strcmp(k, "quiet")) d->quiet = truthy(v);
-        else if (!strcmp(k, "spin_us")) {
+        else if (!strcmp(k, "binaries") || !strcmp(k, "quiet")) {
+            int f = flag_value(v);
+            if (f < 0) {
+                snprintf(err, sizeof err, "litecl: %s \"%.100s\" is not a yes/no value; expected " LCL_FLAG_VALUES,
+                         k, v);
+                goto fail;
+            }
+            if (!strcmp(k, "binaries")) d->use_binaries = f;
+            else d->quiet = f;
+        } else if (!strcmp(k, "spin_us")) {
             char *end = NULL;
             d->spin_us = strtol(v, &end, 10);
             if (!*v || *end || d->spin_us < 0 || d->spin_us > 1000000) {
