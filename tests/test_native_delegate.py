@@ -201,8 +201,39 @@ def test_another_model_is_refused_with_one_line_and_runs_on_litert(models, tmp_p
     assert res.get("bit_exact") and res["replacing"] == [], res
     r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", other, out / "delegate_options.json", "[757]")
     lines = [ln for ln in r.stderr.splitlines() if "litecl" in ln]
-    assert len(lines) == 1 and "is not one litecl exported from cast_f32_f16.tflite" in lines[0], r.stderr
-    assert "claims none of its nodes" in lines[0]
+    assert len(lines) == 1 and "is not the one litecl exported from cast_f32_f16.tflite" in lines[0], r.stderr
+    assert "litecl claims none of its nodes" in lines[0]
+    assert "(1 nodes exported, 4 here)" in lines[0], lines[0]  # no "node count 0 is ..."
+
+
+AFTER_CHILD = r'''
+import sys
+sys.modules["litecl"] = None
+from ai_edge_litert.interpreter import Interpreter, OpResolverType, load_delegate
+import json
+so, model, opts = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
+first, second = load_delegate(so, {**opts, "quiet": "1"}), load_delegate(so, opts)
+it = Interpreter(model_path=model, experimental_delegates=[first, second],
+                 experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+it.allocate_tensors()
+it.invoke()
+print("RAN")
+'''
+
+
+def test_loaded_after_a_delegate_that_changed_the_graph_it_says_so_and_claims_nothing(models, tmp_path,
+                                                                                      fast_device):
+    """A delegate applied first replaced nodes with its kernel: the fingerprint (which needs
+    the model's graph) no longer matches, and the line says why and what to do."""
+    _need(CC)
+    out = tmp_path / "e"
+    _export_build(models["fused_chain"], out, fast_device)
+    r = _child(AFTER_CHILD, out / "liblitecl_delegate.so", models["fused_chain"], out / "delegate_options.json")
+    assert r.returncode == 0 and "RAN" in r.stdout, r.stderr[-800:]
+    lines = [ln for ln in r.stderr.splitlines() if "litecl" in ln]
+    assert lines == ["WARNING: litecl: this graph is not the one litecl exported from fused_chain.tflite "
+                     "(4 nodes exported, 1 here: a delegate applied before litecl's changed it; load litecl's "
+                     "delegate first); litecl claims none of its nodes"], r.stderr
 
 
 BAD_OPTIONS = r'''

@@ -194,7 +194,7 @@ static int fp_put(fp_cursor *c, int32_t v, const char *what, int index) {
         if (c->pos >= c->len)
             snprintf(c->why, c->why_len, "the model has more %s than the exported one", what);
         else
-            snprintf(c->why, c->why_len, "%s %d is %d, exported %d", what, index, (int)v,
+            snprintf(c->why, c->why_len, "%s %d is %d here, exported %d", what, index, (int)v,
                      (int)c->want[c->pos]);
         return 0;
     }
@@ -208,11 +208,26 @@ static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, c
 #define PUT(v, what, i) do { if (!fp_put(&c, (int32_t)(v), what, i)) return 0; } while (0)
     int32_t n_tensors = c.len ? c.want[0] : 0;
     if ((size_t)n_tensors > ctx->tensors_size) {
-        snprintf(why, why_len, "the model has %d tensors, exported %d", (int)ctx->tensors_size, (int)n_tensors);
+        snprintf(why, why_len, "%d tensors exported, %d here", (int)n_tensors, (int)ctx->tensors_size);
         return 0;
     }
-    c.pos = 1;
-    PUT(plan->size, "node count", 0);
+    /* a delegate applied before this one replaced nodes with its own kernels: the graph
+     * is no longer the model's, whatever else matches (LiteRT gives a later delegate the
+     * graph its earlier delegates left) */
+    int foreign = 0;
+    for (int k = 0; k < plan->size && !foreign; k++) {
+        TfLiteNode *node;
+        TfLiteRegistration *reg;
+        foreign = ctx->GetNodeAndRegistration(ctx, plan->data[k], &node, &reg) == kTfLiteOk &&
+                  reg->builtin_code == kTfLiteBuiltinDelegate;
+    }
+    int32_t want_nodes = c.len > 1 ? c.want[1] : 0;
+    if (foreign || plan->size != want_nodes) {
+        snprintf(why, why_len, "%d nodes exported, %d here%s", (int)want_nodes, plan->size,
+                 foreign ? ": a delegate applied before litecl's changed it; load litecl's delegate first" : "");
+        return 0;
+    }
+    c.pos = 2;
     for (int k = 0; k < plan->size; k++) {
         int i = plan->data[k];
         TfLiteNode *node;
@@ -1052,8 +1067,8 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
     const lcl_subgraph *sg = match_subgraph(ctx, plan, why, sizeof why);
     if (!sg) {
         /* one line, and no node claimed: LiteRT runs the subgraph itself */
-        fprintf(stderr, "WARNING: litecl: this subgraph (%d nodes) is not one litecl exported from %s "
-                "(%s): litecl claims none of its nodes\n", plan->size, LCL_PLAN.model, why);
+        fprintf(stderr, "WARNING: litecl: this graph is not the one litecl exported from %s (%s); "
+                "litecl claims none of its nodes\n", LCL_PLAN.model, why);
         return kTfLiteOk;
     }
     TfLiteIntArray *claim = malloc(sizeof(TfLiteIntArray) + (size_t)(sg->claimed.len + 1) * sizeof(int));
