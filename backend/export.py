@@ -500,6 +500,32 @@ def _shape_generic(launch, nodes, sg, shapes: dict, caps, keep, constants, fuse)
     return len(same) == 1 and same[0].source == launch.source and same[0].name == launch.name
 
 
+def _fixed_elements(launch, nodes, sg, shapes: dict, caps, keep, constants, fuse) -> int:
+    """Why a launch that is not ``_shape_generic`` runs at the exported shapes only
+    (lcl_launch.fixed_elements, named in the delegate's INFO line): N > 0 when every
+    operand has the output's shape and the source is the same when those shapes are
+    flattened to their N elements (only the element count is compiled in: a float32 ADD,
+    whose NaN choice follows LiteRT's SIMD body and tail, a quantized ADD); 0 when an
+    operand has another shape (a broadcast); -1 otherwise."""
+    from .kernels import plan_partition  # noqa: PLC0415
+
+    e = tuple(shapes[launch.outputs[0]])
+    if any(tuple(shapes[t]) != e for t in (*launch.inputs, *launch.outputs)):
+        return 0
+    n = _numel(e)
+    if n < 1:
+        return -1
+    ins = {t: ((n,) if tuple(shapes[t]) == e else tuple(shapes[t]))
+           for m in nodes for t in m.inputs if t >= 0 and t in shapes and
+           not any(t in k.outputs for k in nodes[:nodes.index(m)])}
+    try:
+        plan = plan_partition(nodes, sg, ins, caps, keep=keep, constants=constants, fuse=fuse)
+    except Exception:  # noqa: BLE001 (a shape the nodes refuse)
+        return -1
+    same = [ln for ln in plan.launches if ln.nodes == launch.nodes]
+    return n if len(same) == 1 and same[0].source == launch.source else -1
+
+
 def native_plan(interp, model: str, fingerprints: list, library: str, target: str,
                 flags: int = 1) -> tuple[str, dict]:
     """(plan.c text, summary) for litecl.Interpreter ``interp`` after allocate_tensors:
@@ -537,13 +563,14 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
             programs[ln.source] = (len(programs), ln.name)
         return programs[ln.source][0]
 
-    def launch_c(ln, shapes, generic, dynamic=False) -> str:
+    def launch_c(ln, shapes, generic, dynamic=False, fixed=0) -> str:
         # shape_fixed: 0 elementwise, 1 the exported shapes compiled in, 2 the same but the
-        # Python delegate planned it only at invoke (shapes unknown at allocate): declined
+        # Python delegate planned it only at invoke (shapes unknown at allocate): declined;
+        # fixed: why (_fixed_elements)
         tile = 32 // ln.tiling.align_num
         shp = [x for t in ln.inputs for x in (len(shapes[t]), *shapes[t])]
         launches_c.append(f"{{{prog(ln)}, {tile}, {0 if generic else 2 if dynamic else 1}, {span(ln.nodes)}, {span(ln.inputs)}, "
-                          f"{span(ln.outputs)}, {span(shp)}}}")
+                          f"{span(ln.outputs)}, {span(shp)}, {0 if generic else fixed}}}")
         return launches_c[-1]
 
     summary = {"subgraphs": []}
@@ -567,7 +594,9 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
             first = len(launches_c)
             for ln in plan.launches:
                 generic = _shape_generic(ln, p.nodes, sg, plan.shapes, caps, set(p.outputs), consts, d.fuse)
-                launch_c(ln, plan.shapes, generic)
+                fixed = 0 if generic else _fixed_elements(ln, p.nodes, sg, plan.shapes, caps, set(p.outputs),
+                                                          consts, d.fuse)
+                launch_c(ln, plan.shapes, generic, fixed=fixed)
             nodes = sorted(n.index for n in p.nodes)
             parts_c.append(f"{{{span(nodes)}, {first}, {len(plan.launches)}}}")
             part_rows.append({"nodes": nodes, "launches": len(plan.launches), "shapes": plan.shapes,
@@ -587,7 +616,8 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
             # shape follows them (a one-element operand may grow: a broadcast then)
             if i in dynamic_nodes and any(tuple(plan.shapes[t]) != e for t in ln.inputs):
                 generic = False
-            launch_c(ln, plan.shapes, generic, dynamic=i in dynamic_nodes and not generic)
+            fixed = 0 if generic else _fixed_elements(ln, [n], sg, plan.shapes, caps, set(n.outputs), consts, False)
+            launch_c(ln, plan.shapes, generic, dynamic=i in dynamic_nodes and not generic, fixed=fixed)
         subs_c.append(f"{{{span(fp)}, {span(claimed)}, {rec['nodes']}, {first_part}, "
                       f"{len(parts_c) - first_part}, {first_single}}}")
         summary["subgraphs"].append({"subgraph": si, "nodes": rec["nodes"], "claimed": len(claimed),
@@ -624,7 +654,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         "const lcl_program LCL_PROGRAMS[] = {\n    " + (",\n    ".join(prog_c) or '{"", "", 0, NULL, 0}')
         + "\n};",
         "const lcl_launch LCL_LAUNCHES[] = {\n    " + (",\n    ".join(launches_c) or
-                                                    "{0, 1, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}}") + "\n};",
+                                                    "{0, 1, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0}") + "\n};",
         "const lcl_partition LCL_PARTITIONS[] = {\n    " + (",\n    ".join(parts_c) or "{{0, 0}, 0, 0}")
         + "\n};",
         "const lcl_subgraph LCL_SUBGRAPHS[] = {\n    " + (",\n    ".join(subs_c) or

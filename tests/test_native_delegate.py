@@ -148,8 +148,9 @@ outs = []
 for dl in ([], [d]):
     it = Interpreter(model_path=model, experimental_delegates=dl,
                      experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    det = it.get_input_details()[0]
-    it.resize_tensor_input(det["index"], shape)
+    shapes = shape if shape and isinstance(shape[0], list) else [shape]  # [[...], ...]: one per input
+    for det, sh in zip(it.get_input_details(), shapes):
+        it.resize_tensor_input(det["index"], sh)
     it.allocate_tensors()
     for k, x in enumerate(it.get_input_details()):  # every input: LiteRT leaves them unset
         it.set_tensor(x["index"], (np.random.default_rng(k).standard_normal(x["shape"]) * 300).astype(x["dtype"]))
@@ -187,9 +188,33 @@ def test_resize_keeps_elementwise_nodes_and_leaves_baked_broadcasts_to_litert(tm
     r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", bcast, out / "delegate_options.json", "[4, 1, 5]")
     assert r.returncode == 0 and "EQUAL" in r.stdout, (r.stdout, r.stderr[-500:])
     assert "Replacing 1 out of 1 node(s)" in r.stderr  # at construction, the exported shapes
-    assert "INFO: litecl: node 0 left to LiteRT: its kernel was exported for other input shapes" in r.stderr
+    assert ("INFO: litecl: node 0 left to LiteRT at these input shapes: its kernel compiles in the exported "
+            "shapes (a broadcast)\n") in r.stderr, r.stderr
     r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", bcast, out / "delegate_options.json", "[2, 1, 5]")
     assert r.returncode == 0 and "EQUAL" in r.stdout and "left to LiteRT" not in r.stderr, r.stderr[-500:]
+
+
+def test_resize_names_why_a_same_shape_add_stays_or_goes(tmp_path, fast_device):
+    """Without a broadcast, a float32 ADD's kernel still compiles in the element count
+    (LiteRT's NaN choice follows its SIMD body and tail): after a resize it is left to
+    LiteRT with that reason, not a broadcast's; an int32 ADD's kernel holds at any count
+    and stays on OpenCL (README: which nodes survive a resize)."""
+    _need(CC)
+    for dtype, kept in (("float32", False), ("int32", True)):
+        m = tmp_path / f"add_{dtype}.tflite"
+        m.write_bytes(add_model(dtype, [512], [512]))
+        out = tmp_path / dtype
+        _export_build(m, out, fast_device)
+        r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "delegate_options.json", "[[757], [757]]")
+        assert r.returncode == 0 and "EQUAL" in r.stdout, (dtype, r.stdout, r.stderr[-500:])
+        lines = [ln for ln in r.stderr.splitlines() if "litecl" in ln]
+        if kept:
+            assert lines == ["INFO: Replacing 1 out of 1 node(s) with delegate (litecl OpenCL) node, yielding 1 "
+                             "partitions for the whole graph."], (dtype, r.stderr)
+        else:
+            assert ("INFO: litecl: node 0 left to LiteRT at these input shapes: its kernel's source depends on "
+                    "the element count (compiled for 512 elements)") in lines, (dtype, r.stderr)
+            assert not any("broadcast" in ln for ln in lines), lines
 
 
 def test_another_model_is_refused_with_one_line_and_runs_on_litert(models, tmp_path, fast_device):

@@ -701,11 +701,16 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
                 sh += rank;
             }
             if (!ok) {
-                char now[160];
+                char now[160], what[160] = "";
                 shape_text(in, now, sizeof now);
+                if (ln->shape_fixed && ln->fixed_elements > 0)
+                    snprintf(what, sizeof what, "; its source depends on the element count (compiled for %d "
+                             "elements): export the model again at these shapes", (int)ln->fixed_elements);
+                else if (ln->shape_fixed)
+                    snprintf(what, sizeof what, "; %s compiled in: export the model again at these shapes",
+                             ln->fixed_elements ? "the exported shapes are" : "its broadcast is");
                 say(d, ctx, "litecl: node %d's kernel was exported for other shapes (tensor %d is %s now)%s",
-                    node0, in->tensor, now, ln->shape_fixed ? "; its broadcast is compiled in: export the "
-                    "model again at these shapes" : "");
+                    node0, in->tensor, now, what);
                 goto out;
             }
         }
@@ -1096,12 +1101,19 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
                 keep = dims && dims->size == rank && !memcmp(dims->data, sh, (size_t)rank * sizeof(int));
                 sh += rank;
             }
+            /* why the kernel holds at the exported shapes only (lcl_launch.fixed_elements) */
+            char what[96];
+            if (ln->fixed_elements > 0)
+                snprintf(what, sizeof what, "its kernel's source depends on the element count (compiled for %d "
+                         "elements)", (int)ln->fixed_elements);
+            else
+                snprintf(what, sizeof what, "its kernel compiles in the exported shapes%s",
+                         ln->fixed_elements ? "" : " (a broadcast)");
             if (!keep && !d->quiet)
-                fprintf(stderr, "INFO: litecl: node %d left to LiteRT: its kernel was exported for other "
-                        "input shapes (a broadcast compiled in)\n", n);
+                fprintf(stderr, "INFO: litecl: node %d left to LiteRT at these input shapes: %s\n", n, what);
             else if (dynamic && !d->quiet)
                 fprintf(stderr, "INFO: litecl: node %d left to LiteRT: its input shapes are known only at "
-                        "invoke and its kernel compiles in the exported broadcast\n", n);
+                        "invoke and %s\n", n, what);
             keep &= !dynamic;
         }
         if (keep) claim->data[claim->size++] = n;

@@ -22,7 +22,8 @@ typedef struct {
     int32_t program;                  /* LCL_PROGRAMS index */
     int32_t tile_bytes;               /* ops/tiling.py launch(): the smallest itemsize touched */
     int32_t shape_fixed;              /* 1: the source bakes the exported shapes (broadcast
-                                         strides): it runs at exactly ``shapes``; 2: the
+                                         strides, or the element count: fixed_elements):
+                                         it runs at exactly ``shapes``; 2: the
                                          same, but the Python delegate knew the shapes
                                          only at invoke: declined where the delegate
                                          sets AllowDynamicTensors (a graph with
@@ -31,6 +32,11 @@ typedef struct {
     lcl_span inputs;                  /* tensor indices of its buffer parameters, in order */
     lcl_span outputs;                 /* ... then these */
     lcl_span shapes;                  /* exported input shapes: per input, rank then dims */
+    int32_t fixed_elements;           /* why shape_fixed (the INFO line): 0 a broadcast is
+                                         compiled in; N > 0 the operands share one shape
+                                         and only its element count N is (a float32 or
+                                         quantized ADD: LiteRT's SIMD body and tail
+                                         depend on it); -1 other shape arithmetic */
 } lcl_launch;
 
 typedef struct {
