@@ -130,6 +130,12 @@ def run_child(so: Path, model: Path, options: Path, inputs: Path, secs: float, t
     """Run CHILD; returns its result dict plus "replacing" [(N, M, P)] from the delegate's
     construction and "stderr" (the last lines), or {"error": ...}."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITECL_QUIET")}
+    # PYTHONPATH without the folders that hold litecl (the H200 installs LiteRT on
+    # PYTHONPATH too); CHILD blocks litecl and pyopencl imports anyway
+    keep = [e for e in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if e and not (Path(e) / "litecl").exists() and not (Path(e) / "backend").is_dir()]
+    if keep:
+        env["PYTHONPATH"] = os.pathsep.join(keep)
     try:
         r = subprocess.run([sys.executable, "-c", CHILD, str(so), str(model), str(options), str(inputs), str(secs)],
                            capture_output=True, text=True, timeout=timeout, env=env, cwd=tempfile.gettempdir())

@@ -7,5 +7,6 @@ mkdir -p $T/icd $T/shim/litecl
 echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > $T/icd/nvidia.icd
 export OCL_ICD_VENDORS=$T/icd
 for f in backend/*.py; do ln -sfn "$PWD/$f" $T/shim/litecl/; done
+ln -sfn "$PWD/backend/native" $T/shim/litecl/native  # the native delegate's C sources (export)
 ln -sfn "$PWD/ops" $T/shim/litecl/ops
 export PYTHONPATH=$T/site:$T/shim:$PWD PYTHONUNBUFFERED=1 LITECL_SHARED_MODELS=$PWD/.shared_models
