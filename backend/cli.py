@@ -885,19 +885,25 @@ def cmd_export(args) -> int:
                signature=args.signature, placement=args.placement)
     d = m["device"]
     where = f"{d['platform']}: {d['name']}" + (f" (profile {d['profile']})" if d["profile"] else "")
-    if not m["launches"]:
+    nat = m["native"]
+    if not m["launches"] and not any(g["claimed"] for g in nat["subgraphs"]):
         print(f"{args.model}: no node is lowered to OpenCL on {where} (target {m['target']}); "
               f"wrote an empty manifest to {os.path.join(args.out, 'manifest.json')}")
         return 0
+    print(f"exported litecl's native TFLite delegate for target {m['target']} on {where} to {args.out}: "
+          f"{nat['programs']} programs ({nat['binaries']} with {d['name']}'s binary)")
+    for g in nat["subgraphs"]:  # one line per subgraph: what the native delegate claims
+        print(f"subgraph {g['subgraph']}: the native delegate claims {g['native_claimed']} of its "
+              f"{g['nodes']} nodes at the exported shapes")
+        if g["left_at_invoke"]:  # and what litecl.Delegate claims there but it leaves, and why
+            print(f"subgraph {g['subgraph']}: {len(g['left_at_invoke'])} more node(s) that litecl.Delegate "
+                  f"claims are left to LiteRT by the native delegate: their input shapes are known only at "
+                  f"invoke (litecl.Delegate plans them then) and their kernels compile in the exported shapes")
     sources = len({ln["source"] for ln in m["launches"]})
-    print(f"exported {len(m['launches'])} launches of {len(m['partitions'])} delegated partition(s) "
-          f"({len(m['lowered_nodes'])} nodes, {sources} kernel sources, "
-          f"{sum(t['role'] == 'constant' for t in m['tensors'])} constants) "
-          f"for target {m['target']} on {where} to {args.out}")
-    nat = m["native"]
-    print(f"native TFLite delegate: {nat['programs']} programs ({nat['binaries']} with {d['name']}'s binary), "
-          f"{sum(g['claimed'] for g in nat['subgraphs'])} nodes in {len(nat['subgraphs'])} subgraph(s); "
-          f"build it with: sh {os.path.join(args.out, 'build.sh')} "
+    print(f"manifest.json: {len(m['launches'])} launches of the {len(m['partitions'])} partition(s) "
+          f"planned at allocate_tensors in subgraph {m['subgraph']} ({len(m['lowered_nodes'])} nodes, "
+          f"{sources} kernel sources, {sum(t['role'] == 'constant' for t in m['tensors'])} constants)")
+    print(f"build it with: sh {os.path.join(args.out, 'build.sh')} "
           f"(then load_delegate('{os.path.join(args.out, nat['library'])}', "
           f"options from {os.path.join(args.out, 'delegate_options.json')}))")
     return 0

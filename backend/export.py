@@ -573,6 +573,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
                           f"{span(ln.outputs)}, {span(shp)}, {0 if generic else fixed}}}")
         return launches_c[-1]
 
+    from .abi import ALLOW_DYNAMIC_TENSORS  # noqa: PLC0415
     summary = {"subgraphs": []}
     for si, (rec, fp) in enumerate(zip(records, fingerprints)):
         addr = rec["context"]
@@ -603,6 +604,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
                               "p": p})
         # one unfused launch per claimed node, at the shapes of its partition's plan
         first_single = len(launches_c)
+        at_invoke = []  # claimed by litecl.Delegate, left to LiteRT by the native delegate
         for i in claimed:
             pr = next(r for r in part_rows if i in r["nodes"])
             n = next(n for n in pr["p"].nodes if n.index == i)
@@ -617,11 +619,19 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
             if i in dynamic_nodes and any(tuple(plan.shapes[t]) != e for t in ln.inputs):
                 generic = False
             fixed = 0 if generic else _fixed_elements(ln, [n], sg, plan.shapes, caps, set(n.outputs), consts, False)
-            launch_c(ln, plan.shapes, generic, dynamic=i in dynamic_nodes and not generic, fixed=fixed)
+            dynamic = i in dynamic_nodes and not generic
+            launch_c(ln, plan.shapes, generic, dynamic=dynamic, fixed=fixed)
+            if dynamic and flags & ALLOW_DYNAMIC_TENSORS:  # litecl_delegate.c delegate_prepare declines it
+                at_invoke.append(i)
         subs_c.append(f"{{{span(fp)}, {span(claimed)}, {rec['nodes']}, {first_part}, "
                       f"{len(parts_c) - first_part}, {first_single}}}")
+        # claimed: litecl.Delegate's nodes; native_claimed: the native delegate's at the
+        # exported shapes; left_at_invoke: the difference (shapes known only at invoke, a
+        # kernel that compiles them in, a graph whose delegate sets AllowDynamicTensors)
         summary["subgraphs"].append({"subgraph": si, "nodes": rec["nodes"], "claimed": len(claimed),
-                                     "partitions": rec["partitions"]})
+                                     "partitions": rec["partitions"],
+                                     "native_claimed": len(claimed) - len(at_invoke),
+                                     "left_at_invoke": at_invoke})
     # programs: the source, and the device's binary (loaded first; the source when the
     # runtime refuses it, litecl_delegate.c ``program``)
     prog_c, bins = [], []

@@ -27,7 +27,7 @@ from litecl.compare import make_interpreter, random_inputs
 from litecl.ops.tiling import launch
 from models.builders import add_model, cast_model, chain_model
 
-from conftest import DEVICE_STATUS, ROOT, SHARED_MODELS
+from conftest import DEVICE_STATUS, ROOT, SHARED_MODELS, tf_model
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_native import python_replacing, run_child  # noqa: E402
@@ -215,6 +215,36 @@ def test_resize_names_why_a_same_shape_add_stays_or_goes(tmp_path, fast_device):
             assert ("INFO: litecl: node 0 left to LiteRT at these input shapes: its kernel's source depends on "
                     "the element count (compiled for 512 elements)") in lines, (dtype, r.stderr)
             assert not any("broadcast" in ln for ln in lines), lines
+
+
+def test_export_summary_says_what_the_native_delegate_claims(models, tmp_path, fast_device, capsys):
+    """The printout gives, per subgraph, the nodes the native delegate claims, and apart
+    the nodes litecl.Delegate claims that it leaves to LiteRT, with the reason (was:
+    '1 launches ... (1 nodes' then '21 nodes in 1 subgraph(s)'); the count is the built
+    delegate's own Replacing line."""
+    out = tmp_path / "chain"
+    assert main(["export", str(models["fused_chain"]), "--out", str(out), "--device", fast_device]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert "subgraph 0: the native delegate claims 4 of its 4 nodes at the exported shapes" in said, said
+    assert not any("left to LiteRT" in ln for ln in said), said
+    m = tmp_path / "dynamic_reshape.tflite"
+    m.write_bytes(tf_model("dynamic_reshape"))  # RESHAPE to a shape computed at invoke, then ADD 1
+    out = tmp_path / "dyn"
+    assert main(["export", str(m), "--out", str(out), "--device", fast_device]) == 0
+    said = capsys.readouterr().out.splitlines()
+    sub = [ln for ln in said if ln.startswith("subgraph ")]
+    assert sub == ["subgraph 0: the native delegate claims 0 of its 8 nodes at the exported shapes",
+                   "subgraph 0: 1 more node(s) that litecl.Delegate claims are left to LiteRT by the native "
+                   "delegate: their input shapes are known only at invoke (litecl.Delegate plans them then) and "
+                   "their kernels compile in the exported shapes"], said
+    assert not any("nodes in 1 subgraph" in ln for ln in said), said
+    if shutil.which(CC) is None:
+        return
+    r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "delegate_options.json", "[1, 16]")
+    assert r.returncode == 0 and "EQUAL" in r.stdout, r.stderr[-800:]
+    assert "Replacing" not in r.stderr and "left to LiteRT: its input shapes are known only at invoke" in r.stderr
 
 
 def test_another_model_is_refused_with_one_line_and_runs_on_litert(models, tmp_path, fast_device):
