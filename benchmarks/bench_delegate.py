@@ -20,7 +20,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -29,9 +28,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import litecl  # noqa: E402
 from litecl.compare import make_interpreter, random_inputs  # noqa: E402
+from common import litert_runs, tflite_files  # noqa: E402
 from models.builders import add_model, cast_model, chain_model  # noqa: E402
 
 
@@ -80,20 +81,11 @@ def _construct(raw, kind, a):
 
 
 def models(dirs):
-    out, seen = [], set()
-    for d in dirs:
-        for f in sorted(Path(d).rglob("*.tflite")):
-            raw = f.read_bytes()
-            h = hashlib.sha256(raw).hexdigest()
-            if h in seen:
-                continue
-            seen.add(h)
-            try:
-                ref = make_interpreter(raw)
-                ref.allocate_tensors()
-                _runner(ref, random_inputs(ref.get_input_details(), seed=0))()
-            except Exception:  # noqa: BLE001 (LiteRT alone cannot run it at its declared shapes)
-                continue
+    """[(file name, bytes)] of the models under ``dirs`` LiteRT alone runs."""
+    out = []
+    for f in tflite_files(dirs):
+        raw = f.read_bytes()
+        if litert_runs(raw):
             out.append((f.name, raw))
     return out
 

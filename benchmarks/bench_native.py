@@ -35,7 +35,6 @@ every model is bit-exact and every Replacing line agrees (or differs by that dec
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -186,27 +185,10 @@ def kernel_us(model: Path, device, placement: str, inputs: dict, target=None, ru
 
 
 def models(dirs) -> list[Path]:
-    from litecl.compare import make_interpreter, random_inputs  # noqa: PLC0415
+    """The .tflite files under ``dirs`` LiteRT alone runs (one per content)."""
+    from common import litert_runs, tflite_files  # noqa: PLC0415
 
-    out, seen = [], set()
-    for d in dirs:
-        for f in sorted(Path(d).rglob("*.tflite")) if Path(d).is_dir() else [Path(d)]:
-            raw = f.read_bytes()
-            h = hashlib.sha256(raw).hexdigest()
-            if h in seen:
-                continue
-            seen.add(h)
-            try:
-                ref = make_interpreter(raw)
-                ref.allocate_tensors()
-                ins = random_inputs(ref.get_input_details(), seed=0)
-                for x in ref.get_input_details():
-                    ref.set_tensor(x["index"], ins[x["name"]])
-                ref.invoke()
-            except Exception:  # noqa: BLE001 (LiteRT alone cannot run it at its declared shapes)
-                continue
-            out.append(f)
-    return out
+    return [f for f in tflite_files(dirs) if litert_runs(f.read_bytes())]
 
 
 def export_and_build(model: Path, out: Path, device, target, placement) -> dict:

@@ -21,6 +21,34 @@ if str(ROOT) not in sys.path:
 SHARED = Path(os.environ.get("LITECL_SHARED_MODELS", ROOT.parent / "shared" / "models"))
 
 
+def tflite_files(dirs) -> list[Path]:
+    """Every ``*.tflite`` under the folders (or the files) in ``dirs``, in name order, one
+    per distinct content."""
+    import hashlib  # noqa: PLC0415
+
+    out, seen = [], set()
+    for d in map(Path, dirs):
+        for f in sorted(d.rglob("*.tflite")) if d.is_dir() else [d]:
+            h = hashlib.sha256(f.read_bytes()).hexdigest()
+            if h not in seen:
+                seen.add(h)
+                out.append(f)
+    return out
+
+
+def litert_runs(raw: bytes) -> bool:
+    """Whether LiteRT alone (builtin resolver) runs the model at its declared shapes on
+    random inputs: the models a benchmark can compare against it."""
+    from litecl.compare import make_interpreter, random_inputs, run_outputs  # noqa: PLC0415
+
+    try:
+        ref = make_interpreter(raw)
+        run_outputs(ref, random_inputs(ref.get_input_details(), seed=0))
+    except Exception:  # noqa: BLE001 (LiteRT alone cannot run it)
+        return False
+    return True
+
+
 def model_files(models) -> tuple[list, str | None]:
     """The .tflite files named (a folder: every *.tflite under it), and an error line for
     the first that is missing (None when all exist)."""

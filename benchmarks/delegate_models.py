@@ -17,14 +17,15 @@ differ), else 1.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import litecl  # noqa: E402
+from common import tflite_files  # noqa: E402
 from litecl.compare import bit_equal, make_interpreter, random_inputs, run_outputs  # noqa: E402
 
 
@@ -37,13 +38,7 @@ def main(argv=None) -> int:
     ap.add_argument("--full-range", action="store_true")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
-    files, seen = [], set()
-    for d in a.dirs:
-        for f in sorted(d.rglob("*.tflite")) if d.is_dir() else [d]:
-            h = hashlib.sha256(f.read_bytes()).hexdigest()
-            if h not in seen:
-                seen.add(h)
-                files.append(f)
+    files = tflite_files(a.dirs)
     d = litecl.Delegate(a.device, a.placement, quiet=True,
                         reference="ref" if a.reference == "ref" else "builtin")
     print(f"device: {d.device.caps.platform}: {d.device.caps.name}{' (' + d.device.caps.profile + ')' if d.device.caps.profile else ''}; "

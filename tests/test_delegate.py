@@ -372,3 +372,44 @@ def test_shared_delegate_reports_per_interpreter(fast_device):
                            experimental_delegates=[d])
     with pytest.raises(litecl.LiteclError, match="quiet must be"):
         litecl.Delegate(fast_device, quiet="no")
+
+
+def test_a_second_interpreter_of_a_model_recalls_prepare_and_stays_exact(fast_device, monkeypatch):
+    """litecl.Interpreter names its model to the delegate: a second Interpreter of the same
+    bytes reuses the first one's Prepare (no decision is taken again) and places and
+    computes the same, bit-exact with LiteRT, also after a resize to other shapes; a
+    Delegate on another device decides afresh."""
+    import litecl.delegate as dm
+    from ai_edge_litert.interpreter import Interpreter as LiteRT
+
+    buf = add_model("float32", [4, 1], [1, 5])
+    decided = []
+    orig = dm.Delegate._decide
+    monkeypatch.setattr(dm.Delegate, "_decide", lambda self, ctx, plan: (decided.append(1), orig(self, ctx, plan))[1])
+
+    def check(it, shapes):
+        ref = make_interpreter(buf)
+        for x in (it, ref):
+            for i, s in enumerate(shapes):
+                x.resize_tensor_input(i, s)
+            x.allocate_tensors()
+        ins = random_inputs(ref.get_input_details(), seed=len(decided))
+        _same(run_outputs(it, ins), run_outputs(ref, ins))
+
+    first = litecl.Interpreter(model_content=buf, device=fast_device, quiet=True)
+    check(first, [[4, 1], [1, 5]])
+    n = len(decided)
+    assert n >= 1 and first.placement()[0]["placement"] == "opencl"
+    second = litecl.Interpreter(model_content=bytes(buf), device=fast_device, quiet=True)
+    assert len(decided) == n  # recalled
+    assert [{k: r[k] for k in ("index", "op", "placement", "reason")} for r in second.placement()] == \
+        [{k: r[k] for k in ("index", "op", "placement", "reason")} for r in first.placement()]
+    check(second, [[4, 1], [1, 5]])
+    check(second, [[3, 1], [1, 7]])
+    # LiteRT's own methods where litecl has nothing to do at invoke, litecl's otherwise
+    assert type(second).invoke is not LiteRT.invoke
+    none = litecl.Interpreter(model_content=buf, device=fast_device, quiet=True, placement="auto")
+    none.allocate_tensors()
+    assert not none.delegate.partitions(id(none))  # a 20-element ADD: the round trip costs more
+    assert type(none).invoke is LiteRT.invoke and type(none).get_tensor is LiteRT.get_tensor
+    assert isinstance(none, litecl.Interpreter) and type(none).__name__ == "Interpreter"
