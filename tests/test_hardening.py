@@ -431,16 +431,17 @@ it = litecl.Interpreter(model_path=sys.argv[1], device=sys.argv[2], placement="a
 run = it.get_signature_runner("add")
 a = np.ones([2, 1, 1, 1, 1, 1, 1, 1, 5], np.float32)
 b = np.ones([1, 1, 1, 1, 1, 1, 1, 3, 1], np.float32)
-try:
-    run(a=a, b=b)
-    print("RESULT ran", flush=True)
-except litecl.LiteclError as e:
-    print("RESULT", type(e).__name__, e, flush=True)
+for _ in range(2):  # the second call is answered from the memo of these ADD shapes
+    try:
+        run(a=a, b=b)
+        print("RESULT ran", flush=True)
+    except litecl.LiteclError as e:
+        print("RESULT", type(e).__name__, e, flush=True)
 out = run(a=np.full([10, 10], 2, np.float32), b=np.ones([10, 10], np.float32))
 print("AGAIN", out["output"].tolist() == [[3.0] * 10] * 10, flush=True)
 """
     r = _py_hardening(code, shared_model("multi_signature_model.tflite"), fast_device)
-    assert "RESULT ResizedPrepareError" in r.stdout and "above 8 dimensions" in r.stdout, r.stdout
+    assert r.stdout.count("RESULT ResizedPrepareError") == 2 and "above 8 dimensions" in r.stdout, r.stdout
     assert "AGAIN True" in r.stdout, r.stdout
 
 
