@@ -41,6 +41,7 @@ from .errors import KernelBuildError, LiteclError
 from .kernels import give_kernel, plan_partition, take_kernel
 from .lowering import why_not
 from .model import Node, Tensor, unpack_bits
+from . import placement as _placement
 from .placement import PLACEMENTS
 from .ops.dtypes import BY_C_TYPE, C_TYPE_SCHEMA
 
@@ -458,9 +459,7 @@ class Delegate:
             if self.placement_mode == "auto":  # auto's decisions follow the device's costs
                 costs = self._costs
                 if costs is None:
-                    from .placement import device_costs  # noqa: PLC0415
-
-                    costs = self._costs = device_costs(self.device)  # one per device and process
+                    costs = self._costs = _placement.device_costs(self.device)  # one per device and process
             # the entry holds ``costs``, so no other object takes its id while it lives
             mkey = (model, declared, plan, size, id(self.caps), id(costs), self.placement_mode,
                     self.reference, self.fuse)
@@ -563,7 +562,12 @@ def _recall(ctx, memo, declared: bool):
                 return None
     tv = _Tensors(ctx)
     tv._views.update(tviews)
-    return _Graph(tv), dict(views), dict(keys), [dict(r) for r in rows], list(claim)
+    # node views and keys are only read after Prepare: shared with the memo; a row is
+    # written only by its partition ("partition", "kernel"): the claimed nodes' are copies
+    if claim:
+        taken = set(claim)
+        rows = [dict(r) if r["index"] in taken else r for r in rows]
+    return _Graph(tv), views, keys, list(rows), list(claim)
 
 
 class _Graph:

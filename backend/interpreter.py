@@ -217,7 +217,7 @@ class Interpreter(_litert.Interpreter):
         try:
             self._litecl.device.check_usable()
             self.__class__ = Interpreter  # litecl's invoke and get_tensor until decided again
-            with self._litecl.owning(id(self), _prepare_token(self._model), visible=_visible(self._model)):
+            with self._litecl.owning(id(self), self._model._token or None, visible=self._model._visible):
                 out = super().allocate_tensors()
             shapes = _input_shapes(self, 0)
             _refuse_litert_abort(self, 0, shapes)  # LiteRT would abort in invoke at these shapes
