@@ -437,9 +437,20 @@ class Delegate:
             if not reason:
                 claim.append(i)
         if claim and self.placement_mode == "auto":
-            from .placement import auto_keep_on_litert  # noqa: PLC0415
-
-            keep = auto_keep_on_litert(ctx, [views[i] for i in claim], sg, self)
+            # auto's answer depends on the claimed nodes (keys: wiring, types, quantization),
+            # their tensors' current shapes and the device's costs: memoised on those (a
+            # LiteRT Interpreter of the user's, which names no model, pays it once)
+            costs = self._costs
+            if costs is None:
+                costs = self._costs = _placement.device_costs(self.device)
+            akey = (id(costs), id(self.caps), self.memory.in_place, self.fuse,
+                    tuple((i, keys[i], tuple(tensors[t].shape for t in (*views[i].inputs, *views[i].outputs)
+                                             if t >= 0)) for i in claim))
+            hit = _AUTO.get(akey)
+            if hit is None or hit[0] is not costs:
+                hit = _memo_put(_AUTO, akey, (costs, _placement.auto_keep_on_litert(
+                    ctx, [views[i] for i in claim], sg, self)))
+            keep = hit[1]
             for r in rows:
                 if r["index"] in keep:
                     r["placement"], r["reason"] = "litert", keep[r["index"]]
@@ -524,6 +535,7 @@ def _caps_for(caps, reference: str):
 
 
 _REASONS: dict = {}  # (node key, shapes, caps) -> why it stays on LiteRT ("": it need not)
+_AUTO: dict = {}  # (costs, caps, in place, fuse, claimed nodes and shapes) -> (costs, auto's keep)
 #: (model token, execution plan, tensors_size, device, placement, reference, fuse) ->
 #: ``_remember``'s record of what Prepare decided there. A second Interpreter of a model
 #: then reads only the CAST/ADD nodes' codes and their tensors' shapes (42 real models:
