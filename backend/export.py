@@ -216,7 +216,8 @@ def _constant_bytes(interp, si: int, t: int, dtype) -> bytes:
 
 # ---------------------------------------------------------------------- native delegate
 #: the fixed C sources (backend/native/) copied to ``DIR/src``
-NATIVE_SOURCES = ("litecl_delegate.c", "cl_loader.c", "cl_loader.h", "tflite_abi.h", "litecl_plan.h")
+NATIVE_SOURCES = ("litecl_delegate.c", "cl_loader.c", "cl_loader.h", "litert_check.c", "litert_check.h",
+                  "tflite_abi.h", "litecl_plan.h")
 SO_NAME = "liblitecl_delegate.so"
 #: build.sh: the only dependencies are libc and libdl (OpenCL is dlopen'ed at run time)
 BUILD_SH = """#!/bin/sh
@@ -226,7 +227,7 @@ BUILD_SH = """#!/bin/sh
 set -e
 cd "$(dirname "$0")"
 ${{CC:-cc}} -std=c99 -Wall -Wextra -Werror -O2 -fPIC -shared -fvisibility=hidden -Isrc \\
-    -o {so} src/litecl_delegate.c src/cl_loader.c plan.c -ldl
+    -o {so} src/litecl_delegate.c src/cl_loader.c src/litert_check.c plan.c -ldl
 echo "built $(pwd)/{so}"
 """
 
@@ -526,6 +527,16 @@ def _fixed_elements(launch, nodes, sg, shapes: dict, caps, keep, constants, fuse
     return n if len(same) == 1 and same[0].source == launch.source else -1
 
 
+def tested_versions() -> dict:
+    """{distribution: [version prefix, ...]}: the LiteRT / TensorFlow versions whose TFLite
+    structs litecl's delegates were checked against (backend/abi.py TESTED, the one list;
+    written into plan.c, which refuses any other at tflite_plugin_create_delegate, and
+    into the manifest)."""
+    from .abi import TESTED  # noqa: PLC0415
+
+    return {dist: list(prefixes) for dist, prefixes in TESTED.items()}
+
+
 def native_plan(interp, model: str, fingerprints: list, library: str, target: str,
                 flags: int = 1) -> tuple[str, dict]:
     """(plan.c text, summary) for litecl.Interpreter ``interp`` after allocate_tensors:
@@ -652,6 +663,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
     for dt in DTYPES:
         sizes[dt.c_type] = dt.itemsize
     mem = d.memory
+    tested = [x for dist, prefixes in tested_versions().items() for v in prefixes for x in (dist, v)]
     text = "\n".join([
         f"/* litecl's native delegate plan for {os.path.basename(model)}: written by litecl export",
         f" * (backend/export.py native_plan) for {caps.platform}: {caps.name}"
@@ -661,6 +673,9 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         f"const int32_t LCL_INTS[{max(1, len(ints))}] = {{{', '.join(map(str, ints)) or '0'}}};",
         f"static const int32_t SIZES[{len(sizes)}] = {{{', '.join(map(str, sizes))}}};",
         f"static const int32_t PACKED[{max(1, len(packed))}] = {{{', '.join(map(str, packed)) or '0'}}};",
+        "/* (distribution, version prefix): the LiteRT / TensorFlow versions the structs were checked",
+        " * against (backend/abi.py TESTED); tflite_plugin_create_delegate refuses any other */",
+        f"static const char *const TESTED[{max(1, len(tested))}] = {{{', '.join(map(_q, tested)) or 'NULL'}}};",
         "const lcl_program LCL_PROGRAMS[] = {\n    " + (",\n    ".join(prog_c) or '{"", "", 0, NULL, 0}')
         + "\n};",
         "const lcl_launch LCL_LAUNCHES[] = {\n    " + (",\n    ".join(launches_c) or
@@ -676,9 +691,10 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         f"    {row.local_size}, {row.groups_per_cu}, {row.vec_bytes}, {caps.compute_units}, "
         f"{caps.max_work_group_size},",
         f"    {len(subs_c)}, {len(prog_c)}, PACKED, {len(packed) // 3}, SIZES, {len(sizes)},",
-        f"    {int(flags)}",
+        f"    {int(flags)}, TESTED, {len(tested) // 2}",
         "};", ""])
-    summary.update(programs=len(prog_c), binaries=len(bins), launches=len(launches_c), delegate_flags=int(flags))
+    summary.update(programs=len(prog_c), binaries=len(bins), launches=len(launches_c), delegate_flags=int(flags),
+                   tested_versions=tested_versions())
     return text, summary
 
 

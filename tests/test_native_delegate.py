@@ -3,7 +3,7 @@ loaded with ``load_delegate(so, options)`` into stock LiteRT in a child process 
 litecl and pyopencl cannot be imported (benchmarks/bench_native.py ``run_child``), and
 checked bit for bit against LiteRT alone; its Replacing line against the Python
 delegate's; its tiling against ops/tiling.py; resizes, a foreign model, bad options; the
-aarch64 cross build.
+LiteRT version check and the context layout check; the aarch64 cross build.
 
 Tests that build need ``cc`` (or $CC); the cross build needs Debian's
 gcc-aarch64-linux-gnu (.ci/run installs it): each skips naming the missing compiler.
@@ -340,7 +340,8 @@ def test_export_writes_the_delegate_files(models, tmp_path, fast_device):
     names = sorted(p.name for p in out.iterdir())
     assert {"build.sh", "plan.c", "src", "delegate_options.json", "manifest.json"} <= set(names)
     assert sorted(p.name for p in (out / "src").iterdir()) == sorted(
-        ["litecl_delegate.c", "cl_loader.c", "cl_loader.h", "tflite_abi.h", "litecl_plan.h"])
+        ["litecl_delegate.c", "cl_loader.c", "cl_loader.h", "litert_check.c", "litert_check.h", "tflite_abi.h",
+         "litecl_plan.h"])
     opts = json.loads((out / "delegate_options.json").read_text())
     assert set(opts) == {"library", "platform", "device"}
     import litecl
@@ -351,6 +352,13 @@ def test_export_writes_the_delegate_files(models, tmp_path, fast_device):
     assert "${CC:-cc} -std=c99 -Wall -Wextra -Werror" in build and "-ldl" in build and "-lOpenCL" not in build
     m = json.loads((out / "manifest.json").read_text())
     assert m["native"]["options"] == opts and m["native"]["library"] == "liblitecl_delegate.so"
+    # the tested versions come from backend/abi.py TESTED, the one list, into plan.c and the manifest
+    from litecl.abi import TESTED
+
+    assert m["native"]["tested_versions"] == {k: list(v) for k, v in TESTED.items()}
+    pairs = ", ".join(f'"{k}", "{v}"' for k, vs in TESTED.items() for v in vs)
+    assert f"static const char *const TESTED[{2 * sum(map(len, TESTED.values()))}] = {{{pairs}}};" in (
+        out / "plan.c").read_text()
     # a broadcast ADD's kernel bakes its shapes: marked so in plan.c (shape_fixed 1)
     assert m["native"]["launches"] == 2 and m["native"]["programs"] >= 1
 
@@ -376,3 +384,77 @@ def test_cross_build_for_arm64_is_warning_free(models, tmp_path, fast_device):
     _export_build(models["fused_chain"], out, fast_device, cc=CROSS)
     head = (out / "liblitecl_delegate.so").read_bytes()[:20]
     assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == 183  # EM_AARCH64
+
+
+def test_untested_litert_version_is_refused_with_one_line(models, tmp_path, fast_device, monkeypatch):
+    """Built with a tested list that does not hold the installed LiteRT (export writes
+    backend/abi.py TESTED; here replaced for this export only): tflite_plugin_create_delegate
+    returns NULL, load_delegate raises ValueError with the line, and the same one line is
+    on stderr (an app that falls back to the CPU on ValueError still shows why); nothing
+    crashes. Built with the real list, the installed LiteRT passes (every other test)."""
+    _need(CC)
+    import importlib.metadata as md
+
+    from litecl import export as export_mod
+
+    monkeypatch.setattr(export_mod, "tested_versions", lambda: {"ai-edge-litert": ["9.9."], "tensorflow": ["9.8."]})
+    out = tmp_path / "e"
+    m = _export_build(models["cast_f32_f16"], out, fast_device)
+    assert m["native"]["tested_versions"] == {"ai-edge-litert": ["9.9."], "tensorflow": ["9.8."]}
+    opts = json.loads((out / "delegate_options.json").read_text())
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([opts]))
+    assert r.returncode == 0, r.stderr[-800:]
+    (row,) = r.stdout.splitlines()
+    assert row.startswith("REFUSED "), (r.stdout, r.stderr)
+    said = json.loads(row.split(" ", 1)[1])
+    v = md.version("ai-edge-litert")
+    assert said.startswith(f"litecl: ai-edge-litert {v} (") and said.endswith(
+        "is not a version litecl's native delegate was checked against (ai-edge-litert 9.9.x; tensorflow 9.8.x): "
+        "its TFLite C structs may differ; install a tested version"), said
+    lines = [ln for ln in r.stderr.splitlines() if "litecl" in ln]
+    assert lines == [f"ERROR: {said}"], r.stderr
+
+
+NO_LITERT_CHILD = r"""
+import ctypes as C, json, sys
+sys.modules["litecl"] = None
+sys.modules["ai_edge_litert"] = None   # no LiteRT wheel loaded: no version to find
+so, opts = C.CDLL(sys.argv[1]), json.load(open(sys.argv[2]))
+n = len(opts)
+keys = (C.c_char_p * n)(*[k.encode() for k in opts])
+values = (C.c_char_p * n)(*[str(v).encode() for v in opts.values()])
+so.tflite_plugin_create_delegate.restype = C.c_void_p
+d = so.tflite_plugin_create_delegate(keys, values, n, None)
+print("CREATED" if d else "REFUSED", flush=True)
+PREPARE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p)
+prepare = PREPARE(C.cast(d + 8, C.POINTER(C.c_void_p))[0])   # TfLiteDelegate.Prepare
+# a TfLiteContext (200 bytes) as a runtime with other structs would lay it out: a count
+# and data pointers where litecl reads function pointers
+heap = [C.create_string_buffer(64) for _ in range(25)]
+ctx = (C.c_void_p * 25)(*[C.addressof(b) for b in heap])
+ctx[0] = 3
+print("PREPARE", prepare(C.addressof(ctx), d), flush=True)
+so.tflite_plugin_destroy_delegate.argtypes = [C.c_void_p]
+so.tflite_plugin_destroy_delegate(d)
+print("DONE")
+"""
+
+
+def test_without_a_litert_version_it_says_so_and_a_context_of_other_structs_is_declined(models, tmp_path,
+                                                                                       fast_device):
+    """No version to read (no LiteRT wheel loaded, no TfLiteVersion: as in an Android app):
+    create says so in one line and loads; its Prepare then checks the context's layout
+    and declines one whose function pointers are not code, with one line and no call
+    into it (kTfLiteOk: LiteRT keeps the graph), no crash."""
+    _need(CC)
+    out = tmp_path / "e"
+    _export_build(models["cast_f32_f16"], out, fast_device)
+    r = _child(NO_LITERT_CHILD, out / "liblitecl_delegate.so", out / "delegate_options.json")
+    assert r.returncode == 0 and r.stdout.split() == ["CREATED", "PREPARE", "0", "DONE"], (r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if "litecl" in ln]
+    assert lines == [
+        "INFO: litecl: no TFLite runtime version found in this process (no ai_edge_litert, tensorflow or "
+        "tflite_runtime wheel loaded, no TfLiteVersion symbol): litecl relies on each Prepare's check that LiteRT's "
+        "TfLiteContext reads as its structs expect",
+        "WARNING: litecl: LiteRT's TfLiteContext does not read as litecl's TFLite structs (tflite_abi.h) expect "
+        "(its GetExecutionPlan is not code of a loaded library); litecl claims none of its nodes"], r.stderr

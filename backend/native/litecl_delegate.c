@@ -14,6 +14,8 @@
  *
  * Rules and where they come from:
  *  - the ABI: tflite_abi.h (TFLite's common.h); OpenCL at run time: cl_loader.h;
+ *  - the runtime's version and a layout check of its context: litert_check.h (create
+ *    refuses an untested LiteRT / TensorFlow; Prepare declines an implausible context);
  *  - claims, partitions, the Replacing line: backend/delegate.py Delegate._prepare;
  *  - per-partition inputs, folded launches, memory: backend/delegate.py _Partition;
  *  - former/tail tiling and NDRange: ops/tiling.py plan() and launch() (``tiling``);
@@ -32,6 +34,7 @@
 
 #include "cl_loader.h"
 #include "litecl_plan.h"
+#include "litert_check.h"
 #include "tflite_abi.h"
 
 #define LCL_NAME "litecl OpenCL"    /* backend/delegate.py DELEGATE_NAME */
@@ -181,7 +184,9 @@ static const TfLiteIntArray *sig_dims(const TfLiteTensor *t) {
  * produced; on the first difference ``why`` names it. Returns 1 when equal.
  * The tensor count is the model's: a delegate without AllowDynamicTensors is prepared
  * after LiteRT ran the ops' prepare, which appends their temporaries (one for MoveNet,
- * shaped by the inputs): those tensors past the model's are not compared. */
+ * shaped by the inputs): those tensors past the model's are not compared.
+ * Returns -1 when a node does not read plausibly through tflite_abi.h (NULL node or
+ * registration, arrays missing, counts or tensor indices out of range): ``why`` says so. */
 typedef struct {
     const int32_t *want;
     int32_t len, pos;
@@ -202,6 +207,25 @@ static int fp_put(fp_cursor *c, int32_t v, const char *what, int index) {
     return 1;
 }
 
+/* A node as tflite_abi.h reads it: the cheap per-node layout check (backend/delegate.py
+ * _plausible): arrays present, counts and tensor indices in range, a sane op version. */
+static int node_plausible(const TfLiteContext *ctx, int i, const TfLiteNode *node, const TfLiteRegistration *reg,
+                          char *why, size_t why_len) {
+    int ok = node && reg && node->inputs && node->outputs && node->inputs->size >= 0 &&
+             node->inputs->size < 4096 && node->outputs->size > 0 && node->outputs->size < 4096 &&
+             reg->version >= 0 && reg->version < 1000 && reg->builtin_code >= 0 && reg->builtin_code < 4096;
+    for (int j = 0; ok && j < node->inputs->size; j++)
+        ok = node->inputs->data[j] >= -1 && (size_t)(node->inputs->data[j] + 1) <= ctx->tensors_size;
+    for (int j = 0; ok && j < node->outputs->size; j++)
+        ok = node->outputs->data[j] >= 0 && (size_t)node->outputs->data[j] < ctx->tensors_size;
+    if (!ok)
+        snprintf(why, why_len, "node %d does not read as a TfLiteNode with %zu tensors (inputs %d, outputs %d, "
+                 "op %d version %d)", i, ctx->tensors_size, node && node->inputs ? node->inputs->size : -1,
+                 node && node->outputs ? node->outputs->size : -1, reg ? (int)reg->builtin_code : -1,
+                 reg ? reg->version : -1);
+    return ok;
+}
+
 static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, const lcl_span fp,
                                char *why, size_t why_len) {
     fp_cursor c = {LCL_INTS + fp.off, fp.len, 0, why, why_len};
@@ -218,8 +242,9 @@ static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, c
     for (int k = 0; k < plan->size && !foreign; k++) {
         TfLiteNode *node;
         TfLiteRegistration *reg;
-        foreign = ctx->GetNodeAndRegistration(ctx, plan->data[k], &node, &reg) == kTfLiteOk &&
-                  reg->builtin_code == kTfLiteBuiltinDelegate;
+        if (ctx->GetNodeAndRegistration(ctx, plan->data[k], &node, &reg) != kTfLiteOk) continue;
+        if (!node_plausible(ctx, plan->data[k], node, reg, why, why_len)) return -1;
+        foreign = reg->builtin_code == kTfLiteBuiltinDelegate;
     }
     int32_t want_nodes = c.len > 1 ? c.want[1] : 0;
     if (foreign || plan->size != want_nodes) {
@@ -236,6 +261,7 @@ static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, c
             snprintf(why, why_len, "LiteRT's GetNodeAndRegistration failed for node %d", i);
             return 0;
         }
+        if (!node_plausible(ctx, i, node, reg, why, why_len)) return -1;
         PUT(i, "execution plan entry", k);
         PUT(reg->builtin_code, "the op code of node", i);
         PUT(reg->version, "the op version of node", i);
@@ -1042,12 +1068,20 @@ fail:
 }
 
 /* ----------------------------------------------------------------- delegate Prepare */
-static const lcl_subgraph *match_subgraph(TfLiteContext *ctx, const TfLiteIntArray *plan, char *why, size_t len) {
+/* The exported subgraph this context's graph is, else NULL with ``why`` (``*implausible``
+ * set when a node does not read as tflite_abi.h's structs: fingerprint_matches -1). */
+static const lcl_subgraph *match_subgraph(TfLiteContext *ctx, const TfLiteIntArray *plan, char *why, size_t len,
+                                          int *implausible) {
+    *implausible = 0;
     for (int s = 0; s < LCL_PLAN.n_subgraphs; s++) {
         char w[256];
-        if (fingerprint_matches(ctx, plan, LCL_SUBGRAPHS[s].fingerprint, w, sizeof w))
-            return &LCL_SUBGRAPHS[s];
-        if (s == 0) snprintf(why, len, "%s", w);
+        int m = fingerprint_matches(ctx, plan, LCL_SUBGRAPHS[s].fingerprint, w, sizeof w);
+        if (m == 1) return &LCL_SUBGRAPHS[s];
+        if (s == 0 || m < 0) snprintf(why, len, "%s", w);
+        if (m < 0) {
+            *implausible = 1;
+            return NULL;
+        }
     }
     return NULL;
 }
@@ -1061,15 +1095,34 @@ static const lcl_subgraph *subgraph_for_context(delegate *d, TfLiteContext *ctx)
     return preparing;
 }
 
+#define LCL_LAYOUT_DECLINED "WARNING: litecl: LiteRT's TfLiteContext does not read as litecl's TFLite " \
+    "structs (tflite_abi.h) expect (%s); litecl claims none of its nodes\n"
+
 static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
     delegate *d = (delegate *)base;
+    char why[256] = "";
+    /* before anything of the context is called (ReportError included): a runtime whose
+     * structs differ is declined with a line on stderr, its graph left to LiteRT */
+    if (!lcl_context_plausible(ctx, why, sizeof why)) {
+        fprintf(stderr, LCL_LAYOUT_DECLINED, why);
+        return kTfLiteOk;
+    }
     TfLiteIntArray *plan = NULL;
     if (ctx->GetExecutionPlan(ctx, &plan) != kTfLiteOk || !plan) {
         say(d, ctx, "litecl: LiteRT's GetExecutionPlan failed");
         return kTfLiteError;
     }
-    char why[256] = "";
-    const lcl_subgraph *sg = match_subgraph(ctx, plan, why, sizeof why);
+    if (plan->size < 0 || plan->size > (1 << 24)) {
+        snprintf(why, sizeof why, "an execution plan of %d nodes", plan->size);
+        fprintf(stderr, LCL_LAYOUT_DECLINED, why);
+        return kTfLiteOk;
+    }
+    int implausible;
+    const lcl_subgraph *sg = match_subgraph(ctx, plan, why, sizeof why, &implausible);
+    if (implausible) {
+        fprintf(stderr, LCL_LAYOUT_DECLINED, why);
+        return kTfLiteOk;
+    }
     if (!sg) {
         /* one line, and no node claimed: LiteRT runs the subgraph itself */
         fprintf(stderr, "WARNING: litecl: this graph is not the one litecl exported from %s (%s); "
@@ -1299,7 +1352,8 @@ static int flag_value(const char *v) {
  * quiet (yes/no: no Replacing line; yes/no values are 1, 0, true, false, yes, no, on,
  * off, anything else is refused), an empty value for any option is refused, spin_us (how long an invoke polls for its commands,
  * yielding the CPU, before it blocks in clFinish: default 1000; 0 blocks at once). Defaults: delegate_options.json's, baked into plan.c.
- * Returns NULL after one line to report_error (or stderr) on any failure. */
+ * Returns NULL after one line to report_error (or stderr) on any failure; an untested
+ * LiteRT / TensorFlow version (litert_check.h) is also said on stderr. */
 LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **values, size_t n,
                                                          void (*report_error)(const char *)) {
     delegate *d = calloc(1, sizeof *d);
@@ -1363,6 +1417,20 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
     }
     d->align = LCL_PLAN.in_place_align > 0 ? LCL_PLAN.in_place_align : 64;
     char why[400];
+    /* the runtime this library was loaded into: an untested LiteRT / TensorFlow is refused
+     * (its structs may differ from tflite_abi.h's); where no version can be found, each
+     * Prepare's layout check (lcl_context_plausible) is what stands guard */
+    int version = lcl_litert_version_check(LCL_PLAN.tested, LCL_PLAN.n_tested, why, sizeof why);
+    if (version < 0) {
+        snprintf(err, sizeof err, "litecl: %.400s", why);
+        fprintf(stderr, "ERROR: %s\n", err); /* also when the app swallows load_delegate's ValueError */
+        if (report_error) report_error(err);
+        delegate_free(d);
+        return NULL;
+    }
+    if (version == 0 && !d->quiet)
+        fprintf(stderr, "INFO: litecl: %.300s: litecl relies on each Prepare's check that LiteRT's TfLiteContext "
+                "reads as its structs expect\n", why);
     d->dev = device_for(library, platform, device, why, sizeof why);
     if (!d->dev) {
         snprintf(err, sizeof err, "litecl: %.400s", why);

@@ -71,6 +71,10 @@ typedef struct {
     int32_t delegate_flags;            /* TfLiteDelegate.flags: 0, or AllowDynamicTensors (1)
                                           for a model with shapes known only at invoke
                                           (export.py ``delegate_flags``) */
+    const char *const *tested;         /* (distribution, version prefix) pairs: the LiteRT /
+                                          TensorFlow versions the structs were checked
+                                          against (backend/abi.py TESTED, written by export) */
+    int32_t n_tested;                  /* pairs */
 } lcl_plan_info;
 
 extern const lcl_plan_info LCL_PLAN;
