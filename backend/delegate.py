@@ -397,11 +397,15 @@ class Delegate:
         visible = getattr(self._owner, "visible", frozenset())
         node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
         get, node_r, reg_r, size = c.GetNodeAndRegistration, C.byref(node_p), C.byref(reg_p), c.tensors_size
+        wiring = [] if self.placement_mode == "auto" else None  # auto's groups: every node's tensors
         for i in plan:
             if get(ctx, i, node_r, reg_r) != abi.K_OK:
                 raise LiteclError(f"LiteRT's GetNodeAndRegistration failed for node {i}")
             reg = reg_p.contents
             code = reg.builtin_code
+            if wiring is not None:
+                nd = node_p.contents
+                wiring.append((i, abi.int_array(nd.inputs), abi.int_array(nd.outputs)))
             if code not in _OPS:
                 continue
             raw = _raw_node(i, node_p.contents, code, int(reg.version))
@@ -438,18 +442,20 @@ class Delegate:
                 claim.append(i)
         if claim and self.placement_mode == "auto":
             # auto's answer depends on the claimed nodes (keys: wiring, types, quantization),
-            # their tensors' current shapes and the device's costs: memoised on those (a
-            # LiteRT Interpreter of the user's, which names no model, pays it once)
+            # their tensors' current shapes, the subgraph's wiring (groups) and the device's
+            # costs: memoised on those (a LiteRT Interpreter of the user's, which names no
+            # model, pays it once)
             costs = self._costs
             if costs is None:
                 costs = self._costs = _placement.device_costs(self.device)
-            akey = (id(costs), id(self.caps), self.memory.in_place, self.fuse,
+            wiring = tuple(wiring)
+            akey = (id(costs), id(self.caps), self.memory.in_place, self.fuse, wiring,
                     tuple((i, keys[i], tuple(tensors[t].shape for t in (*views[i].inputs, *views[i].outputs)
                                              if t >= 0)) for i in claim))
             hit = _AUTO.get(akey)
             if hit is None or hit[0] is not costs:
                 hit = _memo_put(_AUTO, akey, (costs, _placement.auto_keep_on_litert(
-                    ctx, [views[i] for i in claim], sg, self)))
+                    ctx, [views[i] for i in claim], sg, self, wiring)))
             keep = hit[1]
             for r in rows:
                 if r["index"] in keep:

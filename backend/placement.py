@@ -200,12 +200,16 @@ def _host() -> str:
 AUTO_MARGIN = 1.2
 
 
-def groups(nodes) -> list[list]:
+def groups(nodes, wiring=None) -> list[list]:
     """The claimed ``nodes`` (node views, execution order) split into the connected groups
     LiteRT's partitioner makes of them: nodes joined through a tensor one writes and the
-    other reads. (LiteRT may split a group further where a node it keeps sits between
-    two members in dependency order; the estimate then counts one round trip too few.)"""
+    other reads. ``wiring``: (index, inputs, outputs) of every node of the subgraph; with
+    it, a member B reading member A's result joins A only when no path leads from A to B
+    through a node LiteRT keeps (LiteRT's partitioner puts such a pair in two partitions:
+    MobileNet V2's residual ADDs, where A feeds both B and the convolutions before B).
+    Without it such pairs are joined, and the estimate counts a round trip too few."""
     parent = {n.index: n.index for n in nodes}
+    through = _through_kept(nodes, wiring) if wiring else {}
 
     def root(i):
         while parent[i] != i:
@@ -216,12 +220,40 @@ def groups(nodes) -> list[list]:
     writer = {t: n.index for n in nodes for t in n.outputs}
     for n in nodes:
         for t in n.inputs:
-            if t in writer:
+            if t in writer and n.index not in through.get(writer[t], ()):
                 parent[root(n.index)] = root(writer[t])
     out: dict = {}
     for n in nodes:
         out.setdefault(root(n.index), []).append(n)
     return list(out.values())
+
+
+def _through_kept(nodes, wiring) -> dict:
+    """claimed node index -> the claimed nodes a path from it reaches through at least one
+    node that is not claimed (``wiring``: (index, inputs, outputs) of every node)."""
+    claimed = {n.index for n in nodes}
+    readers: dict = {}
+    for i, ins, _ in wiring:
+        for t in ins:
+            if t >= 0:
+                readers.setdefault(t, []).append(i)
+    outs = {i: o for i, _, o in wiring}
+    out: dict = {}
+    for n in nodes:
+        seen, todo, hit = set(), [r for t in n.outputs if t >= 0 for r in readers.get(t, ()) if r not in claimed], set()
+        while todo:  # unclaimed nodes downstream of n, and the claimed ones they feed
+            i = todo.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            for t in outs.get(i, ()):
+                for r in readers.get(t, ()) if t >= 0 else ():
+                    if r in claimed:
+                        hit.add(r)
+                    elif r not in seen:
+                        todo.append(r)
+        out[n.index] = hit
+    return out
 
 
 def estimate(group, sg, costs: Costs, in_place: bool, rates=None,
@@ -422,13 +454,14 @@ def _litert_run(delegate, n, sg, N: int):
     return run
 
 
-def auto_keep_on_litert(ctx, nodes, sg, delegate) -> dict:
+def auto_keep_on_litert(ctx, nodes, sg, delegate, wiring=None) -> dict:
     """node index -> reason, for the claimable ``nodes`` that LiteRT should keep under
-    placement "auto": whole partitions whose OpenCL estimate is not AUTO_MARGIN times
-    below LiteRT's. Partitions of constants only stay on OpenCL (computed once)."""
+    placement "auto": whole partitions (``groups``, with the subgraph's ``wiring``) whose
+    OpenCL estimate is not AUTO_MARGIN times below LiteRT's. Partitions of constants only
+    stay on OpenCL (computed once)."""
     costs = device_costs(delegate.device)
     out: dict = {}
-    for g in groups(nodes):
+    for g in groups(nodes, wiring):
         if all(sg.tensors[t].is_constant for n in g for t in n.inputs
                if t >= 0 and t not in {o for m in g for o in m.outputs}):
             continue  # computed once: free at invoke

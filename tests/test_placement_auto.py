@@ -10,7 +10,8 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter as LiteRT, OpResolverType
 
 import litecl
-from conftest import run_one_input
+from conftest import run_one_input, shared_model
+from litecl import placement as pm
 from litecl.placement import Costs, estimate, groups
 from models import runtime_graphs as rg
 from models.builders import cast_model, chain_model, multi_op_model
@@ -75,6 +76,32 @@ def test_estimate_terms():
     assert fused[0] == pytest.approx((1 << 20) * 0.3 / 1e3 + 45.0) and fused[1] == rated[1]
     assert not const
     assert len(groups([n0, Node(5, 53, "CAST", (9,), (10,), None, None)])) == 2
+    # A residual block: CAST 0 -> t1 feeds the ADD directly and through a node LiteRT keeps
+    # (a CONV 7: t1 -> t3); LiteRT's partitioner makes two partitions of the CAST and the
+    # ADD, so the estimate must too; a CONV that leads elsewhere does not split them
+    wiring = ((0, (0,), (1,)), (7, (1,), (3,)), (1, (1, 3), (2,)))
+    assert [[n.index for n in g] for g in groups([n0, n1], wiring)] == [[0], [1]]
+    aside = ((0, (0,), (1,)), (7, (1,), (5,)), (1, (1, 3), (2,)))
+    assert [[n.index for n in g] for g in groups([n0, n1], aside)] == [[0, 1]]
+
+
+def test_auto_prices_the_partitions_litert_makes(fast_device):
+    """coral MobileNet V2's residual ADDs each read the previous one both directly and
+    through the convolutions between them: LiteRT makes one partition of each, and auto
+    prices them so (it priced 27, 31, 35 as one partition with one round trip and placed
+    them on OpenCL, where each then paid its own)."""
+    it = litecl.Interpreter(model_path=str(shared_model("coral_mobilenet_v2_1_0_224_quant.tflite")),
+                            device=fast_device, placement="auto", quiet=True)
+    it.allocate_tensors()
+    d = it.delegate
+    sg = d.subgraph_records(id(it))[0]["sg"]
+    costs = pm.device_costs(d.device)
+    parts = d.partitions(id(it))
+    assert parts and len(parts) < 10  # some on OpenCL, some kept
+    for p in parts:  # every partition LiteRT made is one auto priced below LiteRT's
+        rates = {n.index: pm.node_rates(d, n, sg) for n in p.nodes}
+        ocl, lit, _ = pm.estimate(p.nodes, sg, costs, d.memory.in_place, rates, d.fuse)
+        assert ocl * pm.AUTO_MARGIN < lit, ([n.index for n in p.nodes], ocl, lit)
 
 
 @pytest.mark.parametrize("buf", [multi_op_model("alternating", (2, 3, 4)), rg.variable_input(),
