@@ -6,6 +6,7 @@ over the 19 shared models, checks in full 71 ms, from the cache 20 ms (lyra_quan
 from __future__ import annotations
 
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -300,3 +301,42 @@ def test_constants_are_read_only(model_cache, tmp_path):
         assert data and all(not d.flags.writeable for d in data)
         with pytest.raises(ValueError):
             data[0][0] = 1
+
+
+def test_cached_quantization_arrays_are_each_tensors_own(model_cache, monkeypatch, tmp_path):
+    """A hit holds every tensor's scales and zero points as slices of two arrays (one
+    np.array a tensor cost MoveNet 3 ms): each as the full load gives it (float32 /
+    int64, writable), and a write to one reaches no other tensor's."""
+    p = tmp_path / "q.tflite"
+    p.write_bytes(add_model("int8", [2, 3], [3], quant=((0.5, 1), (0.25, -2), (1.0, 3))))
+    calls = _counting_loads(monkeypatch)
+    mod.load_model(str(p))
+    hit = mod.load_model(str(p))
+    assert calls == [str(p)]  # the second load came from the cache
+    ts = [t for t in hit.subgraphs[0].tensors if t.scales.size]
+    assert len(ts) == 3
+    assert [(float(t.scales[0]), int(t.zero_points[0])) for t in ts] == [(0.5, 1), (0.25, -2), (1.0, 3)]
+    assert all(t.scales.dtype == np.float32 and t.zero_points.dtype == np.int64 for t in ts)
+    assert all(t.scales.flags.writeable and t.zero_points.flags.writeable for t in ts)
+    ts[0].scales[0], ts[0].zero_points[0] = 9.0, 9
+    assert [(float(t.scales[0]), int(t.zero_points[0])) for t in ts[1:]] == [(0.25, -2), (1.0, 3)]
+    assert float(mod.load_model(str(p)).subgraphs[0].tensors[ts[0].index].scales[0]) == 0.5
+
+
+def test_entry_whose_quantization_counts_disagree_is_ignored(model_cache, monkeypatch, tmp_path):
+    p = tmp_path / "q.tflite"
+    p.write_bytes(add_model("int8", [2, 3], [3], quant=((0.5, 1), (0.25, -2), (1.0, 3))))
+    mod.load_model(str(p))
+    raw, key = mod._read(str(p))
+    blob = cache.load_blob("models", f"{key}|{mod._loader_version()}")
+    n = int.from_bytes(blob[:4], "little")
+    subgraphs, signatures, consts, counts, scales, zps = pickle.loads(blob[4 + n:])
+    body = pickle.dumps((subgraphs, signatures, consts, counts[:-2], scales, zps))
+    cache.store_blob("models", f"{key}|{mod._loader_version()}", blob[:4 + n] + body)
+    assert mod._cached(raw, key, str(p)) is None  # one tensor short: not trusted
+    body = pickle.dumps((subgraphs, signatures, consts, counts, scales + b"\0" * 4, zps))
+    cache.store_blob("models", f"{key}|{mod._loader_version()}", blob[:4 + n] + body)
+    assert mod._cached(raw, key, str(p)) is None  # a scale left over: not trusted
+    calls = _counting_loads(monkeypatch)
+    assert mod.load_model(str(p)).subgraphs[0].tensors[0].scales.size == 1
+    assert calls == [str(p)]  # checked in full again
