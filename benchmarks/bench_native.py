@@ -4,7 +4,8 @@ Python process where litecl and pyopencl cannot be imported, against LiteRT alon
 Usage::
 
     python benchmarks/bench_native.py --device pocl [--target gpu|cpu] [--placement all|auto]
-        DIR [DIR ...] [--secs 0.5] [--out benchmarks/results/pocl] [--tag NAME] [--check-only]
+        DIR [DIR ...] [--secs 0.5] [--tol-floors 0.05] [--max-secs 10] [--out benchmarks/results/pocl]
+        [--tag NAME] [--check-only]
 
 For every ``*.tflite`` under the folders (duplicates by content skipped; models LiteRT
 alone cannot run at their declared shapes skipped): ``litecl export`` for the device,
@@ -21,13 +22,24 @@ BUILTIN_WITHOUT_DEFAULT_DELEGATES and measures:
   at invoke" lines (the documented decline);
 - construct + allocate_tensors: median of 3 after a first one, with and without it;
   the limit is 1.2x LiteRT's plus 2 ms per distinct program;
-- invoke (set inputs + invoke + read outputs), alternating with LiteRT alone for
-  ``--secs``: (with - alone) / partitions in round-trip floors (one 16 KiB write + copy
-  kernel + read with one wait, median of 300, measured here with pyopencl on the same
-  device: benchmarks/bench_delegate.py round_trip_us), (with - alone) being the median
-  of the back-to-back pairs' differences (at least 20 pairs); and the same less the kernels'
-  event-profiled time (``kernel_us``, the Python delegate's launches, which are the
-  native one's): what launches, waits and copies cost beyond the kernels.
+- invoke (set inputs + invoke + read outputs), with and without the delegate:
+  (with - alone) / partitions in round-trip floors (one 16 KiB write + copy kernel + read
+  with one wait, median of 300, measured here with pyopencl on the same device:
+  benchmarks/bench_delegate.py round_trip_us): the median over pairs of each pair's
+  difference over the floor measured around it, each pair a block of two LiteRT-alone
+  runs and a block of two runs with the delegate, in alternating order, the second run
+  of each block timed (CHILD says why). The pairs run in chunks of CHUNK_S with the floor
+  measured before and after each (on the shared 2-core VM it moves between ~25 and ~175
+  us within seconds with the other load; with one floor for the whole run the same model
+  read 1.3 to 3.5 floors/P in three runs), for ``--secs`` and 40 pairs at least, then
+  until the 95% interval of that median is within -+``--tol-floors`` floors per partition
+  or for ``--max-secs``. The interval covers one run's pairs; a run minutes later, at
+  another load, can land outside it (pose_detection, four runs: 96-180 us, 1.6-2.8
+  floors per partition): the table gives us/P beside floors/P. And the same less the
+  kernels' event-profiled time
+  (``kernel_us``, the Python delegate's launches, which are the native one's): what
+  launches, waits and copies cost beyond the kernels. The 1-minute load average is
+  recorded with each model.
 
 Writes ``native_<tag>.json`` and ``native_<tag>.md`` under ``--out``. Exit status 0 when
 every model is bit-exact and every Replacing line agrees (or differs by that decline only).
@@ -38,6 +50,7 @@ import argparse
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 import tempfile
@@ -55,7 +68,7 @@ CHILD = r'''
 import sys
 sys.modules["litecl"] = None
 sys.modules["pyopencl"] = None
-import json, time
+import json, os, time
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter, OpResolverType, load_delegate
 
@@ -106,15 +119,32 @@ if secs > 0:
     fa, fb = runner(ref), runner(mine)
     for _ in range(3):
         fa(); fb()
-    ta, tb = [], []
-    end = time.perf_counter() + secs
-    while (time.perf_counter() < end or len(ta) < 20) and len(ta) < 5000:
-        t = time.perf_counter(); fa(); ta.append(time.perf_counter() - t)
-        t = time.perf_counter(); fb(); tb.append(time.perf_counter() - t)
-    res["litert_us"], res["native_us"] = float(np.median(ta)) * 1e6, float(np.median(tb)) * 1e6
-    # per pair (the two runs back to back): a drift in the machine's speed cancels
-    res["diff_us"] = float(np.median(np.array(tb) - np.array(ta))) * 1e6
-    res["pairs"] = len(ta)
+    def timed(f):
+        t = time.perf_counter(); f(); return time.perf_counter() - t
+
+    # Chunks of pairs, each on the parent's "go SECONDS" (it measures the round-trip floor
+    # between chunks, so each pair has a floor from the same few seconds), until "stop".
+    # A pair: a block of two runs of LiteRT alone and a block of two with the delegate, in
+    # alternating order (AABB BBAA ...), only a block's second run timed. Each timed run
+    # follows a run of its own interpreter, as in an app that runs one: the first run after
+    # a switch costs either side more (~70-150 us on PoCL, frontend_sl_v1: measured), and
+    # with one order always (ABAB) that cost landed on the two sides unevenly. A pair's
+    # timed runs are two runs apart: a drift in the machine's speed cancels in its difference.
+    n = 0
+    while True:
+        cmd = sys.stdin.readline().split()
+        if len(cmd) != 2 or cmd[0] != "go":
+            break
+        ta, tb = [], []
+        end = time.perf_counter() + float(cmd[1])
+        while time.perf_counter() < end or len(ta) < 2:
+            if n % 2:
+                fb(); b = timed(fb); fa(); a = timed(fa)
+            else:
+                fa(); a = timed(fa); fb(); b = timed(fb)
+            ta.append(a); tb.append(b); n += 1
+        print("@@chunk " + json.dumps([ta, tb]), flush=True)
+    res["loadavg_1min"] = os.getloadavg()[0]  # this process's runs count in it too
 print("@@" + json.dumps(res))
 '''
 
@@ -125,9 +155,91 @@ REPLACING = re.compile(r"Replacing (\d+) out of (\d+) node\(s\) with delegate \(
                        r"yielding (\d+) partitions")
 
 
-def run_child(so: Path, model: Path, options: Path, inputs: Path, secs: float, timeout: float = 300) -> dict:
+#: the pairs' chunk length (s): the floor is measured before and after each
+CHUNK_S = 0.5
+MIN_PAIRS = 40
+
+
+def median_ci(x) -> tuple[float, float]:
+    """A distribution-free 95% interval of the median of ``x``: the order statistics of
+    ranks n/2 - 0.98 sqrt(n) and 1 + n/2 + 0.98 sqrt(n) (binomial, normal approximation)."""
+    x, n = np.sort(np.asarray(x, float)), len(x)
+    h = 0.98 * n ** 0.5
+    return float(x[max(0, round(n / 2 - h) - 1)]), float(x[min(n - 1, round(n / 2 + h))])
+
+
+def _line(p, buf: list, deadline: float):
+    """The child's next stdout line (None at its end); TimeoutError past ``deadline``."""
+    fd = p.stdout.fileno()
+    while b"\n" not in buf[0]:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise TimeoutError
+        data = os.read(fd, 1 << 16)
+        if not data:
+            return None
+        buf[0] += data
+    line, buf[0] = buf[0].split(b"\n", 1)
+    return line.decode()
+
+
+def _time_pairs(p, buf: list, deadline: float, secs: float, max_secs: float, floor, partitions: int,
+                tol_floors: float) -> dict:
+    """Drive CHILD's timing: chunks of CHUNK_S, ``floor()`` (a round trip, us) before the
+    first and after each; for ``secs`` and MIN_PAIRS at least, then on until the 95%
+    interval of the median of (with - alone) / (partitions x the pair's floor) is within
+    -+``tol_floors`` or for ``max_secs`` (the stop looks at the interval's width, never
+    at where it lies)."""
+    ta, tb, fl = [], [], []
+    before = floor() if floor else None
+    start = time.monotonic()
+    while True:
+        p.stdin.write(f"go {CHUNK_S}\n".encode())
+        p.stdin.flush()
+        line = _line(p, buf, deadline)
+        while line is not None and not line.startswith("@@chunk "):
+            line = _line(p, buf, deadline)
+        if line is None:
+            break
+        a, b = json.loads(line[len("@@chunk "):])
+        after = floor() if floor else None
+        ta += a
+        tb += b
+        fl += [None if floor is None else (before + after) / 2] * len(a)
+        before = after
+        el, n = time.monotonic() - start, len(ta)
+        if el < secs or n < MIN_PAIRS:
+            continue
+        if el >= max_secs or n >= 5000 or not floor or tol_floors <= 0:
+            break
+        lo, hi = median_ci((np.array(tb) - np.array(ta)) * 1e6 / np.array(fl) / max(1, partitions))
+        if (hi - lo) / 2 <= tol_floors:
+            break
+    p.stdin.write(b"stop\n")
+    p.stdin.close()
+    if not ta:
+        return {}
+    ta, tb = np.array(ta) * 1e6, np.array(tb) * 1e6
+    diff = tb - ta
+    res = {"litert_us": float(np.median(ta)), "native_us": float(np.median(tb)), "diff_us": float(np.median(diff)),
+           "diff_ci_us": list(median_ci(diff)), "pairs": len(ta), "timed_s": time.monotonic() - start,
+           # the median difference of the pairs run in each order (an order effect if far apart)
+           "diff_litert_first_us": float(np.median(diff[0::2])),
+           "diff_native_first_us": float(np.median(diff[1::2]))}
+    if floor:
+        fl = np.array(fl)
+        res.update(floor_us=float(np.median(fl)), diff_floors=float(np.median(diff / fl)),
+                   diff_floors_ci=list(median_ci(diff / fl)))
+    return res
+
+
+def run_child(so: Path, model: Path, options: Path, inputs: Path, secs: float, timeout: float = 300, *,
+              floor=None, partitions: int = 1, tol_floors: float = 0.0, max_secs: float | None = None) -> dict:
     """Run CHILD; returns its result dict plus "replacing" [(N, M, P)] from the delegate's
-    construction and "stderr" (the last lines), or {"error": ...}."""
+    construction, or {"error": ...}. With ``secs`` > 0 it times invoke pairs
+    (``_time_pairs``: ``floor``, ``partitions``, ``tol_floors``, ``max_secs``, default
+    ``secs``): "diff_us" and its interval, and with ``floor`` "diff_floors" (the median
+    of each pair's difference over its floor) and its interval, "floor_us"."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITECL_QUIET")}
     # PYTHONPATH without the folders that hold litecl (the H200 installs LiteRT on
     # PYTHONPATH too); CHILD blocks litecl and pyopencl imports anyway
@@ -135,18 +247,34 @@ def run_child(so: Path, model: Path, options: Path, inputs: Path, secs: float, t
             if e and not (Path(e) / "litecl").exists() and not (Path(e) / "backend").is_dir()]
     if keep:
         env["PYTHONPATH"] = os.pathsep.join(keep)
-    try:
-        r = subprocess.run([sys.executable, "-c", CHILD, str(so), str(model), str(options), str(inputs), str(secs)],
-                           capture_output=True, text=True, timeout=timeout, env=env, cwd=tempfile.gettempdir())
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout} s"}
-    err = r.stderr
+    argv = [sys.executable, "-c", CHILD, str(so), str(model), str(options), str(inputs), str(secs)]
+    deadline = time.monotonic() + timeout
+    with tempfile.TemporaryFile() as errf:
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf, env=env,
+                             cwd=tempfile.gettempdir())
+        buf, lines, timing = [b""], [], {}
+        try:
+            if secs > 0:
+                try:
+                    timing = _time_pairs(p, buf, deadline, secs, secs if max_secs is None else max_secs, floor,
+                                         partitions, tol_floors)
+                except BrokenPipeError:  # the child ended early: its error is read below
+                    pass
+            while (ln := _line(p, buf, deadline)) is not None:
+                lines.append(ln)
+            p.wait(max(1.0, deadline - time.monotonic()))
+        except (TimeoutError, subprocess.TimeoutExpired):
+            p.kill()
+            p.wait()
+            return {"error": f"timed out after {timeout} s"}
+        errf.seek(0)
+        err = errf.read().decode(errors="replace")
     seg = err.split("@@begin", 1)[-1].split("@@end", 1)[0]
-    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("@@")), None)
-    if r.returncode or line is None:
-        tail = [ln for ln in err.splitlines() if ln.strip()][-1:] or [f"exit {r.returncode}"]
+    line = next((ln for ln in lines if ln.startswith("@@") and not ln.startswith("@@chunk")), None)
+    if p.returncode or line is None:
+        tail = [ln for ln in err.splitlines() if ln.strip()][-1:] or [f"exit {p.returncode}"]
         return {"error": tail[0][:200]}
-    res = json.loads(line[2:])
+    res = {**json.loads(line[2:]), **timing}
     res["replacing"] = [tuple(int(x) for x in m.groups()) for m in REPLACING.finditer(seg)]
     res["declined_invoke_shapes"] = len(DECLINED.findall(seg))
     return res
@@ -202,13 +330,21 @@ def export_and_build(model: Path, out: Path, device, target, placement) -> dict:
     return m
 
 
+def _ci(ci, digits: int = 2) -> str:
+    return "" if not ci else f"{ci[0]:.{digits}f}..{ci[1]:.{digits}f}"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="+", type=Path)
     ap.add_argument("--device", default=None)
     ap.add_argument("--target", choices=("gpu", "cpu"))
     ap.add_argument("--placement", default="all", choices=("all", "auto"))
-    ap.add_argument("--secs", type=float, default=0.5)
+    ap.add_argument("--secs", type=float, default=0.5, help="least time of the invoke pairs per model")
+    ap.add_argument("--tol-floors", type=float, default=0.05,
+                    help="pairs run on until the 95%% interval of (with - alone) is within -+this many floors "
+                         "per partition ...")
+    ap.add_argument("--max-secs", type=float, default=10.0, help="... or for this long (per model)")
     ap.add_argument("--check-only", action="store_true", help="bit-exactness and Replacing lines only")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "pocl")
     ap.add_argument("--tag", default=None, help="file name part (default: device and target)")
@@ -219,11 +355,14 @@ def main(argv=None) -> int:
 
     dev = litecl.open_device(a.device)
     tag = a.tag or re.sub(r"[^A-Za-z0-9]+", "_", f"{a.device or 'auto'}_{a.target or 'native'}_{a.placement}").strip("_")
-    floor = None
+    floor = floor_us = None
     if not a.check_only:
         from bench_delegate import round_trip_us  # noqa: PLC0415
 
-        floor = float(np.median([round_trip_us(dev) for _ in range(3)]))  # it varies with the load
+        def floor_us() -> float:  # it moves with the load (x2.5 within seconds here): measured
+            return round_trip_us(dev)  # between each model's chunks of pairs too
+
+        floor = float(np.median([floor_us() for _ in range(3)]))
     print(f"device {dev.caps.platform}: {dev.caps.name}; target {a.target or 'its own'}; placement {a.placement}; "
           + (f"round-trip floor {floor:.1f} us" if floor else "check only"))
     rows = []
@@ -238,8 +377,13 @@ def main(argv=None) -> int:
             ref = make_interpreter(f.read_bytes())
             ins = random_inputs(ref.get_input_details(), seed=0)
             np.savez(d / "inputs.npz", **ins)
+            # time the pairs until the median difference is known to -+tol_floors floors per
+            # partition (the Python delegate's partitions, which the native ones match)
+            p_exp = max(1, sum(s["partitions"] for s in nat["subgraphs"]))
             res = run_child(d / "liblitecl_delegate.so", f, d / "delegate_options.json", d / "inputs.npz",
-                            0 if a.check_only else a.secs)
+                            0 if a.check_only else a.secs, timeout=max(300.0, 3 * a.max_secs + 120),
+                            floor=floor_us, partitions=p_exp, tol_floors=a.tol_floors,
+                            max_secs=max(a.secs, a.max_secs))
             row.update(res)
             row["python_replacing"] = python_replacing(f, a.device, a.placement)
             row["replacing_agrees"] = [tuple(x) for x in row.get("replacing", [])] == row["python_replacing"]
@@ -254,13 +398,20 @@ def main(argv=None) -> int:
             P = sum(x[2] for x in row.get("replacing", []))
             row["partitions"] = P
             if "native_us" in row:
-                row["per_partition_floors"] = row["diff_us"] / P / floor if P else None
+                # each pair's difference over the floor measured around its chunk: the
+                # median of those, over P
+                fl = row["floor_us"]
+                row["per_partition_floors"] = row["diff_floors"] / P if P else None
+                row["per_partition_floors_ci"] = [v / P for v in row["diff_floors_ci"]] if P else None
+                # the same in us (the floor moves more than the overhead on a shared VM)
+                row["per_partition_us"] = row["diff_us"] / P if P else None
+                row["per_partition_us_ci"] = [v / P for v in row["diff_ci_us"]] if P else None
                 # what the kernels themselves take (event-profiled): the rest of the
                 # difference is launches, waits and copies, less LiteRT's time for the
                 # nodes the delegate took over
                 row["kernel_us"] = kernel_us(f, a.device, a.placement, ins, a.target) if P else 0.0
                 row["per_partition_floors_without_kernels"] = (
-                    (row["diff_us"] - row["kernel_us"]) / P / floor if P else None)
+                    row["per_partition_floors"] - row["kernel_us"] / P / fl if P else None)
                 row["init_limit_ms"] = 1.2 * row["init_litert_ms"] + 2.0 * row["programs"]
                 row["init_ok"] = row["init_native_ms"] <= row["init_limit_ms"]
                 # the first construction in the process loads every program (binary, else source)
@@ -272,7 +423,11 @@ def main(argv=None) -> int:
         ok = row.get("bit_exact") and row.get("replacing_explained")
         extra = "" if "native_us" not in row else (
             f" LiteRT {row['litert_us']:.1f} us, native {row['native_us']:.1f} us, P {row['partitions']}, "
-            f"{'' if row['per_partition_floors'] is None else format(row['per_partition_floors'], '.2f') + ' floors/P, '}"
+            f"floor {row['floor_us']:.1f} us, "
+            f"{'' if row['per_partition_us'] is None else format(row['per_partition_us'], '.1f') + ' us/P (95% ' + _ci(row['per_partition_us_ci'], 1) + '), '}"
+            f"{'' if row['per_partition_floors'] is None else format(row['per_partition_floors'], '.2f') + ' floors/P'}"
+            f"{'' if row['per_partition_floors'] is None else ' (95% ' + _ci(row['per_partition_floors_ci']) + ')'}"
+            f", {row['pairs']} pairs, "
             f"kernels {row['kernel_us']:.1f} us"
             f"{'' if row['per_partition_floors'] is None else ' (' + format(row['per_partition_floors_without_kernels'], '.2f') + ' floors/P without), '}"
             f"init {row['init_native_ms']:.2f} / {row['init_litert_ms']:.2f} ms (limit {row['init_limit_ms']:.2f})")
@@ -296,6 +451,11 @@ def main(argv=None) -> int:
               if r.get("per_partition_floors_without_kernels") is not None]
         summary["per_partition_floors_without_kernels_median"] = float(np.median(wo))
         summary["per_partition_floors_without_kernels_max"] = float(max(wo))
+        fls = [r["floor_us"] for r in rows if "floor_us" in r]
+        summary.update(floor_us_median=float(np.median(fls)), floor_us_min=float(min(fls)),
+                       floor_us_max=float(max(fls)))
+        pus = [r["per_partition_us"] for r in rows if r.get("per_partition_us") is not None]
+        summary.update(per_partition_us_median=float(np.median(pus)), per_partition_us_max=float(max(pus)))
         tot_l = sum(r["init_litert_ms"] for r in rows if "init_litert_ms" in r)
         tot_n = sum(r["init_native_ms"] for r in rows if "init_native_ms" in r)
         summary.update(init_litert_ms=tot_l, init_native_ms=tot_n,
@@ -310,7 +470,10 @@ def main(argv=None) -> int:
           "(broadcast ADDs whose shapes the Python delegate learns only at invoke, in a graph with invoke-time "
           f"shapes: {', '.join(summary['replacing_documented_decline']) or 'none'}).", ""]
     if pers:
-        md += [f"Round-trip floor {floor:.1f} us; (native - LiteRT) / partitions: median "
+        md += [f"Round-trip floor {floor:.1f} us at the start; per model (the median of those measured between "
+               f"its chunks of pairs) {summary['floor_us_min']:.1f} to {summary['floor_us_max']:.1f} us, median "
+               f"{summary['floor_us_median']:.1f}; (native - LiteRT) / partitions: median "
+               f"{summary['per_partition_us_median']:.1f} us, max {summary['per_partition_us_max']:.1f} us; in floors: median "
                f"{summary['per_partition_floors_median']:.2f}, max {summary['per_partition_floors_max']:.2f} floors; "
                "less the event-profiled kernel time: median "
                f"{summary['per_partition_floors_without_kernels_median']:.2f}, max "
@@ -318,23 +481,35 @@ def main(argv=None) -> int:
                f"Construct + allocate summed: native {summary['init_native_ms']:.1f} ms, LiteRT "
                f"{summary['init_litert_ms']:.1f} ms; {summary['init_models_within_limit']} of {len(rows)} models "
                "within 1.2x LiteRT + 2 ms per program.", "",
-               "| model | bit-exact | Replacing agrees | P | LiteRT us | native us | floors/P | kernels us | "
-               "floors/P less kernels | init native ms | init LiteRT ms | limit ms | first init native ms | "
-               "first init LiteRT ms | first limit ms |",
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+               "floors/P: the median over pairs (a block of two LiteRT-alone runs and one of two runs with the "
+               "delegate, in alternating order, each block's second run timed) of their difference over the "
+               f"floor measured around their {CHUNK_S:g} s chunk, over P; its 95% interval (order statistics "
+               "of the pairs) beside it; pairs ran "
+               f"for {a.secs:g} s and 40 pairs at least, then until that interval was within "
+               f"-+{a.tol_floors:g} floors or {max(a.secs, a.max_secs):g} s. On a shared machine both the "
+               "overhead and the floor move with the other load (load: the 1-minute load average, this "
+               "benchmark's own runs included).", "",
+               "| model | bit-exact | Replacing agrees | P | LiteRT us | native us | us/P | 95% interval | floor us | "
+               "floors/P | 95% interval | pairs | load | kernels us | floors/P less kernels | init native ms | "
+               "init LiteRT ms | limit ms | first init native ms | first init LiteRT ms | first limit ms |",
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             if "native_us" in r:
                 fp = "" if r["per_partition_floors"] is None else f"{r['per_partition_floors']:.2f}"
                 fw = ("" if r.get("per_partition_floors_without_kernels") is None
                       else f"{r['per_partition_floors_without_kernels']:.2f}")
                 md.append(f"| {r['model']} | {r['bit_exact']} | {r['replacing_agrees']} | {r['partitions']} | "
-                          f"{r['litert_us']:.1f} | {r['native_us']:.1f} | {fp} | {r['kernel_us']:.1f} | {fw} | "
+                          f"{r['litert_us']:.1f} | {r['native_us']:.1f} | "
+                          f"{'' if r['per_partition_us'] is None else format(r['per_partition_us'], '.1f')} | "
+                          f"{_ci(r.get('per_partition_us_ci'), 1)} | {r['floor_us']:.1f} | {fp} | "
+                          f"{_ci(r.get('per_partition_floors_ci'))} | {r['pairs']} | {r['loadavg_1min']:.2f} | "
+                          f"{r['kernel_us']:.1f} | {fw} | "
                           f"{r['init_native_ms']:.2f} | {r['init_litert_ms']:.2f} | {r['init_limit_ms']:.2f} | "
                           f"{r['init_first_native_ms']:.2f} | {r['init_first_litert_ms']:.2f} | "
                           f"{r['init_first_limit_ms']:.2f} |")
             else:
-                md.append(f"| {r['model']} | {r.get('bit_exact')} | {r.get('replacing_agrees')} | | | | | | | | | | | | "
-                          f"{r.get('error', '')} |")
+                md.append(f"| {r['model']} | {r.get('bit_exact')} | {r.get('replacing_agrees')} | "
+                          + "| " * 17 + f"{r.get('error', '')} |")
     (a.out / f"native_{tag}.md").write_text("\n".join(md) + "\n")
     return 0 if len(good) == len(rows) else 1
 
