@@ -1,6 +1,7 @@
 """The TFLite delegate C ABI as ctypes: the structs litecl's delegate reads and fills, the
 function-pointer types, pointer readers, the supported-version check and the layout
-self-check. Only backend/delegate.py imports this module.
+self-check. backend/delegate.py reads LiteRT through it; export.py writes its TESTED
+versions into the native delegate, which checks the same ones.
 
 Source of truth: ``tflite/core/c/common.h`` of LiteRT (classic delegate interface; the
 layout below is identical from LiteRT v2.1.0 through 2.3.0 on Linux, and in tensorflow

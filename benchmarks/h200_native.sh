@@ -46,7 +46,7 @@ command -v ${CC:-cc} >/dev/null || command -v gcc >/dev/null || echo "no C compi
 command -v ${CC:-cc} >/dev/null || export CC=gcc
 for cfg in "nvidia native" "nvidia:profile=mobile mobile"; do
   set -- $cfg
-  timeout 270 python3 benchmarks/bench_native.py --device $1 --secs 0.3 .shared_models .real_models \
+  timeout 270 python3 benchmarks/bench_native.py --device $1 --secs 0.3 --max-secs 1 .shared_models .real_models \
       --out $OUT --tag h200_$2 > $OUT/native_h200_$2.txt 2>&1
   echo "bench_native $1 rc=$?"; tail -1 $OUT/native_h200_$2.txt
 done
