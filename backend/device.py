@@ -955,8 +955,8 @@ _LISTING_ENV = ("OCL", "OPENCL", "POCL", "CL_", "PYOPENCL", "CUDA", "NVIDIA", "G
                 "HIP", "HSA", "ZE_", "SYCL", "ONEAPI", "INTEL", "LD_", "XDG_CACHE_HOME", "HOME")
 #: The cache entry (cache.probe_get name) holding the remembered runtimes.
 _MEMORY = "icd-runtime-v1"
-#: [library, loader order] while this process's loader was given that one library; the
-#: complete platform list (_discover), found when first needed.
+#: [library, _loader_icds()] while this process's loader was given that one library; the
+#: complete platform list (_discover's addresses), found when first needed.
 _RESTRICTED: list = []
 _DISCOVERED: list = []
 _REMEMBERED: set = set()  # aliases recorded (or found recorded) in this process
