@@ -26,15 +26,15 @@ python3 -m litecl.cli devices
 NV=/usr/local/nvidia/lib64/libnvidia-opencl.so.1
 if [ -f .native_pocl_gpu/movenet/liblitecl_delegate.so ]; then
   python3 - > $OUT/native_carried.txt 2>&1 <<PY
-import json, sys
+import json, os, sys
 sys.path.insert(0, "benchmarks")
 from bench_native import run_child
 import numpy as np
 from litecl.compare import make_interpreter, random_inputs
-d = ".native_pocl_gpu/movenet"
-m = ".shared_models/movenet_singlepose_lightning_int8.tflite"
+d = os.path.abspath(".native_pocl_gpu/movenet")  # the child runs in the temp folder
+m = os.path.abspath(".shared_models/movenet_singlepose_lightning_int8.tflite")
 opts = json.load(open(d + "/delegate_options.json"))
-opts.update(library="$NV", platform="NVIDIA", device="")
+opts.update(library="$NV", platform="NVIDIA", device="NVIDIA")  # a substring of its names
 json.dump(opts, open("/tmp/nv_options.json", "w"))
 ref = make_interpreter(open(m, "rb").read())
 np.savez("/tmp/nv_inputs.npz", **random_inputs(ref.get_input_details(), seed=0))
