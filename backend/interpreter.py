@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import sys
 import threading
 
@@ -20,7 +21,7 @@ from .delegate import Delegate
 from .errors import LiteclError, PrepareError, ResizedPrepareError
 from .cache import max_bytes
 from .hostcopy import SPLIT_BYTES, copy_host, host_threads
-from .model import litert_abort_reason, load_model
+from .model import litert_abort_reason, load_model, load_read
 
 __all__ = ["Interpreter", "SignatureRunner", "REFERENCES", "MAX_NUM_THREADS"]
 
@@ -74,11 +75,14 @@ def _verified(model_path, model_content):
         from .model import _read  # noqa: PLC0415
 
         try:
-            content, _ = _read(model_path)  # refuses FIFOs, devices, directories first; (bytes, identity)
+            content, key = _read(model_path)  # refuses FIFOs, devices, directories first; (bytes, identity)
         except Exception:  # noqa: BLE001 (load_model says why, in its words)
             return load_model(model_path, None)
         hit = _memo_get(content)
-        return hit if hit is not None else _memo_put(load_model(model_path, None))
+        if hit is not None:
+            return hit
+        where = os.fsdecode(model_path) if isinstance(model_path, bytes) else str(model_path)
+        return _memo_put(load_read(content, key, where))  # the file read once
     if model_path is None and isinstance(model_content, (bytes, bytearray, memoryview)):
         hit = _memo_get(model_content)
         return hit if hit is not None else _memo_put(load_model(None, model_content))
