@@ -77,8 +77,21 @@ def dynamic_reshape_model() -> bytes:
     return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
 
 
+def dynamic_broadcast_add_model() -> bytes:
+    """int32 x [None, 1] + y [1, None] -> ADD (a broadcast whose operands' shapes a resize
+    changes; TensorFlow's converter writes the -1s in their shape signatures)."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.int32), tf.TensorSpec([1, None], tf.int32)])
+    def f(x, y):
+        return x + y
+
+    return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
+
+
 MODELS = {"while_cast": while_cast_model, "variable_cast": variable_cast_model,
-          "reshape_scalar": reshape_scalar_model, "dynamic_reshape": dynamic_reshape_model}
+          "reshape_scalar": reshape_scalar_model, "dynamic_reshape": dynamic_reshape_model,
+          "dynamic_broadcast_add": dynamic_broadcast_add_model}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in MODELS:

@@ -194,6 +194,25 @@ def test_resize_keeps_elementwise_nodes_and_leaves_baked_broadcasts_to_litert(tm
     assert r.returncode == 0 and "EQUAL" in r.stdout and "left to LiteRT" not in r.stderr, r.stderr[-500:]
 
 
+@pytest.mark.xfail(strict=True, reason="open: a resize within a tensor's signature (its -1s) makes LiteRT keep "
+                   "the native delegate's nodes without a new Prepare; an ADD exported same-shape that becomes a "
+                   "broadcast fails its kernel prepare and LiteRT drops the delegate (found by a fresh user)")
+def test_resize_within_the_signature_keeps_the_model_running(tmp_path, fast_device):
+    """x [-1, 1] + y [1, -1] (TensorFlow's converter), exported at [1, 1] + [1, 1] (an
+    elementwise kernel), resized to [31, 1] + [1, 10]: LiteRT runs no new Prepare (the
+    resize stays within the signature), so the node must run at the new shapes or have
+    been left to LiteRT from the start."""
+    _need(CC)
+    from conftest import tf_model
+
+    m = tmp_path / "dbadd.tflite"
+    m.write_bytes(tf_model("dynamic_broadcast_add"))
+    out = tmp_path / "dbadd"
+    _export_build(m, out, fast_device)
+    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "delegate_options.json", "[[31, 1], [1, 10]]")
+    assert r.returncode == 0 and "EQUAL" in r.stdout, r.stderr[-300:]
+
+
 def test_resize_names_why_a_same_shape_add_stays_or_goes(tmp_path, fast_device):
     """Without a broadcast, a float32 ADD's kernel still compiles in the element count
     (LiteRT's NaN choice follows its SIMD body and tail): after a resize it is left to
