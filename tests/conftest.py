@@ -150,3 +150,15 @@ def assert_on_opencl(it, ops=("CAST", "ADD")) -> list:
     rows = [r for r in it.placement() if r["op"] in ops]
     assert rows and all(r["placement"] == "opencl" for r in rows), rows
     return rows
+
+
+def script_json(script: str, env: dict, *args) -> dict:
+    """Run ``python -c script args`` in a fresh process with ``env`` (a timeout of 300 s)
+    and return the JSON object its last stdout line holds; fails with its stderr's tail."""
+    import json
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])

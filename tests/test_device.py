@@ -22,6 +22,7 @@ import pytest
 
 import litecl
 from litecl import device as D
+from conftest import script_json
 
 INTEL_LIB = Path(sys.prefix) / "lib" / "libintelocl.so"
 needs_intel_lib = pytest.mark.skipif(not INTEL_LIB.exists(), reason=f"{INTEL_LIB} absent (intel-opencl-rt)")
@@ -53,10 +54,7 @@ def env(tmp_path):
 
 
 def wired(env, *args) -> dict:
-    r = subprocess.run([sys.executable, "-c", _SCRIPT, *args], env=env, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return script_json(_SCRIPT, env, *args)
 
 
 def intel_line() -> str:

@@ -220,3 +220,26 @@ def test_large_get_tensor_reuses_only_an_array_nobody_holds(fast_device, counted
     fifth = it.get_tensor(out)
     assert fifth.flags.writeable and fifth[0] == 10.0
     assert kept[0][0] == 4.0 and view.tolist() == [4.0] * 5 and first.tolist() == [2.0] * n
+
+
+def test_signature_with_minus_one_keeps_litert_get_tensor_until_a_tensor_is_large(fast_device, counted_copies):
+    """A -1 in a shape signature alone no longer wraps get_tensor: at small shapes it is
+    LiteRT's own method (the wrapper cost ~0.25 us a read); resized so a tensor reaches
+    SPLIT_BYTES it is litecl's copy again; both read bit-exact with LiteRT."""
+    from ai_edge_litert.interpreter import Interpreter as LiteRT
+
+    buf = cast_model("int16", "float32", [4, 3], dynamic=True)
+    it = litecl.Interpreter(model_content=buf, device=fast_device, quiet=True)
+    ref = make_interpreter(buf)
+    for rows, own in ((4, True), (200, False)):  # 200 x 3 float32: 2400 bytes >= 1 KiB
+        for x in (it, ref):
+            x.resize_tensor_input(0, [rows, 3])
+            x.allocate_tensors()
+        assert (type(it).get_tensor is LiteRT.get_tensor) == own
+        v = (np.arange(rows * 3, dtype=np.int16) * 113 - 900).reshape(rows, 3)
+        for x in (it, ref):
+            x.set_tensor(0, v)
+            x.invoke()
+        out = ref.get_output_details()[0]["index"]
+        assert it.get_tensor(out).tobytes() == ref.get_tensor(out).tobytes()
+    assert counted_copies == [2400]

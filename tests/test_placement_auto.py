@@ -102,6 +102,15 @@ def test_auto_prices_the_partitions_litert_makes(fast_device):
         rates = {n.index: pm.node_rates(d, n, sg) for n in p.nodes}
         ocl, lit, _ = pm.estimate(p.nodes, sg, costs, d.memory.in_place, rates, d.fuse)
         assert ocl * pm.AUTO_MARGIN < lit, ([n.index for n in p.nodes], ocl, lit)
+    ref = LiteRT(model_path=str(shared_model("coral_mobilenet_v2_1_0_224_quant.tflite")),
+                 experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    ref.allocate_tensors()
+    x = np.random.default_rng(5).integers(0, 256, ref.get_input_details()[0]["shape"], dtype=np.uint8)
+    for r in (it, ref):
+        r.set_tensor(r.get_input_details()[0]["index"], x)
+        r.invoke()
+    out = ref.get_output_details()[0]["index"]
+    assert it.get_tensor(out).tobytes() == ref.get_tensor(out).tobytes()  # bit-exact with LiteRT
 
 
 @pytest.mark.parametrize("buf", [multi_op_model("alternating", (2, 3, 4)), rg.variable_input(),

@@ -11,11 +11,8 @@ fits (another device, changed library files, another environment) is not trusted
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pyopencl as cl
 import pytest
@@ -23,7 +20,7 @@ import pytest
 from litecl import cache
 from litecl import device as D
 
-from conftest import DEVICE_STATUS
+from conftest import DEVICE_STATUS, script_json
 
 _SCRIPT = r"""
 import json, os, sys
@@ -108,10 +105,7 @@ def env(tmp_path):
 
 
 def first(env, *args) -> dict:
-    r = subprocess.run([sys.executable, "-c", _SCRIPT, *args], env=env, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return script_json(_SCRIPT, env, *args)
 
 
 def test_discover_lists_what_the_loader_lists():
