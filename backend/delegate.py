@@ -387,6 +387,13 @@ class Delegate:
         return abi.K_ERROR
 
     # ----------------------------------------------------------------- Prepare
+    def _device_costs(self):
+        """auto's placement.device_costs of this device, looked up once per Delegate (one
+        object per device and process: Prepare's memos key by its id)."""
+        if self._costs is None:
+            self._costs = _placement.device_costs(self.device)
+        return self._costs
+
     def _decide(self, ctx, plan) -> tuple:
         """(sg, views, keys, rows, claim) of the CAST/ADD nodes of ``plan``: their node
         views and keys by index, a placement row each, and the indices litecl takes."""
@@ -445,9 +452,7 @@ class Delegate:
             # their tensors' current shapes, the subgraph's wiring (groups) and the device's
             # costs: memoised on those (a LiteRT Interpreter of the user's, which names no
             # model, pays it once)
-            costs = self._costs
-            if costs is None:
-                costs = self._costs = _placement.device_costs(self.device)
+            costs = self._device_costs()
             wiring = tuple(wiring)
             akey = (id(costs), id(self.caps), self.memory.in_place, self.fuse, wiring,
                     tuple((i, keys[i], tuple(tensors[t].shape for t in (*views[i].inputs, *views[i].outputs)
@@ -474,9 +479,7 @@ class Delegate:
         mkey = costs = None
         if model is not None:
             if self.placement_mode == "auto":  # auto's decisions follow the device's costs
-                costs = self._costs
-                if costs is None:
-                    costs = self._costs = _placement.device_costs(self.device)  # one per device and process
+                costs = self._device_costs()
             # the entry holds ``costs``, so no other object takes its id while it lives
             mkey = (model, declared, plan, size, id(self.caps), id(costs), self.placement_mode,
                     self.reference, self.fuse)
@@ -541,7 +544,7 @@ def _caps_for(caps, reference: str):
 
 
 _REASONS: dict = {}  # (node key, shapes, caps) -> why it stays on LiteRT ("": it need not)
-_AUTO: dict = {}  # (costs, caps, in place, fuse, claimed nodes and shapes) -> (costs, auto's keep)
+_AUTO: dict = {}  # (costs, caps, in place, fuse, wiring, claimed nodes and shapes) -> (costs, auto's keep)
 #: (model token, execution plan, tensors_size, device, placement, reference, fuse) ->
 #: ``_remember``'s record of what Prepare decided there. A second Interpreter of a model
 #: then reads only the CAST/ADD nodes' codes and their tensors' shapes (42 real models:
