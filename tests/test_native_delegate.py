@@ -194,14 +194,13 @@ def test_resize_keeps_elementwise_nodes_and_leaves_baked_broadcasts_to_litert(tm
     assert r.returncode == 0 and "EQUAL" in r.stdout and "left to LiteRT" not in r.stderr, r.stderr[-500:]
 
 
-@pytest.mark.xfail(strict=True, reason="open: a resize within a tensor's signature (its -1s) makes LiteRT keep "
-                   "the native delegate's nodes without a new Prepare; an ADD exported same-shape that becomes a "
-                   "broadcast fails its kernel prepare and LiteRT drops the delegate (found by a fresh user)")
 def test_resize_within_the_signature_keeps_the_model_running(tmp_path, fast_device):
     """x [-1, 1] + y [1, -1] (TensorFlow's converter), exported at [1, 1] + [1, 1] (an
-    elementwise kernel), resized to [31, 1] + [1, 10]: LiteRT runs no new Prepare (the
-    resize stays within the signature), so the node must run at the new shapes or have
-    been left to LiteRT from the start."""
+    elementwise kernel), resized to [31, 1] + [1, 10]: the operands now broadcast, which the
+    elementwise kernel cannot do; LiteRT runs the delegate's Prepare again at the new shapes
+    (a static graph), which leaves the node to LiteRT with one line instead of claiming it
+    and failing its kernel prepare (was: LiteRT dropped the delegate and allocate_tensors
+    raised, found by a fresh user). Resized back to one shape, it is claimed again."""
     _need(CC)
     from conftest import tf_model
 
@@ -211,6 +210,12 @@ def test_resize_within_the_signature_keeps_the_model_running(tmp_path, fast_devi
     _export_build(m, out, fast_device)
     r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "delegate_options.json", "[[31, 1], [1, 10]]")
     assert r.returncode == 0 and "EQUAL" in r.stdout, r.stderr[-300:]
+    assert ("INFO: litecl: node 0 left to LiteRT at these input shapes: its operands broadcast and its kernel is "
+            "elementwise (exported for operands of one shape)\n") in r.stderr, r.stderr
+    assert "failed to prepare" not in r.stderr, r.stderr
+    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "delegate_options.json", "[[1, 1], [1, 1]]")
+    assert r.returncode == 0 and "EQUAL" in r.stdout, r.stderr[-300:]
+    assert "left to LiteRT" not in r.stderr and "Replacing 1 out of 1 node(s)" in r.stderr, r.stderr
 
 
 def test_resize_names_why_a_same_shape_add_stays_or_goes(tmp_path, fast_device):

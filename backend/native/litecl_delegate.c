@@ -1098,6 +1098,25 @@ static const lcl_subgraph *subgraph_for_context(delegate *d, TfLiteContext *ctx)
 #define LCL_LAYOUT_DECLINED "WARNING: litecl: LiteRT's TfLiteContext does not read as litecl's TFLite " \
     "structs (tflite_abi.h) expect (%s); litecl claims none of its nodes\n"
 
+/* kernel_prepare's rule for an elementwise launch, at the shapes LiteRT holds now: every
+ * input at the output's shape, or one element as exported (a splatted scalar) */
+static int elementwise_still(const TfLiteContext *ctx, const lcl_launch *ln) {
+    slot in[2], out;
+    const int32_t *sh = LCL_INTS + ln->shapes.off;
+    int exported_one[2];
+    for (int a = 0; a < 2; a++) {
+        const TfLiteTensor *ts = &ctx->tensors[LCL_INTS[ln->inputs.off + a]];
+        if (set_shape(&in[a], ts->dims)) return 0;
+        int rank = *sh++;
+        exported_one[a] = rank == in[a].rank && !memcmp(sh, in[a].dims, (size_t)rank * sizeof(int));
+        sh += rank;
+    }
+    if (broadcast(&in[0], &in[1], &out)) return 0;
+    for (int a = 0; a < 2; a++)
+        if (!same_shape(&in[a], &out) && !(exported_one[a] && numel(&in[a]) == 1)) return 0;
+    return 1;
+}
+
 static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
     delegate *d = (delegate *)base;
     char why[256] = "";
@@ -1168,6 +1187,17 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
                 fprintf(stderr, "INFO: litecl: node %d left to LiteRT: its input shapes are known only at "
                         "invoke and %s\n", n, what);
             keep &= !dynamic;
+        }
+        else if (!(d->base.flags & kTfLiteDelegateFlagsAllowDynamicTensors) && ln->inputs.len == 2 &&
+                 !elementwise_still(ctx, ln)) {
+            /* an elementwise kernel (no shape compiled in) after a resize that made its
+             * operands broadcast (x [-1, 1] + y [1, -1] exported at [1, 1] + [1, 1]): a
+             * static graph's Prepare runs again at the new shapes, so leave it to LiteRT
+             * here rather than fail the partition's prepare (kernel_prepare's check) */
+            keep = 0;
+            if (!d->quiet)
+                fprintf(stderr, "INFO: litecl: node %d left to LiteRT at these input shapes: its operands "
+                        "broadcast and its kernel is elementwise (exported for operands of one shape)\n", n);
         }
         if (keep) claim->data[claim->size++] = n;
     }
