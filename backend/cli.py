@@ -862,8 +862,9 @@ def cmd_kernel_add(args) -> int:
     print(f"// ADD {dt.name} {list(a)} + {list(b)} -> {list(out)}, activation {args.activation}"
           + (f", quantized {' '.join(f'{s:g}:{z}' for s, z in args.quant)}" if quant else ""))
     n, former_num, former_len, tail_len = tiling.kernel_args()
+    extra = add_ops.add_kernel_args(dt.name, a, b, args.activation, dev.caps, quant)
     print(f"// launch: litecl_add(a, b, out, n={n}, former_num={former_num}, former_len={former_len}, "
-          f"tail_len={tail_len}), global size {gsize[0]}, local size {lsize[0]}")
+          f"tail_len={tail_len}{''.join(f', {k}={v}' for k, v in extra)}), global size {gsize[0]}, local size {lsize[0]}")
     print(source)
     _kernel_build(args, dev, source)
     return 0

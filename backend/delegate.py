@@ -928,7 +928,8 @@ class _Partition:
                 # a cl_kernel keeps its arguments: set them only when a buffer changed
                 # (pyopencl's set_args costs ~20 us a launch on Intel's CPU runtime)
                 if prev is None or len(prev) != len(args) or any(a is not b for a, b in zip(args, prev)):
-                    k.set_args(*args, *(np.uint32(v) for v in ln.tiling.kernel_args()))
+                    k.set_args(*args, *(np.uint32(v) for v in ln.tiling.kernel_args()),
+                               *(np.int32(v) for _, v in ln.args))
                     last[i] = args
                 ev = cl.enqueue_nd_range_kernel(q, k, ln.gsize, ln.lsize)
                 if d.profile:

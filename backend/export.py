@@ -43,9 +43,11 @@ TARGETS = ("gpu", "cpu")
 PLACEMENTS = ("all", "auto")  # Delegate(placement=...)
 #: manifest.json's "format": bumped when a field changes meaning (2: launches read from the
 #: delegate's partitions, each launch names its partition; no C host; 3: "native", the
-#: TFLite delegate written beside it)
-FORMAT = "litecl-export-3"
-#: the kernels' trailing scalar parameters (ops/codegen.py TILING_PARAMS), all OpenCL uint
+#: TFLite delegate written beside it; 4: a launch's scalar args may go on past the tiling's
+#: four uints with int ones, a quantized ADD's constants)
+FORMAT = "litecl-export-4"
+#: the tiling's scalar parameters (ops/codegen.py TILING_PARAMS), all OpenCL uint; the ops'
+#: arguments after them (Launch.args) are int
 _SCALAR_CTYPE = "uint"
 
 
@@ -175,6 +177,8 @@ def build_manifest(parts: list, caps, *, model: str, signature, subgraph: int, t
             args.append(a)
         for name, v in zip(TILING_PARAMS, ln.tiling.kernel_args()):
             args.append({"kind": "scalar", "name": name, "ctype": _SCALAR_CTYPE, "value": int(v)})
+        for name, v in ln.args:  # the ops' int arguments (a quantized ADD's constants)
+            args.append({"kind": "scalar", "name": name, "ctype": "int", "value": int(v)})
         ops = {n.index: n.op for n in p.nodes}
         out.append({
             "partition": p.number, "kernel": ln.name, "source": files[ln.source], "build_options": "",
@@ -581,7 +585,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         tile = 32 // ln.tiling.align_num
         shp = [x for t in ln.inputs for x in (len(shapes[t]), *shapes[t])]
         launches_c.append(f"{{{prog(ln)}, {tile}, {0 if generic else 2 if dynamic else 1}, {span(ln.nodes)}, {span(ln.inputs)}, "
-                          f"{span(ln.outputs)}, {span(shp)}, {0 if generic else fixed}}}")
+                          f"{span(ln.outputs)}, {span(shp)}, {0 if generic else fixed}, {span([v for _, v in ln.args])}}}")
         return launches_c[-1]
 
     from .abi import ALLOW_DYNAMIC_TENSORS  # noqa: PLC0415
@@ -679,7 +683,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         "const lcl_program LCL_PROGRAMS[] = {\n    " + (",\n    ".join(prog_c) or '{"", "", 0, NULL, 0}')
         + "\n};",
         "const lcl_launch LCL_LAUNCHES[] = {\n    " + (",\n    ".join(launches_c) or
-                                                    "{0, 1, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0}") + "\n};",
+                                                    "{0, 1, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0, {0, 0}}") + "\n};",
         "const lcl_partition LCL_PARTITIONS[] = {\n    " + (",\n    ".join(parts_c) or "{{0, 0}, 0, 0}")
         + "\n};",
         "const lcl_subgraph LCL_SUBGRAPHS[] = {\n    " + (",\n    ".join(subs_c) or

@@ -105,7 +105,8 @@ class Launch:
 
     nodes: the model's node indices it computes (several: a fused group); inputs,
     outputs: tensor indices of its buffer parameters, in order (then the tiling's four
-    uint arguments); source/name: the program text (the cache key) and kernel name;
+    uint arguments, then ``args``: (name, int32 value) pairs); source/name: the program text (the cache
+    key) and kernel name;
     tiling, gsize, lsize: former/tail plan and NDRange (ops/tiling.py); n: elements;
     what: a description for placement() and inspect; folded: every input is a constant
     (or folded), so it runs once per plan, not per invoke.
@@ -122,6 +123,7 @@ class Launch:
     n: int
     what: str
     folded: bool = False
+    args: tuple = ()  # ((name, int32 value), ...) after the tiling's four (KernelSpec.args)
 
 
 @dataclass(frozen=True)
@@ -226,13 +228,13 @@ def _single(n, sg, shapes, caps) -> Launch:
     except ValueError as e:  # more elements than the kernels' indices reach
         raise InputError(f"node {n.index} ({n.op}): {e}") from None
     return Launch((n.index,), tuple(n.inputs), (n.outputs[0],), spec.source, spec.name,
-                  tiling, gsize, lsize, spec.n, spec.what)
+                  tiling, gsize, lsize, spec.n, spec.what, args=spec.args)
 
 
 def _fused(run, sg, shapes, caps, keep: set):
     """One launch for ``run`` (nodes over one element space), or None when the fused
     kernel cannot be generated (each node then has its own)."""
-    from .ops.fusion import FusedSpec, fused_kernel  # noqa: PLC0415
+    from .ops.fusion import FusedSpec, fused_kernel, fused_kernel_args  # noqa: PLC0415
 
     produced = {t: j for j, n in enumerate(run) for t in n.outputs}
     later_reads = set()
@@ -247,7 +249,8 @@ def _fused(run, sg, shapes, caps, keep: set):
                 if t not in inputs:
                     inputs.append(t)
                 args.append(("in", inputs.index(t)))
-        steps.append((node_op(n, sg, [shapes[t] for t in n.inputs], caps, f"litecl_n{n.index}_op"),
+        # named by position, not node index: equal groups elsewhere share the program
+        steps.append((node_op(n, sg, [shapes[t] for t in n.inputs], caps, f"litecl_s{j}_op"),
                       tuple(args)))
         later_reads.update(n.inputs)
     outputs = [t for t in produced if t in keep]
@@ -266,4 +269,4 @@ def _fused(run, sg, shapes, caps, keep: set):
         return None
     what = "fused: one kernel for nodes " + ", ".join(str(n.index) for n in run)
     return [Launch(tuple(n.index for n in run), tuple(inputs), tuple(outputs), source,
-                   "litecl_fused", tiling, gsize, lsize, n_el, what)]
+                   "litecl_fused", tiling, gsize, lsize, n_el, what, args=fused_kernel_args(spec))]

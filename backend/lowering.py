@@ -22,13 +22,16 @@ __all__ = ["KernelSpec", "LOWERINGS", "why_not", "kernel_spec", "output_shapes"]
 class KernelSpec:
     """A generated kernel for one node at concrete shapes: ``source`` (the cache key),
     kernel ``name``, element count ``n`` of the output, ``tile_bytes`` (the smallest
-    itemsize the kernel touches, for 32-byte aligned chunks), and a description."""
+    itemsize the kernel touches, for 32-byte aligned chunks), a description, and the
+    ``args`` the kernel takes after the tiling's four ((parameter name, int32 value) pairs:
+    a quantized ADD's constants)."""
 
     source: str
     name: str
     n: int
     tile_bytes: int
     what: str
+    args: tuple = ()  # ((name, int32 value), ...) after the tiling's four (codegen.NodeOp.args)
 
 
 def _streaming_note(source: str) -> str:
@@ -149,7 +152,8 @@ class AddLowering:
         bc = " (broadcast)" if tuple(shapes[0]) != tuple(shapes[1]) else ""
         return KernelSpec(src, "litecl_add", _numel(out), dt.itemsize,
                           f"ADD {dt.name}{' quantized (' + quant.path + ' path)' if quant else ''} "
-                          f"{node.activation}{bc}{_streaming_note(src)}")
+                          f"{node.activation}{bc}{_streaming_note(src)}",
+                          add_ops.add_kernel_args(dt.name, shapes[0], shapes[1], node.activation, caps, quant))
 
     @staticmethod
     def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):

@@ -393,7 +393,7 @@ def _kernel_run(delegate, n, sg, N: int):
     bufs = [cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, N * sg.tensors[t].dtype.itemsize) for t in ts]
     for b, t in zip(bufs, ts):
         cl.enqueue_fill_buffer(dev.queue, b, np.uint8(0), 0, N * sg.tensors[t].dtype.itemsize)
-    k.set_args(*bufs, *(np.uint32(v) for v in tiling.kernel_args()))
+    k.set_args(*bufs, *(np.uint32(v) for v in tiling.kernel_args()), *(np.int32(v) for _, v in spec.args))
 
     def run() -> float:
         ev = cl.enqueue_nd_range_kernel(dev.queue, k, g, l)

@@ -39,7 +39,8 @@ import numpy as np
 
 from .broadcast import broadcast_shape, collapse, fivefold, index_code
 from .codegen import (NodeOp, capped_half_width, elementwise_kernel, float_literal, int_literal,
-                      load_expr, op_preamble, scalar_store, storage_type, tiled_kernel)
+                      load_expr, op_kernel_args, op_args, op_preamble, scalar_store, storage_type,
+                      tiled_kernel)
 from .dtypes import dtype
 from .fusion import FusedSpec, fused_kernel
 
@@ -285,9 +286,12 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         # the elements LiteRT's builtin kernel computes in its SIMD body (add_quant)
         rule = quant_add_simd_rule(quant, *shapes, reference) if shapes is not None else None
         index = rule is not None and not rule.everywhere
-        text = (f"{st} {fn}(const int qa, const int qb{', const uint i' if index else ''})\n{{\n"
-                f"    return ({st})({quant_add_cl_expr(quant, 'qa', 'qb', rule, 'i')});\n}}\n")
-        return NodeOp(fn, text, (d, d), d, d.middle, (), True, wants_index=index)
+        args: list = []  # the constants, as int arguments: equal ADDs share a program
+        expr = quant_add_cl_expr(quant, 'qa', 'qb', rule, 'i', args)
+        params = "".join(f", const int {n}" for n, _ in args)
+        text = (f"{st} {fn}(const int qa, const int qb{', const uint i' if index else ''}{params})\n{{\n"
+                f"    return ({st})({expr});\n}}\n")
+        return NodeOp(fn, text, (d, d), d, d.middle, (), True, wants_index=index, args=tuple(args))
     else:
         raise ValueError(f"ADD of {dt} not supported")
     vec = lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w)  # noqa: E731
@@ -360,7 +364,7 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
             pre += vtext + "\n"
         return elementwise_kernel(name, [("a", d), ("b", d)], ("out", d), fn, op.out_vtype, caps,
                                   pre, w, skeleton, op.vfn(w) if vtext else None,
-                                  index_arg=op.wants_index)
+                                  index_arg=op.wants_index, args=tuple(op_args(op)))
     if skeleton == "tiled" and vec_bytes is None and (numel(shape1) == 1 or numel(shape2) == 1):
         # one operand is a single element (x + scalar constant, a common pattern): the
         # fused kernel generator splats it across vectors
@@ -368,6 +372,7 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
                          ((op, (("in", 0), ("in", 1))),), ((0, d),))
         return fused_kernel(spec, caps, name)
     idx_arg = ", i" if op.wants_index else ""
+    idx_arg += "".join(f", {a}" for a in op_args(op))
     body = scalar_store(d, caps, "out", "i",
                         f"{fn}({load_expr(d, caps, 'a', ia)}, {load_expr(d, caps, 'b', ib)}{idx_arg})",
                         op.out_vtype)
@@ -375,7 +380,15 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
         body = pre_idx + "\n" + body
     params = [f"__global const {st}* restrict a", f"__global const {st}* restrict b",
               f"__global {st}* restrict out"]
-    return tiled_kernel(name, params, body, pre)
+    return tiled_kernel(name, params, body, pre, extra=[f"const int {a}" for a in op_args(op)])
+
+
+def add_kernel_args(dt: str, shape1, shape2, activation: str, caps, quant=None,
+                    name: str = "litecl_add") -> tuple:
+    """((parameter name, int32 value), ...) that ``add_kernel``'s kernel of the same
+    arguments takes after the tiling's four (a quantized ADD's constants,
+    codegen.NodeOp.args; () otherwise)."""
+    return op_kernel_args([add_op(dt, activation, caps, quant, f"{name}_op", (tuple(shape1), tuple(shape2)))])
 
 
 def numel(shape) -> int:

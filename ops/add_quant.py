@@ -706,7 +706,7 @@ def _lit(v: int) -> str:
 
 
 def quant_add_cl_expr(p: QuantAddParams, a: str, b: str, rule: QuantSimdRule | None = None,
-                      index: str = "i") -> str:
+                      index: str = "i", args: list | None = None) -> str:
     """An OpenCL C ``int`` expression: LiteRT's clamped quantized ADD of the raw operands.
 
     a, b: OpenCL C expressions of type int holding the raw stored values (e.g.
@@ -714,54 +714,73 @@ def quant_add_cl_expr(p: QuantAddParams, a: str, b: str, rule: QuantSimdRule | N
     (None: the reference formula everywhere, BUILTIN_REF's bits); with a rule, the elements
     it names compute LiteRT's SIMD body, chosen by ``index``, an OpenCL C ``uint``
     expression of the flat output index (not used when the rule covers every element).
-    Every constant of ``p`` is baked in as a literal, so equal arguments give equal text.
     Needs :func:`quant_add_cl_functions` in the same program.
+
+    args: None bakes every constant of ``p`` in as a literal, so equal arguments give equal
+    text. A list instead receives the constants as (name, int32 value) pairs, in the order
+    the expression first names them, and the expression reads those names (int parameters
+    the caller declares and passes): the text then depends only on ``p``'s dtype, path,
+    rounding and which operand a POT ADD shifts, and on ``rule``, so the quantized ADDs of
+    a model share one program (MoveNet: 14 of its 20 programs were such ADDs differing
+    only in their constants). Both give the same bits.
     """
-    lo, hi = _lit(p.activation_min), _lit(p.activation_max)
+    seen: set = set()
+
+    def v(name: str, value: int) -> str:
+        if args is None:
+            return _lit(value)
+        if name not in seen:
+            seen.add(name)
+            args.append((name, int(value)))
+        return name
+
     if p.path == "pot_int16":
         if p.input1_shift == 0:
             kept, shifted, e = a, b, -p.input2_shift
         else:
             kept, shifted, e = b, a, -p.input1_shift
-        total = f"clamp(({kept}) + litecl_rdbpot16(({shifted}), {e}), (-32768), 32767)"
-        return f"clamp({total}, {lo}, {hi})"
+        total = f"clamp(({kept}) + litecl_rdbpot16(({shifted}), {v('e', e)}), (-32768), 32767)"
+        return f"clamp({total}, {v('lo', p.activation_min)}, {v('hi', p.activation_max)})"
     mbqm = "litecl_mbqm_single" if p.rounding == "single" else "litecl_mbqm"
     # No int overflow: |x + offset| <= 255 times 2**20, or 32768 times 2**15 (zero points
     # lie in the type); each scaled input is at most half of that, so the sum fits too.
-    x1 = f"(({a}) + {_lit(p.input1_offset)})"
-    x2 = f"(({b}) + {_lit(p.input2_offset)})"
-    k = 1 << p.left_shift
-    s1 = f"{mbqm}(({x1} * {k}), {_lit(p.input1_multiplier)}, {_lit(p.input1_shift)})"
-    s2 = f"{mbqm}(({x2} * {k}), {_lit(p.input2_multiplier)}, {_lit(p.input2_shift)})"
+    x1 = f"(({a}) + {v('o1', p.input1_offset)})"
+    x2 = f"(({b}) + {v('o2', p.input2_offset)})"
+    k = v("k", 1 << p.left_shift)
+    s1 = f"{mbqm}(({x1} * {k}), {v('m1', p.input1_multiplier)}, {v('s1', p.input1_shift)})"
+    s2 = f"{mbqm}(({x2} * {k}), {v('m2', p.input2_multiplier)}, {v('s2', p.input2_shift)})"
     # The output multiplier is < 1 (Prepare refuses others), so the rescaled sum is at
     # most 2**30 in magnitude and adding the zero point cannot overflow either.
-    raw = (f"{mbqm}({s1} + {s2}, {_lit(p.output_multiplier)}, {_lit(p.output_shift)})"
-           f" + {_lit(p.output_offset)}")
-    ref = f"clamp({raw}, {lo}, {hi})"
+    raw = f"{mbqm}({s1} + {s2}, {v('mo', p.output_multiplier)}, {v('so', p.output_shift)}) + {v('oo', p.output_offset)}"
+    ref = f"clamp({raw}, {v('lo', p.activation_min)}, {v('hi', p.activation_max)})"
     if rule is None:
         return ref
-    body = _cl_simd_body(p, x1, x2, rule.form)
+    body = _cl_simd_body(p, x1, x2, rule.form, v, args is None)
     if rule.everywhere:
         return body
     return f"((({index}) % {rule.run}u < {rule.simd}u) ? {body} : {ref})"
 
 
-def _cl_simd_body(p: QuantAddParams, x1: str, x2: str, form: str) -> str:
+def _cl_simd_body(p: QuantAddParams, x1: str, x2: str, form: str, v, literal: bool) -> str:
     """:func:`_simd_body` in OpenCL C int arithmetic (no long: litecl_srdhm has a 32-bit
-    form), x1 and x2 the operands with their zero points removed."""
-
-    def rescale(x: str, m: int, shift: int) -> str:
+    form), x1 and x2 the operands with their zero points removed; ``v(name, value)`` writes
+    a constant (quant_add_cl_expr), ``literal`` whether it writes literals."""
+    def rescale(x: str, m: int, shift: int, j: int) -> str:
         if form == "combined_shift":  # vshlq_s32 by left_shift + shift, then vqrdmulh
             n = p.left_shift + shift
-            shifted = f"({x} * {1 << n})" if n >= 0 else f"({x} >> {-n})"
-            return f"litecl_srdhm({shifted}, {_lit(m)})"
-        return f"(litecl_srdhm(({x} * {1 << p.left_shift}), {_lit(m)}) >> {-shift})"
+            if literal:
+                shifted = f"({x} * {1 << n})" if n >= 0 else f"({x} >> {-n})"
+            else:  # the sign of n chosen at run time: the same int arithmetic either way
+                nn = v(f"n{j}", n)
+                shifted = f"({nn} >= 0 ? {x} * (1 << {nn}) : {x} >> (-{nn}))"
+            return f"litecl_srdhm({shifted}, {v(f'm{j}', m)})"
+        return f"(litecl_srdhm(({x} * {v('k', 1 << p.left_shift)}), {v(f'm{j}', m)}) >> {v(f'r{j}', -shift)})"
 
-    s = (f"litecl_mbqm({rescale(x1, p.input1_multiplier, p.input1_shift)} + "
-         f"{rescale(x2, p.input2_multiplier, p.input2_shift)}, {_lit(p.output_multiplier)}, "
-         f"{_lit(p.output_shift)})")  # SRDHM, then RoundingDivideByPOT: the output stage
+    s = (f"litecl_mbqm({rescale(x1, p.input1_multiplier, p.input1_shift, 1)} + "
+         f"{rescale(x2, p.input2_multiplier, p.input2_shift, 2)}, {v('mo', p.output_multiplier)}, "
+         f"{v('so', p.output_shift)})")  # SRDHM, then RoundingDivideByPOT: the output stage
     if p.dtype != "int16":  # vmovn_s32, vaddq_s16: int16 wrap-around, then saturation
-        s = f"(int)as_short((ushort)((int)as_short((ushort)({s})) + {_lit(p.output_offset)}))"
+        s = f"(int)as_short((ushort)((int)as_short((ushort)({s})) + {v('oo', p.output_offset)}))"
     else:
-        s = f"{s} + {_lit(p.output_offset)}"
-    return f"clamp({s}, {_lit(p.activation_min)}, {_lit(p.activation_max)})"
+        s = f"{s} + {v('oo', p.output_offset)}"
+    return f"clamp({s}, {v('lo', p.activation_min)}, {v('hi', p.activation_max)})"

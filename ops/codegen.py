@@ -485,7 +485,7 @@ def pragmas(caps, *, half: bool = False, double: bool = False) -> str:
 
 
 def tiled_kernel(name: str, params: list[str], body: str, preamble: str = "",
-                 vec_body: str | None = None, width: int = 1) -> str:
+                 vec_body: str | None = None, width: int = 1, extra: list[str] = ()) -> str:
     """A kernel whose work-group g is core g of a former/tail plan (ops/tiling.py).
 
     ``body`` handles the element index ``i`` (uint). With ``width`` > 1 and ``vec_body``
@@ -496,8 +496,9 @@ def tiled_kernel(name: str, params: list[str], body: str, preamble: str = "",
     (coalesced on GPUs; one contiguous stream per core on CPUs with one work-item per
     group). The chunk's end is clipped to ``n`` (and an empty chunk past ``n`` does
     nothing): the padded tail of the aligned length is never read or written.
+    ``extra``: parameters after the tiling's four (the ops' int arguments, NodeOp.args).
     """
-    plist = ",\n    ".join(params + [f"const uint {p}" for p in TILING_PARAMS])
+    plist = ",\n    ".join(params + [f"const uint {p}" for p in TILING_PARAMS] + list(extra))
     if "litecl_f2h_v1(" in body + preamble or "litecl_h2f_v1(" in body + preamble:
         preamble = half_bits_source(1) + "\n" + preamble
     if vec_body is not None and f"_v{width}(" in vec_body and (
@@ -565,7 +566,7 @@ def _indent(text: str, n: int) -> str:
 def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
                        preamble: str = "", width: int = 1, skeleton: str = "tiled",
                        vfn: str | None = None, exact_half: bool = False,
-                       index_arg: bool = False) -> str:
+                       index_arg: bool = False, args: tuple = ()) -> str:
     """A kernel applying the scalar OpenCL C function ``fn`` element by element.
 
     inputs: [(buffer name, DType)]; output: (buffer name, DType). ``fn`` takes each
@@ -577,8 +578,11 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
     load as ``vcomponent`` gives it) it calls that once per vector instead. A
     buffer named both as an input and the output is one read-write parameter (no
     ``restrict``). skeleton: "tiled" (former/tail, ops/tiling.py), or the benchmarks'
-    baselines "ndrange" / "grid_stride" (scalar, take ``n``).
+    baselines "ndrange" / "grid_stride" (scalar, take ``n``). args: the int kernel
+    parameters ``fn`` takes last (op_args), declared after the tiling's.
     """
+    if args and (skeleton != "tiled" or vfn):
+        raise ValueError("op arguments need the tiled skeleton and no vector function")
     oname, od = output
     params, seen = [], set()
     for pname, d in list(inputs) + [output]:
@@ -603,7 +607,7 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
         if d.name == od.name == "bfloat16":  # bfloat16 -> bfloat16: the bits
             return f"{p}[i]"
         return load_expr(d, caps, p, 'i', keep)
-    call = f"{fn}({', '.join([load(p, d) for p, d in inputs] + (['i'] if index_arg else []))})"
+    call = f"{fn}({', '.join([load(p, d) for p, d in inputs] + (['i'] if index_arg else []) + list(args))})"
     body = scalar_store(od, caps, oname, "i", call, out_vtype)
     if skeleton == "ndrange":
         return ndrange_kernel(name, params, body, preamble)
@@ -611,8 +615,9 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
         return grid_stride_kernel(name, params, body, preamble)
     if skeleton != "tiled":
         raise ValueError(f"unknown skeleton {skeleton!r}; known: {', '.join(SKELETONS)}")
+    extra = [f"const int {a}" for a in args]
     if width <= 1:
-        return tiled_kernel(name, params, body, preamble)
+        return tiled_kernel(name, params, body, preamble, extra=extra)
     lines = []
     for k, (p, d) in enumerate(inputs):
         vt, expr = vector_load(d, caps, p, "i", width, keep)
@@ -623,11 +628,11 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
                          + ([lane_index(width)] if index_arg else []))
         lines.append(f"const {vt} r = {vfn}({args});")
     else:
-        comps = ", ".join(f"{fn}({', '.join([component(d, caps, f'v{k}', c) for k, (p, d) in enumerate(inputs)] + ([f'i + {c}u'] if index_arg else []))})"
+        comps = ", ".join(f"{fn}({', '.join([component(d, caps, f'v{k}', c) for k, (p, d) in enumerate(inputs)] + ([f'i + {c}u'] if index_arg else []) + list(args))})"
                           for c in range(width))
         lines.append(f"const {vt} r = ({vt})({comps});")
     lines.append(store)
-    return tiled_kernel(name, params, body, preamble, vec_body="\n".join(lines), width=width)
+    return tiled_kernel(name, params, body, preamble, vec_body="\n".join(lines), width=width, extra=extra)
 
 
 def lane_index(w: int, i: str = "i") -> str:
@@ -670,9 +675,25 @@ class NodeOp:
     #: fn takes the output element index as a last argument (uint; the vector form: uintN
     #: of the lanes' indices), for rules that depend on the position (ADD's NaN choice)
     wants_index: bool = False
+    #: ((name, int32 value), ...): int arguments fn takes after the others (a quantized
+    #: ADD's scales and zero points, so equal ops share one program); a kernel declares
+    #: them as parameters op_args names, after the tiling's, and the launch passes values
+    args: tuple = ()
 
     def vfn(self, w: int) -> str:
         return f"{self.fn}_v{w}"
+
+
+def op_args(op: NodeOp) -> list[str]:
+    """The kernel parameter names that carry ``op.args`` (unique per op: its fn's name)."""
+    return [f"{op.fn}_{n}" for n, _ in op.args]
+
+
+def op_kernel_args(ops) -> tuple:
+    """((kernel parameter name, int32 value), ...) of the ops' arguments, in the order
+    kernels declare them (op by op, each op's op_args): what a launch passes after the
+    tiling's four."""
+    return tuple((f"{op.fn}_{n}", v) for op in ops for n, v in op.args)
 
 
 def op_preamble(ops, caps) -> str:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import math
 
 from .broadcast import index_code
-from .codegen import (NodeOp, lane_index, load_expr, op_preamble, scalar_store, storage_type,
-                      tiled_kernel, vcomponent, vector_load, vector_store)
+from .codegen import (NodeOp, lane_index, load_expr, op_kernel_args, op_args, op_preamble, scalar_store,
+                      storage_type, tiled_kernel, vcomponent, vector_load, vector_store)
 from .dtypes import DType
 
-__all__ = ["FusedSpec", "fused_kernel", "half_round"]
+__all__ = ["FusedSpec", "fused_kernel", "fused_kernel_args", "half_round"]
 
 @dataclass(frozen=True)
 class FusedSpec:
@@ -101,7 +101,7 @@ def _vector_width(spec: FusedSpec, caps, idx: list) -> int:
 
 
 def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
-    """OpenCL C of the fused group ``name(in0.., out0.., n, former_num, ...)`` in the
+    """OpenCL C of the fused group ``name(in0.., out0.., n, former_num, ..., args)`` in the
     former/tail skeleton (ops/codegen.py tiled_kernel). Where every input is same-shape
     or a single element and every member has a vector form (NodeOp.vec), chunks are
     walked in aligned vectors (single elements splatted) with a scalar tail; otherwise
@@ -131,14 +131,15 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
             lines.append(f"const {_load_ctype(d, caps)} x{k} = {load_expr(d, caps, f'in{k}', idx[k])};")
     for j, (op, args) in enumerate(spec.steps):
         vals = [f"x{a[1]}" if a[0] == "in" else _reload(spec.steps[a[1]][0], caps, f"t{a[1]}")
-                for a in args] + (["i"] if op.wants_index else [])
+                for a in args] + (["i"] if op.wants_index else []) + op_args(op)
         lines.append(f"const {_ctype(op, caps)} t{j} = {op.fn}({', '.join(vals)});")
     for m, (j, d) in enumerate(spec.outputs):
         lines.append(scalar_store(d, caps, f"out{m}", "i", f"t{j}", spec.steps[j][0].out_vtype))
     params = [f"__global const {storage_type(d, caps)}* restrict in{k}" for k, (d, _) in enumerate(spec.inputs)]
     params += [f"__global {storage_type(d, caps)}* restrict out{m}" for m, (_, d) in enumerate(spec.outputs)]
+    extra = [f"const int {a}" for op in ops for a in op_args(op)]
     if w < 2:
-        return tiled_kernel(name, params, "\n".join(lines), pre + "\n")
+        return tiled_kernel(name, params, "\n".join(lines), pre + "\n", extra=extra)
     vlines = []
     for k, (d, shape) in enumerate(spec.inputs):
         if k not in used:
@@ -152,12 +153,19 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
             vlines.append(f"const {lt}{w} x{k} = ({lt}{w})({load_expr(d, caps, f'in{k}', '0')});")
     for j, (op, args) in enumerate(spec.steps):
         vals = [f"x{a[1]}" if a[0] == "in" else _reload(spec.steps[a[1]][0], caps, f"t{a[1]}", w)
-                for a in args] + ([lane_index(w)] if op.wants_index else [])
+                for a in args] + ([lane_index(w)] if op.wants_index else []) + op_args(op)
         vlines.append(f"const {_ctype(op, caps)}{w} t{j} = {op.vfn(w)}({', '.join(vals)});")
     for m, (j, d) in enumerate(spec.outputs):
         op = spec.steps[j][0]
         vlines.append(vector_store(d, caps, f"out{m}", "i", f"t{j}", w, op.out_vtype, op.exact_half)[1])
-    return tiled_kernel(name, params, "\n".join(lines), pre + "\n", vec_body="\n".join(vlines), width=w)
+    return tiled_kernel(name, params, "\n".join(lines), pre + "\n", vec_body="\n".join(vlines), width=w,
+                        extra=extra)
+
+
+def fused_kernel_args(spec: FusedSpec) -> tuple:
+    """((parameter name, int32 value), ...) fused_kernel's kernel takes after the tiling's
+    four (its steps' NodeOp.args, step by step)."""
+    return op_kernel_args([op for op, _ in spec.steps])
 
 
 def _load_ctype(d: DType, caps) -> str:

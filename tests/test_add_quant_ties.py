@@ -272,13 +272,48 @@ def test_kernel_text_follows_the_reference():
     caps = Caps("p", "d", "v", "1", frozenset(), False, False, True, 4, 256, False)
     p = _params("int16_model")
     ref = add_kernel("int16", (333,), (333,), "NONE", replace(caps, reference="ref"), p)
-    assert "% 333u < 320u" not in ref and "const uint i)" not in ref
+    assert "% 333u < 320u" not in ref and not re.search(r"const uint i[,)]", ref)
     for int64 in (True, False):
         src = add_kernel("int16", (333,), (333,), "NONE", replace(caps, int64=int64), p)
         assert "% 333u < 320u" in src and src != ref
         code = re.sub(r"/\*.*?\*/|//[^\n]*", "", src, flags=re.S)  # comments dropped
         assert bool(re.search(r"\b(u?long\d*|\d+U?L+)\b", code)) == int64, int64
     every = add_kernel("int16", (2, 4, 16), (2, 4, 16), "NONE", caps, p)
-    assert "% 128u" not in every and "const uint i)" not in every  # no index needed
+    assert "% 128u" not in every and not re.search(r"const uint i[,)]", every)  # no index needed
     assert add_kernel("int16", (3, 1, 37), (3, 5, 37), "NONE", caps, p) == add_kernel(
         "int16", (3, 1, 37), (3, 5, 37), "NONE", replace(caps, reference="ref"), p)
+
+
+def test_constants_are_kernel_arguments_so_equal_adds_share_a_program(fast_device):
+    """A quantized ADD's scales and zero points are int arguments of its kernel, not
+    literals: two ADDs of one dtype, path and shape with other constants have one program
+    (MoveNet: 20 programs were 6), each launch passing its own values, bit-exact with
+    LiteRT; the literal text (quant_add_cl_expr without ``args``) computes the same bits
+    (test_add_quant.py runs it on each device)."""
+    from litecl.ops.add import add_kernel_args  # noqa: PLC0415
+    from litecl.ops.add_quant import quant_add_cl_expr  # noqa: PLC0415
+
+    dev = litecl.open_device(fast_device)
+    for a, b in (("int8", "int8_fine_out"), ("uint8", "uint8_narrow")):
+        pa, pb = _params(a), _params(b)
+        assert add_kernel(pa.dtype, (333,), (333,), "RELU", dev.caps, pa) == add_kernel(
+            pb.dtype, (333,), (333,), "RELU", dev.caps, pb)
+        va = add_kernel_args(pa.dtype, (333,), (333,), "RELU", dev.caps, pa)
+        vb = add_kernel_args(pb.dtype, (333,), (333,), "RELU", dev.caps, pb)
+        assert [n for n, _ in va] == [n for n, _ in vb] and va != vb
+        args: list = []
+        text = quant_add_cl_expr(pa, "x", "y", None, "i", args)
+        assert not re.search(r"\d{4,}", text) and dict(args)["m1"] == pa.input1_multiplier
+        assert str(pa.input1_multiplier) in quant_add_cl_expr(pa, "x", "y")
+    # one Delegate, two models whose ADDs differ only in their constants: one program
+    d = litecl.Delegate(fast_device, quiet=True)
+    sources = []
+    for name in ("int8", "int8_fine_out"):
+        s = ((16 * 20 + 13,), (16 * 20 + 13,))
+        it = make_interpreter(_model(name, *s), delegates=[d])
+        got = _run(it, _inputs(name, *s, "random"))
+        _assert_same(got, _litert(name, *s, "random", "builtin"), name, _inputs(name, *s, "random"))
+        (p,) = d.partitions(owner=None)[-1:]
+        sources.append(p.plan.launches[0].source)
+        del it
+    assert sources[0] == sources[1]

@@ -74,7 +74,8 @@ def run_exported(out: Path, value, device) -> dict:
                                      hostbuf=np.frombuffer(data or b"\0", np.uint8))
     for ln in m["launches"]:
         kernel = cl.Kernel(build_program(device, (out / ln["source"]).read_text()), ln["kernel"])
-        args = [np.uint32(a["value"]) if a["kind"] == "scalar" else bufs[a["tensor"]] for a in ln["args"]]
+        args = [bufs[a["tensor"]] if a["kind"] != "scalar" else
+                np.int32(a["value"]) if a["ctype"] == "int" else np.uint32(a["value"]) for a in ln["args"]]
         n = next(a["value"] for a in ln["args"] if a["kind"] == "scalar")
         if n == 0:
             continue
@@ -240,7 +241,7 @@ def test_exported_kernels_match_litert(name, config, model_files, tmp_path):
     assert main(argv) == 0
     m = json.loads((out / "manifest.json").read_text())
     gpu = target == "gpu" or (target is None and runtime == "nvidia")
-    assert m["format"] == "litecl-export-3"
+    assert m["format"] == "litecl-export-4"
     assert m["target"] == ("gpu" if gpu else "cpu") and m["caps"]["is_gpu"] == gpu
     assert m["launch_row"]["local_size"] == (512 if gpu else 1)
     assert m["device"]["profile"] == (spec.partition("profile=")[2] or None)
@@ -285,7 +286,7 @@ def test_manifest_describes_every_launch(pairs_export, model_files):
 
     sg = load_model(str(model_files["every_cast_pair"])).subgraphs[0]
     tensors = {t["index"]: t for t in m["tensors"]}
-    assert m["format"] == "litecl-export-3" and m["placement"] == "all" and m["subgraph"] == 0
+    assert m["format"] == "litecl-export-4" and m["placement"] == "all" and m["subgraph"] == 0
     # LiteRT hands the delegate every node as one partition (nothing of LiteRT's between)
     assert m["partitions"] == [{"partition": 0, "nodes": list(range(len(sg.nodes))),
                                 "inputs": m["partitions"][0]["inputs"], "outputs": m["partitions"][0]["outputs"]}]

@@ -769,11 +769,17 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
         }
         cl_uint args[4] = {(cl_uint)rn->t.n, (cl_uint)rn->t.former_num, (cl_uint)rn->t.former_len,
                            (cl_uint)rn->t.tail_len};
-        for (int a = 0; a < 4; a++)
-            if (d->dev->cl.SetKernelArg(rn->kernel, (cl_uint)(rn->n_bufs + a), sizeof(cl_uint), &args[a]) != CL_SUCCESS) {
+        for (int a = 0; a < 4 + ln->args.len; a++) {
+            /* the tiling's four uints, then the ops' int32 arguments (a quantized ADD's
+             * constants: backend/kernels.py Launch.args) */
+            cl_int v = a < 4 ? 0 : (cl_int)LCL_INTS[ln->args.off + a - 4];
+            const void *val = a < 4 ? (const void *)&args[a] : (const void *)&v;
+            if (d->dev->cl.SetKernelArg(rn->kernel, (cl_uint)(rn->n_bufs + a), a < 4 ? sizeof(cl_uint) : sizeof(cl_int),
+                                        val) != CL_SUCCESS) {
                 say(d, ctx, "litecl: clSetKernelArg failed for %s", LCL_PROGRAMS[ln->program].name);
                 goto out;
             }
+        }
     }
     if (recompute) release_consts(p);
     p->folded_done = 0;

@@ -37,6 +37,8 @@ typedef struct {
                                          and only its element count N is (a float32 or
                                          quantized ADD: LiteRT's SIMD body and tail
                                          depend on it); -1 other shape arithmetic */
+    lcl_span args;                    /* int32 values set after the tiling's four uints
+                                         (a quantized ADD's constants: Launch.args) */
 } lcl_launch;
 
 typedef struct {
