@@ -5,12 +5,13 @@ round-trip floor, and the five 16M-element synthetic models.
 Usage::
 
     python benchmarks/bench_delegate.py --device pocl [--placement all|auto] DIR [DIR ...]
-        [--size 16777216] [--secs 1.0] [--skip-init] [--skip-models] [--skip-large] [--json OUT.json]
+        [--size 16777216] [--secs 1.0] [--init-rounds 7] [--skip-init] [--skip-models] [--skip-large] [--json OUT.json]
 
 - round-trip floor: one 16 KiB write + a copy kernel + a 16 KiB read with one wait, median
   of 300, on the same device and queue;
-- start-up: construct + allocate_tensors, the median of 3 constructions after a first one
-  (on-disk and in-process caches warm), summed over the models LiteRT runs;
+- start-up: construct + allocate_tensors after a first one of each (on-disk and in-process
+  caches warm), ``--init-rounds`` rounds alternating LiteRT and litecl, the per-model
+  medians summed over the models LiteRT runs;
 - invoke: set every input + invoke + read every output, alternating LiteRT / litecl for
   ``--secs`` per model after 3 warm-up rounds, medians; (litecl - LiteRT) / partitions in
   round-trip floors;
@@ -110,6 +111,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-models", action="store_true")
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--init-rounds", type=int, default=7, help="alternating start-up rounds per model")
     a = ap.parse_args(argv)
     dev = litecl.open_device(a.device)
     res = {"device": f"{dev.caps.platform}: {dev.caps.name}", "placement": a.placement}
@@ -120,10 +122,14 @@ def main(argv=None) -> int:
         tot = {"litert": 0.0, "litecl": 0.0}
         rows = []
         for name, raw in ms:
-            r = {}
+            ts = {"litert": [], "litecl": []}
             for kind in ("litert", "litecl"):
-                _construct(raw, kind, a)
-                r[kind] = float(np.median([_construct(raw, kind, a)[0] for _ in range(3)])) * 1e3
+                _construct(raw, kind, a)  # the first: caches warm
+            for _ in range(a.init_rounds):  # alternating rounds, per-model medians
+                for kind in ("litert", "litecl"):
+                    ts[kind].append(_construct(raw, kind, a)[0])
+            r = {kind: float(np.median(v)) * 1e3 for kind, v in ts.items()}
+            for kind in r:
                 tot[kind] += r[kind]
             rows.append({"model": name, **r})
         res["init"] = {"rows": rows, "litert_ms": tot["litert"], "litecl_ms": tot["litecl"]}
