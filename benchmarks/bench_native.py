@@ -40,6 +40,17 @@ BUILTIN_WITHOUT_DEFAULT_DELEGATES and measures:
   (``kernel_us``, the Python delegate's launches, which are the native one's): what
   launches, waits and copies cost beyond the kernels. The 1-minute load average is
   recorded with each model.
+- the cold floor beside it: the same round trip, each after COLD_GAP_US of compute on the
+  enqueuing thread (cold_round_trip_us), measured before and after each model's pairs, and
+  (with - alone) / partitions over it. A partition inside a model runs after LiteRT's own
+  nodes have kept the runtime's worker threads idle for milliseconds, and waking them is
+  most of a partition's cost on PoCL: its worker starts a kernel 37-77 us after the enqueue
+  there (event-profiled inside pose_detection, 2-core VM under load 1.5-2) against a few us
+  in a tight loop, and the floor's three commands take 140-190 us after 3 ms of compute
+  against 55-76 us back to back (measured together). The native delegate's own work per
+  partition is ~1 us before its one enqueue and ~1 us after the kernel completes; how it
+  waits (clFinish, polling with or without sched_yield) moved it by less than the noise in a
+  C harness of the same launches. floors/P against the hot floor stays the target's unit.
 
 Writes ``native_<tag>.json`` and ``native_<tag>.md`` under ``--out``. Exit status 0 when
 every model is bit-exact and every Replacing line agrees (or differs by that decline only).
@@ -158,6 +169,43 @@ REPLACING = re.compile(r"Replacing (\d+) out of (\d+) node\(s\) with delegate \(
 #: the pairs' chunk length (s): the floor is measured before and after each
 CHUNK_S = 0.5
 MIN_PAIRS = 40
+#: compute before each cold round trip (us): LiteRT runs 0.5-3.6 ms of its own nodes between
+#: pose_detection's partitions and 9 ms before frontend_sl_v1's; PoCL's round trip grows from
+#: ~1x at 0 to 2-3x the back-to-back one at 1-3 ms (2-core VM, measured)
+COLD_GAP_US = 3000
+COLD_RUNS = 30
+
+
+def cold_round_trip_us(device, gap_us: float = COLD_GAP_US, runs: int = COLD_RUNS) -> float:
+    """The round-trip floor's commands (benchmarks/bench_delegate.py round_trip_us: one
+    16 KiB write, a copy kernel, a blocking 16 KiB read), each run after ``gap_us`` of
+    compute on this thread (numpy, ~2 MB streamed), as a partition inside a model runs after
+    LiteRT's nodes: the median over ``runs`` (us)."""
+    import pyopencl as cl  # noqa: PLC0415
+
+    q, ctx = device.queue, device.context
+    src = "__kernel void c(__global const float4* a, __global float4* b) { b[get_global_id(0)] = a[get_global_id(0)]; }"
+    k = cl.Kernel(cl.Program(ctx, src).build(), "c")
+    h = np.zeros(4096, np.float32)
+    a, b = (cl.Buffer(ctx, cl.mem_flags.READ_WRITE, h.nbytes) for _ in range(2))
+    k.set_args(a, b)
+    x = np.linspace(0, 1, 1 << 19, dtype=np.float32)
+
+    def once():
+        cl.enqueue_copy(q, a, h, is_blocking=False)
+        cl.enqueue_nd_range_kernel(q, k, (1024,), None)
+        cl.enqueue_copy(q, h, b, is_blocking=True)
+    for _ in range(5):
+        once()
+    ts = []
+    for _ in range(runs):
+        end = time.perf_counter() + gap_us * 1e-6
+        while time.perf_counter() < end:
+            np.dot(x, x)
+        t = time.perf_counter()
+        once()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts)) * 1e6
 
 
 def median_ci(x) -> tuple[float, float]:
@@ -380,11 +428,15 @@ def main(argv=None) -> int:
             # time the pairs until the median difference is known to -+tol_floors floors per
             # partition (the Python delegate's partitions, which the native ones match)
             p_exp = max(1, sum(s["partitions"] for s in nat["subgraphs"]))
+            cold = [] if a.check_only else [cold_round_trip_us(dev)]
             res = run_child(d / "liblitecl_delegate.so", f, d / "delegate_options.json", d / "inputs.npz",
                             0 if a.check_only else a.secs, timeout=max(300.0, 3 * a.max_secs + 120),
                             floor=floor_us, partitions=p_exp, tol_floors=a.tol_floors,
                             max_secs=max(a.secs, a.max_secs))
             row.update(res)
+            if cold:
+                cold.append(cold_round_trip_us(dev))
+                row["cold_floor_us"] = float(np.mean(cold))
             row["python_replacing"] = python_replacing(f, a.device, a.placement)
             row["replacing_agrees"] = [tuple(x) for x in row.get("replacing", [])] == row["python_replacing"]
             # the documented decline (README "Using litecl in your app"): every node the
@@ -406,6 +458,8 @@ def main(argv=None) -> int:
                 # the same in us (the floor moves more than the overhead on a shared VM)
                 row["per_partition_us"] = row["diff_us"] / P if P else None
                 row["per_partition_us_ci"] = [v / P for v in row["diff_ci_us"]] if P else None
+                # the same over the cold floor (COLD_GAP_US of compute before each round trip)
+                row["per_partition_cold_floors"] = row["diff_us"] / P / row["cold_floor_us"] if P else None
                 # what the kernels themselves take (event-profiled): the rest of the
                 # difference is launches, waits and copies, less LiteRT's time for the
                 # nodes the delegate took over
@@ -427,6 +481,8 @@ def main(argv=None) -> int:
             f"{'' if row['per_partition_us'] is None else format(row['per_partition_us'], '.1f') + ' us/P (95% ' + _ci(row['per_partition_us_ci'], 1) + '), '}"
             f"{'' if row['per_partition_floors'] is None else format(row['per_partition_floors'], '.2f') + ' floors/P'}"
             f"{'' if row['per_partition_floors'] is None else ' (95% ' + _ci(row['per_partition_floors_ci']) + ')'}"
+            f", cold floor {row['cold_floor_us']:.1f} us"
+            f"{'' if row['per_partition_cold_floors'] is None else ' (' + format(row['per_partition_cold_floors'], '.2f') + ' cold floors/P)'}"
             f", {row['pairs']} pairs, "
             f"kernels {row['kernel_us']:.1f} us"
             f"{'' if row['per_partition_floors'] is None else ' (' + format(row['per_partition_floors_without_kernels'], '.2f') + ' floors/P without), '}"
@@ -456,6 +512,11 @@ def main(argv=None) -> int:
                        floor_us_max=float(max(fls)))
         pus = [r["per_partition_us"] for r in rows if r.get("per_partition_us") is not None]
         summary.update(per_partition_us_median=float(np.median(pus)), per_partition_us_max=float(max(pus)))
+        cps = [r["per_partition_cold_floors"] for r in rows if r.get("per_partition_cold_floors") is not None]
+        cfl = [r["cold_floor_us"] for r in rows if "cold_floor_us" in r]
+        summary.update(per_partition_cold_floors_median=float(np.median(cps)),
+                       per_partition_cold_floors_max=float(max(cps)), cold_floor_us_median=float(np.median(cfl)),
+                       cold_gap_us=COLD_GAP_US)
         tot_l = sum(r["init_litert_ms"] for r in rows if "init_litert_ms" in r)
         tot_n = sum(r["init_native_ms"] for r in rows if "init_native_ms" in r)
         summary.update(init_litert_ms=tot_l, init_native_ms=tot_n,
@@ -478,6 +539,10 @@ def main(argv=None) -> int:
                "less the event-profiled kernel time: median "
                f"{summary['per_partition_floors_without_kernels_median']:.2f}, max "
                f"{summary['per_partition_floors_without_kernels_max']:.2f} floors. "
+               f"Cold floor (the same round trip after {COLD_GAP_US / 1e3:g} ms of compute on the enqueuing thread, "
+               f"as a partition runs after LiteRT's nodes): median {summary['cold_floor_us_median']:.1f} us; "
+               f"(native - LiteRT) / partitions over it: median {summary['per_partition_cold_floors_median']:.2f}, "
+               f"max {summary['per_partition_cold_floors_max']:.2f} cold floors. "
                f"Construct + allocate summed: native {summary['init_native_ms']:.1f} ms, LiteRT "
                f"{summary['init_litert_ms']:.1f} ms; {summary['init_models_within_limit']} of {len(rows)} models "
                "within 1.2x LiteRT + 2 ms per program.", "",
@@ -490,9 +555,9 @@ def main(argv=None) -> int:
                "overhead and the floor move with the other load (load: the 1-minute load average, this "
                "benchmark's own runs included).", "",
                "| model | bit-exact | Replacing agrees | P | LiteRT us | native us | us/P | 95% interval | floor us | "
-               "floors/P | 95% interval | pairs | load | kernels us | floors/P less kernels | init native ms | "
+               "floors/P | 95% interval | cold floor us | cold floors/P | pairs | load | kernels us | floors/P less kernels | init native ms | "
                "init LiteRT ms | limit ms | first init native ms | first init LiteRT ms | first limit ms |",
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             if "native_us" in r:
                 fp = "" if r["per_partition_floors"] is None else f"{r['per_partition_floors']:.2f}"
@@ -502,14 +567,16 @@ def main(argv=None) -> int:
                           f"{r['litert_us']:.1f} | {r['native_us']:.1f} | "
                           f"{'' if r['per_partition_us'] is None else format(r['per_partition_us'], '.1f')} | "
                           f"{_ci(r.get('per_partition_us_ci'), 1)} | {r['floor_us']:.1f} | {fp} | "
-                          f"{_ci(r.get('per_partition_floors_ci'))} | {r['pairs']} | {r['loadavg_1min']:.2f} | "
+                          f"{_ci(r.get('per_partition_floors_ci'))} | {r['cold_floor_us']:.1f} | "
+                          f"{'' if r['per_partition_cold_floors'] is None else format(r['per_partition_cold_floors'], '.2f')} | "
+                          f"{r['pairs']} | {r['loadavg_1min']:.2f} | "
                           f"{r['kernel_us']:.1f} | {fw} | "
                           f"{r['init_native_ms']:.2f} | {r['init_litert_ms']:.2f} | {r['init_limit_ms']:.2f} | "
                           f"{r['init_first_native_ms']:.2f} | {r['init_first_litert_ms']:.2f} | "
                           f"{r['init_first_limit_ms']:.2f} |")
             else:
                 md.append(f"| {r['model']} | {r.get('bit_exact')} | {r.get('replacing_agrees')} | "
-                          + "| " * 17 + f"{r.get('error', '')} |")
+                          + "| " * 19 + f"{r.get('error', '')} |")
     (a.out / f"native_{tag}.md").write_text("\n".join(md) + "\n")
     return 0 if len(good) == len(rows) else 1
 
