@@ -913,7 +913,15 @@ static double now_us(void) {
  * wake from an idle CPU, which cost ~100 us a partition where the kernel took 18 us
  * (frontend_sl_v1, 2-core VM, measured). Polling the last command's status, yielding
  * the CPU to the runtime's threads, for at most ``spin_us``, then clFinish (which also
- * reports the runtime's errors): 150 -> 86 us in the delegate per invoke there. */
+ * reports the runtime's errors): 150 -> 86 us in the delegate per invoke there.
+ * What is left is the runtime's, not the wait's (event-profiled inside LiteRT, 2-core VM
+ * at load 1.5-2): ~1 us from kernel_invoke's entry to its one enqueue, then PoCL's
+ * worker starts the kernel 37-77 us after it is queued (a few us back to back), the
+ * kernel, and ~1 us from its end to the return. Polling with or without sched_yield and
+ * a plain clFinish came within the noise of each other in a C harness of the same
+ * launch after 3 ms of compute (60-100 us each; 30-40 us back to back); the round-trip
+ * floor's three commands take 140-190 us there against 55-76 us back to back
+ * (benchmarks/bench_native.py cold_round_trip_us). */
 static cl_int wait_done(partition *p) {
     delegate *d = p->d;
     if (p->done && d->spin_us > 0) {
