@@ -49,8 +49,11 @@ def collapse(out_shape, in_shapes) -> tuple[list[int], list[list[bool]]]:
 def index_code(out_shape, in_shapes, i: str = "i") -> tuple[str, list[str]]:
     """OpenCL C computing each input's element index from output index ``i``.
 
-    Returns (statements, [index expression per input]).
+    Returns (statements, [index expression per input]). An empty output (a 0 in its
+    shape) reads nothing: no statements (no ``% 0u``, which compilers warn about).
     """
+    if any(int(d) == 0 for d in out_shape):
+        return "", [i for _ in in_shapes]
     dims, flags = collapse(out_shape, in_shapes)
     exprs: list[str] = []
     need_coords = False

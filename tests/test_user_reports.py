@@ -264,6 +264,19 @@ def test_zero_element_add_has_no_division_by_zero():
         assert "% (uint" not in add_kernel("float32", (0, 128, 4), (0, 128, 4), "NONE", caps)
 
 
+def test_empty_broadcast_add_has_no_modulo_by_zero(fast_device):
+    """A broadcast ADD whose output has a 0 dimension ((3, 0, 2) + (3, 1, 2)) reads
+    nothing: its kernel computes no coordinates (was ``r_ % 0u``, a compiler warning, found
+    by a fresh user); a non-empty one still does."""
+    from litecl.ops.add import add_kernel
+
+    caps = litecl.open_device(fast_device).caps
+    for dt in ("float32", "int32"):
+        src = add_kernel(dt, (3, 0, 2), (3, 1, 2), "NONE", caps)
+        assert "% 0u" not in src and "/= 0u" not in src, src
+        assert "r_ %" in add_kernel(dt, (3, 4, 2), (3, 1, 2), "NONE", caps)
+
+
 def test_litert_invoke_errors_name_the_models_node(fast_device):
     """A GATHER with an index out of bounds fails inside LiteRT at invoke: the
     RuntimeError names the model's node (1), beside the delegate's partition."""
