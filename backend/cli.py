@@ -835,7 +835,7 @@ def cmd_kernel_add(args) -> int:
     try:
         out = add_ops.broadcast_shape(a, b)
     except ValueError as e:
-        raise _Usage(f"ADD shapes {list(a)} and {list(b)}: {e}") from None
+        raise _Usage(f"ADD: {e}") from None  # "shapes [3, 4] and [5] do not broadcast"
     quant = None
     if dt.name in ("int8", "uint8") and args.quant is None:
         raise _Usage(f"{dt.name} ADD is quantized: pass --quant S1:Z1 S2:Z2 SOUT:ZOUT")
@@ -1056,7 +1056,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--build", action="store_true", help="also build it on the device")
     c.set_defaults(fn=cmd_kernel)
     c = ks.add_parser("add", help="the ADD kernel of a dtype, shapes, activation and quantization")
-    c.add_argument("dtype", help="tensor type: float32, int32, int64, or int8, uint8, int16 (quantized)")
+    c.add_argument("dtype", help="tensor type: float32, float16, int32, int64, or int8, uint8, int16 (quantized)")
     c.add_argument("--shapes", nargs=2, type=_arg_shape, default=[(16,), (16,)], metavar=("A", "B"),
                    help="the two input shapes, comma-separated dims (2,3,4; [] for a scalar), "
                         "broadcast like numpy (default 16 16)")

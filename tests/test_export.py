@@ -435,6 +435,7 @@ def test_kernel_add_and_cast_take_target(fast_device, capsys):
         rc = main(["kernel", "add", *argv, "--device", fast_device])
         err = capsys.readouterr().err
         assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and what in err, (argv, err)
+        assert err.count("[2]") <= 1, err  # each shape named once (was twice)
 
 
 def test_export_placement_auto_follows_the_cost_model(tmp_path, fast_device, monkeypatch):
