@@ -553,13 +553,15 @@ def summary_lines(delegate: Delegate, owner=None) -> list[str]:
     rows = delegate.placement(owner)
     kept = [r for r in rows if r["placement"] != "opencl"]
     lines = []
-    if kept:
-        lines.append("Following operations are not supported by litecl OpenCL delegate:")
-        seen = {}
-        for r in kept:
-            seen.setdefault((r["op"], r["reason"]), 0)
-            seen[(r["op"], r["reason"])] += 1
-        lines += [f"{op}: {why}" for (op, why) in seen]
+    # placement="auto"'s choices (placement.auto_keep_on_litert: "kept on LiteRT: ...") are
+    # nodes litecl could run, apart from those it cannot
+    for head, group in (("Following operations are not supported by litecl OpenCL delegate:",
+                         [r for r in kept if not r["reason"].startswith("kept on LiteRT:")]),
+                        ('Following operations are left on LiteRT by placement="auto" (its cost model):',
+                         [r for r in kept if r["reason"].startswith("kept on LiteRT:")])):
+        if group:
+            lines.append(head)
+            lines += list(dict.fromkeys(f"{r['op']}: {r['reason']}" for r in group))
     for g in delegate.graph_info(owner):
         lines.append(f"subgraph {g['subgraph']}: Replacing {g['claimed']} out of {g['nodes']} node(s) "
                      f"with delegate (litecl OpenCL) node, yielding {g['partitions']} partitions.")

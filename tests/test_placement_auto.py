@@ -40,6 +40,11 @@ def test_cost_model_keeps_small_partitions_on_litert(fast_device, monkeypatch):
                             placement="auto", quiet=True)
     [row] = it.placement()
     assert row["placement"] == "litert" and row["reason"].startswith("kept on LiteRT: OpenCL ~")
+    # summary() names it as auto's choice, not as a node litecl cannot run (was: under
+    # "Following operations are not supported", found by a fresh user)
+    said = it.summary()
+    assert said[0] == 'Following operations are left on LiteRT by placement="auto" (its cost model):', said
+    assert not any("not supported" in ln for ln in said) and said[1] == f"CAST: {row['reason']}", said
     big = litecl.Interpreter(model_content=cast_model("float32", "int8", [1 << 22]), device=fast_device,
                              placement="auto", quiet=True)
     assert big.placement()[0]["placement"] == "opencl"  # 20 MB: OpenCL wins
