@@ -42,11 +42,14 @@ class InputError(LiteclError):
 
 
 class ResizedPrepareError(InputError, RuntimeError):
-    """A PrepareError at shapes given by resize_tensor_input (the resize is at fault)."""
+    """A node cannot be prepared at shapes resize_tensor_input gave (the resize is at
+    fault): litecl.Interpreter.allocate_tensors raises it where an input's shape differs
+    from the model's (ADD inputs that no longer broadcast; shapes LiteRT would abort on)."""
 
 
 class NotAllocatedError(InputError, RuntimeError):
-    """invoke() before allocate_tensors() (LiteRT: RuntimeError)."""
+    """litecl.Interpreter.invoke() on a model that is not ready: before allocate_tensors(),
+    or after a resize or a failed allocate_tensors (LiteRT raises RuntimeError there)."""
 
 
 class UnsupportedError(LiteclError):

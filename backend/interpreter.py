@@ -18,7 +18,7 @@ import numpy as np
 from ai_edge_litert import interpreter as _litert
 
 from .delegate import Delegate
-from .errors import LiteclError, PrepareError, ResizedPrepareError
+from .errors import LiteclError, NotAllocatedError, PrepareError, ResizedPrepareError
 from .cache import max_bytes
 from .hostcopy import SPLIT_BYTES, copy_host, host_threads
 from .model import litert_abort_reason, load_model, load_read
@@ -205,13 +205,29 @@ class Interpreter(_litert.Interpreter):
             self._raise_delegate_error(e, PrepareError)
         self._closed = False
 
-    def _raise_delegate_error(self, e: Exception, kind=None):
+    def _raise_delegate_error(self, e: Exception, kind=None, resized: bool = False):
+        """Raise litecl's error a callback kept, else ``kind`` (with LiteRT's text) or
+        ``e``. ``resized``: an input no longer has the model's shape, so a PrepareError
+        is the resize's (ResizedPrepareError). LiteRT's "not ready" at invoke becomes
+        NotAllocatedError with LiteRT's message (a RuntimeError too, as LiteRT's)."""
         err = self._litecl.take_error()
         if err is not None:
+            if resized and isinstance(err, PrepareError) and not isinstance(err, ResizedPrepareError):
+                raise ResizedPrepareError(f"{err} (at the shapes resize_tensor_input gave)") from None
             raise err from None
         if kind is not None and isinstance(e, RuntimeError):
             raise kind(" ".join(str(e).split()) or "LiteRT failed to prepare the model") from None
+        if isinstance(e, RuntimeError) and "model that is not ready" in str(e):
+            raise NotAllocatedError(str(e)) from None  # LiteRT's words, litecl's type
         raise e
+
+    def _resized(self) -> bool:
+        """Whether an input of subgraph 0 has other shapes than the model declares."""
+        try:
+            sg = self._model.subgraphs[0]
+            return _input_shapes(self, 0) != tuple(tuple(sg.tensors[t].shape) for t in sg.inputs if t >= 0)
+        except Exception:  # noqa: BLE001 (only chooses the error type)
+            return False
 
     # ------------------------------------------------------------------ LiteRT API
     def allocate_tensors(self):
@@ -233,7 +249,7 @@ class Interpreter(_litert.Interpreter):
                                          not self._may_hold_big_tensors(shapes))]
             return out
         except RuntimeError as e:
-            self._raise_delegate_error(e)
+            self._raise_delegate_error(e, resized=self._resized())
         finally:
             self._busy.release()
 

@@ -1030,6 +1030,7 @@ def test_errors_are_runtime_errors_where_litert_raises_one(fast_device):
     with pytest.raises(litecl.LiteclError, match=r"\[4\] and \[3\] do not broadcast") as e:
         it.allocate_tensors()
     assert isinstance(e.value, RuntimeError) and isinstance(e.value, ValueError)
+    assert isinstance(e.value, litecl.ResizedPrepareError), type(e.value)  # the resize's fault
     assert issubclass(litecl.PrepareError, litecl.ModelError) and issubclass(litecl.PrepareError, RuntimeError)
     # a model whose own shapes do not broadcast: the delegate leaves the ADD to LiteRT,
     # which raises its own RuntimeError at allocate_tensors, as without litecl

@@ -76,6 +76,9 @@ def test_invoke_before_allocate_is_litert_s_error(fast_device):
     ours, theirs = _pair(fast_device, cast_model("float32", "int8", [4]))
     e = _same_error(ours.invoke, theirs.invoke)
     assert isinstance(e, RuntimeError) and "not ready" in str(e)
+    # litecl's type (a ValueError too), LiteRT's words (was LiteRT's bare RuntimeError: the
+    # exported NotAllocatedError was never raised, found by a fresh user)
+    assert isinstance(e, litecl.NotAllocatedError) and isinstance(e, ValueError)
 
 
 def test_signature_runner_errors(shared_models, fast_device):
