@@ -474,6 +474,8 @@ class Delegate:
         if c.GetExecutionPlan(ctx, C.byref(plan_p)) != abi.K_OK:
             raise LiteclError("LiteRT's GetExecutionPlan failed")
         plan = abi.int_array(plan_p)
+        if plan and max(plan) >= len(plan) and self._already_delegated(ctx, plan):
+            return abi.K_OK  # keep the first application's record (placement())
         size = c.tensors_size
         model, declared = getattr(self._owner, "model", None), getattr(self._owner, "declared", False)
         mkey = costs = None
@@ -508,6 +510,28 @@ class Delegate:
                              "the whole graph.\n")
             sys.stderr.flush()
         return abi.K_OK
+
+
+    def _already_delegated(self, ctx, plan) -> bool:
+        """Whether a node of ``plan`` is a partition kernel of this delegate: LiteRT
+        applying it a second time to the same graph (``experimental_delegates=[d, d]``).
+        Only called where a delegate changed the plan (a node index past its length:
+        LiteRT appends delegate kernel nodes), so a plain Prepare pays one max()."""
+        c = ctx.contents
+        node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+        mine = C.addressof(self._struct)
+        for i in plan:
+            if i < len(plan):
+                continue
+            if c.GetNodeAndRegistration(ctx, i, C.byref(node_p), C.byref(reg_p)) != abi.K_OK:
+                continue
+            if node_p.contents.delegate == mine:  # a void*: its address
+                if not self.quiet:
+                    sys.stderr.write("INFO: litecl: this graph's nodes were already given to this litecl "
+                                     "delegate (it is in experimental_delegates twice); the second "
+                                     "application claims none\n")
+                return True
+        return False
 
 
 class _Owning:

@@ -178,6 +178,24 @@ def test_user_delegates_stack_after_litecl(fast_device):
     assert other.placement() == [] or all(r["placement"] != "opencl" for r in other.placement())
 
 
+def test_the_same_delegate_twice_keeps_its_report(fast_device, capfd):
+    """experimental_delegates=[d, d]: LiteRT prepares the graph with d twice; the second
+    Prepare sees d's own partition kernels, claims nothing, says so in one INFO line, and
+    keeps the first one's placement() (was: emptied, while 20 partitions ran; a fresh
+    user's report). Bit-exact."""
+    m = multi_op_model("cast_mul_cast")
+    d = litecl.Delegate(fast_device)
+    it = make_interpreter(m, delegates=[d, d])
+    ref = make_interpreter(m)
+    x = random_inputs(ref.get_input_details(), seed=1)
+    _same(run_outputs(it, x), run_outputs(ref, x))
+    rows = d.placement()
+    assert len(rows) == 3 and all(r["placement"] == "opencl" for r in rows), rows
+    assert d.graph_info() == [{"subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 2}], d.graph_info()
+    err = capfd.readouterr().err
+    assert err.count("Replacing 3 out of 4 node(s)") == 1 and err.count("already given to this litecl") == 1, err
+
+
 # ---------------------------------------------------------------------- ABI edges
 def test_struct_sizes_match_common_h():
     abi.check_sizes()
