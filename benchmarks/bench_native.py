@@ -51,6 +51,21 @@ BUILTIN_WITHOUT_DEFAULT_DELEGATES and measures:
   partition is ~1 us before its one enqueue and ~1 us after the kernel completes; how it
   waits (clFinish, polling with or without sched_yield) moved it by less than the noise in a
   C harness of the same launches. floors/P against the hot floor stays the target's unit.
+- ``--disable-delegate-clustering``: both interpreters built with LiteRT's
+  experimental_disable_delegate_clustering (C++: InterpreterOptions::
+  SetDisableDelegateClustering). By default ReplaceNodeSubsetsWithDelegateKernels
+  partitions greedily: every LiteRT node that is ready runs before the next delegate node,
+  so a graph's weight chains move to the front. In pose_detection the 38 DEQUANTIZEs of
+  DENSIFY'd fp16 weights (arena tensors, computed every invoke) then run before the first
+  ADD partition instead of just before their convolutions, and LiteRT's own nodes take
+  ~1.3-1.5 ms more per invoke with no OpenCL at all (a test build computing the ADDs on the
+  host: +1531 us, 95% 1423..1647, over LiteRT alone); with clustering disabled the native
+  delegate's difference there fell from 2754 to 1499 us (measured together, bit-exact), but
+  it also splits partitions whose nodes are not adjacent in the model (movenet 20 -> 24,
+  BirdNET's MData 2 -> 5: 36 of 42 models agree with the Python delegate's Replacing lines).
+  The native delegate keeps LiteRT's own nodes in the model's order itself where that
+  leaves its partitions as they are (litecl_delegate.c keep_order_begin, option keep_order):
+  pose_detection 2732 -> 1310 us per invoke, measured together.
 
 Writes ``native_<tag>.json`` and ``native_<tag>.md`` under ``--out``. Exit status 0 when
 every model is bit-exact and every Replacing line agrees (or differs by that decline only).
@@ -84,13 +99,15 @@ import numpy as np
 from ai_edge_litert.interpreter import Interpreter, OpResolverType, load_delegate
 
 so, model, opts, inputs, secs = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3])), sys.argv[4], float(sys.argv[5])
+no_clustering = len(sys.argv) > 6 and sys.argv[6] == "1"
 ins = dict(np.load(inputs))
 R = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
 d = load_delegate(so, opts)
 
 def make(dl):
     t = time.perf_counter()
-    it = Interpreter(model_path=model, experimental_delegates=dl, experimental_op_resolver_type=R)
+    it = Interpreter(model_path=model, experimental_delegates=dl, experimental_op_resolver_type=R,
+                     experimental_disable_delegate_clustering=no_clustering)
     it.allocate_tensors()
     return time.perf_counter() - t, it
 
@@ -282,12 +299,14 @@ def _time_pairs(p, buf: list, deadline: float, secs: float, max_secs: float, flo
 
 
 def run_child(so: Path, model: Path, options: Path, inputs: Path, secs: float, timeout: float = 300, *,
-              floor=None, partitions: int = 1, tol_floors: float = 0.0, max_secs: float | None = None) -> dict:
+              floor=None, partitions: int = 1, tol_floors: float = 0.0, max_secs: float | None = None,
+              no_clustering: bool = False) -> dict:
     """Run CHILD; returns its result dict plus "replacing" [(N, M, P)] from the delegate's
     construction, or {"error": ...}. With ``secs`` > 0 it times invoke pairs
     (``_time_pairs``: ``floor``, ``partitions``, ``tol_floors``, ``max_secs``, default
     ``secs``): "diff_us" and its interval, and with ``floor`` "diff_floors" (the median
-    of each pair's difference over its floor) and its interval, "floor_us"."""
+    of each pair's difference over its floor) and its interval, "floor_us".
+    ``no_clustering``: both interpreters with experimental_disable_delegate_clustering."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITECL_QUIET")}
     # PYTHONPATH without the folders that hold litecl (the H200 installs LiteRT on
     # PYTHONPATH too); CHILD blocks litecl and pyopencl imports anyway
@@ -295,7 +314,8 @@ def run_child(so: Path, model: Path, options: Path, inputs: Path, secs: float, t
             if e and not (Path(e) / "litecl").exists() and not (Path(e) / "backend").is_dir()]
     if keep:
         env["PYTHONPATH"] = os.pathsep.join(keep)
-    argv = [sys.executable, "-c", CHILD, str(so), str(model), str(options), str(inputs), str(secs)]
+    argv = [sys.executable, "-c", CHILD, str(so), str(model), str(options), str(inputs), str(secs),
+            "1" if no_clustering else "0"]
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryFile() as errf:
         p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errf, env=env,
@@ -394,6 +414,9 @@ def main(argv=None) -> int:
                          "per partition ...")
     ap.add_argument("--max-secs", type=float, default=10.0, help="... or for this long (per model)")
     ap.add_argument("--check-only", action="store_true", help="bit-exactness and Replacing lines only")
+    ap.add_argument("--disable-delegate-clustering", action="store_true",
+                    help="both interpreters with LiteRT's experimental_disable_delegate_clustering (the "
+                         "execution order of the model's own nodes kept: see the docstring)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "pocl")
     ap.add_argument("--tag", default=None, help="file name part (default: device and target)")
     a = ap.parse_args(argv)
@@ -432,7 +455,7 @@ def main(argv=None) -> int:
             res = run_child(d / "liblitecl_delegate.so", f, d / "delegate_options.json", d / "inputs.npz",
                             0 if a.check_only else a.secs, timeout=max(300.0, 3 * a.max_secs + 120),
                             floor=floor_us, partitions=p_exp, tol_floors=a.tol_floors,
-                            max_secs=max(a.secs, a.max_secs))
+                            max_secs=max(a.secs, a.max_secs), no_clustering=a.disable_delegate_clustering)
             row.update(res)
             if cold:
                 cold.append(cold_round_trip_us(dev))
@@ -494,6 +517,7 @@ def main(argv=None) -> int:
             print(f"    native {row.get('replacing')} python {row.get('python_replacing')}")
     good = [r for r in rows if r.get("bit_exact") and r.get("replacing_explained")]
     summary = {"device": f"{dev.caps.platform}: {dev.caps.name}", "target": a.target, "placement": a.placement,
+               "delegate_clustering": not a.disable_delegate_clustering,
                "round_trip_us": floor, "models": len(rows), "bit_exact_and_agreeing": len(good),
                "bit_exact": sum(bool(r.get("bit_exact")) for r in rows),
                "replacing_agrees": sum(bool(r.get("replacing_agrees")) for r in rows),
@@ -525,7 +549,8 @@ def main(argv=None) -> int:
     print(json.dumps(summary))
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"native_{tag}.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
-    md = [f"# Native delegate: {summary['device']} (target {a.target or 'own'}, placement {a.placement})", "",
+    md = [f"# Native delegate: {summary['device']} (target {a.target or 'own'}, placement {a.placement}"
+          f"{', delegate clustering off' if a.disable_delegate_clustering else ''})", "",
           f"{len(good)} of {len(rows)} models bit-exact with LiteRT alone and Replacing lines equal to the "
           f"Python delegate's ({summary['replacing_agrees']}) or short of it by the documented decline only "
           "(broadcast ADDs whose shapes the Python delegate learns only at invoke, in a graph with invoke-time "
