@@ -1141,12 +1141,15 @@ static int elementwise_still(const TfLiteContext *ctx, const lcl_launch *ln) {
  * convolutions, and LiteRT's own nodes took ~1.5 ms more per invoke (2-core VM: a test
  * build computing the ADDs on the host, no OpenCL, +1531 us, 95% 1423..1647, over LiteRT
  * alone; the native delegate's difference 2732 -> 1310 us per invoke with the order kept,
- * keep_order=0 against the default, measured together, bit-exact). The partitioner chains the nodes marked might_have_side_effect in plan order
- * with control edges, so LiteRT's nodes are marked for the call (keep_order_begin) and
+ * keep_order=1 against 0, measured together, bit-exact). The partitioner chains the nodes
+ * marked might_have_side_effect in plan order with control edges, so LiteRT's nodes are marked for the call (keep_order_begin) and
  * their own flags put back after it (keep_order_end). Only where that leaves litecl's
  * partitions as LiteRT forms them unmarked (partitions(), both ways): a chain can also hold
  * back a node that a partition waits for and split it (movenet 20 -> 22 partitions,
- * BirdNET's MData 2 -> 5). Option keep_order=0 leaves LiteRT's partitioning as it is. */
+ * BirdNET's MData 2 -> 5). An option (keep_order=1), not the default: LiteRT's order also
+ * runs partitions closer together, while the runtime's threads are still awake, and kept
+ * order cost pose_landmark_full 1004 -> 1860 us per invoke (hand_landmark_full 1252 ->
+ * 1452, palm_detection_lite 2330 -> 2269: the same within noise; each measured together). */
 
 /* LiteRT's greedy partitioning of ``plan`` (the loop of graph_info.cc, with control edges
  * from one node marked in ``marked`` to the next): the subset each plan position lands in,
@@ -1530,7 +1533,7 @@ static int flag_value(const char *v) {
  * quiet (yes/no: no Replacing line; yes/no values are 1, 0, true, false, yes, no, on,
  * off, anything else is refused), an empty value for any option is refused, spin_us (how long an invoke polls for its commands,
  * yielding the CPU, before it blocks in clFinish: default 1000; 0 blocks at once), keep_order (yes/no,
- * default yes: LiteRT's own nodes run in the model's order, keep_order_begin). Defaults: delegate_options.json's, baked into plan.c.
+ * default no: yes runs LiteRT's own nodes in the model's order, keep_order_begin). Defaults: delegate_options.json's, baked into plan.c.
  * Returns NULL after one line to report_error (or stderr) on any failure; an untested
  * LiteRT / TensorFlow version (litert_check.h) is also said on stderr. */
 LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **values, size_t n,
@@ -1545,7 +1548,7 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
     const char *memory = "auto";
     d->use_binaries = 1;
     d->spin_us = LCL_SPIN_US;
-    d->keep_order = 1;
+    d->keep_order = 0;
     d->quiet = truthy(getenv("LITECL_QUIET"));
     for (size_t i = 0; i < n; i++) {
         const char *k = keys[i], *v = values[i] ? values[i] : "";
