@@ -63,9 +63,11 @@ BUILTIN_WITHOUT_DEFAULT_DELEGATES and measures:
   delegate's difference there fell from 2754 to 1499 us (measured together, bit-exact), but
   it also splits partitions whose nodes are not adjacent in the model (movenet 20 -> 24,
   BirdNET's MData 2 -> 5: 36 of 42 models agree with the Python delegate's Replacing lines).
-  The native delegate keeps LiteRT's own nodes in the model's order itself where that
-  leaves its partitions as they are (litecl_delegate.c keep_order_begin, option keep_order):
-  pose_detection 2732 -> 1310 us per invoke, measured together.
+  The native delegate's option keep_order=1 keeps LiteRT's own nodes in the model's order
+  where that leaves its partitions as they are (litecl_delegate.c keep_order_begin):
+  pose_detection 2732 -> 1310 us per invoke, but pose_landmark_full 1004 -> 1860 (LiteRT's
+  order also runs partitions closer together, while PoCL's threads are awake), so it is
+  not the default and this benchmark runs the defaults.
 
 Writes ``native_<tag>.json`` and ``native_<tag>.md`` under ``--out``. Exit status 0 when
 every model is bit-exact and every Replacing line agrees (or differs by that decline only).
