@@ -289,7 +289,7 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         args: list = []  # the constants, as int arguments: equal ADDs share a program
         expr = quant_add_cl_expr(quant, 'qa', 'qb', rule, 'i', args)
         params = "".join(f", const int {n}" for n, _ in args)
-        text = (f"{st} {fn}(const int qa, const int qb{', const uint i' if index else ''}{params})\n{{\n"
+        text = (f"LITECL_INLINE {st} {fn}(const int qa, const int qb{', const uint i' if index else ''}{params})\n{{\n"
                 f"    return ({st})({expr});\n}}\n")
         return NodeOp(fn, text, (d, d), d, d.middle, (), True, wants_index=index, args=tuple(args))
     else:
