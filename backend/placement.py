@@ -344,8 +344,18 @@ def node_rates(delegate, n, sg) -> tuple[float, float]:
     key = (delegate.device.caps.key, delegate.reference, N, rate_key(n, sg))
     r = _RATES.get(key)
     if r is None:
+        import hashlib  # noqa: PLC0415
+
+        from .kernels import _caps_for  # noqa: PLC0415
+        from .lowering import kernel_spec  # noqa: PLC0415
+
+        # the kernel's text too: a rate measured on another version of litecl's kernel is
+        # not this one's (quantized ADD's constants as arguments made it 1.5-10x slower
+        # on PoCL until inlined, and the H200 kept the slow rate)
+        ts = (*n.inputs, n.outputs[0])
+        src = kernel_spec(n, sg, [(N,)] * len(n.inputs), _caps_for(delegate.caps, sg, {t: (N,) for t in ts}, ts)).source
         ident = device_identity(delegate.device.device) + "|" + _host()
-        name = "rates-v3|" + repr(key)
+        name = "rates-v3|" + repr(key) + "|" + hashlib.sha256(src.encode()).hexdigest()[:16]
         got = probe_get(name, ident)
         if isinstance(got, list) and len(got) == 2:
             r = (float(got[0]), float(got[1]))
