@@ -508,3 +508,32 @@ def test_bench_child_times_pairs_in_chunks_with_a_floor_around_each(models, tmp_
     lo, hi = res["diff_ci_us"]
     assert lo <= res["diff_us"] <= hi and abs(res["diff_floors"] - res["diff_us"] / 50.0) < 1e-9, res
     assert {"litert_us", "native_us", "diff_litert_first_us", "diff_native_first_us", "loadavg_1min"} <= set(res)
+
+
+def test_keep_order_option_is_bit_exact_and_claims_the_same(tmp_path, fast_device):
+    """keep_order=1 (LiteRT's own nodes stay in the model's order: marked
+    might_have_side_effect for the ReplaceNodeSubsetsWithDelegateKernels call, their flags
+    put back after; litecl_delegate.c keep_order_begin): on models whose partitions it
+    leaves as they are (CL | CPU | CL | CPU | CL, and a fan-out across partitions) the
+    Replacing line is the default's and the outputs are LiteRT's, also after a resize (a
+    new Prepare); a bad value is refused with one line naming the option."""
+    _need(CC)
+    from models.builders import multi_op_model  # noqa: PLC0415
+
+    for pattern, shape in (("alternating", [2, 3, 4]), ("fanout_mixed", [2, 3, 4])):
+        m = tmp_path / f"{pattern}.tflite"
+        m.write_bytes(multi_op_model(pattern, tuple(shape)))
+        out = tmp_path / pattern
+        _export_build(m, out, fast_device)
+        opts = json.loads((out / "delegate_options.json").read_text())
+        lines = {}
+        for keep in ("0", "1"):
+            f = tmp_path / f"{pattern}_{keep}.json"
+            f.write_text(json.dumps({**opts, "keep_order": keep}))
+            for sh in (shape, [5, 7, 3]):
+                r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, f, json.dumps(sh))
+                assert r.returncode == 0 and "EQUAL" in r.stdout, (pattern, keep, sh, r.stderr[-500:])
+                lines[(keep, tuple(sh))] = [ln for ln in r.stderr.splitlines() if "Replacing" in ln]
+        assert lines[("0", tuple(shape))] == lines[("1", tuple(shape))] != [], lines
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([{**opts, "keep_order": "maybe"}]))
+    assert r.stdout.startswith("REFUSED") and "keep_order" in r.stdout, r.stdout
