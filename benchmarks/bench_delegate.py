@@ -37,7 +37,11 @@ from common import litert_runs, tflite_files  # noqa: E402
 from models.builders import add_model, cast_model, chain_model  # noqa: E402
 
 
-def round_trip_us(device) -> float:
+def round_trip_us(device, gap_us: float = 0.0, runs: int = 300) -> float:
+    """The round-trip floor: one 16 KiB write, a copy kernel and a blocking 16 KiB read on
+    ``device``'s queue, the median over ``runs`` (us). ``gap_us`` > 0: each run after that
+    much compute on this thread (numpy, ~2 MB streamed), as a partition inside a model runs
+    after LiteRT's nodes (the cold floor, bench_native.py)."""
     import pyopencl as cl
 
     q, ctx = device.queue, device.context
@@ -46,15 +50,19 @@ def round_trip_us(device) -> float:
     h = np.zeros(4096, np.float32)
     a, b = (cl.Buffer(ctx, cl.mem_flags.READ_WRITE, h.nbytes) for _ in range(2))
     k.set_args(a, b)
+    x = np.linspace(0, 1, 1 << 19, dtype=np.float32)
 
     def once():
         cl.enqueue_copy(q, a, h, is_blocking=False)
         cl.enqueue_nd_range_kernel(q, k, (1024,), None)
         cl.enqueue_copy(q, h, b, is_blocking=True)
-    for _ in range(50):
+    for _ in range(50 if gap_us <= 0 else 5):
         once()
     ts = []
-    for _ in range(300):
+    for _ in range(runs):
+        end = time.perf_counter() + gap_us * 1e-6
+        while time.perf_counter() < end:
+            np.dot(x, x)
         t = time.perf_counter()
         once()
         ts.append(time.perf_counter() - t)

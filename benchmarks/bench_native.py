@@ -196,35 +196,12 @@ COLD_RUNS = 30
 
 
 def cold_round_trip_us(device, gap_us: float = COLD_GAP_US, runs: int = COLD_RUNS) -> float:
-    """The round-trip floor's commands (benchmarks/bench_delegate.py round_trip_us: one
-    16 KiB write, a copy kernel, a blocking 16 KiB read), each run after ``gap_us`` of
-    compute on this thread (numpy, ~2 MB streamed), as a partition inside a model runs after
-    LiteRT's nodes: the median over ``runs`` (us)."""
-    import pyopencl as cl  # noqa: PLC0415
+    """The round-trip floor's commands (benchmarks/bench_delegate.py round_trip_us), each
+    run after ``gap_us`` of compute on this thread, as a partition inside a model runs
+    after LiteRT's nodes: the median over ``runs`` (us)."""
+    from bench_delegate import round_trip_us  # noqa: PLC0415
 
-    q, ctx = device.queue, device.context
-    src = "__kernel void c(__global const float4* a, __global float4* b) { b[get_global_id(0)] = a[get_global_id(0)]; }"
-    k = cl.Kernel(cl.Program(ctx, src).build(), "c")
-    h = np.zeros(4096, np.float32)
-    a, b = (cl.Buffer(ctx, cl.mem_flags.READ_WRITE, h.nbytes) for _ in range(2))
-    k.set_args(a, b)
-    x = np.linspace(0, 1, 1 << 19, dtype=np.float32)
-
-    def once():
-        cl.enqueue_copy(q, a, h, is_blocking=False)
-        cl.enqueue_nd_range_kernel(q, k, (1024,), None)
-        cl.enqueue_copy(q, h, b, is_blocking=True)
-    for _ in range(5):
-        once()
-    ts = []
-    for _ in range(runs):
-        end = time.perf_counter() + gap_us * 1e-6
-        while time.perf_counter() < end:
-            np.dot(x, x)
-        t = time.perf_counter()
-        once()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts)) * 1e6
+    return round_trip_us(device, gap_us, runs)
 
 
 def median_ci(x) -> tuple[float, float]:
