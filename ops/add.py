@@ -286,12 +286,12 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         # the elements LiteRT's builtin kernel computes in its SIMD body (add_quant)
         rule = quant_add_simd_rule(quant, *shapes, reference) if shapes is not None else None
         index = rule is not None and not rule.everywhere
-        args: list = []  # the constants, as int arguments: equal ADDs share a program
-        expr = quant_add_cl_expr(quant, 'qa', 'qb', rule, 'i', args)
+        # the constants, as int arguments: equal ADDs share a program
+        expr, args = quant_add_cl_expr(quant, 'qa', 'qb', rule, 'i')
         params = "".join(f", const int {n}" for n, _ in args)
         text = (f"LITECL_INLINE {st} {fn}(const int qa, const int qb{', const uint i' if index else ''}{params})\n{{\n"
                 f"    return ({st})({expr});\n}}\n")
-        return NodeOp(fn, text, (d, d), d, d.middle, (), True, wants_index=index, args=tuple(args))
+        return NodeOp(fn, text, (d, d), d, d.middle, (), True, wants_index=index, args=args)
     else:
         raise ValueError(f"ADD of {dt} not supported")
     vec = lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w)  # noqa: E731

@@ -710,20 +710,10 @@ def quant_add_cl_functions(int64: bool = True) -> str:
     return _CL_HEAD + _CL_SRDHM_32 + _CL_COMMON + _CL_SINGLE_32
 
 
-def _lit(v: int) -> str:
-    """An int literal; INT_MIN cannot be written as one (2147483648 is a long)."""
-    v = int(v)
-    if v == INT32_MIN:
-        return "(-2147483647 - 1)"
-    return f"({v})" if v < 0 else str(v)
-
-
-_BAKED = frozenset()
-
-
 def quant_add_cl_expr(p: QuantAddParams, a: str, b: str, rule: QuantSimdRule | None = None,
-                      index: str = "i", args: list | None = None) -> str:
-    """An OpenCL C ``int`` expression: LiteRT's clamped quantized ADD of the raw operands.
+                      index: str = "i") -> tuple[str, tuple]:
+    """(expression, args): an OpenCL C ``int`` expression of LiteRT's clamped quantized
+    ADD of the raw operands, and the constants it reads.
 
     a, b: OpenCL C expressions of type int holding the raw stored values (e.g.
     ``(int)in1[i]``). rule: :func:`quant_add_simd_rule`'s answer for the kernels matched
@@ -732,21 +722,17 @@ def quant_add_cl_expr(p: QuantAddParams, a: str, b: str, rule: QuantSimdRule | N
     expression of the flat output index (not used when the rule covers every element).
     Needs :func:`quant_add_cl_functions` in the same program.
 
-    args: None bakes every constant of ``p`` in as a literal, so equal arguments give equal
-    text. A list instead receives the constants as (name, int32 value) pairs, in the order
-    the expression first names them, and the expression reads those names (int parameters
-    the caller declares and passes): the text then depends only on ``p``'s dtype, path,
-    rounding and which operand a POT ADD shifts, and on ``rule``, so the quantized ADDs of
-    a model share one program (MoveNet: 14 of its 20 programs were such ADDs differing
-    only in their constants). Both give the same bits.
+    args: ((name, int32 value), ...), in the order the expression first names them: ``p``'s
+    constants, which the expression reads by name (int parameters the caller declares and
+    passes), not as literals. The text then depends only on ``p``'s dtype, path, rounding
+    and which operand a POT ADD shifts, and on ``rule``, so the quantized ADDs of a model
+    share one program (MoveNet: 14 of its 20 programs were such ADDs differing only in
+    their constants). Equal arguments give equal text.
     """
-    seen: set = set()
+    args: list = []
 
     def v(name: str, value: int) -> str:
-        if args is None or name in _BAKED:
-            return _lit(value)
-        if name not in seen:
-            seen.add(name)
+        if all(n != name for n, _ in args):
             args.append((name, int(value)))
         return name
 
@@ -756,7 +742,7 @@ def quant_add_cl_expr(p: QuantAddParams, a: str, b: str, rule: QuantSimdRule | N
         else:
             kept, shifted, e = b, a, -p.input1_shift
         total = f"clamp(({kept}) + litecl_rdbpot16(({shifted}), {v('e', e)}), (-32768), 32767)"
-        return f"clamp({total}, {v('lo', p.activation_min)}, {v('hi', p.activation_max)})"
+        return f"clamp({total}, {v('lo', p.activation_min)}, {v('hi', p.activation_max)})", tuple(args)
     mbqm = "litecl_mbqm_single" if p.rounding == "single" else "litecl_mbqm"
     # No int overflow: |x + offset| <= 255 times 2**20, or 32768 times 2**15 (zero points
     # lie in the type); each scaled input is at most half of that, so the sum fits too.
@@ -770,25 +756,22 @@ def quant_add_cl_expr(p: QuantAddParams, a: str, b: str, rule: QuantSimdRule | N
     raw = f"{mbqm}({s1} + {s2}, {v('mo', p.output_multiplier)}, {v('so', p.output_shift)}) + {v('oo', p.output_offset)}"
     ref = f"clamp({raw}, {v('lo', p.activation_min)}, {v('hi', p.activation_max)})"
     if rule is None:
-        return ref
-    body = _cl_simd_body(p, x1, x2, rule.form, v, args is None)
+        return ref, tuple(args)
+    body = _cl_simd_body(p, x1, x2, rule.form, v)
     if rule.everywhere:
-        return body
-    return f"((({index}) % {rule.run}u < {rule.simd}u) ? {body} : {ref})"
+        return body, tuple(args)
+    return f"((({index}) % {rule.run}u < {rule.simd}u) ? {body} : {ref})", tuple(args)
 
 
-def _cl_simd_body(p: QuantAddParams, x1: str, x2: str, form: str, v, literal: bool) -> str:
+def _cl_simd_body(p: QuantAddParams, x1: str, x2: str, form: str, v) -> str:
     """:func:`_simd_body` in OpenCL C int arithmetic (no long: litecl_srdhm has a 32-bit
-    form), x1 and x2 the operands with their zero points removed; ``v(name, value)`` writes
-    a constant (quant_add_cl_expr), ``literal`` whether it writes literals."""
+    form), x1 and x2 the operands with their zero points removed; ``v(name, value)`` names
+    a constant (quant_add_cl_expr's args)."""
     def rescale(x: str, m: int, shift: int, j: int) -> str:
         if form == "combined_shift":  # vshlq_s32 by left_shift + shift, then vqrdmulh
             n = p.left_shift + shift
-            if literal:
-                shifted = f"({x} * {1 << n})" if n >= 0 else f"({x} >> {-n})"
-            else:  # the sign of n chosen at run time: the same int arithmetic either way
-                nn = v(f"n{j}", n)
-                shifted = f"({nn} >= 0 ? {x} * (1 << {nn}) : {x} >> (-{nn}))"
+            nn = v(f"n{j}", n)  # its sign chosen at run time: the same int arithmetic
+            shifted = f"({nn} >= 0 ? {x} * (1 << {nn}) : {x} >> (-{nn}))"
             return f"litecl_srdhm({shifted}, {v(f'm{j}', m)})"
         return f"(litecl_srdhm(({x} * {v('k', 1 << p.left_shift)}), {v(f'm{j}', m)}) >> {v(f'r{j}', -shift)})"
 

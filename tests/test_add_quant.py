@@ -557,9 +557,9 @@ def test_cl_text_is_opencl_c_1_2_integer_only():
     for banned in ("double", "float", "half", "#pragma"):
         assert not re.search(rf"\b{banned}\b", code), banned
     p = quant_add_params("int8", (0.1, 1), (0.2, 2), (0.3, 3))
-    expr = quant_add_cl_expr(p, "qa", "qb")
-    assert "qa" in expr and "qb" in expr and "1048576" in expr
-    assert "-2147483648" not in expr
+    expr, args = quant_add_cl_expr(p, "qa", "qb")
+    assert "qa" in expr and "qb" in expr and dict(args)["k"] == 1048576
+    assert not re.search(r"\d{3,}", expr)  # every constant an argument, none a literal
 
 
 def _cl_cases():
@@ -602,15 +602,17 @@ def test_opencl_matches_litert(device):
     step = 7 if device.startswith("oclgrind") else 1
     cases = [(p, a[::step].copy(), b[::step].copy(), want[::step].copy())
              for p, a, b, want in _cl_cases_cached()]
-    kernels = []
+    kernels, values = [], []
     for k, (p, *_rest) in enumerate(cases):
         ct = BY_NAME[p.dtype].cl
+        expr, args = quant_add_cl_expr(p, 'qa', 'qb')  # the constants: int arguments, as the delegate's
+        values.append([np.int32(v) for _, v in args])
         kernels.append(
             f"__kernel void qadd{k}(__global const {ct}* a, __global const {ct}* b,\n"
-            f"                      __global {ct}* out) {{\n"
+            f"                      __global {ct}* out{''.join(f', const int {n}' for n, _ in args)}) {{\n"
             f"    const int i = get_global_id(0);\n"
             f"    const int qa = (int)a[i];\n    const int qb = (int)b[i];\n"
-            f"    out[i] = ({ct})({quant_add_cl_expr(p, 'qa', 'qb')});\n}}\n")
+            f"    out[i] = ({ct})({expr});\n}}\n")
     source = quant_add_cl_functions(dev.caps.int64) + "\n" + "\n".join(kernels)
     with warnings.catch_warnings():  # a build log is not a failure
         warnings.simplefilter("ignore")
@@ -621,7 +623,7 @@ def test_opencl_matches_litert(device):
         gb = cl.Buffer(dev.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=b)
         out = np.empty_like(a)
         go = cl.Buffer(dev.context, mf.WRITE_ONLY, out.nbytes)
-        getattr(prog, f"qadd{k}")(dev.queue, (a.size,), None, ga, gb, go)
+        getattr(prog, f"qadd{k}")(dev.queue, (a.size,), None, ga, gb, go, *values[k])
         cl.enqueue_copy(dev.queue, out, go)
         dev.queue.finish()
         assert_same(out, want, f"{device} {p}")
