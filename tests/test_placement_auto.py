@@ -186,6 +186,34 @@ def test_node_rates_are_measured_per_kind_and_size(fast_device):
     assert time.perf_counter() - t < 1e-3  # kept in the process
 
 
+def test_a_cached_rate_names_the_kernel_it_was_measured_on(fast_device, monkeypatch):
+    """litecl's cache keeps a rate under the hash of the kernel's text: another version of
+    the kernel (the quantized ADD's with its constants as arguments, 1.5-10x slower on
+    PoCL until inlined) is measured anew, not read from the old one's entry (the H200 had
+    kept the slow rate)."""
+    import dataclasses
+
+    import litecl.placement as pm
+    from litecl import lowering
+
+    d = litecl.Delegate(fast_device, quiet=True)
+    it = litecl.Interpreter(model_content=cast_model("uint8", "float32", [70000]), delegate=d)
+    assert it.placement()
+    rec = next(iter(d._records.values()))
+    n = next(iter(rec["views"].values()))
+    names = []
+    monkeypatch.setattr("litecl.cache.probe_get", lambda name, ident: names.append(name) or [1.0, 2.0])
+    real = lowering.kernel_spec
+    for extra in ("", "\n/* another version */\n"):
+        pm._RATES.clear()
+        def spec(*a, _extra=extra, **k):
+            got = real(*a, **k)
+            return dataclasses.replace(got, source=got.source + _extra)
+        monkeypatch.setattr(lowering, "kernel_spec", spec)
+        assert pm.node_rates(d, n, rec["sg"]) == (1.0, 2.0)
+    assert len(names) == 2 and names[0] != names[1] and names[0].rsplit("|", 1)[0] == names[1].rsplit("|", 1)[0], names
+
+
 def test_costs_are_measured_once_and_cached(tmp_path, fast_device):
     from conftest import ROOT
 

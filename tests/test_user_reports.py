@@ -8,6 +8,7 @@ from ai_edge_litert import schema_py_generated as schema
 
 import litecl
 from conftest import DEVICE_STATUS
+from litecl.compare import make_interpreter
 from models.builders import add_model, cast_model
 
 
@@ -275,6 +276,19 @@ def test_empty_broadcast_add_has_no_modulo_by_zero(fast_device):
         src = add_kernel(dt, (3, 0, 2), (3, 1, 2), "NONE", caps)
         assert "% 0u" not in src and "/= 0u" not in src, src
         assert "r_ %" in add_kernel(dt, (3, 4, 2), (3, 1, 2), "NONE", caps)
+        # and it runs on OpenCL as LiteRT does: an empty output of the same shape and type
+        m = add_model(dt, (3, 0, 2), (3, 1, 2))
+        it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+        assert [r["placement"] for r in it.placement()] == ["opencl"]
+        ref = make_interpreter(m)
+        got, want = [], []
+        for x, out in ((it, got), (ref, want)):
+            x.allocate_tensors()
+            x.set_tensor(x.get_input_details()[0]["index"], np.zeros((3, 0, 2), dt))
+            x.set_tensor(x.get_input_details()[1]["index"], np.ones((3, 1, 2), dt))
+            x.invoke()
+            out.append(x.get_tensor(x.get_output_details()[0]["index"]))
+        assert got[0].shape == want[0].shape == (3, 0, 2) and got[0].dtype == want[0].dtype
 
 
 def test_litert_invoke_errors_name_the_models_node(fast_device):
