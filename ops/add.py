@@ -380,7 +380,7 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
         body = pre_idx + "\n" + body
     params = [f"__global const {st}* restrict a", f"__global const {st}* restrict b",
               f"__global {st}* restrict out"]
-    return tiled_kernel(name, params, body, pre, extra=[f"const int {a}" for a in op_args(op)])
+    return tiled_kernel(name, params, body, pre, int_args=op_args(op))
 
 
 def add_kernel_args(dt: str, shape1, shape2, activation: str, caps, quant=None,

@@ -485,7 +485,7 @@ def pragmas(caps, *, half: bool = False, double: bool = False) -> str:
 
 
 def tiled_kernel(name: str, params: list[str], body: str, preamble: str = "",
-                 vec_body: str | None = None, width: int = 1, extra: list[str] = ()) -> str:
+                 vec_body: str | None = None, width: int = 1, int_args=()) -> str:
     """A kernel whose work-group g is core g of a former/tail plan (ops/tiling.py).
 
     ``body`` handles the element index ``i`` (uint). With ``width`` > 1 and ``vec_body``
@@ -496,9 +496,11 @@ def tiled_kernel(name: str, params: list[str], body: str, preamble: str = "",
     (coalesced on GPUs; one contiguous stream per core on CPUs with one work-item per
     group). The chunk's end is clipped to ``n`` (and an empty chunk past ``n`` does
     nothing): the padded tail of the aligned length is never read or written.
-    ``extra``: parameters after the tiling's four (the ops' int arguments, NodeOp.args).
+    ``int_args``: names of ``const int`` parameters after the tiling's four (the ops'
+    arguments, op_args).
     """
-    plist = ",\n    ".join(params + [f"const uint {p}" for p in TILING_PARAMS] + list(extra))
+    plist = ",\n    ".join(params + [f"const uint {p}" for p in TILING_PARAMS]
+                          + [f"const int {a}" for a in int_args])
     if "litecl_f2h_v1(" in body + preamble or "litecl_h2f_v1(" in body + preamble:
         preamble = half_bits_source(1) + "\n" + preamble
     if vec_body is not None and f"_v{width}(" in vec_body and (
@@ -615,24 +617,23 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
         return grid_stride_kernel(name, params, body, preamble)
     if skeleton != "tiled":
         raise ValueError(f"unknown skeleton {skeleton!r}; known: {', '.join(SKELETONS)}")
-    extra = [f"const int {a}" for a in args]
     if width <= 1:
-        return tiled_kernel(name, params, body, preamble, extra=extra)
+        return tiled_kernel(name, params, body, preamble, int_args=args)
     lines = []
     for k, (p, d) in enumerate(inputs):
         vt, expr = vector_load(d, caps, p, "i", width, keep)
         lines.append(f"const {vt} v{k} = {expr};")
     vt, store = vector_store(od, caps, oname, "i", "r", width, out_vtype, exact_half)
     if vfn:
-        args = ", ".join([vcomponent(d, caps, f"v{k}", width) for k, (p, d) in enumerate(inputs)]
-                         + ([lane_index(width)] if index_arg else []))
-        lines.append(f"const {vt} r = {vfn}({args});")
+        vargs = ", ".join([vcomponent(d, caps, f"v{k}", width) for k, (p, d) in enumerate(inputs)]
+                          + ([lane_index(width)] if index_arg else []))
+        lines.append(f"const {vt} r = {vfn}({vargs});")
     else:
         comps = ", ".join(f"{fn}({', '.join([component(d, caps, f'v{k}', c) for k, (p, d) in enumerate(inputs)] + ([f'i + {c}u'] if index_arg else []) + list(args))})"
                           for c in range(width))
         lines.append(f"const {vt} r = ({vt})({comps});")
     lines.append(store)
-    return tiled_kernel(name, params, body, preamble, vec_body="\n".join(lines), width=width, extra=extra)
+    return tiled_kernel(name, params, body, preamble, vec_body="\n".join(lines), width=width, int_args=args)
 
 
 def lane_index(w: int, i: str = "i") -> str:

@@ -137,9 +137,9 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
         lines.append(scalar_store(d, caps, f"out{m}", "i", f"t{j}", spec.steps[j][0].out_vtype))
     params = [f"__global const {storage_type(d, caps)}* restrict in{k}" for k, (d, _) in enumerate(spec.inputs)]
     params += [f"__global {storage_type(d, caps)}* restrict out{m}" for m, (_, d) in enumerate(spec.outputs)]
-    extra = [f"const int {a}" for op in ops for a in op_args(op)]
+    int_args = [a for op in ops for a in op_args(op)]
     if w < 2:
-        return tiled_kernel(name, params, "\n".join(lines), pre + "\n", extra=extra)
+        return tiled_kernel(name, params, "\n".join(lines), pre + "\n", int_args=int_args)
     vlines = []
     for k, (d, shape) in enumerate(spec.inputs):
         if k not in used:
@@ -159,7 +159,7 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
         op = spec.steps[j][0]
         vlines.append(vector_store(d, caps, f"out{m}", "i", f"t{j}", w, op.out_vtype, op.exact_half)[1])
     return tiled_kernel(name, params, "\n".join(lines), pre + "\n", vec_body="\n".join(vlines), width=w,
-                        extra=extra)
+                        int_args=int_args)
 
 
 def fused_kernel_args(spec: FusedSpec) -> tuple:
