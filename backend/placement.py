@@ -277,15 +277,17 @@ def _through_kept(nodes, wiring) -> dict:
 
 
 def estimate(group, sg, costs: Costs, in_place: bool, rates=None,
-             fused: bool = True) -> tuple[float, float, bool]:
+             fused: bool = True, run_rate=None) -> tuple[float, float, bool]:
     """(OpenCL us, LiteRT us, constant) for one delegated partition at its declared
     shapes. OpenCL: each node's elements at its kind's measured kernel rate (``rates``:
     node index -> (OpenCL ns, LiteRT ns) per element, ``node_rates``; without it, kernel
     bytes at the device's copy bandwidth), the partition's inputs and outputs across the
     host link unless the device works in LiteRT's memory in place, one round trip (the
     wait that ends every delegated partition's invoke) and a launch per further kernel;
-    ``fused``: consecutive nodes over one element count are one kernel, priced at its
-    slowest member (u8->f32 +1 ->f16 at 16M on PoCL: the sum estimated 17.5 ms for 5.2 ms).
+    ``fused``: consecutive nodes over one element count are one kernel, priced at
+    ``run_rate(nodes)`` (ns per element of that fused kernel, measured: ``run_rate``
+    below) where it gives one, else at its slowest member (u8->f32 +1 ->f16 at 16M on
+    PoCL: the sum estimated 17.5 ms for 5.2 ms, the slowest member 4.9 ms for 3.0).
     LiteRT: each node's elements at its kind's measured LiteRT rate (else the bytes at its
     CAST rate) plus a per-node cost. ``constant``: every input is a constant (computed
     once, free at invoke)."""
@@ -314,9 +316,14 @@ def estimate(group, sg, costs: Costs, in_place: bool, rates=None,
         lit += elems * li / 1e3
         if fused and runs and runs[-1][0] == elems:
             runs[-1][1] = max(runs[-1][1], o)  # intermediates stay in registers: the
-            continue                           # slowest member's pass, not the sum
-        runs.append([elems, o])
-    ocl = sum(e * o for e, o in runs) / 1e3
+            runs[-1][2].append(n)              # slowest member's pass, not the sum
+            continue
+        runs.append([elems, o, [n]])
+    for r in runs:
+        measured = run_rate(r[2]) if run_rate is not None and len(r[2]) > 1 else None
+        if measured is not None:
+            r[1] = measured
+    ocl = sum(e * o for e, o, _ in runs) / 1e3
     ocl += boundary / (costs.transfer_gbs * 1e3) + costs.round_trip_us + max(len(runs) - 1, 0) * costs.launch_us
     return ocl, lit + len(group) * costs.litert_node_us, constant
 
@@ -352,12 +359,14 @@ def node_rates(delegate, n, sg) -> tuple[float, float]:
     """(OpenCL kernel ns, LiteRT ns) per output element for nodes like ``n`` on
     ``delegate``'s device and this host: measured once on a one-node model of
     ``rate_bucket`` elements (the kernel litecl generates for it, event-timed; LiteRT's own
-    kernel under the delegate's reference) in alternating rounds, the fastest of each
-    (``_RATE_ROUNDS``), kept in this process and in litecl's cache.
+    kernel under the delegate's reference) on ``probe_values`` in alternating rounds, the
+    median of each (``_RATE_ROUNDS``), kept in this process and in litecl's cache.
 
-    Alternating rounds and minimums because a rate is measured once and kept: medians
-    of one side after the other, taken while another process shared the 2 cores, were
-    cached as 4.8 ms for a u8->f32 kernel that runs in 3.0 ms (LiteRT: 4.5 and 3.5 ms)."""
+    Alternating rounds because a rate is measured once and kept: medians of one side
+    after the other, taken while another process shared the 2 cores, were cached as 4.8
+    ms for a u8->f32 kernel that runs in 3.0 ms (LiteRT: 4.5 and 3.5 ms). Medians, not
+    minimums: a kernel's time in a model is compared with its median, and on this
+    project's VM the fastest of 9 runs of one kernel is 0.6-0.9x their median."""
     from .cache import device_identity, probe_get, probe_put  # noqa: PLC0415
 
     N = rate_bucket(_elements(n, sg))
@@ -375,7 +384,7 @@ def node_rates(delegate, n, sg) -> tuple[float, float]:
         ts = (*n.inputs, n.outputs[0])
         src = kernel_spec(n, sg, [(N,)] * len(n.inputs), _caps_for(delegate.caps, sg, {t: (N,) for t in ts}, ts)).source
         ident = device_identity(delegate.device.device) + "|" + _host()
-        name = "rates-v3|" + repr(key) + "|" + hashlib.sha256(src.encode()).hexdigest()[:16]
+        name = "rates-v5|" + repr(key) + "|" + hashlib.sha256(src.encode()).hexdigest()[:16]
         got = probe_get(name, ident)
         if isinstance(got, list) and len(got) == 2:
             r = (float(got[0]), float(got[1]))
@@ -390,6 +399,27 @@ def node_rates(delegate, n, sg) -> tuple[float, float]:
 _RATE_ROUNDS = 7
 
 
+def probe_values(dtype, N: int) -> np.ndarray:
+    """N values of ``dtype`` (a litecl DType) for the rate probes: seeded pseudo-random,
+    in the range data of that type has (integers over their type's range, wider ones
+    within 16 bits; floats normal with sigma 100; bools half true), not zeros.
+
+    Why not zeros: a kernel's time depends on the data. On PoCL 3.1 (this project's
+    2-core EPYC VM) the 16M u8 -> f32 CAST ran in 0.74-0.90 ms on zero input against
+    3.3-3.5 ms on random bytes, and the float32 ADD 3.3 against 4.6 ms; rates measured on
+    zeros estimated 1.39 ms for a kernel that ran 2.6 ms in the model (1.87x)."""
+    rng = np.random.default_rng(0x11EC1)
+    if dtype.kind == "bool":
+        return rng.integers(0, 2, N, dtype=np.uint8).astype(dtype.np)
+    if dtype.kind in ("int", "uint"):
+        b = min(dtype.bits, 16)
+        lo, hi = (-(1 << (b - 1)), (1 << (b - 1)) - 1) if dtype.kind == "int" else (0, (1 << b) - 1)
+        return rng.integers(lo, hi, N, endpoint=True).astype(dtype.np)
+    if dtype.kind == "complex":
+        return (rng.standard_normal(N) * 100 + 1j * rng.standard_normal(N) * 100).astype(dtype.np)
+    return (rng.standard_normal(N) * 100).astype(dtype.np)
+
+
 def _measure_rates(delegate, n, sg, N: int) -> tuple[float, float]:
     kernel = _kernel_run(delegate, n, sg, N)
     litert = _litert_run(delegate, n, sg, N)
@@ -399,7 +429,7 @@ def _measure_rates(delegate, n, sg, N: int) -> tuple[float, float]:
         for _ in range(_RATE_ROUNDS):
             ks.append(kernel())
             ls.append(litert())
-        return min(ks) / N, min(ls) / N
+        return float(np.median(ks)) / N, float(np.median(ls)) / N
     finally:
         kernel.release()
 
@@ -407,26 +437,36 @@ def _measure_rates(delegate, n, sg, N: int) -> tuple[float, float]:
 def _kernel_run(delegate, n, sg, N: int):
     """A callable launching the kernel of ``n`` at N elements once and returning its
     event-timed ns; ``.release()`` frees its buffers."""
-    import pyopencl as cl  # noqa: PLC0415
+    from .kernels import _single  # noqa: PLC0415
 
-    from .kernels import _caps_for, build_program, launch_geometry  # noqa: PLC0415
-    from .lowering import kernel_spec  # noqa: PLC0415
-
-    dev = delegate.device
-    ts = (*n.inputs, n.outputs[0])
     # the caps a partition plan gives this kernel at N elements (streaming stores when
     # its footprint passes the cache: 16M float ADD 7.5 ms without, 4.6 ms with)
-    caps = _caps_for(delegate.caps, sg, {t: (N,) for t in ts}, ts)
-    spec = kernel_spec(n, sg, [(N,)] * len(n.inputs), caps)
-    k = cl.Kernel(build_program(dev, spec.source), spec.name)
-    tiling, g, l = launch_geometry(caps, spec.n, spec.tile_bytes)
-    bufs = [cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, N * sg.tensors[t].dtype.itemsize) for t in ts]
-    for b, t in zip(bufs, ts):
-        cl.enqueue_fill_buffer(dev.queue, b, np.uint8(0), 0, N * sg.tensors[t].dtype.itemsize)
-    k.set_args(*bufs, *(np.uint32(v) for v in tiling.kernel_args()), *(np.int32(v) for _, v in spec.args))
+    shapes = {t: (N,) for t in (*n.inputs, n.outputs[0])}
+    return _launch_run(delegate, _single(n, sg, shapes, delegate.caps), shapes, sg)
+
+
+def _launch_run(delegate, launch, shapes, sg):
+    """A callable enqueueing ``launch`` (kernels.Launch) once on buffers of ``shapes``
+    holding ``probe_values`` and returning the kernel's event-timed ns; ``.release()``
+    frees its buffers."""
+    import pyopencl as cl  # noqa: PLC0415
+
+    from .kernels import build_program  # noqa: PLC0415
+
+    dev = delegate.device
+    ts = (*launch.inputs, *launch.outputs)
+    k = cl.Kernel(build_program(dev, launch.source), launch.name)
+    bufs = []
+    for t in ts:
+        v = probe_values(sg.tensors[t].dtype, max(math.prod(shapes[t]), 1))
+        bufs.append(cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, v.nbytes))
+        cl.enqueue_copy(dev.queue, bufs[-1], v)
+    dev.queue.finish()
+    k.set_args(*bufs, *(np.uint32(v) for v in launch.tiling.kernel_args()),
+               *(np.int32(v) for _, v in launch.args))
 
     def run() -> float:
-        ev = cl.enqueue_nd_range_kernel(dev.queue, k, g, l)
+        ev = cl.enqueue_nd_range_kernel(dev.queue, k, launch.gsize, launch.lsize)
         ev.wait()
         return float(ev.profile.end - ev.profile.start)
 
@@ -435,6 +475,68 @@ def _kernel_run(delegate, n, sg, N: int):
             b.release()
     run.release = release
     return run
+
+
+_RUN_RATES: dict = {}
+
+
+def run_rate(delegate, run, sg) -> float | None:
+    """OpenCL ns per element of the one fused kernel litecl generates for ``run`` (two or
+    more consecutive nodes over one element count, kernels.plan_partition), measured like
+    ``node_rates`` (event-timed, median of ``_RATE_ROUNDS`` after a warm-up, at the
+    run's ``rate_bucket``) and kept in this process and litecl's cache, keyed by the
+    kernel's text. None where the run does not fuse into one kernel or reads a
+    broadcast operand other than a single value (its members' rates price it then).
+
+    Why measured: a fused kernel reads the run's inputs and writes its result once, but
+    does every member's arithmetic; neither the sum of the members' rates nor the slowest
+    one prices it. PoCL 3.1, 16M u8 -> f32, +1, -> f16: the members 3.3, 4.6 and 2.7 ms,
+    the fused kernel 3.0 ms (priced at the slowest member: 0.61x)."""
+    import hashlib  # noqa: PLC0415
+
+    from .cache import device_identity, probe_get, probe_put  # noqa: PLC0415
+    from .kernels import plan_partition  # noqa: PLC0415
+
+    elems = _elements(run[-1], sg)
+    N = rate_bucket(elems)
+    produced = {t for n in run for t in n.outputs}
+    shapes = {}
+    for n in run:
+        for t in n.inputs:
+            if t < 0 or t in produced:
+                continue
+            m = math.prod(sg.tensors[t].shape)
+            if m == elems:
+                shapes[t] = (N,)
+            elif m == 1:
+                shapes[t] = tuple(sg.tensors[t].shape)
+            else:
+                return None
+    try:
+        plan = plan_partition(run, sg, shapes, delegate.caps, keep=set(run[-1].outputs), constants=set())
+    except Exception:  # noqa: BLE001 -- a run the planner refuses at the probe's shapes: unpriced
+        return None
+    if len(plan.launches) != 1 or len(plan.launches[0].nodes) != len(run):
+        return None
+    launch = plan.launches[0]
+    key = (delegate.device.caps.key, N, launch.source)
+    r = _RUN_RATES.get(key)
+    if r is None:
+        ident = device_identity(delegate.device.device) + "|" + _host()
+        name = f"run-rate-v2|{N}|" + hashlib.sha256(launch.source.encode()).hexdigest()[:16]
+        got = probe_get(name, ident)
+        if isinstance(got, (int, float)):
+            r = float(got)
+        else:
+            kernel = _launch_run(delegate, launch, plan.shapes, sg)
+            try:
+                kernel()
+                r = float(np.median([kernel() for _ in range(_RATE_ROUNDS)])) / N
+            finally:
+                kernel.release()
+            probe_put(name, ident, r)
+        _RUN_RATES[key] = r
+    return r
 
 
 def _litert_run(delegate, n, sg, N: int):
@@ -474,8 +576,8 @@ def _litert_run(delegate, n, sg, N: int):
             else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     it = Interpreter(model_content=bytes(b.Output()), experimental_op_resolver_type=kind)
     it.allocate_tensors()
-    for d in it.get_input_details():
-        it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+    for d, t in zip(it.get_input_details(), n.inputs):
+        it.set_tensor(d["index"], probe_values(sg.tensors[t].dtype, N).reshape(d["shape"]))
 
     def run() -> float:
         t0 = time.perf_counter_ns()
@@ -496,7 +598,8 @@ def auto_keep_on_litert(ctx, nodes, sg, delegate, wiring=None) -> dict:
                if t >= 0 and t not in {o for m in g for o in m.outputs}):
             continue  # computed once: free at invoke
         rates = {n.index: node_rates(delegate, n, sg) for n in g}
-        ocl, lit, _ = estimate(g, sg, costs, delegate.memory.in_place, rates, delegate.fuse)
+        ocl, lit, _ = estimate(g, sg, costs, delegate.memory.in_place, rates, delegate.fuse,
+                               lambda run: run_rate(delegate, run, sg))
         if ocl * AUTO_MARGIN < lit:
             continue
         why = (f"kept on LiteRT: OpenCL ~{ocl:.0f} us (round trip ~{costs.round_trip_us:.0f} us) "

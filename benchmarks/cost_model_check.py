@@ -1,13 +1,16 @@
 """How far placement="auto"'s estimates are from what runs: for each of the five
 16M-element synthetic models (and --size), the cost model's OpenCL and LiteRT estimates
-(placement.estimate with node_rates) beside the measured litecl kernel time (event
-profiled), litecl invoke and LiteRT invoke, and the Costs figures.
+(placement.estimate with node_rates and run_rate) beside the measured litecl kernel time
+(event profiled), litecl invoke and LiteRT invoke, medians of alternating rounds, and the
+Costs figures. The kernel ratio compares the estimate's kernel part (the total less one
+round trip per partition) with the kernels' measured time: issue 22's "within 1.5x".
 
     python benchmarks/cost_model_check.py --device pocl [--size 16777216]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from dataclasses import asdict
@@ -28,16 +31,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default=None)
     ap.add_argument("--size", type=int, default=1 << 24)
+    ap.add_argument("--rounds", type=int, default=9, help="alternating rounds per model (medians)")
+    ap.add_argument("--json", default=None, help="write the rows here too")
     a = ap.parse_args(argv)
     d = litecl.Delegate(a.device, quiet=True)
     costs = pm.device_costs(d.device)
     print(f"device {d.device.caps.name}; in place {d.memory.in_place}; costs {asdict(costs)}")
+    rows = []
     for name, raw in large(a.size).items():
         it = litecl.Interpreter(model_content=raw, delegate=d)
         it.allocate_tensors()
         rec = d._records[d._addrs(id(it))[0]]
         sg, views = rec["sg"], list(rec["views"].values())
-        est = [pm.estimate(g, sg, costs, d.memory.in_place, {n.index: pm.node_rates(d, n, sg) for n in g}, d.fuse)
+        est = [pm.estimate(g, sg, costs, d.memory.in_place, {n.index: pm.node_rates(d, n, sg) for n in g}, d.fuse,
+                           lambda run: pm.run_rate(d, run, sg))
                for g in pm.groups(views)]
         ocl_est, lit_est = sum(e[0] for e in est), sum(e[1] for e in est)
         ref = make_interpreter(raw)
@@ -47,7 +54,7 @@ def main(argv=None) -> int:
             for det in x.get_input_details():
                 x.set_tensor(det["index"], ins[det["name"]])
         ta, tb, tk = [], [], []
-        for _ in range(5):
+        for _ in range(a.rounds):
             t = time.perf_counter()
             ref.invoke()
             ta.append(time.perf_counter() - t)
@@ -60,8 +67,21 @@ def main(argv=None) -> int:
             tk.append(sum(d.kernel_times_ns.values()) / 1e9)
         d.profile = False
         A, B, K = (float(np.median(v)) * 1e6 for v in (ta, tb, tk))
-        print(f"{name:18s} estimate OpenCL {ocl_est:9.0f} us (measured invoke {B:9.0f}, kernels {K:9.0f}: "
-              f"x{B / ocl_est:.2f})  LiteRT {lit_est:9.0f} us (measured {A:9.0f}: x{A / lit_est:.2f})")
+        # the estimate's kernel part: the total less the fixed terms (one round trip per
+        # partition; no boundary copies on in-place devices)
+        fixed = len(est) * costs.round_trip_us
+        kest = ocl_est - fixed
+        row = dict(model=name, opencl_estimate_us=ocl_est, kernel_estimate_us=kest, kernel_us=K,
+                   kernel_ratio=K / kest, invoke_us=B, invoke_ratio=B / ocl_est,
+                   litert_estimate_us=lit_est, litert_us=A, litert_ratio=A / lit_est)
+        rows.append(row)
+        print(f"{name:18s} kernel: estimate {kest:7.0f} us, measured {K:7.0f} (x{K / kest:.2f}) | "
+              f"OpenCL invoke: estimate {ocl_est:7.0f}, measured {B:7.0f} (x{B / ocl_est:.2f}) | "
+              f"LiteRT: estimate {lit_est:7.0f}, measured {A:7.0f} (x{A / lit_est:.2f})", flush=True)
+    ks = [r["kernel_ratio"] for r in rows]
+    print(f"measured kernel / estimate: {min(ks):.2f}-{max(ks):.2f} (medians of {a.rounds} rounds)")
+    if a.json:
+        Path(a.json).write_text(json.dumps(dict(device=d.device.caps.name, costs=asdict(costs), rows=rows), indent=1))
     return 0
 
 

@@ -14,7 +14,7 @@ from conftest import run_one_input, shared_model
 from litecl import placement as pm
 from litecl.placement import Costs, estimate, groups
 from models import runtime_graphs as rg
-from models.builders import cast_model, chain_model, multi_op_model
+from models.builders import add_model, cast_model, chain_model, multi_op_model
 
 #: a CPU-device-like profile: OpenCL twice LiteRT's bandwidth, a 45 us round trip
 COSTS = Costs(device_gbs=20.0, transfer_gbs=100.0, round_trip_us=45.0, launch_us=2.0,
@@ -79,6 +79,13 @@ def test_estimate_terms():
     # fused (one kernel over the 1M elements): priced at its slowest member, one launch
     fused = estimate(g, sg, COSTS, in_place=True, rates={0: (0.3, 1.0), 1: RATES})
     assert fused[0] == pytest.approx((1 << 20) * 0.3 / 1e3 + 45.0) and fused[1] == rated[1]
+    # ... or at the fused kernel's own measured rate where run_rate gives one (None: as above)
+    asked = []
+    own = estimate(g, sg, COSTS, in_place=True, rates={0: (0.3, 1.0), 1: RATES},
+                   run_rate=lambda run: asked.append([n.index for n in run]) or 0.05)
+    assert asked == [[0, 1]] and own[0] == pytest.approx((1 << 20) * 0.05 / 1e3 + 45.0)
+    assert estimate(g, sg, COSTS, in_place=True, rates={0: (0.3, 1.0), 1: RATES},
+                    run_rate=lambda run: None) == fused
     assert not const
     assert len(groups([n0, Node(5, 53, "CAST", (9,), (10,), None, None)])) == 2
     # A residual block: CAST 0 -> t1 feeds the ADD directly and through a node LiteRT keeps
@@ -184,6 +191,44 @@ def test_node_rates_are_measured_per_kind_and_size(fast_device):
     t = time.perf_counter()
     assert pm.node_rates(d, n, rec["sg"]) == (o, li)
     assert time.perf_counter() - t < 1e-3  # kept in the process
+
+
+def test_probe_values_are_data_not_zeros():
+    """The rate probes run on pseudo-random values in each type's range: on PoCL the 16M
+    u8 -> f32 CAST ran 0.74-0.90 ms on zeros and 3.3-3.5 ms on random bytes, so rates
+    taken on zeros estimated 1.39 ms for a kernel that ran 2.6 ms in the model."""
+    from litecl.ops.dtypes import BY_NAME
+
+    for name, lo, hi in (("uint8", 0, 255), ("int8", -128, 127), ("int16", -32768, 32767),
+                         ("int64", -32768, 32768), ("int4", -8, 7), ("bool", 0, 1)):
+        v = pm.probe_values(BY_NAME[name], 4096)
+        assert v.dtype == BY_NAME[name].np and v.shape == (4096,)
+        assert lo <= int(v.min()) and int(v.max()) <= hi and (v != 0).mean() > 0.45, name
+        assert np.unique(v).size > 1 and np.array_equal(v, pm.probe_values(BY_NAME[name], 4096))
+    f = pm.probe_values(BY_NAME["float32"], 4096)
+    assert np.isfinite(f).all() and (f != 0).all() and 50 < f.std() < 150
+
+
+def test_a_fused_run_is_priced_at_its_own_kernel(fast_device):
+    """run_rate measures the one kernel litecl fuses a run into (u8 -> f32, +1, -> f16),
+    once per kernel text, and declines a run it cannot plan as one kernel at the probe's
+    shapes (a broadcast operand of more than one value)."""
+    d = litecl.Delegate(fast_device, quiet=True)
+    it = litecl.Interpreter(model_content=chain_model(["uint8", "float32", ("add", 1.0), "float16"], [70000]),
+                            delegate=d)
+    it.allocate_tensors()
+    rec = d._records[d._addrs(id(it))[0]]
+    sg, run = rec["sg"], sorted(rec["views"].values(), key=lambda n: n.index)
+    assert [n.op for n in run] == ["CAST", "ADD", "CAST"]
+    pm._RUN_RATES.clear()
+    r = pm.run_rate(d, run, sg)
+    assert r is not None and r > 0
+    assert pm.run_rate(d, run, sg) == r and len(pm._RUN_RATES) == 1
+    wide = litecl.Interpreter(model_content=add_model("float32", [4, 70000], [4, 1]), delegate=d)
+    wide.allocate_tensors()
+    rw = d._records[d._addrs(id(wide))[0]]
+    [add] = rw["views"].values()
+    assert pm.run_rate(d, [add, add], rw["sg"]) is None
 
 
 def test_a_cached_rate_names_the_kernel_it_was_measured_on(fast_device, monkeypatch):
