@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/delegate_models.py --device pocl DIR [DIR ...] [--reference builtin|ref|xnnpack]
-        [--placement all|auto] [--full-range] [--json OUT.json]
+        [--placement all|auto] [--full-range] [--tflite] [--json OUT.json]
 
 For every ``*.tflite`` under the folders (duplicates by content skipped): LiteRT's own
 Interpreter alone, then LiteRT's own Interpreter with ``experimental_delegates=[litecl
@@ -12,7 +12,8 @@ model whose declared input shape LiteRT cannot prepare is skipped, named). Print
 model: bit-exact, the CAST/ADD nodes on OpenCL and kept on LiteRT, partitions; then a
 summary. Exit status 0 when every model LiteRT runs is bit-exact (under ``--reference
 xnnpack``: runs; the delegate computes the builtin kernels' bits, XNNPACK's own ADD may
-differ), else 1.
+differ), else 1. ``--tflite``: tensorflow's ``tf.lite.Interpreter`` on both sides instead of
+ai_edge_litert's (the same resolvers; tensorflow must be installed).
 """
 from __future__ import annotations
 
@@ -29,6 +30,18 @@ from common import tflite_files  # noqa: E402
 from litecl.compare import bit_equal, make_interpreter, random_inputs, run_outputs  # noqa: E402
 
 
+def tflite_interpreter(content: bytes, reference: str = "builtin", delegates=None):
+    """tensorflow's tf.lite.Interpreter over model bytes, the resolver ``reference`` names
+    (as litecl.compare.make_interpreter does for ai_edge_litert's)."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    kind = {"builtin": tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+            "ref": tf.lite.experimental.OpResolverType.BUILTIN_REF,
+            "xnnpack": tf.lite.experimental.OpResolverType.AUTO}[reference]
+    return tf.lite.Interpreter(model_content=content, experimental_delegates=list(delegates or []),
+                               experimental_op_resolver_type=kind)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="+", type=Path)
@@ -36,19 +49,21 @@ def main(argv=None) -> int:
     ap.add_argument("--reference", default="builtin", choices=("builtin", "ref", "xnnpack"))
     ap.add_argument("--placement", default="all", choices=("all", "auto"))
     ap.add_argument("--full-range", action="store_true")
+    ap.add_argument("--tflite", action="store_true", help="tensorflow's tf.lite.Interpreter on both sides")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
+    interpreter = tflite_interpreter if a.tflite else make_interpreter
     files = tflite_files(a.dirs)
     d = litecl.Delegate(a.device, a.placement, quiet=True,
                         reference="ref" if a.reference == "ref" else "builtin")
     print(f"device: {d.device.caps.platform}: {d.device.caps.name}{' (' + d.device.caps.profile + ')' if d.device.caps.profile else ''}; "
-          f"reference {a.reference}; placement {a.placement}; memory "
+          f"{'tf.lite ' if a.tflite else ''}reference {a.reference}; placement {a.placement}; memory "
           f"{'in place, ' + str(d.memory.align) + '-byte aligned' if d.memory.in_place else 'copies'}")
     rows, bad, stats = [], 0, {}
     for f in files:
         raw = f.read_bytes()
         try:
-            ref = make_interpreter(raw, reference=a.reference)
+            ref = interpreter(raw, reference=a.reference)
             ins = random_inputs(ref.get_input_details(), seed=0, full_range=a.full_range)
             want = run_outputs(ref, ins)
         except Exception as e:  # noqa: BLE001 (LiteRT alone cannot run it: not litecl's to run)
@@ -57,7 +72,7 @@ def main(argv=None) -> int:
         d = litecl.Delegate(a.device, a.placement, quiet=True,
                             reference="ref" if a.reference == "ref" else "builtin")
         try:
-            got = run_outputs(make_interpreter(raw, reference=a.reference, delegates=[d]), ins)
+            got = run_outputs(interpreter(raw, reference=a.reference, delegates=[d]), ins)
             ok = len(got) == len(want) and all(bit_equal(x, y) for (_, x), (_, y) in zip(got, want))
             err = ""
         except Exception as e:  # noqa: BLE001
@@ -75,7 +90,7 @@ def main(argv=None) -> int:
           f"CAST/ADD nodes on OpenCL {sum(r['opencl'] for r in rows)}, on LiteRT {sum(r['litert'] for r in rows)}; "
           f"tensor bindings in place {stats.get('in_place', 0)}, copied {stats.get('copied', 0)}")
     if a.json:
-        a.json.write_text(json.dumps({"device": d.device.caps.name, "reference": a.reference,
+        a.json.write_text(json.dumps({"device": d.device.caps.name, "reference": a.reference, "tflite": a.tflite,
                                       "placement": a.placement, "rows": rows, "stats": stats}, indent=1))
     return 1 if bad else 0
 
