@@ -359,6 +359,65 @@ def kernel_us(model: Path, device, placement: str, inputs: dict, target=None, ru
         it.close()
 
 
+def partition_bytes(model: Path, device, placement: str, inputs: dict, target=None) -> list:
+    """(bytes in, bytes out) of each partition the Python delegate makes of ``model`` (the
+    native delegate's partitions): the inputs that are not constants and the outputs LiteRT
+    reads, what a copy device moves across its link every invoke."""
+    import litecl  # noqa: PLC0415
+    from litecl.export import target_device  # noqa: PLC0415
+
+    dev = target_device(litecl.open_device(device), target)
+    it = litecl.Interpreter(model_path=str(model), device=dev, placement=placement, quiet=True)
+    try:
+        it.allocate_tensors()
+        for x in it.get_input_details():
+            it.set_tensor(x["index"], inputs[x["name"]])
+        it.invoke()
+
+        def nbytes(p, t):
+            v = p.sg.tensors[t]
+            return int(np.prod(p.plan.shapes.get(t, v.shape), dtype=np.int64)) * v.dtype.itemsize
+        return [(sum(nbytes(p, t) for t in p.inputs if not p.sg.tensors[t].is_constant),
+                 sum(nbytes(p, t) for t in p.outputs)) for p in it.delegate.partitions(id(it)) if p.plan]
+    finally:
+        it.close()
+
+
+def staged_round_trip_us(device, nin: int, nout: int, runs: int = 60) -> float:
+    """The round-trip floor with a partition's own bytes on a copy device, the native
+    delegate's way (litecl_delegate.c: staging through pinned memory): ``nin`` bytes copied
+    into a mapped ALLOC_HOST_PTR buffer and written, bench_delegate's 16 KiB copy kernel,
+    ``nout`` bytes read into pinned memory and copied out, one wait; the median (us)."""
+    import pyopencl as cl  # noqa: PLC0415
+
+    q, ctx = device.queue, device.context
+    src = "__kernel void c(__global const float4* a, __global float4* b) { b[get_global_id(0)] = a[get_global_id(0)]; }"
+    k = cl.Kernel(cl.Program(ctx, src).build(), "c")
+    mf = cl.mem_flags
+    a, b = (cl.Buffer(ctx, mf.READ_WRITE, max(n, 16384)) for n in (nin, nout))
+    k.set_args(a, b)
+    host_in = np.ones(max(nin, 1), np.uint8)
+    host_out = np.empty(max(nout, 1), np.uint8)
+    pins = [cl.Buffer(ctx, mf.READ_WRITE | mf.ALLOC_HOST_PTR, max(n, 1)) for n in (nin, nout)]
+    pin_in, pin_out = (cl.enqueue_map_buffer(q, pb, cl.map_flags.READ | cl.map_flags.WRITE, 0, (max(n, 1),), np.uint8)[0]
+                       for pb, n in zip(pins, (nin, nout)))
+
+    def once():
+        pin_in[:] = host_in
+        cl.enqueue_copy(q, a, pin_in[:nin] if nin else pin_in[:1], is_blocking=False)
+        cl.enqueue_nd_range_kernel(q, k, (1024,), None)
+        cl.enqueue_copy(q, pin_out[:nout] if nout else pin_out[:1], b, is_blocking=True)
+        host_out[:] = pin_out
+    for _ in range(5):
+        once()
+    ts = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        once()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts)) * 1e6
+
+
 def models(dirs) -> list[Path]:
     """The .tflite files under ``dirs`` LiteRT alone runs (one per content)."""
     from common import litert_runs, tflite_files  # noqa: PLC0415
@@ -413,6 +472,13 @@ def main(argv=None) -> int:
             return round_trip_us(dev)  # between each model's chunks of pairs too
 
         floor = float(np.median([floor_us() for _ in range(3)]))
+    copies = not litecl.Delegate(dev, quiet=True).memory.in_place if not a.check_only else False
+    _staged: dict = {}
+
+    def staged(nin: int, nout: int) -> float:
+        if (nin, nout) not in _staged:
+            _staged[nin, nout] = staged_round_trip_us(dev, nin, nout)
+        return _staged[nin, nout]
     print(f"device {dev.caps.platform}: {dev.caps.name}; target {a.target or 'its own'}; placement {a.placement}; "
           + (f"round-trip floor {floor:.1f} us" if floor else "check only"))
     rows = []
@@ -468,6 +534,15 @@ def main(argv=None) -> int:
                 row["kernel_us"] = kernel_us(f, a.device, a.placement, ins, a.target) if P else 0.0
                 row["per_partition_floors_without_kernels"] = (
                     row["per_partition_floors"] - row["kernel_us"] / P / fl if P else None)
+                if copies and P:
+                    # on a copy device each partition moves its own bytes: the floor with
+                    # them (staged_round_trip_us per partition, summed) is what the
+                    # kernels and transfers alone would cost
+                    sizes = partition_bytes(f, a.device, a.placement, ins, a.target)
+                    row["partition_bytes"] = sizes
+                    row["transfer_floor_us"] = float(sum(staged(nin, nout) for nin, nout in sizes))
+                    row["transfer_floors"] = row["diff_us"] / row["transfer_floor_us"]
+                    row["transfer_floors_without_kernels"] = (row["diff_us"] - row["kernel_us"]) / row["transfer_floor_us"]
                 row["init_limit_ms"] = 1.2 * row["init_litert_ms"] + 2.0 * row["programs"]
                 row["init_ok"] = row["init_native_ms"] <= row["init_limit_ms"]
                 # the first construction in the process loads every program (binary, else source)
@@ -488,7 +563,9 @@ def main(argv=None) -> int:
             f", {row['pairs']} pairs, "
             f"kernels {row['kernel_us']:.1f} us"
             f"{'' if row['per_partition_floors'] is None else ' (' + format(row['per_partition_floors_without_kernels'], '.2f') + ' floors/P without), '}"
-            f"init {row['init_native_ms']:.2f} / {row['init_litert_ms']:.2f} ms (limit {row['init_limit_ms']:.2f})")
+            f"init {row['init_native_ms']:.2f} / {row['init_litert_ms']:.2f} ms (limit {row['init_limit_ms']:.2f})"
+            + (f", transfer floor {row['transfer_floor_us']:.0f} us: {row['transfer_floors']:.2f}x "
+               f"({row['transfer_floors_without_kernels']:.2f}x less kernels)" if "transfer_floor_us" in row else ""))
         print(f"{f.name[:44]:44s} {'bit-exact' if row.get('bit_exact') else 'MISMATCH'} "
               f"{'replacing-agrees' if row.get('replacing_agrees') else 'replacing-differs-by-documented-decline (' + str(row['declined_invoke_shapes']) + ' nodes with invoke-time shapes)' if row.get('replacing_explained') else 'REPLACING DIFFERS'}"
               f"{' ERROR ' + row['error'] if 'error' in row else ''}{extra}", flush=True)
@@ -525,6 +602,10 @@ def main(argv=None) -> int:
         summary.update(init_litert_ms=tot_l, init_native_ms=tot_n,
                        init_models_within_limit=sum(bool(r.get("init_ok")) for r in rows),
                        init_first_models_within_limit=sum(bool(r.get("init_first_ok")) for r in rows))
+    tfs = [r for r in rows if "transfer_floors" in r]
+    if tfs:
+        summary.update(transfer_floors_median=float(np.median([r["transfer_floors"] for r in tfs])),
+                       transfer_floors_max=float(max(r["transfer_floors"] for r in tfs)))
     print(json.dumps(summary))
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"native_{tag}.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
@@ -581,6 +662,19 @@ def main(argv=None) -> int:
             else:
                 md.append(f"| {r['model']} | {r.get('bit_exact')} | {r.get('replacing_agrees')} | "
                           + "| " * 19 + f"{r.get('error', '')} |")
+    if tfs:
+        md += ["", "On this copy device every partition moves its own inputs and outputs across the link. "
+               "Transfer floor: per partition, the round trip with its bytes (its inputs that are not constants "
+               "copied into pinned memory and written, a 16 KiB copy kernel, its outputs read and copied out, "
+               "one wait: `staged_round_trip_us`), summed; native - LiteRT over it (1.00: the kernels and "
+               f"transfers alone): median {summary['transfer_floors_median']:.2f}, max "
+               f"{summary['transfer_floors_max']:.2f}.", "",
+               "| model | P | KiB in + out per invoke | transfer floor us | native - LiteRT us | over the transfer floor | less kernels |",
+               "|---|---|---|---|---|---|---|"]
+        for r in tfs:
+            kib = sum(i + o for i, o in r["partition_bytes"]) / 1024
+            md.append(f"| {r['model']} | {r['partitions']} | {kib:.0f} | {r['transfer_floor_us']:.0f} | "
+                      f"{r['diff_us']:.0f} | {r['transfer_floors']:.2f} | {r['transfer_floors_without_kernels']:.2f} |")
     (a.out / f"native_{tag}.md").write_text("\n".join(md) + "\n")
     return 0 if len(good) == len(rows) else 1
 

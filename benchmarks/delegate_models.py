@@ -50,6 +50,8 @@ def main(argv=None) -> int:
     ap.add_argument("--placement", default="all", choices=("all", "auto"))
     ap.add_argument("--full-range", action="store_true")
     ap.add_argument("--tflite", action="store_true", help="tensorflow's tf.lite.Interpreter on both sides")
+    ap.add_argument("--exclude", action="append", default=[], metavar="NAME",
+                    help="skip models of this file name (e.g. one LiteRT alone crashes on: a crash cannot be caught)")
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
     interpreter = tflite_interpreter if a.tflite else make_interpreter
@@ -61,6 +63,9 @@ def main(argv=None) -> int:
           f"{'in place, ' + str(d.memory.align) + '-byte aligned' if d.memory.in_place else 'copies'}")
     rows, bad, stats = [], 0, {}
     for f in files:
+        if f.name in a.exclude:
+            print(f"{f.name[:44]:44s} excluded (--exclude)")
+            continue
         raw = f.read_bytes()
         try:
             ref = interpreter(raw, reference=a.reference)

@@ -227,3 +227,39 @@ def test_bench_e2e_takes_the_placement(tmp_path, fast_device):
     assert "placement auto" in md
     rows = json.loads((tmp_path / "e2e.json").read_text())["rows"]
     assert all(x["partitions"] == 0 and x["opencl_nodes"] == 0 for x in rows)  # 64 elements: auto keeps them on LiteRT
+
+
+def test_native_transfer_floor_pieces(fast_device, tmp_path):
+    """bench_native's transfer floor: partition_bytes gives each partition's bytes in (not
+    constants) and out, staged_round_trip_us a round trip that grows with them."""
+    import bench_native
+    import numpy as np
+
+    from models.builders import add_model
+
+    m = tmp_path / "m.tflite"
+    m.write_bytes(add_model("float32", [1000], [1000], const2=1.0))  # one input of 4000 bytes, a constant
+    ins = {"input1": np.ones(1000, np.float32)}
+    assert bench_native.partition_bytes(m, fast_device, "all", ins) == [(4000, 4000)]
+    import litecl
+
+    dev = litecl.open_device(fast_device)
+    small = bench_native.staged_round_trip_us(dev, 16384, 16384, runs=20)
+    big = bench_native.staged_round_trip_us(dev, 32 << 20, 32 << 20, runs=5)
+    assert 0 < small < big
+
+
+def test_delegate_models_tflite_and_exclude(tmp_path):
+    """delegate_models --tflite runs tensorflow's tf.lite.Interpreter on both sides;
+    --exclude skips a file by name (tf.lite alone segfaults on openwakeword's
+    melspectrogram under XNNPACK, a crash no try can catch)."""
+    pytest.importorskip("tensorflow")
+    from models.builders import cast_model
+
+    (tmp_path / "a.tflite").write_bytes(cast_model("float32", "int8", [33]))
+    (tmp_path / "b.tflite").write_bytes(cast_model("uint8", "float32", [81]))
+    r = subprocess.run([sys.executable, str(BENCH / "delegate_models.py"), "--tflite", "--exclude", "b.tflite",
+                        str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "tf.lite reference builtin" in r.stdout and "b.tflite" in r.stdout and "excluded" in r.stdout
+    assert "1 models LiteRT runs: 1 bit-exact" in r.stdout, r.stdout
