@@ -41,6 +41,7 @@ from .errors import KernelBuildError, LiteclError
 from .kernels import give_kernel, plan_partition, take_kernel
 from .lowering import why_not
 from .model import Node, Tensor, unpack_bits
+from . import order as _order
 from . import placement as _placement
 from .placement import PLACEMENTS
 from .ops.dtypes import BY_C_TYPE, C_TYPE_SCHEMA
@@ -52,6 +53,8 @@ __all__ = ["Delegate", "REFERENCES", "DELEGATE_NAME"]
 REFERENCES = ("builtin", "ref")
 DELEGATE_NAME = "litecl OpenCL"
 _OPS = {abi.BUILTIN_ADD: "ADD", abi.BUILTIN_CAST: "CAST"}
+#: Delegate's keep_order default (measured: docs/PERFORMANCE.md)
+KEEP_ORDER_DEFAULT = False
 #: TfLiteAllocationType values whose memory holds a value fixed for the interpreter's life
 _CONSTANT_ALLOC = (abi.MMAP_RO, abi.PERSISTENT_RO)
 #: in-place buffers kept per partition (LiteRT's pointers change on resize; bounded)
@@ -205,18 +208,27 @@ class Delegate:
       quiet: True silences the "Replacing N out of M node(s)" line on stderr (default:
         ``LITECL_QUIET`` set to anything but 0/false/no/off).
       fuse: one kernel for consecutive delegated nodes over one element space.
+      keep_order: False, True or "auto": whether LiteRT's own nodes keep the model's
+        order around litecl's partitions (backend/order.py). LiteRT's partitioning runs
+        every LiteRT node that does not wait for a delegated node before the first
+        partition; True marks LiteRT's nodes might_have_side_effect for the
+        ReplaceNodeSubsetsWithDelegateKernels call (its partitioner chains those in plan
+        order), only where that leaves litecl's partitions as they are, and puts the
+        flags back after it; "auto" does so where order.keep_order_pays says so.
     Raises DeviceError (no such device), LiteclError (bad argument, an untested
     LiteRT/TensorFlow version, a failed layout self-check): all ValueError.
     """
 
     def __init__(self, device=None, placement: str = "all", *, reference: str = "builtin",
-                 quiet=None, fuse: bool = True):
+                 quiet=None, fuse: bool = True, keep_order=KEEP_ORDER_DEFAULT):
         if placement not in PLACEMENTS:
             raise LiteclError(f"unknown placement {placement!r}; expected one of {', '.join(PLACEMENTS)}")
         if reference not in REFERENCES:
             raise LiteclError(f"unknown reference {reference!r}; expected one of {', '.join(REFERENCES)}")
         if not isinstance(fuse, (bool, np.bool_)):
             raise LiteclError(f"fuse must be True or False, got {fuse!r}")
+        if not (isinstance(keep_order, (bool, np.bool_)) or keep_order == "auto"):
+            raise LiteclError(f"keep_order must be True, False or 'auto', got {keep_order!r}")
         if quiet is not None and not isinstance(quiet, (bool, np.bool_)):
             raise LiteclError(f"quiet must be True, False or None (LITECL_QUIET), got {quiet!r}")
         _self_check()
@@ -225,6 +237,7 @@ class Delegate:
         self.placement_mode = placement
         self.reference = reference
         self.fuse = bool(fuse)
+        self.keep_order = keep_order if keep_order == "auto" else bool(keep_order)
         self.quiet = _quiet(quiet)
         self.memory = _memory_policy(self.device)
         self._lock = threading.RLock()
@@ -280,12 +293,13 @@ class Delegate:
     def subgraph_records(self, owner=None) -> list[dict]:
         """Per subgraph, in placement()'s order: {"subgraph", "context" (the TfLiteContext
         address; a partition's ``ctx_addr``), "nodes" (M), "claimed" (N), "partitions"
-        (P), "rows" (placement()'s rows of it, copies), "sg" (the tensor views Prepare
-        read: ``sg.tensors[t]``)} of the latest Prepare of each context. export reads these
+        (P), "kept_order" (whether keep_order kept LiteRT's nodes in the model's order),
+        "rows" (placement()'s rows of it, copies), "sg" (the tensor views Prepare read:
+        ``sg.tensors[t]``)} of the latest Prepare of each context. export reads these
         with partitions(); a partition's ``plan`` is None until LiteRT prepared it (a
         node whose shapes are known only at invoke is planned there)."""
         with self._lock:
-            return [{"subgraph": si, "context": a, **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "sg")},
+            return [{"subgraph": si, "context": a, **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "kept_order", "sg")},
                      "rows": [dict(r) for r in self._records[a]["rows"]]}
                     for si, a in enumerate(self._addrs(owner))]
 
@@ -494,13 +508,29 @@ class Delegate:
         addr = C.addressof(c)
         with self._lock:
             rec = {"rows": rows, "views": views, "keys": keys, "nodes": len(plan), "claimed": len(claim),
-                   "partitions": 0, "sg": sg, "owner": getattr(self._owner, "key", None)}
+                   "partitions": 0, "kept_order": False, "sg": sg, "owner": getattr(self._owner, "key", None)}
             self._record(addr, rec)
         if not claim:
             return abi.K_OK
         arr = abi.new_int_array(claim, owned_by_litert=False)
-        status = c.ReplaceNodeSubsetsWithDelegateKernels(
-            ctx, _REGISTRATION, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), C.cast(C.addressof(self._struct), abi.Dlg))
+        marked = ()
+        if self.keep_order:
+            # the decision depends on the graph and its shapes: memoised where LiteRT builds the
+            # model's own graph at its declared shapes (a second construction: ~5 ms saved on
+            # pose_detection's 291 nodes)
+            okey = (mkey, tuple(claim), self.keep_order) if mkey is not None and declared else None
+            marked = _ORDERS.get(okey) if okey is not None else None
+            if marked is None:
+                marked = self._keep_order(ctx, plan, claim)
+                if okey is not None:
+                    _memo_put(_ORDERS, okey, marked)
+            _flag(ctx, marked, True)
+        rec["kept_order"] = bool(marked)
+        try:
+            status = c.ReplaceNodeSubsetsWithDelegateKernels(
+                ctx, _REGISTRATION, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), C.cast(C.addressof(self._struct), abi.Dlg))
+        finally:
+            _flag(ctx, marked, False)
         if status != abi.K_OK:
             raise LiteclError("LiteRT refused litecl's node subsets (ReplaceNodeSubsetsWithDelegateKernels)")
         if addr not in self._announced and not self.quiet:
@@ -511,6 +541,38 @@ class Delegate:
             sys.stderr.flush()
         return abi.K_OK
 
+
+    def _keep_order(self, ctx, plan, claim) -> tuple:
+        """The nodes of ``plan`` to mark might_have_side_effect for keep_order: LiteRT's
+        nodes whose flag is clear, where marking them leaves litecl's partitions as LiteRT
+        forms them unmarked and, under "auto", where order.keep_order_pays says so; else ()."""
+        c = ctx.contents
+        node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+        get, node_r, reg_r = c.GetNodeAndRegistration, C.byref(node_p), C.byref(reg_p)
+        taken = set(claim)
+        wiring, flagged, codes = [], [], []
+        for i in plan:
+            if get(ctx, i, node_r, reg_r) != abi.K_OK:
+                raise LiteclError(f"LiteRT's GetNodeAndRegistration failed for node {i}")
+            nd = node_p.contents
+            wiring.append((abi.int_array(nd.inputs), abi.int_array(nd.outputs)))
+            flagged.append(bool(nd.might_have_side_effect))
+            codes.append(reg_p.contents.builtin_code)
+        mine = [i in taken for i in plan]
+        was = [k for k, f in enumerate(flagged) if f]
+        marks = [k for k in range(len(plan)) if flagged[k] or not mine[k]]
+        if len(marks) == len(was):
+            return ()
+        greedy, kept = _order.partition(wiring, mine, was), _order.partition(wiring, mine, marks)
+        if not _order.same_partitions(mine, greedy[0], kept[0]):
+            return ()
+        if self.keep_order == "auto":
+            ts, size = c.tensors, c.tensors_size
+            if not _order.keep_order_pays(wiring, mine, codes, lambda t: ts[t].bytes if t < size else 0,
+                                          lambda t: t >= size or ts[t].allocation_type in _CONSTANT_ALLOC,
+                                          greedy, kept):
+                return ()
+        return tuple(plan[k] for k in marks if not flagged[k])
 
     def _already_delegated(self, ctx, plan) -> bool:
         """Whether a node of ``plan`` is a partition kernel of this delegate: LiteRT
@@ -532,6 +594,23 @@ class Delegate:
                                      "application claims none\n")
                 return True
         return False
+
+
+def _flag(ctx, nodes, value: bool) -> None:
+    """Set might_have_side_effect to ``value`` on ``nodes`` (node indices) of ``ctx``. Each
+    node is looked up by index every time: LiteRT's nodes keep their indices when others
+    are replaced, not their addresses (ReplaceNodeSubsetsWithDelegateKernels adds the
+    partition kernels' nodes, which can move its node vector: a write through the old
+    address corrupted the heap, a crash some interpreters later)."""
+    if not nodes:
+        return
+    c = ctx.contents
+    get = c.GetNodeAndRegistration
+    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+    node_r, reg_r = C.byref(node_p), C.byref(reg_p)
+    for i in nodes:
+        if get(ctx, i, node_r, reg_r) == abi.K_OK and node_p:
+            node_p.contents.might_have_side_effect = value
 
 
 class _Owning:
@@ -574,6 +653,9 @@ _AUTO: dict = {}  # (costs, caps, in place, fuse, wiring, claimed nodes and shap
 #: then reads only the CAST/ADD nodes' codes and their tensors' shapes (42 real models:
 #: 1 us a node of the plan and ~25 us a CAST/ADD node saved).
 _PREPARES: dict = {}
+#: (_PREPARES' key, claimed nodes, keep_order) -> the nodes Delegate._keep_order marks
+#: (only for a model's own graph at its declared shapes)
+_ORDERS: dict = {}
 
 
 def _remember(sg, views, keys, rows, claim) -> tuple:
