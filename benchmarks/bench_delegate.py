@@ -4,7 +4,7 @@ round-trip floor, and the five 16M-element synthetic models.
 
 Usage::
 
-    python benchmarks/bench_delegate.py --device pocl [--placement all|auto] DIR [DIR ...]
+    python benchmarks/bench_delegate.py --device pocl [--placement all|auto] [--keep-order false|true|auto] DIR [DIR ...]
         [--size 16777216] [--secs 1.0] [--init-rounds 7] [--skip-init] [--skip-models] [--skip-large] [--json OUT.json]
 
 - round-trip floor: one 16 KiB write + a copy kernel + a 16 KiB read with one wait, median
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import litecl  # noqa: E402
 from litecl.compare import make_interpreter, random_inputs  # noqa: E402
+from litecl.delegate import KEEP_ORDER_DEFAULT  # noqa: E402
 from common import litert_runs, tflite_files  # noqa: E402
 from models.builders import add_model, cast_model, chain_model  # noqa: E402
 
@@ -84,7 +86,7 @@ def _runner(it, ins):
 def _construct(raw, kind, a):
     t = time.perf_counter()
     it = make_interpreter(raw) if kind == "litert" else litecl.Interpreter(
-        model_content=raw, device=a.device, placement=a.placement, quiet=True)
+        model_content=raw, device=a.device, placement=a.placement, keep_order=a.keep_order, quiet=True)
     it.allocate_tensors()
     return time.perf_counter() - t, it
 
@@ -113,6 +115,8 @@ def main(argv=None) -> int:
     ap.add_argument("dirs", nargs="*", type=Path)
     ap.add_argument("--device", default=None)
     ap.add_argument("--placement", default="all", choices=("all", "auto"))
+    ap.add_argument("--keep-order", default=KEEP_ORDER_DEFAULT, type=lambda v: {"false": False, "true": True}.get(v, v),
+                    choices=(False, True, "auto"), help="litecl.Delegate's keep_order (default: its default)")
     ap.add_argument("--size", type=int, default=1 << 24)
     ap.add_argument("--secs", type=float, default=1.0)
     ap.add_argument("--skip-init", action="store_true")
@@ -122,9 +126,10 @@ def main(argv=None) -> int:
     ap.add_argument("--init-rounds", type=int, default=7, help="alternating start-up rounds per model")
     a = ap.parse_args(argv)
     dev = litecl.open_device(a.device)
-    res = {"device": f"{dev.caps.platform}: {dev.caps.name}", "placement": a.placement}
+    res = {"device": f"{dev.caps.platform}: {dev.caps.name}", "placement": a.placement, "keep_order": a.keep_order}
+    res["loadavg_start"] = os.getloadavg()[0]
     floor = res["round_trip_us"] = round_trip_us(dev)
-    print(f"device {res['device']}; placement {a.placement}; round-trip floor {floor:.1f} us")
+    print(f"device {res['device']}; placement {a.placement}; keep_order {a.keep_order}; round-trip floor {floor:.1f} us")
     ms = models(a.dirs) if (a.dirs and not (a.skip_init and a.skip_models)) else []
     if ms and not a.skip_init:
         tot = {"litert": 0.0, "litecl": 0.0}
@@ -150,7 +155,8 @@ def main(argv=None) -> int:
         for name, raw in ms:
             ref = make_interpreter(raw)
             ref.allocate_tensors()
-            it = litecl.Interpreter(model_content=raw, device=a.device, placement=a.placement, quiet=True)
+            it = litecl.Interpreter(model_content=raw, device=a.device, placement=a.placement,
+                                    keep_order=a.keep_order, quiet=True)
             it.allocate_tensors()
             ins = random_inputs(ref.get_input_details(), seed=0)
             fa, fb = _runner(ref, ins), _runner(it, ins)
@@ -186,7 +192,8 @@ def main(argv=None) -> int:
         for name, raw in large(a.size).items():
             ref = make_interpreter(raw)
             ref.allocate_tensors()
-            it = litecl.Interpreter(model_content=raw, device=a.device, placement=a.placement, quiet=True)
+            it = litecl.Interpreter(model_content=raw, device=a.device, placement=a.placement,
+                                    keep_order=a.keep_order, quiet=True)
             it.allocate_tensors()
             ins = random_inputs(ref.get_input_details(), seed=0)
             for x in (ref, it):
@@ -210,6 +217,8 @@ def main(argv=None) -> int:
             rows.append({"model": name, "litert_ms": A, "litecl_ms": B, "ratio": B / A, "placement": pl})
             print(f"{name:18s} LiteRT {A:8.2f} ms  litecl {B:8.2f} ms  {B / A:5.2f}x  {pl}")
         res["large"] = rows
+    res["loadavg_end"] = os.getloadavg()[0]
+    print(f"load average (1 min) {res['loadavg_start']:.2f} at the start, {res['loadavg_end']:.2f} at the end")
     if a.json:
         a.json.write_text(json.dumps(res, indent=1))
     return 0
