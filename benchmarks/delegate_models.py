@@ -93,7 +93,8 @@ def main(argv=None) -> int:
               f"on LiteRT {len(mine) - on}")
     print(f"{len(rows)} models LiteRT runs: {len(rows) - bad} bit-exact with the delegate, {bad} not; "
           f"CAST/ADD nodes on OpenCL {sum(r['opencl'] for r in rows)}, on LiteRT {sum(r['litert'] for r in rows)}; "
-          f"tensor bindings in place {stats.get('in_place', 0)}, copied {stats.get('copied', 0)}")
+          f"tensor bindings in place {stats.get('in_place', 0)}, copied {stats.get('copied', 0)} "
+          f"(through pinned staging {stats.get('staged', 0)})")
     if a.json:
         a.json.write_text(json.dumps({"device": d.device.caps.name, "reference": a.reference, "tflite": a.tflite,
                                       "placement": a.placement, "rows": rows, "stats": stats}, indent=1))
