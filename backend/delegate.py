@@ -53,8 +53,9 @@ __all__ = ["Delegate", "REFERENCES", "DELEGATE_NAME"]
 REFERENCES = ("builtin", "ref")
 DELEGATE_NAME = "litecl OpenCL"
 _OPS = {abi.BUILTIN_ADD: "ADD", abi.BUILTIN_CAST: "CAST"}
-#: Delegate's keep_order default (measured: docs/PERFORMANCE.md)
-KEEP_ORDER_DEFAULT = False
+#: Delegate's keep_order default; the native delegate's too (litecl_delegate.c
+#: LCL_KEEP_ORDER_DEFAULT). Measured: docs/PERFORMANCE.md, benchmarks/bench_keep_order.py
+KEEP_ORDER_DEFAULT = "auto"
 #: TfLiteAllocationType values whose memory holds a value fixed for the interpreter's life
 _CONSTANT_ALLOC = (abi.MMAP_RO, abi.PERSISTENT_RO)
 #: in-place buffers kept per partition (LiteRT's pointers change on resize; bounded)
@@ -215,13 +216,15 @@ class Delegate:
       quiet: True silences the "Replacing N out of M node(s)" line on stderr (default:
         ``LITECL_QUIET`` set to anything but 0/false/no/off).
       fuse: one kernel for consecutive delegated nodes over one element space.
-      keep_order: False, True or "auto": whether LiteRT's own nodes keep the model's
-        order around litecl's partitions (backend/order.py). LiteRT's partitioning runs
-        every LiteRT node that does not wait for a delegated node before the first
-        partition; True marks LiteRT's nodes might_have_side_effect for the
-        ReplaceNodeSubsetsWithDelegateKernels call (its partitioner chains those in plan
-        order), only where that leaves litecl's partitions as they are, and puts the
-        flags back after it; "auto" does so where order.keep_order_pays says so.
+      keep_order: "auto" (default), True or False: whether LiteRT's own nodes keep the
+        model's order around litecl's partitions (backend/order.py). LiteRT's greedy
+        partitioning runs every LiteRT node that does not wait for a delegated node
+        before the next partition; True marks LiteRT's nodes might_have_side_effect for
+        the ReplaceNodeSubsetsWithDelegateKernels call (its partitioner chains those in
+        plan order), only where that leaves litecl's partitions as they are, and puts the
+        flags back after it; "auto" does so only where the greedy order would make more
+        per-invoke bytes live at once (order.keep_order_pays: pose_detection's
+        dequantized weights, -1.5 ms per invoke on PoCL; docs/PERFORMANCE.md).
     Raises DeviceError (no such device), LiteclError (bad argument, an untested
     LiteRT/TensorFlow version, a failed layout self-check): all ValueError.
     """

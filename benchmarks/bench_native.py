@@ -63,11 +63,14 @@ BUILTIN_WITHOUT_DEFAULT_DELEGATES and measures:
   delegate's difference there fell from 2754 to 1499 us (measured together, bit-exact), but
   it also splits partitions whose nodes are not adjacent in the model (movenet 20 -> 24,
   BirdNET's MData 2 -> 5: 36 of 42 models agree with the Python delegate's Replacing lines).
-  The native delegate's option keep_order=1 keeps LiteRT's own nodes in the model's order
-  where that leaves its partitions as they are (litecl_delegate.c keep_order_begin):
-  pose_detection 2732 -> 1310 us per invoke, but pose_landmark_full 1004 -> 1860 (LiteRT's
-  order also runs partitions closer together, while PoCL's threads are awake), so it is
-  not the default and this benchmark runs the defaults.
+  The native delegate's option keep_order keeps LiteRT's own nodes in the model's order
+  where that leaves its partitions as they are (litecl_delegate.c keep_order_begin) and,
+  under "auto" (the default, as the Python delegate's), only where LiteRT's greedy order
+  would make more per-invoke bytes live at once (backend/order.py keep_order_pays):
+  pose_detection 2732 -> 1310 us per invoke with the order kept. (An earlier note here,
+  pose_landmark_full 1004 -> 1860 with keep_order=1, compared two runs of the same plan:
+  keeping its order would split partitions, 20 -> 28, so keep_order leaves it as it is.)
+  This benchmark runs the defaults.
 
 Writes ``native_<tag>.json`` and ``native_<tag>.md`` under ``--out``. Exit status 0 when
 every model is bit-exact and every Replacing line agrees (or differs by that decline only).

@@ -535,5 +535,93 @@ def test_keep_order_option_is_bit_exact_and_claims_the_same(tmp_path, fast_devic
                 assert r.returncode == 0 and "EQUAL" in r.stdout, (pattern, keep, sh, r.stderr[-500:])
                 lines[(keep, tuple(sh))] = [ln for ln in r.stderr.splitlines() if "Replacing" in ln]
         assert lines[("0", tuple(shape))] == lines[("1", tuple(shape))] != [], lines
-    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([{**opts, "keep_order": "maybe"}]))
-    assert r.stdout.startswith("REFUSED") and "keep_order" in r.stdout, r.stdout
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([{**opts, "keep_order": "maybe"},
+                                                                        {**opts, "keep_order": ""}]))
+    rows = r.stdout.splitlines()
+    assert len(rows) == 2 and all(x.startswith("REFUSED") and "keep_order" in x and "or auto" in x for x in rows), rows
+
+
+#: LiteRT's partitioned plan as a delegate applied after the native one sees it (a ctypes
+#: probe, no litecl): [[node, builtin code, might_have_side_effect]], and whether the
+#: outputs equal LiteRT alone's
+PROBE_CHILD = r'''
+import ctypes as C, json, sys
+sys.modules["litecl"] = None
+sys.modules["pyopencl"] = None
+import numpy as np
+from ai_edge_litert.interpreter import Interpreter, OpResolverType, load_delegate
+so, model, opts, off = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3])), json.loads(sys.argv[4])
+PLAN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(C.c_void_p))
+NODE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int, C.POINTER(C.c_void_p), C.POINTER(C.c_void_p))
+plans = []
+@C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p)
+def prepare(ctx, dlg):
+    fp = C.cast(ctx, C.POINTER(C.c_void_p))
+    arr, nd, reg = C.c_void_p(), C.c_void_p(), C.c_void_p()
+    PLAN(fp[off["plan"] // 8])(ctx, C.byref(arr))
+    ints = C.cast(arr, C.POINTER(C.c_int))
+    rows = []
+    for k in range(ints[0]):
+        NODE(fp[off["node"] // 8])(ctx, ints[1 + k], C.byref(nd), C.byref(reg))
+        rows.append([ints[1 + k], C.c_int32.from_address(reg.value + off["code"]).value,
+                     C.c_bool.from_address(nd.value + off["flag"]).value])
+    plans.append(rows)
+    return 0
+st = (C.c_void_p * 7)()   # TfLiteDelegate: data_, Prepare, 3 buffer-handle functions, flags, builder
+st[1], st[5] = C.cast(prepare, C.c_void_p), 1   # AllowDynamicTensors
+probe = type("Probe", (), {"_get_native_delegate_pointer": lambda self: C.addressof(st)})()
+outs = []
+for dl in ([], [load_delegate(so, opts), probe]):
+    it = Interpreter(model_path=model, experimental_delegates=dl,
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    it.allocate_tensors()
+    for k, x in enumerate(it.get_input_details()):
+        it.set_tensor(x["index"], (np.random.default_rng(k).standard_normal(x["shape"]) * 3).astype(x["dtype"]))
+    it.invoke()
+    outs.append([it.get_tensor(o["index"]).tobytes() for o in it.get_output_details()])
+print(json.dumps({"plan": plans[0], "equal": outs[0] == outs[1]}))
+'''
+
+
+def test_keep_order_auto_decides_as_the_python_delegate(tmp_path, fast_device):
+    """keep_order no / yes / auto and the default (none given): LiteRT's partitioned plan
+    behind the native delegate is the one order.partition predicts for the order the
+    Python delegate keeps with the same setting (the default: KEEP_ORDER_DEFAULT), every
+    node's might_have_side_effect is clear again, and the outputs are LiteRT's. "auto"
+    keeps the order only where the greedy order makes more per-invoke bytes live at once
+    (weights_model(True): yes; its constant weights, run once: no; split_model: the
+    partitions would change, never)."""
+    _need(CC)
+    import litecl  # noqa: PLC0415
+    from litecl import abi  # noqa: PLC0415
+    from litecl.delegate import KEEP_ORDER_DEFAULT  # noqa: PLC0415
+    from test_keep_order import _simulated, _wiring, split_model, weights_model  # noqa: PLC0415
+
+    off = {"plan": abi.TfLiteContext.GetExecutionPlan.offset, "node": abi.TfLiteContext.GetNodeAndRegistration.offset,
+           "code": abi.TfLiteRegistration.builtin_code.offset, "flag": abi.TfLiteNode.might_have_side_effect.offset}
+    settings = {"0": False, "1": True, "auto": "auto", None: KEEP_ORDER_DEFAULT}
+    decided = {}
+    for name, raw in (("per_invoke", weights_model(True)), ("once", weights_model(False)), ("split", split_model())):
+        m = tmp_path / f"{name}.tflite"
+        m.write_bytes(raw)
+        out = tmp_path / name
+        _export_build(m, out, fast_device)
+        opts = json.loads((out / "delegate_options.json").read_text())
+        assert "keep_order" not in opts
+        wiring = _wiring(raw)
+        for value, py in settings.items():
+            d = litecl.Delegate(fast_device, quiet=True, keep_order=py)
+            make_interpreter(raw, delegates=[d])
+            claimed = {r["index"] for r in d.placement() if r["placement"] == "opencl"}
+            kept = d.subgraph_records()[0]["kept_order"]
+            f = tmp_path / f"{name}_{value}.json"
+            f.write_text(json.dumps(opts if value is None else {**opts, "keep_order": value}))
+            r = _child(PROBE_CHILD, out / "liblitecl_delegate.so", m, f, json.dumps(off))
+            assert r.returncode == 0, r.stderr[-800:]
+            got = json.loads(r.stdout)
+            assert got["equal"] and not any(flag for _, _, flag in got["plan"]), (name, value, got)
+            live = [i if i < len(wiring) else "D" for i, _, _ in got["plan"]]
+            assert live == _simulated(wiring, claimed, kept), (name, value, live)
+            decided[(name, value)] = kept
+    assert decided == {(n, v): (v in ("1", "auto", None) and n == "per_invoke") or (v == "1" and n == "once")
+                       for n in ("per_invoke", "once", "split") for v in settings}, decided

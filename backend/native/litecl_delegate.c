@@ -132,7 +132,7 @@ typedef struct {
     int in_place, align;               /* memory policy (LCL_PLAN, option "memory") */
     int use_binaries, quiet;
     long spin_us;                      /* polling before a blocking clFinish ("spin_us") */
-    int keep_order;                    /* LiteRT's own nodes in the model's order ("keep_order") */
+    int keep_order;                    /* LiteRT's own nodes in the model's order ("keep_order": LCL_KEEP_*) */
     TfLiteContext **announced;         /* contexts whose Replacing line was printed */
     int n_announced, cap_announced;
     int partitions_made;               /* partition kernels init'ed in the current Prepare */
@@ -1132,48 +1132,50 @@ static int elementwise_still(const TfLiteContext *ctx, const lcl_launch *ln) {
     return 1;
 }
 
-/* Keep LiteRT's own nodes in the model's order around ReplaceNodeSubsetsWithDelegateKernels.
+/* Keep LiteRT's own nodes in the model's order around ReplaceNodeSubsetsWithDelegateKernels
+ * (backend/order.py, line for line; the Python delegate's keep_order).
  * LiteRT partitions greedily (tensorflow/lite/graph_info.cc
  * PartitionGraphIntoIndependentNodeSubsetsImpl): every LiteRT node ready to run goes before
  * the next delegate node, so whatever does not wait for litecl's nodes moves to the front.
  * In pose_detection that is 38 DEQUANTIZEs of DENSIFY'd fp16 weights (arena tensors,
  * computed every invoke): they ran before the first ADD instead of just before their
- * convolutions, and LiteRT's own nodes took ~1.5 ms more per invoke (2-core VM: a test
- * build computing the ADDs on the host, no OpenCL, +1531 us, 95% 1423..1647, over LiteRT
- * alone; the native delegate's difference 2732 -> 1310 us per invoke with the order kept,
- * keep_order=1 against 0, measured together, bit-exact). The partitioner chains the nodes
- * marked might_have_side_effect in plan order with control edges, so LiteRT's nodes are marked for the call (keep_order_begin) and
- * their own flags put back after it (keep_order_end). Only where that leaves litecl's
- * partitions as LiteRT forms them unmarked (partitions(), both ways): a chain can also hold
- * back a node that a partition waits for and split it (movenet 20 -> 22 partitions,
- * BirdNET's MData 2 -> 5). An option (keep_order=1), not the default: LiteRT's order also
- * runs partitions closer together, while the runtime's threads are still awake, and kept
- * order cost pose_landmark_full 1004 -> 1860 us per invoke (hand_landmark_full 1252 ->
- * 1452, palm_detection_lite 2330 -> 2269: the same within noise; each measured together). */
+ * convolutions, LiteRT's arena grew from 7.1 to 15.6 MB and LiteRT's own nodes took ~1.5 ms
+ * more per invoke (2-core VM: a test build computing the ADDs on the host, no OpenCL,
+ * +1531 us, 95% 1423..1647, over LiteRT alone). The partitioner chains the nodes marked
+ * might_have_side_effect in plan order with control edges, so LiteRT's nodes are marked for
+ * the call (keep_order_begin) and their own flags put back after it (keep_order_end). Only
+ * where that leaves litecl's partitions as LiteRT forms them unmarked (partitions(), both
+ * ways): a chain can also hold back a node that a partition waits for and split it (movenet
+ * 20 -> 22 partitions, BirdNET's MData 2 -> 5, pose_landmark_full 20 -> 28).
+ * keep_order: "no", "yes", or "auto" (the default, as the Python delegate's): only where the
+ * greedy order makes more per-invoke bytes live at once (live_peak), since LiteRT's arena
+ * planner places tensors by the partitioned plan. Measured (PoCL, 2-core VM, paired rounds
+ * against the greedy order, Python delegate): pose_detection -1.5 ms per invoke (live peak
+ * 14.7 -> 6.5 MB), face_detection_full_range_sparse -0.38 ms (5.4 -> 3.6 MB); where the
+ * peak is the same, keeping the order changed nothing measurable (-50..+100 us), and in
+ * most models it moves only nodes LiteRT runs once. */
+enum { LCL_KEEP_NO = 0, LCL_KEEP_YES = 1, LCL_KEEP_AUTO = 2 };
+#define LCL_KEEP_ORDER_DEFAULT LCL_KEEP_AUTO /* backend/delegate.py KEEP_ORDER_DEFAULT */
+enum { LCL_BUILTIN_DEQUANTIZE = 6, LCL_BUILTIN_DENSIFY = 124 }; /* order.py computed_once */
 
-/* LiteRT's greedy partitioning of ``plan`` (the loop of graph_info.cc, with control edges
- * from one node marked in ``marked`` to the next): the subset each plan position lands in,
- * in ``epoch``. ``mine``: the positions litecl claims. Returns 0, -1 without memory. */
-static int partitions(TfLiteContext *ctx, const TfLiteIntArray *plan, const unsigned char *mine,
-                      const unsigned char *marked, int *epoch) {
+/* LiteRT's greedy partitioning of the plan's ``n`` nodes (the loop of graph_info.cc, with
+ * control edges from one node marked in ``marked`` to the next): the subset each plan
+ * position lands in, in ``epoch``, and the positions in the order the partitioned plan runs
+ * them, in ``order`` (as the loop adds them: by subset, sweep, position). ``mine``: the
+ * positions litecl claims. Returns 0, -1 without memory. */
+static int partitions(TfLiteNode *const *nodes, int n, int nt, const unsigned char *mine,
+                      const unsigned char *marked, int *epoch, int *order) {
     enum { NOT_READY = -1, ALWAYS_READY = -2 };
-    int n = plan->size, nt = (int)ctx->tensors_size;
     int *tensor = malloc((size_t)(nt ? nt : 1) * sizeof(int)), *waits = calloc((size_t)n + 1, sizeof(int));
     int *next = malloc((size_t)(n ? n : 1) * sizeof(int));
-    TfLiteNode **nodes = calloc((size_t)n + 1, sizeof *nodes);
-    if (!tensor || !waits || !next || !nodes) {
-        free(tensor), free(waits), free(next), free(nodes);
+    if (!tensor || !waits || !next) {
+        free(tensor), free(waits), free(next);
         return -1;
     }
     for (int t = 0; t < nt; t++) tensor[t] = ALWAYS_READY;
     for (int i = 0, last = -1; i < n; i++) {
-        TfLiteRegistration *reg = NULL;
         epoch[i] = NOT_READY;
         next[i] = -1;
-        if (ctx->GetNodeAndRegistration(ctx, plan->data[i], &nodes[i], &reg) != kTfLiteOk || !nodes[i]) {
-            free(tensor), free(waits), free(next), free(nodes);
-            return -1;
-        }
         for (int k = 0; k < nodes[i]->outputs->size; k++)
             if (nodes[i]->outputs->data[k] >= 0 && nodes[i]->outputs->data[k] < nt) tensor[nodes[i]->outputs->data[k]] = NOT_READY;
         if (marked[i]) {
@@ -1181,7 +1183,7 @@ static int partitions(TfLiteContext *ctx, const TfLiteIntArray *plan, const unsi
             last = i;
         }
     }
-    for (int e = 0;; e++) {
+    for (int e = 0, m = 0;; e++) {
         int type = -1, added = 0;
         for (int did = 1; did;) {
             did = 0;
@@ -1196,6 +1198,7 @@ static int partitions(TfLiteContext *ctx, const TfLiteIntArray *plan, const unsi
                 if (type < 0) type = mine[i];
                 if (type != mine[i]) continue;
                 epoch[i] = e;
+                order[m++] = i;
                 for (int k = 0; k < nd->outputs->size; k++)
                     if (nd->outputs->data[k] >= 0 && nd->outputs->data[k] < nt) tensor[nd->outputs->data[k]] = e;
                 if (next[i] >= 0) waits[next[i]]--;
@@ -1204,57 +1207,155 @@ static int partitions(TfLiteContext *ctx, const TfLiteIntArray *plan, const unsi
         }
         if (!added) break;
     }
-    free(tensor), free(waits), free(next), free(nodes);
+    free(tensor), free(waits), free(next);
     return 0;
 }
 
+static int constant_tensor(const TfLiteContext *ctx, int t) {
+    return t >= (int)ctx->tensors_size || ctx->tensors[t].allocation_type == kTfLiteMmapRo ||
+           ctx->tensors[t].allocation_type == kTfLitePersistentRo;
+}
+
+/* The most bytes of per-invoke tensors live at once over the plan partitioned as
+ * ``epoch``/``order`` (partitions()), each delegated subset one step (order.py
+ * execution_order and live_peak): a tensor lives from the step that writes it (the first,
+ * for a graph input) to the last step that reads it (the last, for one no node reads);
+ * constants, tensors only their own subset reads, and ``skip`` (outputs LiteRT computes
+ * once) hold no arena bytes. Returns -1 without memory. */
+static long long live_peak(const TfLiteContext *ctx, TfLiteNode *const *nodes, int n, const unsigned char *mine,
+                           const int *epoch, const int *order, const unsigned char *skip) {
+    int nt = (int)ctx->tensors_size, steps = 0;
+    int *step = malloc((size_t)(n ? n : 1) * sizeof(int));
+    int *first = malloc((size_t)(nt ? nt : 1) * sizeof(int)), *last = malloc((size_t)(nt ? nt : 1) * sizeof(int));
+    int *minr = malloc((size_t)(nt ? nt : 1) * sizeof(int));
+    unsigned char *used = calloc((size_t)nt + 1, 1), *by_mine = calloc((size_t)nt + 1, 1);
+    long long *delta = calloc((size_t)n + 2, sizeof(long long)), peak = 0, cur = 0;
+    if (!step || !first || !last || !minr || !used || !by_mine || !delta) {
+        free(step), free(first), free(last), free(minr), free(used), free(by_mine), free(delta);
+        return -1;
+    }
+    for (int k = 0, prev = -1; k < n; k++) { /* a subset's positions are consecutive in ``order`` */
+        int i = order[k];
+        if (!mine[i] || prev < 0 || !mine[prev] || epoch[prev] != epoch[i]) steps++;
+        step[i] = steps - 1, prev = i;
+    }
+    for (int t = 0; t < nt; t++) first[t] = last[t] = minr[t] = -1;
+    for (int k = 0; k < n; k++) {
+        int i = order[k];
+        const TfLiteIntArray *ins = nodes[i]->inputs, *outs = nodes[i]->outputs;
+        for (int j = 0; j < outs->size; j++) {
+            int t = outs->data[j];
+            if (t < 0 || t >= nt) continue;
+            if (first[t] < 0) first[t] = step[i], by_mine[t] = mine[i];
+            used[t] = 1;
+        }
+        for (int j = 0; j < ins->size; j++) {
+            int t = ins->data[j];
+            if (t < 0 || t >= nt) continue;
+            if (minr[t] < 0) minr[t] = step[i];
+            last[t] = step[i], used[t] = 1;
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        if (!used[t] || constant_tensor(ctx, t) || skip[t]) continue;
+        if (by_mine[t] && last[t] >= 0 && minr[t] == first[t] && last[t] == first[t]) continue; /* inside a partition */
+        int a = first[t] < 0 ? 0 : first[t], b = last[t] < 0 ? steps - 1 : last[t];
+        b = b < a ? a : b;
+        delta[a] += (long long)ctx->tensors[t].bytes;
+        delta[b + 1] -= (long long)ctx->tensors[t].bytes;
+    }
+    for (int k = 0; k <= steps; k++) {
+        cur += delta[k];
+        peak = cur > peak ? cur : peak;
+    }
+    free(step), free(first), free(last), free(minr), free(used), free(by_mine), free(delta);
+    return peak;
+}
+
+/* The outputs LiteRT computes once, at the first invoke, into persistent memory (order.py
+ * computed_once): DEQUANTIZE of a constant (dequantize.cc) and DENSIFY (densify.cc). */
+static void computed_once(const TfLiteContext *ctx, TfLiteNode *const *nodes, const int *codes, int n,
+                          unsigned char *skip) {
+    for (int i = 0; i < n; i++) {
+        int once = codes[i] == LCL_BUILTIN_DENSIFY;
+        if (codes[i] == LCL_BUILTIN_DEQUANTIZE) {
+            once = 1;
+            for (int k = 0; k < nodes[i]->inputs->size; k++)
+                if (nodes[i]->inputs->data[k] >= 0 && !constant_tensor(ctx, nodes[i]->inputs->data[k])) once = 0;
+        }
+        for (int k = 0; once && k < nodes[i]->outputs->size; k++) {
+            int t = nodes[i]->outputs->data[k];
+            if (t >= 0 && t < (int)ctx->tensors_size) skip[t] = 1;
+        }
+    }
+}
+
 /* Mark LiteRT's nodes in ``plan`` (those litecl does not claim) might_have_side_effect when
- * that leaves litecl's partitions as they are (above). Returns what keep_order_end needs:
- * count, then (node, its own flag) pairs; NULL when nothing was marked. */
-static int *keep_order_begin(TfLiteContext *ctx, const TfLiteIntArray *plan, const TfLiteIntArray *claim) {
-    int n = plan->size, top = 0, same = 1;
+ * that leaves litecl's partitions as they are (above) and, for ``mode`` LCL_KEEP_AUTO, when
+ * the greedy order makes more per-invoke bytes live at once (live_peak). Returns what
+ * keep_order_end needs: count, then (node, its own flag) pairs; NULL when nothing was
+ * marked. */
+static int *keep_order_begin(TfLiteContext *ctx, const TfLiteIntArray *plan, const TfLiteIntArray *claim,
+                             int mode) {
+    int n = plan->size, top = 0, same = 1, nt = (int)ctx->tensors_size;
     for (int i = 0; i < n; i++) top = plan->data[i] > top ? plan->data[i] : top;
     for (int i = 0; i < claim->size; i++) top = claim->data[i] > top ? claim->data[i] : top;
     unsigned char *claimed = calloc((size_t)top + 1, 1), *mine = calloc((size_t)n + 1, 1);
     unsigned char *was = calloc((size_t)n + 1, 1), *marked = calloc((size_t)n + 1, 1);
     int *e0 = malloc((size_t)(n + 1) * sizeof(int)), *e1 = malloc((size_t)(n + 1) * sizeof(int));
+    int *o0 = malloc((size_t)(n + 1) * sizeof(int)), *o1 = malloc((size_t)(n + 1) * sizeof(int));
+    int *codes = malloc((size_t)(n + 1) * sizeof(int));
+    TfLiteNode **nodes = calloc((size_t)n + 1, sizeof *nodes);
     int *saved = malloc((size_t)(2 * n + 1) * sizeof(int));
-    if (!claimed || !mine || !was || !marked || !e0 || !e1 || !saved) same = 0;
+    if (!claimed || !mine || !was || !marked || !e0 || !e1 || !o0 || !o1 || !codes || !nodes || !saved) same = 0;
     for (int i = 0; same && i < claim->size; i++) claimed[claim->data[i]] = 1;
     for (int i = 0; same && i < n; i++) {
-        TfLiteNode *node = NULL;
         TfLiteRegistration *reg = NULL;
-        if (ctx->GetNodeAndRegistration(ctx, plan->data[i], &node, &reg) != kTfLiteOk || !node) same = 0;
+        if (ctx->GetNodeAndRegistration(ctx, plan->data[i], &nodes[i], &reg) != kTfLiteOk || !nodes[i] || !reg)
+            same = 0;
         else {
             mine[i] = claimed[plan->data[i]];
-            was[i] = node->might_have_side_effect;
+            was[i] = nodes[i]->might_have_side_effect;
             marked[i] = was[i] || !mine[i];
+            codes[i] = reg->builtin_code;
         }
     }
-    same = same && !partitions(ctx, plan, mine, was, e0) && !partitions(ctx, plan, mine, marked, e1);
-    /* the same partitions: claimed positions i < j share a subset one way iff the other */
+    same = same && !partitions(nodes, n, nt, mine, was, e0, o0) && !partitions(nodes, n, nt, mine, marked, e1, o1);
+    /* the same partitions, in the same order (order.py same_partitions): claimed positions
+     * i < j share a subset, or come in the same order, one way iff the other */
     for (int i = 0; same && i < n; i++)
         for (int j = i + 1; same && mine[i] && j < n; j++)
-            if (mine[j] && (e0[i] == e0[j]) != (e1[i] == e1[j])) same = 0;
+            if (mine[j] && ((e0[i] > e0[j]) - (e0[i] < e0[j])) != ((e1[i] > e1[j]) - (e1[i] < e1[j]))) same = 0;
+    if (same && mode == LCL_KEEP_AUTO) {
+        unsigned char *skip = calloc((size_t)nt + 1, 1);
+        long long greedy = -1, kept = -1;
+        if (skip) {
+            computed_once(ctx, nodes, codes, n, skip);
+            greedy = live_peak(ctx, nodes, n, mine, e0, o0, skip);
+            kept = live_peak(ctx, nodes, n, mine, e1, o1, skip);
+        }
+        same = kept >= 0 && greedy > kept;
+        free(skip);
+    }
     if (same) {
         saved[0] = 0;
         for (int i = 0; i < n; i++) {
-            TfLiteNode *node = NULL;
-            TfLiteRegistration *reg = NULL;
-            if (mine[i] || was[i] || ctx->GetNodeAndRegistration(ctx, plan->data[i], &node, &reg) != kTfLiteOk || !node)
-                continue;
+            if (mine[i] || was[i]) continue;
             saved[1 + 2 * saved[0]] = plan->data[i];
             saved[2 + 2 * saved[0]] = 0;
             saved[0]++;
-            node->might_have_side_effect = true;
+            nodes[i]->might_have_side_effect = true;
         }
     }
-    free(claimed), free(mine), free(was), free(marked), free(e0), free(e1);
+    free(claimed), free(mine), free(was), free(marked), free(e0), free(e1), free(o0), free(o1), free(codes);
+    free(nodes);
     if (!same) free(saved);
     return same ? saved : NULL;
 }
 
-/* keep_order_begin's flags back as they were (nodes keep their indices when replaced) */
+/* keep_order_begin's flags back as they were, each node looked up again: nodes keep their
+ * indices when others are replaced, not their addresses (the partition kernels' nodes are
+ * added to LiteRT's node vector, which can move it) */
 static void keep_order_end(TfLiteContext *ctx, int *saved) {
     if (!saved) return;
     for (int i = 0; i < saved[0]; i++) {
@@ -1364,7 +1465,7 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
         reg.version = 1;
         d->partitions_made = 0;
         preparing = sg;
-        int *order = d->keep_order ? keep_order_begin(ctx, plan, claim) : NULL;
+        int *order = d->keep_order ? keep_order_begin(ctx, plan, claim, d->keep_order) : NULL;
         st = ctx->ReplaceNodeSubsetsWithDelegateKernels(ctx, reg, claim, base);
         keep_order_end(ctx, order);
         preparing = NULL;
@@ -1532,8 +1633,9 @@ static int flag_value(const char *v) {
  * "in_place", "copy"), binaries (yes/no: try the exported program binaries first),
  * quiet (yes/no: no Replacing line; yes/no values are 1, 0, true, false, yes, no, on,
  * off, anything else is refused), an empty value for any option is refused, spin_us (how long an invoke polls for its commands,
- * yielding the CPU, before it blocks in clFinish: default 1000; 0 blocks at once), keep_order (yes/no,
- * default no: yes runs LiteRT's own nodes in the model's order, keep_order_begin). Defaults: delegate_options.json's, baked into plan.c.
+ * yielding the CPU, before it blocks in clFinish: default 1000; 0 blocks at once), keep_order (yes/no
+ * or auto, default auto: LiteRT's own nodes run in the model's order, keep_order_begin; auto only
+ * where LiteRT's greedy order makes more bytes live at once). Defaults: delegate_options.json's, baked into plan.c.
  * Returns NULL after one line to report_error (or stderr) on any failure; an untested
  * LiteRT / TensorFlow version (litert_check.h) is also said on stderr. */
 LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **values, size_t n,
@@ -1548,7 +1650,7 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
     const char *memory = "auto";
     d->use_binaries = 1;
     d->spin_us = LCL_SPIN_US;
-    d->keep_order = 0;
+    d->keep_order = LCL_KEEP_ORDER_DEFAULT;
     d->quiet = truthy(getenv("LITECL_QUIET"));
     for (size_t i = 0; i < n; i++) {
         const char *k = keys[i], *v = values[i] ? values[i] : "";
@@ -1562,6 +1664,7 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
                                                                         "the option out"
                      : !strcmp(k, "memory") ? "expected auto, in_place or copy"
                      : !strcmp(k, "spin_us") ? "expected a whole number of microseconds from 0 to 1000000"
+                     : !strcmp(k, "keep_order") ? "expected " LCL_FLAG_VALUES ", or auto"
                      : "expected " LCL_FLAG_VALUES);
             goto fail;
         }
@@ -1569,15 +1672,16 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
         else if (!strcmp(k, "platform")) platform = v;
         else if (!strcmp(k, "device")) device = v;
         else if (!strcmp(k, "memory")) memory = v;
+        else if (!strcmp(k, "keep_order") && !strcmp(v, "auto")) d->keep_order = LCL_KEEP_AUTO;
         else if (!strcmp(k, "binaries") || !strcmp(k, "quiet") || !strcmp(k, "keep_order")) {
             int f = flag_value(v);
             if (f < 0) {
-                snprintf(err, sizeof err, "litecl: %s \"%.100s\" is not a yes/no value; expected " LCL_FLAG_VALUES,
-                         k, v);
+                snprintf(err, sizeof err, "litecl: %s \"%.100s\" is not a yes/no value; expected " LCL_FLAG_VALUES "%s",
+                         k, v, !strcmp(k, "keep_order") ? ", or auto" : "");
                 goto fail;
             }
             if (!strcmp(k, "binaries")) d->use_binaries = f;
-            else if (!strcmp(k, "keep_order")) d->keep_order = f;
+            else if (!strcmp(k, "keep_order")) d->keep_order = f ? LCL_KEEP_YES : LCL_KEEP_NO;
             else d->quiet = f;
         } else if (!strcmp(k, "spin_us")) {
             char *end = NULL;
