@@ -891,6 +891,28 @@ def _icd_libraries() -> list[str]:
     return [x for x in dict.fromkeys(out) if x]
 
 
+def _bind_oclgrind_now(libs) -> None:
+    """Open the Oclgrind ICD libraries among ``libs`` with every symbol bound now, before the
+    ICD loader opens them lazily. Bound lazily, Oclgrind resolves each LLVM function at its
+    first call, and where TensorFlow was imported after the platform listing (its
+    libtensorflow_framework exports LLVM process-wide) that call lands in TensorFlow's LLVM:
+    the next program build segfaulted (measured: open_device("oclgrind"), import tensorflow,
+    an Interpreter; with this, it builds). PoCL and Intel's runtime did not crash so, and
+    are left as the loader opens them. ~13 ms more than the loader's own lazy dlopen."""
+    import ctypes  # noqa: PLC0415
+
+    for lib in libs:
+        if "oclgrind" in os.path.basename(lib).lower() and lib not in _BOUND_NOW:
+            try:
+                ctypes.CDLL(lib, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+            except OSError:
+                continue  # the loader reports it as before
+            _BOUND_NOW.add(lib)
+
+
+_BOUND_NOW: set = set()
+
+
 def _preload_icds_if_llvm_clash() -> None:
     """Where a library that exports LLVM symbols is loaded (TensorFlow imported before
     litecl's first OpenCL call), open every ICD library first with RTLD_DEEPBIND, so that
@@ -907,6 +929,7 @@ def _preload_icds_if_llvm_clash() -> None:
     except OSError:
         return
     if not any(x in maps for x in _LLVM_EXPORTERS):
+        _bind_oclgrind_now(_icd_libraries())  # TensorFlow may come later
         return
     import ctypes  # noqa: PLC0415
 
@@ -1198,6 +1221,7 @@ def _remembered(alias: str) -> "cl.Device | None":
         folder = _materialize_icd_folder({"litecl-remembered.icd": os.fsencode(lib) + b"\n"})
     except OSError:
         return None
+    _bind_oclgrind_now([lib])
     saved = {k: os.environ.get(k) for k in ("OCL_ICD_VENDORS", "PYOPENCL_HOME")}
     os.environ.update(OCL_ICD_VENDORS=str(folder), PYOPENCL_HOME=str(folder))  # no .libs there
     try:

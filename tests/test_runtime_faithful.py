@@ -62,6 +62,42 @@ def test_tensorflow_imported_first(dev):
     assert r.stdout.strip().startswith("OK"), r.stdout
 
 
+TF_AFTER = textwrap.dedent("""
+    import sys
+    import litecl
+    from models.builders import cast_model
+    litecl.open_device(sys.argv[1])  # the ICD libraries loaded before TensorFlow
+    import tensorflow as tf  # noqa: F401  (exports its LLVM process-wide)
+    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [33]), device=sys.argv[1], quiet=True)
+    it.allocate_tensors()  # builds a program
+    print("OK")
+""")
+
+
+@pytest.mark.parametrize("cache", ["none", "fresh"])
+def test_tensorflow_imported_after_oclgrind(cache, tmp_path):
+    """Oclgrind opened, then TensorFlow imported, then a program built: Oclgrind's lazily
+    bound LLVM calls went to TensorFlow's LLVM and the build segfaulted (a fresh user's
+    test run crashed so, after a test that imported tensorflow); device.py binds
+    Oclgrind's symbols when it is loaded. Without litecl's cache (full listing) and with a
+    fresh one (the listing remembered: the loader given Oclgrind alone next time)."""
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("tensorflow is not installed (the test extra has it)")
+    if DEVICE_STATUS.get("oclgrind"):
+        pytest.skip(DEVICE_STATUS["oclgrind"])
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
+    if cache == "none":
+        env["LITECL_NO_CACHE"] = "1"
+    else:
+        env.pop("LITECL_NO_CACHE", None)
+        env["LITECL_CACHE_DIR"] = str(tmp_path / "cache")
+    for _ in range(1 if cache == "none" else 2):  # the second process reads the remembered listing
+        r = subprocess.run([sys.executable, "-c", TF_AFTER, "oclgrind"], capture_output=True, text=True,
+                           env=env, timeout=600)
+        assert r.returncode == 0, f"rc={r.returncode}: {r.stderr[-1500:]}"
+        assert r.stdout.strip().endswith("OK"), r.stdout
+
+
 # ---------------------------------------------------------------------------------------
 # Hand-made graphs (models/runtime_graphs.py) and TensorFlow-built ones, against LiteRT
 
