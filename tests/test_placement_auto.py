@@ -118,7 +118,8 @@ def test_auto_prices_the_partitions_litert_makes(fast_device, monkeypatch):
     assert parts and len(parts) < 10  # some on OpenCL, some kept
     for p in parts:  # every partition LiteRT made is one auto priced below LiteRT's
         rates = {n.index: pm.node_rates(d, n, sg) for n in p.nodes}
-        ocl, lit, _ = pm.estimate(p.nodes, sg, costs, d.memory.in_place, rates, d.fuse)
+        ocl, lit, _ = pm.estimate(p.nodes, sg, costs, d.memory.in_place, rates, d.fuse,
+                                  lambda run: pm.run_rate(d, run, sg))  # as auto prices them
         assert ocl * pm.AUTO_MARGIN < lit, ([n.index for n in p.nodes], ocl, lit)
     ref = LiteRT(model_path=str(shared_model("coral_mobilenet_v2_1_0_224_quant.tflite")),
                  experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
