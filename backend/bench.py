@@ -151,4 +151,8 @@ def launch_profile(delegate, run, runs: int = 10, subgraphs=None,
 
 
 def _streaming_note(ln) -> str:
-    return ", streaming stores" if "__builtin_nontemporal_store" in ln.source else ""
+    """", streaming stores" for a launch whose kernel has them, unless its description says
+    so already (lowering's single-node ones do; fused ones do not)."""
+    if "__builtin_nontemporal_store" not in ln.source or "streaming stores" in ln.what:
+        return ""
+    return ", streaming stores"

@@ -406,3 +406,18 @@ def test_bench_profile_runs_zero_skips_the_table(model, tmp_path, fast_device):
     assert r.returncode == 0, r.stderr
     assert "Run Order" not in r.stdout and "litecl / LiteRT" in r.stdout
     assert json.loads(out.read_text())["launches"] == []
+
+
+def test_bench_names_streaming_stores_once():
+    """bench's "what" column said "streaming stores" twice for a single-node launch
+    (lowering's description has it already); a fused launch's gets it once."""
+    import types
+
+    from litecl.bench import _streaming_note
+
+    src = "... __builtin_nontemporal_store(x, p) ..."
+    single = types.SimpleNamespace(source=src, what="ADD float32 NONE, streaming stores")
+    fused = types.SimpleNamespace(source=src, what="fused: one kernel for nodes 0, 1")
+    plain = types.SimpleNamespace(source="b[i] = a[i];", what="CAST float32->int8")
+    assert _streaming_note(single) == "" and _streaming_note(fused) == ", streaming stores"
+    assert _streaming_note(plain) == ""
