@@ -888,7 +888,10 @@ def cmd_export(args) -> int:
     where = f"{d['platform']}: {d['name']}" + (f" (profile {d['profile']})" if d["profile"] else "")
     nat = m["native"]
     if not m["launches"] and not any(g["claimed"] for g in nat["subgraphs"]):
-        print(f"{args.model}: no node is lowered to OpenCL on {where} (target {m['target']}); "
+        kept = m.get("kept_on_litert", [])
+        why = (f"; {len(kept)} CAST/ADD node(s) kept on LiteRT, e.g. node {kept[0]['index']} ({kept[0]['op']}): "
+               f"{kept[0]['reason']}" if kept else "; the model has no CAST or ADD node")
+        print(f"{args.model}: no node is lowered to OpenCL on {where} (target {m['target']}){why}; "
               f"wrote an empty manifest to {os.path.join(args.out, 'manifest.json')}")
         return 0
     print(f"exported litecl's native TFLite delegate for target {m['target']} on {where} to {args.out}: "

@@ -791,6 +791,11 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         caps = interp.delegate.caps
         library = opencl_library(caps.platform, caps.name)
         plan_c, native = native_plan(interp, model, fingerprints, library, manifest["target"], flags)
+        # why each CAST/ADD node stays on LiteRT (placement()'s reasons: capability, auto's
+        # cost model), so an export that takes nothing can say why
+        manifest["kept_on_litert"] = [{"subgraph": r["subgraph"], "index": r["index"], "op": r["op"],
+                                       "reason": r["reason"]}
+                                      for r in interp.placement() if r["placement"] != "opencl"]
     finally:
         interp.close()
     if not manifest["launches"]:

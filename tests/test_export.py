@@ -342,9 +342,10 @@ def test_export_without_lowered_node_writes_empty_manifest(fast_device, tmp_path
     out = tmp_path / "e"
     assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
     said = capsys.readouterr().out
-    assert "no node is lowered to OpenCL" in said
+    assert "no node is lowered to OpenCL" in said and "the model has no CAST or ADD node" in said
     m = json.loads((out / "manifest.json").read_text())
     assert m["launches"] == [] and m["tensors"] == [] and m["lowered_nodes"] == [] and "note" in m
+    assert m["kept_on_litert"] == []
     assert m["partitions"] == []
     assert sorted(p.name for p in out.iterdir()) == ["build.sh", "delegate_options.json", "manifest.json",
                                                      "plan.c", "src"]
@@ -454,3 +455,21 @@ def test_export_placement_auto_follows_the_cost_model(tmp_path, fast_device, mon
         assert main(["export", str(m), "--out", str(out), "--device", fast_device, "--placement", "auto"]) == 0
         man = json.loads((out / "manifest.json").read_text())
         assert man["placement"] == "auto" and len(man["launches"]) == want and len(man["partitions"]) == want
+
+
+def test_export_that_takes_nothing_says_why(fast_device, tmp_path, capsys, monkeypatch):
+    """An export where auto keeps every node on LiteRT names the reason (a fresh user got
+    only "no node is lowered"), and the manifest lists each kept node with it."""
+    from litecl.placement import Costs
+
+    monkeypatch.setattr("litecl.placement.device_costs", lambda device: Costs(
+        device_gbs=1.0, transfer_gbs=1.0, round_trip_us=1e6, launch_us=1.0, litert_gbs=10.0, litert_node_us=0.1))
+    p = tmp_path / "cast.tflite"
+    p.write_bytes(chain_model(["float32", "int8"], [64]))
+    out = tmp_path / "e"
+    assert main(["export", str(p), "--out", str(out), "--device", fast_device, "--placement", "auto"]) == 0
+    said = capsys.readouterr().out
+    assert "no node is lowered to OpenCL" in said and "1 CAST/ADD node(s) kept on LiteRT, e.g. node 0 (CAST): " \
+        "kept on LiteRT: OpenCL ~" in said, said
+    m = json.loads((out / "manifest.json").read_text())
+    assert [(k["index"], k["op"]) for k in m["kept_on_litert"]] == [(0, "CAST")]
