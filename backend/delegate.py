@@ -224,7 +224,7 @@ class Delegate:
         plan order), only where that leaves litecl's partitions as they are, and puts the
         flags back after it; "auto" does so only where the greedy order would make more
         per-invoke bytes live at once (order.keep_order_pays: pose_detection's
-        dequantized weights, -1.5 ms per invoke on PoCL; docs/PERFORMANCE.md).
+        dequantized weights, 0.8-1.9 ms per invoke faster on PoCL; docs/PERFORMANCE.md).
     Raises DeviceError (no such device), LiteclError (bad argument, an untested
     LiteRT/TensorFlow version, a failed layout self-check): all ValueError.
     """

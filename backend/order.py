@@ -174,14 +174,15 @@ def keep_order_pays(wiring, mine, codes, nbytes, constant, greedy, kept) -> bool
     per-invoke tensors live at once than the model's order (``kept``). LiteRT's arena
     planner places tensors by the partitioned plan, so nodes moved ahead of the first
     partition keep their outputs alive (and out of cache) until their readers run.
-    Measured (PoCL, 2-core VM, against the greedy order, paired rounds): pose_detection
-    (live peak 14.7 -> 6.5 MB, LiteRT's arena 15.6 -> 7.1 MB: 38 DEQUANTIZEs of DENSIFY'd
-    weights moved ahead of the first ADD) -1.5 ms per invoke of ~42;
-    face_detection_full_range_sparse (5.4 -> 3.6 MB) -0.38 ms of ~18; frontend_sl_v1
-    (3.50 -> 3.37 MB) -0.07 ms (noise). Where the peak is the same, keeping the order was
-    neither faster nor slower within noise (face_detection_short_range, rope,
-    star_trek, lyra_quantizer: -50..0 us) and in most models it moves only nodes LiteRT
-    runs once (computed_once), changing nothing an invoke runs."""
+    Measured (PoCL, 2-core VM, load 0.5-2.5, against the greedy order in paired rounds,
+    benchmarks/bench_keep_order.py, results/pocl/keep_order.md): pose_detection (live peak
+    14.7 -> 6.5 MB, LiteRT's arena 15.6 -> 7.1 MB: 38 DEQUANTIZEs of DENSIFY'd weights
+    moved ahead of the first ADD) -0.8..-1.9 ms per invoke of ~38-53 in six runs;
+    face_detection_full_range_sparse (5.4 -> 3.6 MB) -0.28..-0.51 ms of ~12-17;
+    frontend_sl_v1 (3.50 -> 3.37 MB) within noise. Where the peak is the same, keeping
+    the order was neither faster nor slower (face_detection_short_range, rope,
+    star_trek: -64..+31 us), and in 16 models it moves no node an invoke runs (only
+    DEQUANTIZEs of constants: computed_once)."""
     once = computed_once(wiring, codes, constant)
     const = lambda t: constant(t) or t in once  # noqa: E731
     peak = lambda p: live_peak(execution_order(wiring, mine, *p), nbytes, const)  # noqa: E731

@@ -1150,10 +1150,10 @@ static int elementwise_still(const TfLiteContext *ctx, const lcl_launch *ln) {
  * keep_order: "no", "yes", or "auto" (the default, as the Python delegate's): only where the
  * greedy order makes more per-invoke bytes live at once (live_peak), since LiteRT's arena
  * planner places tensors by the partitioned plan. Measured (PoCL, 2-core VM, paired rounds
- * against the greedy order, Python delegate): pose_detection -1.5 ms per invoke (live peak
- * 14.7 -> 6.5 MB), face_detection_full_range_sparse -0.38 ms (5.4 -> 3.6 MB); where the
- * peak is the same, keeping the order changed nothing measurable (-50..+100 us), and in
- * most models it moves only nodes LiteRT runs once. */
+ * against the greedy order): pose_detection -1.31 ms per invoke here (live peak 14.7 ->
+ * 6.5 MB; the Python delegate -0.8..-1.9 in six runs), face_detection_full_range_sparse
+ * -0.30 ms (5.4 -> 3.6 MB); where the peak is the same, keeping the order changed nothing
+ * measurable (-64..+31 us), and in most models it moves only nodes LiteRT runs once. */
 enum { LCL_KEEP_NO = 0, LCL_KEEP_YES = 1, LCL_KEEP_AUTO = 2 };
 #define LCL_KEEP_ORDER_DEFAULT LCL_KEEP_AUTO /* backend/delegate.py KEEP_ORDER_DEFAULT */
 enum { LCL_BUILTIN_DEQUANTIZE = 6, LCL_BUILTIN_DENSIFY = 124 }; /* order.py computed_once */
