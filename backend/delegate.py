@@ -1123,9 +1123,13 @@ class _Partition:
     def _unmap(p) -> None:
         buf, arr = p
         try:
-            arr.base.release()  # pyopencl's MemoryMap: unmaps
-        except (AttributeError, cl.Error):
-            pass
+            arr.base.release()  # pyopencl's MemoryMap (enqueue_map_buffer's array base): unmaps
+        except cl.Error:
+            # a context already torn down (interpreter deleted at exit): the buffer's own
+            # release below frees the mapping with it; partition teardown must not raise
+            # into LiteRT's free callback
+            buf.release()
+            return
         buf.release()
 
     def _tensor_buffer(self, t: int):
