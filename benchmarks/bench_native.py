@@ -78,6 +78,7 @@ every model is bit-exact and every Replacing line agrees (or differs by that dec
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -341,12 +342,12 @@ def python_replacing(model: Path, device, placement: str) -> list:
         it.close()
 
 
-def kernel_us(model: Path, device, placement: str, inputs: dict, target=None, runs: int = 10) -> float:
-    """Event-profiled kernel time per invoke (us) of the Python delegate's launches for
-    ``model`` (the kernels the native delegate runs: the same sources and geometry),
-    each kernel waited for (litecl.bench.launch_profile; folded launches count 0)."""
+@contextlib.contextmanager
+def _invoked(model: Path, device, placement: str, inputs: dict, target=None):
+    """litecl.Interpreter of ``model`` on ``device`` as ``target`` (the Python delegate
+    whose plans the native delegate runs), its inputs set and one invoke done; closed
+    after."""
     import litecl  # noqa: PLC0415
-    from litecl.bench import launch_profile  # noqa: PLC0415
     from litecl.export import target_device  # noqa: PLC0415
 
     dev = target_device(litecl.open_device(device), target)
@@ -356,34 +357,33 @@ def kernel_us(model: Path, device, placement: str, inputs: dict, target=None, ru
         for x in it.get_input_details():
             it.set_tensor(x["index"], inputs[x["name"]])
         it.invoke()
-        rows = launch_profile(it.delegate, it.invoke, runs=runs)
-        return sum(r["avg_ms"] for r in rows) * 1e3
+        yield it
     finally:
         it.close()
+
+
+def kernel_us(model: Path, device, placement: str, inputs: dict, target=None, runs: int = 10) -> float:
+    """Event-profiled kernel time per invoke (us) of the Python delegate's launches for
+    ``model`` (the kernels the native delegate runs: the same sources and geometry),
+    each kernel waited for (litecl.bench.launch_profile; folded launches count 0)."""
+    from litecl.bench import launch_profile  # noqa: PLC0415
+
+    with _invoked(model, device, placement, inputs, target) as it:
+        rows = launch_profile(it.delegate, it.invoke, runs=runs)
+        return sum(r["avg_ms"] for r in rows) * 1e3
 
 
 def partition_bytes(model: Path, device, placement: str, inputs: dict, target=None) -> list:
     """(bytes in, bytes out) of each partition the Python delegate makes of ``model`` (the
     native delegate's partitions): the inputs that are not constants and the outputs LiteRT
     reads, what a copy device moves across its link every invoke."""
-    import litecl  # noqa: PLC0415
-    from litecl.export import target_device  # noqa: PLC0415
+    def nbytes(p, t):
+        v = p.sg.tensors[t]
+        return int(np.prod(p.plan.shapes.get(t, v.shape), dtype=np.int64)) * v.dtype.itemsize
 
-    dev = target_device(litecl.open_device(device), target)
-    it = litecl.Interpreter(model_path=str(model), device=dev, placement=placement, quiet=True)
-    try:
-        it.allocate_tensors()
-        for x in it.get_input_details():
-            it.set_tensor(x["index"], inputs[x["name"]])
-        it.invoke()
-
-        def nbytes(p, t):
-            v = p.sg.tensors[t]
-            return int(np.prod(p.plan.shapes.get(t, v.shape), dtype=np.int64)) * v.dtype.itemsize
+    with _invoked(model, device, placement, inputs, target) as it:
         return [(sum(nbytes(p, t) for t in p.inputs if not p.sg.tensors[t].is_constant),
                  sum(nbytes(p, t) for t in p.outputs)) for p in it.delegate.partitions(id(it)) if p.plan]
-    finally:
-        it.close()
 
 
 def staged_round_trip_us(device, nin: int, nout: int, runs: int = 60) -> float:
