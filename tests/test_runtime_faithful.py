@@ -68,8 +68,20 @@ TF_AFTER = textwrap.dedent("""
     from models.builders import cast_model
     litecl.open_device(sys.argv[1])  # the ICD libraries loaded before TensorFlow
     import tensorflow as tf  # noqa: F401  (exports its LLVM process-wide)
-    it = litecl.Interpreter(model_content=cast_model("float32", "int8", [33]), device=sys.argv[1], quiet=True)
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    m = cast_model("float32", "int8", [33])
+    it = litecl.Interpreter(model_content=m, device=sys.argv[1], quiet=True)
     it.allocate_tensors()  # builds a program
+    ref = Interpreter(model_content=m, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    ref.allocate_tensors()
+    x = np.array([np.nan, np.inf, -np.inf, -0.0, 1e-45, 300.0, -300.0, 127.5, -128.5] * 3 + [0.5] * 6, np.float32)
+    for r in (it, ref):
+        r.set_tensor(r.get_input_details()[0]["index"], x)
+        r.invoke()
+    a, b = (r.get_tensor(r.get_output_details()[0]["index"]) for r in (it, ref))
+    assert a.tobytes() == b.tobytes(), (a, b)
+    assert it.placement()[0]["placement"] == "opencl"
     print("OK")
 """)
 
