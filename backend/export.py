@@ -228,9 +228,11 @@ BUILD_SH = """#!/bin/sh
 # Builds liblitecl_delegate.so, litecl's TFLite delegate for {model}
 # (exported by litecl {version} for {where}).
 # Cross builds: CC=aarch64-linux-gnu-gcc sh build.sh; Android: CC=<NDK clang for the ABI> sh build.sh
+# Your flags: CFLAGS="-O0 -g" sh build.sh (they come after litecl's, so they win; to build
+# with warnings that are not errors: CFLAGS=-Wno-error sh build.sh)
 set -e
 cd "$(dirname "$0")"
-${{CC:-cc}} -std=c99 -Wall -Wextra -Werror -O2 -fPIC -shared -fvisibility=hidden -Isrc \\
+${{CC:-cc}} -std=c99 -Wall -Wextra -Werror -O2 -fPIC -shared -fvisibility=hidden -Isrc ${{CFLAGS:-}} \\
     -o {so} src/litecl_delegate.c src/cl_loader.c src/litert_check.c plan.c -ldl
 echo "built $(pwd)/{so}"
 """

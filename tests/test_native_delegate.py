@@ -410,6 +410,31 @@ def test_cross_build_for_arm64_is_warning_free(models, tmp_path, fast_device):
     assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == 183  # EM_AARCH64
 
 
+@pytest.mark.parametrize("cc", [CC, CROSS])
+def test_build_sh_takes_cflags_after_its_own_and_builds_warning_free_at_each_level(cc, models, tmp_path,
+                                                                                  fast_device):
+    """DIR/build.sh keeps -std=c99 -Wall -Wextra -Werror and appends $CFLAGS after them: a
+    user's ``CFLAGS="-O0 -g" sh build.sh`` builds, with debug info. The C is warning-free
+    at -O0 -g, -O1, -O2, -O3, -Os and -Og (gcc's -Wformat-truncation warned on the build
+    log's first line at every level but -O2 and -O3), natively and for arm64."""
+    _need(cc)
+    out = tmp_path / "e"
+    _export_build(models["quant_add"], out, fast_device, cc=cc)  # no CFLAGS: litecl's flags alone
+    build = (out / "build.sh").read_text()
+    assert "-std=c99 -Wall -Wextra -Werror -O2" in build
+    assert build.index("-Werror") < build.index("${CFLAGS:-}")
+    so = out / "liblitecl_delegate.so"
+    for flags in ("-O0 -g", "-O1", "-O2", "-O3", "-Os", "-Og"):
+        so.unlink()
+        r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True,
+                           env={**os.environ, "CC": cc, "CFLAGS": flags})
+        assert r.returncode == 0 and "warning" not in r.stderr.lower(), (flags, r.stderr)
+        assert so.is_file(), flags
+        if flags == "-O0 -g" and shutil.which("readelf"):
+            sections = subprocess.run(["readelf", "-S", "-W", str(so)], capture_output=True, text=True).stdout
+            assert ".debug_info" in sections  # the user's -g reached the compiler
+
+
 def test_untested_litert_version_is_refused_with_one_line(models, tmp_path, fast_device, monkeypatch):
     """Built with a tested list that does not hold the installed LiteRT (export writes
     backend/abi.py TESTED; here replaced for this export only): tflite_plugin_create_delegate
