@@ -353,9 +353,29 @@ def test_bad_options_fail_with_one_line_naming_the_cause(models, tmp_path, fast_
                               "the memory option is empty; expected auto", "the binaries option is empty; expected 1, 0",
                               "the quiet option is empty", "the spin_us option is empty"]):
         assert what in e, (what, e)
+    # a platform or device that is not there: the line names it and what the library has
+    assert f'; its devices: "{opts["device"]}"' in errs[3], errs[3]
     good = [{**opts, "binaries": v, "quiet": q} for v, q in (("0", "yes"), ("true", "off"), ("no", "1"))]
     r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps(good))
     assert r.stdout.splitlines() == ["LOADED"] * len(good), (r.stdout, r.stderr)
+
+
+def test_a_platform_that_is_not_there_is_named_with_the_platforms_found(models, tmp_path, fast_device):
+    """The platform option names no platform of the library: one line naming the platform
+    asked for and the library's platforms (it said 'no OpenCL device <the device> on
+    platform <it>', as if the device were missing)."""
+    _need(CC)
+    out = tmp_path / "e"
+    _export_build(models["cast_f32_f16"], out, fast_device)
+    opts = json.loads((out / "delegate_options.json").read_text())
+    cases = [{**opts, "platform": "No Such Platform"}, {**opts, "platform": opts["platform"].lower()[:8]}]
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps(cases))
+    rows = r.stdout.splitlines()
+    assert [ln.split()[0] for ln in rows] == ["REFUSED", "LOADED"], (r.stdout, r.stderr)
+    e = json.loads(rows[0].split(" ", 1)[1])
+    head = f'litecl: no OpenCL platform "No Such Platform" in {opts["library"]}; its platforms: '
+    assert e.startswith(head) and e.endswith(" (set the platform option to one of them)"), e
+    assert f'"{opts["platform"]}"' in e[len(head):], e  # an ICD loader may list several
 
 
 def test_export_writes_the_delegate_files(models, tmp_path, fast_device):

@@ -1505,6 +1505,19 @@ static void delegate_free(delegate *d) {
     free(d); /* the device (context, queue, programs) stays for the process: device_entry */
 }
 
+/* Appends "name" to the comma-separated list ``buf`` of ``len`` bytes; a list that would
+ * not fit ends in ", ..." instead. */
+static void append_quoted(char *buf, size_t len, const char *name) {
+    size_t k = strlen(buf);
+    if (k >= 3 && !strcmp(buf + k - 3, "...")) return;
+    size_t need = (k ? 2 : 0) + strlen(name) + 2;
+    if (k + need + 6 > len) { /* room for ", ..." and the NUL stays */
+        if (k + 6 <= len) memcpy(buf + k, k ? ", ..." : "...", k ? 6 : 4);
+        return;
+    }
+    snprintf(buf + k, len - k, "%s\"%s\"", k ? ", " : "", name);
+}
+
 static int contains(const char *hay, const char *needle) {
     if (!needle || !*needle) return 1;
     size_t n = strlen(needle);
@@ -1526,16 +1539,23 @@ static int open_device(device_entry *e, char *err, size_t len) {
         return -1;
     }
     char pname[256] = "", dname[256] = "";
+    /* the platforms and devices seen, quoted and comma-separated, for the error line:
+     * a platform option that names no platform says which ones there are */
+    char seen_plats[128] = "", seen_devs[128] = "";
+    int platform_found = 0;
     for (cl_uint i = 0; i < np && !e->device_id; i++) {
         pname[0] = 0;
         e->cl.GetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL);
+        append_quoted(seen_plats, sizeof seen_plats, pname);
         if (!contains(pname, e->platform)) continue;
+        platform_found = 1;
         cl_device_id devs[16];
         cl_uint nd = 0;
         if (e->cl.GetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
         for (cl_uint j = 0; j < nd && j < 16; j++) {
             dname[0] = 0;
             e->cl.GetDeviceInfo(devs[j], CL_DEVICE_NAME, sizeof dname - 1, dname, NULL);
+            append_quoted(seen_devs, sizeof seen_devs, dname);
             if (contains(dname, e->device)) {
                 e->platform_id = plats[i];
                 e->device_id = devs[j];
@@ -1544,9 +1564,14 @@ static int open_device(device_entry *e, char *err, size_t len) {
         }
     }
     free(plats);
+    if (!platform_found) {
+        snprintf(err, len, "no OpenCL platform \"%.60s\" in %.80s; its platforms: %s (set the platform "
+                 "option to one of them)", e->platform, e->library, seen_plats);
+        return -1;
+    }
     if (!e->device_id) {
-        snprintf(err, len, "no OpenCL device \"%.60s\" on platform \"%.60s\" in %.200s", e->device,
-                 e->platform, e->library);
+        snprintf(err, len, "no OpenCL device \"%.60s\" on platform \"%.60s\" in %.80s; its devices: %s",
+                 e->device, e->platform, e->library, seen_devs[0] ? seen_devs : "none");
         return -1;
     }
     cl_int st = 0;
