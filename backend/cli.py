@@ -1037,7 +1037,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("model", help=model_help)
     s.add_argument("--out", required=True, metavar="DIR",
                    help="folder to write the delegate's sources, build.sh, delegate_options.json, "
-                   "manifest.json, the .cl files and the constants to")
+                   "manifest.json, the .cl files and the constants to: a new or empty folder, or one "
+                   "holding an earlier litecl export (only the files its manifest.json lists are replaced)")
     s.add_argument("--device", help=dev_help + "; kernels are built and checked there")
     s.add_argument("--target", choices=("gpu", "cpu"), help=target_help)
     s.add_argument("--signature", metavar="KEY", help=sig_help)

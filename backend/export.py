@@ -14,11 +14,14 @@ Between two partitions LiteRT runs the model's other nodes: a partition's ``inpu
 LiteRT's tensors at the time the partition runs (model inputs or LiteRT nodes' outputs),
 its ``outputs`` what LiteRT reads after it.
 
-Files written to ``DIR``:
+Files written to ``DIR`` (missing, empty, or holding an earlier export, whose files are
+replaced; any other folder is refused: ``export``):
 
-- ``manifest.json`` (``FORMAT``; fields in ``build_manifest``);
+- ``manifest.json`` (``FORMAT``; fields in ``build_manifest``; ``native``: the native
+  delegate; ``files``: every file of this export, the library build.sh makes included);
 - ``kNNN_<kernel>.cl``: one OpenCL C file per distinct kernel source;
-- ``t<index>.bin``: each constant operand, raw little-endian.
+- ``t<index>.bin``: each constant operand, raw little-endian;
+- the native delegate: ``plan.c``, ``src/``, ``build.sh``, ``delegate_options.json``.
 
 ``target`` ("gpu" or "cpu") picks the LAUNCH row and code path of that device type
 (``Caps.is_gpu``) whatever the device is: the generators take capabilities as data, so
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -728,13 +732,50 @@ def write_native(out: Path, plan_c: str, options: dict, *, model: str, where: st
 #: the files ``export`` writes besides k*.cl and t*.bin (and the library build.sh makes)
 EXPORT_FILES = ("manifest.json", "plan.c", "build.sh", "delegate_options.json", SO_NAME,
                 *(f"src/{n}" for n in NATIVE_SOURCES))
+#: the kernel sources' and constants' names (``build_manifest``): with EXPORT_FILES, the
+#: only names a later export removes, whatever a manifest.json lists
+_EXPORT_NAME = re.compile(r"k[0-9]{3}_\w+\.cl|t[0-9]+\.bin")
 
 
-def _old_export_files(out: Path) -> list[Path]:
-    """The files an earlier export (and its build.sh) wrote to ``out``: k*.cl, t*.bin,
-    EXPORT_FILES. Nothing else there is touched."""
-    found = [*out.glob("k[0-9][0-9][0-9]_*.cl"), *out.glob("t[0-9]*.bin"), *(out / f for f in EXPORT_FILES)]
-    return [f for f in found if f.is_file() or f.is_symlink()]
+def _listed_files(m: dict) -> list[str]:
+    """The files the export that wrote manifest ``m`` lists: its "files"; a manifest from
+    before that field: its launches' sources, its constants' files and EXPORT_FILES."""
+    if isinstance(m.get("files"), list):
+        return [f for f in m["files"] if isinstance(f, str)]
+    launches = m.get("launches") if isinstance(m.get("launches"), list) else []
+    tensors = m.get("tensors") if isinstance(m.get("tensors"), list) else []
+    return [*(ln.get("source") for ln in launches if isinstance(ln, dict) and isinstance(ln.get("source"), str)),
+            *(t.get("file") for t in tensors if isinstance(t, dict) and isinstance(t.get("file"), str)),
+            *EXPORT_FILES]
+
+
+def _previous_export(out: Path, out_dir: str) -> list[Path]:
+    """The files of ``out`` that an export there replaces: none for a missing or empty
+    folder; for a folder holding an earlier ``litecl export`` (its manifest.json is
+    litecl's: a JSON object whose "format" starts with "litecl-export-"), the files that
+    manifest lists (``_listed_files``) that exist, each only where its name is one an
+    export writes (EXPORT_FILES, k*.cl, t*.bin). The user's other files there stay.
+
+    Raises InputError naming ``out_dir`` for any other non-empty folder: litecl does not
+    write over files it did not write."""
+    if not out.is_dir() or not any(out.iterdir()):
+        return []
+    why = "no manifest.json"
+    try:
+        m = json.loads((out / "manifest.json").read_text())
+        ours = isinstance(m, dict) and str(m.get("format", "")).startswith("litecl-export-")
+        if not ours:
+            why = "its manifest.json was not written by litecl export"
+    except FileNotFoundError:
+        m, ours = None, False
+    except (OSError, UnicodeDecodeError, ValueError):
+        m, ours, why = None, False, "its manifest.json is unreadable or not JSON"
+    if not ours:
+        raise InputError(f"cannot export to {out_dir}: the folder holds files but no earlier litecl export ({why}), "
+                         "and litecl replaces only an export's own files; name a new or empty folder, "
+                         "or empty this one")
+    names = dict.fromkeys(f for f in _listed_files(m) if f in EXPORT_FILES or _EXPORT_NAME.fullmatch(f))
+    return [out / f for f in names if (out / f).is_file() or (out / f).is_symlink()]
 
 
 def export(model: str, out_dir: str, *, device=None, target: str | None = None,
@@ -747,13 +788,16 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     signature's subgraph (default subgraph 0, or the first signature when subgraph 0 has
     no inputs, as ``litecl run``); placement, fuse: the Delegate's. The model runs
     through litecl.Interpreter up to allocate_tensors (every program is built there).
-    ``out_dir`` (not empty) is created if missing; files of an earlier export there
-    (``k*.cl``, ``t*.bin``, EXPORT_FILES: the built liblitecl_delegate.so too, which no
-    longer matches the new plan.c) are removed first, nothing else. A model with no delegated node gives an empty
-    ``launches`` list.
+    ``out_dir`` is created if missing. It must be missing, empty, or hold an earlier
+    litecl export (recognised by its manifest.json): the files that export's manifest
+    lists (its "files": what it wrote and the liblitecl_delegate.so its build.sh
+    builds, which no longer matches the new plan.c) are removed first, nothing else.
+    The manifest's "files" lists this export's. A model with no delegated node gives an
+    empty ``launches`` list.
 
-    Raises InputError (bad target, placement, signature, an out_dir that is empty, a file
-    or not writable), ModelError / litecl errors from loading and allocating the model.
+    Raises InputError (bad target, placement, signature; an out_dir that is an empty
+    string, a file, not writable, or a non-empty folder with no earlier litecl export in
+    it), ModelError / litecl errors from loading and allocating the model.
     """
     from .device import open_device  # noqa: PLC0415
     from .interpreter import Interpreter  # noqa: PLC0415
@@ -767,6 +811,10 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"cannot export to {out_dir}: it is not a folder")
+    try:
+        replaced = _previous_export(out, out_dir)  # before the model's work: refuse at once
+    except PermissionError as e:
+        raise InputError(f"cannot export to {out_dir}: {e.strerror or e}") from None
     if not os.path.isfile(model):
         raise InputError(f"model file not found: {model}" if not os.path.exists(model)
                          else f"cannot read model {model}: not a file")
@@ -802,20 +850,25 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         interp.close()
     if not manifest["launches"]:
         manifest["note"] = "litecl's delegate takes no node of this subgraph: nothing to export"
+    options = {"library": library, "platform": caps.platform, "device": caps.name}
+    manifest["native"] = {**native, "options": options, "build": "sh build.sh", "library": SO_NAME,
+                          "sources": ["plan.c", *(f"src/{n}" for n in NATIVE_SOURCES)]}
+    # what this export writes, and the library its build.sh writes: what the next export
+    # into out_dir replaces (_previous_export)
+    manifest["files"] = sorted({*files.values(), *(f"t{t}.bin" for t in constants), *EXPORT_FILES})
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for old in _old_export_files(out):
+        for old in replaced:
             old.unlink()
+        # the manifest first: an export that fails part-way leaves a folder the next
+        # export recognises, with every file written so far listed
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
         for src, name in files.items():
             (out / name).write_text(src)
         for t, data in constants.items():
             (out / f"t{t}.bin").write_bytes(data)
-        options = {"library": library, "platform": caps.platform, "device": caps.name}
         where = f"{caps.platform}: {caps.name}" + (f" (profile {caps.profile})" if caps.profile else "")
         write_native(out, plan_c, options, model=model, where=where)
-        manifest["native"] = {**native, "options": options, "build": "sh build.sh", "library": SO_NAME,
-                              "sources": ["plan.c", *(f"src/{n}" for n in NATIVE_SOURCES)]}
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     except OSError as e:
         raise InputError(f"cannot write to {out_dir}: {e.strerror or e}") from None
     return manifest

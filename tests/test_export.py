@@ -393,21 +393,80 @@ def test_export_refuses_an_empty_out_and_writes_nothing_here(fast_device, tmp_pa
 
 def test_export_again_removes_the_earlier_export_s_files_only(fast_device, tmp_path, model_files):
     """A second export into the same folder leaves no file of the first that the new plan
-    does not write (the built liblitecl_delegate.so no longer matches plan.c, a constant
-    file of the old model, a stray source), and keeps the user's own files."""
+    does not write (the built liblitecl_delegate.so no longer matches plan.c, the old
+    model's sources and constant files: all listed in its manifest's "files"), and keeps
+    every file the first did not list, whatever its name (the user's t999.bin too)."""
     out = tmp_path / "e"
-    assert main(["export", str(model_files["fused_chain"]), "--out", str(out), "--device", fast_device]) == 0
+    assert main(["export", str(model_files["fused_image_chain"]), "--out", str(out), "--device", fast_device]) == 0
+    first = json.loads((out / "manifest.json").read_text())["files"]
+    assert any(f.endswith(".bin") for f in first) and any(f.endswith(".cl") for f in first)
+    assert "liblitecl_delegate.so" in first and "manifest.json" in first and "src/cl_loader.c" in first
     (out / "liblitecl_delegate.so").write_bytes(b"\x7fELF built for the first plan")
-    (out / "t999.bin").write_bytes(b"old constant")
+    (out / "t999.bin").write_bytes(b"my constant")
     (out / "src" / "notes.txt").write_text("mine")
     (out / "notes.txt").write_text("mine")
     p = tmp_path / "mul.tflite"
     p.write_bytes(chain_model(["float32", ("mul", 2.0)], [4]))  # nothing lowered: no k*.cl
     assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
     assert sorted(f.name for f in out.iterdir()) == ["build.sh", "delegate_options.json", "manifest.json",
-                                                     "notes.txt", "plan.c", "src"]
-    assert (out / "src" / "notes.txt").read_text() == "mine"
-    assert json.loads((out / "manifest.json").read_text())["launches"] == []
+                                                     "notes.txt", "plan.c", "src", "t999.bin"]
+    assert (out / "src" / "notes.txt").read_text() == "mine" and (out / "t999.bin").read_bytes() == b"my constant"
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["launches"] == [] and "k000" not in " ".join(m["files"])
+
+
+def test_export_refuses_a_folder_that_holds_no_earlier_export(fast_device, tmp_path, capsys, model_files):
+    """A non-empty folder without an earlier litecl export (no manifest.json, another
+    tool's, one that is not JSON) is refused with one line naming it and saying how to
+    go on; nothing there is removed or overwritten (export removed the user's k*.cl and
+    t*.bin and overwrote build.sh and manifest.json)."""
+    good = str(model_files["fused_chain"])
+    cases = {"bare": {"k000_mine.cl": "my kernel", "t3.bin": "my data", "build.sh": "my build"},
+             "foreign": {"manifest.json": '{"format": "someone-else-1", "files": ["build.sh"]}',
+                         "build.sh": "my build"},
+             "not_json": {"manifest.json": "not json", "k001_x.cl": "mine"}}
+    for name, content in cases.items():
+        out = tmp_path / name
+        out.mkdir()
+        for f, text in content.items():
+            (out / f).write_text(text)
+        rc = main(["export", good, "--out", str(out), "--device", fast_device])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith(f"error: cannot export to {out}: ") and err.count("\n") == 1, err
+        assert "no earlier litecl export" in err and "name a new or empty folder, or empty this one" in err, err
+        with pytest.raises(InputError, match="no earlier litecl export") as e:
+            export(good, str(out), device=fast_device)
+        assert isinstance(e.value, ValueError)
+        assert {f.name: f.read_text() for f in out.iterdir()} == content, name
+    # an empty folder and a missing one are fine
+    (tmp_path / "empty").mkdir()
+    for out in (tmp_path / "empty", tmp_path / "new"):
+        assert export(good, str(out), device=fast_device)["launches"]
+
+
+def test_export_replaces_only_names_it_writes_of_an_older_or_edited_manifest(fast_device, tmp_path,
+                                                                             model_files):
+    """A manifest from before "files" (litecl-export-4 as first written): its sources,
+    constants and fixed files are replaced. A manifest whose "files" names other files
+    (../, the user's notes) removes none of them: only names an export writes go."""
+    out = tmp_path / "e"
+    assert main(["export", str(model_files["fused_image_chain"]), "--out", str(out), "--device", fast_device]) == 0
+    m = json.loads((out / "manifest.json").read_text())
+    consts = [t["file"] for t in m["tensors"] if t["role"] == "constant"]
+    assert consts
+    del m["files"]
+    (out / "manifest.json").write_text(json.dumps(m))
+    p = tmp_path / "mul.tflite"
+    p.write_bytes(chain_model(["float32", ("mul", 2.0)], [4]))
+    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
+    assert not any((out / f).exists() for f in consts) and not list(out.glob("k*.cl"))
+    (tmp_path / "outside.txt").write_text("mine")
+    (out / "notes.txt").write_text("mine")
+    m = json.loads((out / "manifest.json").read_text())
+    m["files"] += ["../outside.txt", "notes.txt", str(tmp_path / "outside.txt")]
+    (out / "manifest.json").write_text(json.dumps(m))
+    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
+    assert (tmp_path / "outside.txt").read_text() == "mine" and (out / "notes.txt").read_text() == "mine"
 
 
 def test_kernel_add_and_cast_take_target(fast_device, capsys):
