@@ -186,9 +186,9 @@ def _report(interp, sig):
     else subgraph 0) and the subgraphs it calls: (placement rows, graph_info rows,
     subgraph set)."""
     keep = _reachable(interp, _subgraph_of(interp, sig))
-    d = interp.delegate
-    rows = [p for p in d.placement() if p["subgraph"] in keep]
-    graphs = [g for g in d.graph_info() if g["subgraph"] in keep]
+    d, me = interp.delegate, id(interp)  # this interpreter's contexts (Delegate.owning)
+    rows = [p for p in d.placement(me) if p["subgraph"] in keep]
+    graphs = [g for g in d.graph_info(me) if g["subgraph"] in keep]
     return rows, graphs, keep
 
 
@@ -209,7 +209,7 @@ class _Only:
 def _summary(interp, keep: set) -> list[str]:
     from .interpreter import summary_lines  # noqa: PLC0415
 
-    return summary_lines(_Only(interp.delegate, keep))
+    return summary_lines(_Only(interp.delegate, keep), id(interp))
 
 
 def _available_bytes() -> int | None:
@@ -396,7 +396,7 @@ def cmd_inspect(args) -> int:
     si = _subgraph_of(interp, sig)
     allocate(interp, sig)  # the partition kernels plan their launches at prepare
     rows, graphs, keep = _report(interp, sig)
-    parts = delegated_partitions(interp.delegate, keep)
+    parts = delegated_partitions(interp.delegate, keep, owner=id(interp))
     nodes = _node_rows(interp, rows, parts)
     summary = _summary(interp, keep)
     fused = [{"subgraph": s, "nodes": list(ln.nodes), "ops": [n.op for n in p.nodes if n.index in ln.nodes]}

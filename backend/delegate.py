@@ -287,31 +287,46 @@ class Delegate:
     # ----------------------------------------------------------------- reports
     def placement(self, owner=None) -> list[dict]:
         """One dict per CAST/ADD node of the latest Prepare of each subgraph LiteRT gave
-        this delegate: {"subgraph", "index", "op", "placement": "opencl"|"litert",
-        "reason" (why LiteRT keeps it; "" on OpenCL), "partition" (its delegated
-        partition's number in that subgraph, or None), "kernel" (what runs)}.
-        ``subgraph`` counts the contexts in the order LiteRT first prepared them, which
-        is the model's subgraph index for one interpreter (LiteRT prepares subgraphs in
-        order); a Delegate shared by interpreters numbers theirs one after another, unless
-        ``owner`` (what litecl.Interpreter passes) picks one interpreter's."""
+        this delegate: {"interpreter", "subgraph", "index", "op", "placement":
+        "opencl"|"litert", "reason" (why LiteRT keeps it; "" on OpenCL), "partition" (its
+        delegated partition's number in that subgraph, or None), "kernel" (what runs)}.
+
+        ``interpreter`` numbers the LiteRT interpreters (LiteRT's, tf.lite's or
+        litecl.Interpreter's) this delegate was applied to, 0, 1, ... in the order of
+        their first Prepare, among those it holds records of; ``subgraph`` is the
+        model's subgraph index within that interpreter (LiteRT's
+        AcquireSubgraphContext, common.h, read at Prepare). A Delegate shared by two
+        interpreters of one model gives rows of interpreter 0 and 1, each from subgraph
+        0. ``owner`` (what litecl.Interpreter passes) keeps one interpreter's rows; the
+        numbers stay those of the whole delegate."""
         with self._lock:
-            out = []
-            for si, addr in enumerate(self._addrs(owner)):
-                out += [{**r, "subgraph": si} for r in self._records[addr]["rows"]]
-            return out
+            return [{**r, "interpreter": n, "subgraph": si}
+                    for a, n, si in self._numbered(owner) for r in self._records[a]["rows"]]
+
+    def _numbered(self, owner) -> list[tuple]:
+        """[(context address, interpreter number, subgraph index)] of ``owner``'s
+        contexts (None: every one), in the order of their first Prepare (under
+        self._lock). Interpreters are numbered by their first context among all records."""
+        number: dict = {}
+        for r in self._records.values():
+            number.setdefault(r["place"][0], len(number))
+        return [(a, number[self._records[a]["place"][0]], self._records[a]["place"][1])
+                for a in self._addrs(owner)]
 
     def subgraph_records(self, owner=None) -> list[dict]:
-        """Per subgraph, in placement()'s order: {"subgraph", "context" (the TfLiteContext
-        address; a partition's ``ctx_addr``), "nodes" (M), "claimed" (N), "partitions"
-        (P), "kept_order" (whether keep_order kept LiteRT's nodes in the model's order),
-        "rows" (placement()'s rows of it, copies), "sg" (the tensor views Prepare read:
+        """Per subgraph, in placement()'s order: {"interpreter", "subgraph" (as
+        placement() numbers them), "context" (the TfLiteContext address; a partition's
+        ``ctx_addr``), "nodes" (M), "claimed" (N), "partitions" (P), "kept_order"
+        (whether keep_order kept LiteRT's nodes in the model's order), "rows"
+        (placement()'s rows of it, copies), "sg" (the tensor views Prepare read:
         ``sg.tensors[t]``)} of the latest Prepare of each context. export reads these
         with partitions(); a partition's ``plan`` is None until LiteRT prepared it (a
         node whose shapes are known only at invoke is planned there)."""
         with self._lock:
-            return [{"subgraph": si, "context": a, **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "kept_order", "sg")},
-                     "rows": [dict(r) for r in self._records[a]["rows"]]}
-                    for si, a in enumerate(self._addrs(owner))]
+            return [{"interpreter": n, "subgraph": si, "context": a,
+                     **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "kept_order", "sg")},
+                     "rows": [{**r, "interpreter": n, "subgraph": si} for r in self._records[a]["rows"]]}
+                    for a, n, si in self._numbered(owner)]
 
     def taken(self, owner=None) -> frozenset:
         """{(subgraph, node index)} of the nodes on OpenCL (as placement() numbers them)."""
@@ -357,10 +372,37 @@ class Delegate:
         return list(self._records) if owner is None else list(self._owned.get(owner, ()))
 
     def _record(self, addr: int, rec: dict) -> None:
-        """Keep ``rec`` as context ``addr``'s latest Prepare (under self._lock). An address
+        """Keep ``rec`` as context ``addr``'s latest Prepare (under self._lock), with its
+        place, rec["place"]: (its interpreter's key, its subgraph index there). An address
         another owner's context had (a freed interpreter's, reused) starts anew at the end;
         past _MAX_RECORDS records the oldest of no owner go (a LiteRT Interpreter the user
-        made tells litecl nothing when it is freed)."""
+        made tells litecl nothing when it is freed).
+
+        The place comes from LiteRT: during Prepare, ``AcquireSubgraphContext(ctx, k)``
+        (common.h) gives subgraph k's context of the same interpreter; the key is
+        subgraph 0's context address and the index the k that gives ``addr``. Acquire
+        switches subgraph k to its delegate context and Release back to its kernel one,
+        so every k below ours is released and ours (in Prepare: in its delegate context
+        already) is not: every context LiteRT made reads byte for byte as before
+        (measured, LiteRT 2.3.0 and tf.lite 2.21; tests/test_delegate.py). k never passes
+        ours, so LiteRT reports no out-of-range index. Where the context has no such
+        function, the key is the owner and the index the context's place among that
+        owner's (the order LiteRT prepares a model's subgraphs in)."""
+        place = None
+        c = abi.TfLiteContext.from_address(addr)
+        if c.AcquireSubgraphContext and c.ReleaseSubgraphContext:
+            acquire = C.CFUNCTYPE(C.c_int, abi.Ctx, C.c_int, C.POINTER(abi.Ctx))(c.AcquireSubgraphContext)
+            release = C.CFUNCTYPE(C.c_int, abi.Ctx, C.c_int)(c.ReleaseSubgraphContext)
+            ctx, got, first = C.cast(addr, abi.Ctx), abi.Ctx(), None
+            for k in range(1 << 16):
+                if acquire(ctx, k, C.byref(got)) != abi.K_OK:
+                    break
+                a = C.cast(got, C.c_void_p).value
+                first = a if k == 0 else first
+                if a == addr:
+                    place = (("interpreter", first), k)
+                    break
+                release(ctx, k)
         old = self._records.get(addr)
         if old is not None and old["owner"] != rec["owner"]:
             self._records.pop(addr)
@@ -370,6 +412,11 @@ class Delegate:
                 mine.pop(addr, None)
                 if not mine:
                     del self._owned[old["owner"]]
+        if place is None:
+            key = ("owner", rec["owner"])
+            place = old["place"] if old is not None and old["place"][0] == key else (
+                key, sum(r["place"][0] == key for r in self._records.values()))
+        rec["place"] = place
         self._records[addr] = rec
         if rec["owner"] is not None:
             self._owned.setdefault(rec["owner"], {})[addr] = None

@@ -63,8 +63,9 @@ def delegated_partitions(delegate, subgraphs=None, owner=None) -> list:
     has ``number``, ``nodes`` (node views: .index, .op, .inputs, .outputs), ``inputs``,
     ``outputs`` (tensor indices), ``sg.tensors[t]`` (.name, .dtype, .constant),
     ``ctx_addr`` and ``plan`` (kernels.PartitionPlan)."""
-    # the subgraph number is the context's place in the delegate's Prepare order, as
-    # placement() numbers it (Delegate.subgraph_records' "context")
+    # the subgraph number is the context's subgraph index in its interpreter, as
+    # placement() numbers it (Delegate.subgraph_records' "context"); with owner None and
+    # a delegate shared by interpreters, each of them has its subgraph 0
     order = {r["context"]: r["subgraph"] for r in delegate.subgraph_records(owner)}
     out = []
     for p in delegate.partitions(owner):

@@ -374,9 +374,11 @@ class Interpreter(_litert.Interpreter):
         return self._litecl.device
 
     def placement(self) -> list[dict]:
-        """Per CAST/ADD node of every subgraph: {"subgraph", "index", "op", "placement":
-        "opencl"|"litert", "reason", "partition", "kernel"} (litecl.Delegate.placement,
-        for this Interpreter's own delegate)."""
+        """Per CAST/ADD node of every subgraph: {"interpreter", "subgraph", "index", "op",
+        "placement": "opencl"|"litert", "reason", "partition", "kernel"}
+        (litecl.Delegate.placement, for this Interpreter's contexts: ``subgraph`` is the
+        model's subgraph index; ``interpreter`` is the delegate's number for this
+        Interpreter, 0 unless it shares a Delegate, ``delegate=``)."""
         return self._litecl.placement(id(self))
 
     def summary(self) -> list[str]:

@@ -462,3 +462,72 @@ def test_shared_delegate_forgets_deleted_interpreters(fast_device):
         _same(run_outputs(its[-1], ins), run_outputs(make_interpreter(buf), ins))
     finally:
         dm._MAX_RECORDS = old
+
+
+def test_one_delegate_shared_by_two_interpreters_numbers_each_one_s_subgraphs(fast_device):
+    """Two LiteRT interpreters of one model (a WHILE: subgraphs 0, cond, body) share a
+    Delegate: placement() rows say which interpreter they come from (0, 1 in the order of
+    their first Prepare) and the subgraph within it, so the second interpreter's rows
+    read subgraph 0 and its body's index (they read 3 and 5: the contexts counted across
+    both); subgraph_records() likewise; each interpreter's own numbers are the first's."""
+    m = tf_model("while_cast")
+    d = litecl.Delegate(fast_device, quiet=True)
+    its = [make_interpreter(m, delegates=[d]) for _ in range(2)]
+    for it in its:
+        it.allocate_tensors()
+    rows = d.placement()
+    assert {r["interpreter"] for r in rows} == {0, 1}
+    first = [{k: v for k, v in r.items() if k != "interpreter"} for r in rows if r["interpreter"] == 0]
+    second = [{k: v for k, v in r.items() if k != "interpreter"} for r in rows if r["interpreter"] == 1]
+    assert first == second and first
+    assert any(r["subgraph"] == 0 for r in second) and any(r["subgraph"] > 0 for r in second)  # the body
+    recs = d.subgraph_records()
+    assert [(g["interpreter"], g["subgraph"]) for g in recs] == [(0, s) for s in range(len(recs) // 2)] + [
+        (1, s) for s in range(len(recs) // 2)]
+    assert all(r["interpreter"] == g["interpreter"] and r["subgraph"] == g["subgraph"]
+               for g in recs for r in g["rows"])
+    # one model, one subgraph: the second interpreter's rows are its subgraph 0 too
+    d = litecl.Delegate(fast_device, quiet=True)
+    its = [make_interpreter(chain_model(["float32", ("add", 1.0), "int8"], [7]), delegates=[d]) for _ in range(2)]
+    for it in its:
+        it.allocate_tensors()
+    assert [(r["interpreter"], r["subgraph"]) for r in d.placement()] == [(0, 0), (0, 0), (1, 0), (1, 0)]
+
+
+def test_litecl_interpreters_sharing_a_delegate_keep_their_own_subgraph_numbers(fast_device):
+    """litecl.Interpreter(delegate=d) twice: each one's placement() reads its model's
+    subgraph 0, and names its interpreter (the delegate's numbering)."""
+    d = litecl.Delegate(fast_device, quiet=True)
+    a = litecl.Interpreter(model_content=cast_model("float32", "int8", [5]), delegate=d)
+    b = litecl.Interpreter(model_content=add_model("float32", [3], [3]), delegate=d)
+    assert [(r["interpreter"], r["subgraph"], r["op"]) for r in a.placement()] == [(0, 0, "CAST")]
+    assert [(r["interpreter"], r["subgraph"], r["op"]) for r in b.placement()] == [(1, 0, "ADD")]
+    assert [(r["interpreter"], r["subgraph"]) for r in d.placement()] == [(0, 0), (1, 0)]
+    assert "subgraph 0: Replacing 1 out of 1" in b.summary()[-1]
+
+
+def test_finding_a_context_s_subgraph_leaves_every_context_as_it_was(fast_device, monkeypatch):
+    """Delegate._record asks LiteRT's AcquireSubgraphContext for the subgraph index of
+    the context being prepared (and releases the others): every context of the
+    interpreter reads byte for byte as before, and the model's subgraphs are numbered
+    0, 1, ... (a WHILE: cond and body)."""
+    import ctypes
+
+    from litecl.delegate import Delegate
+
+    seen, changed, places = [], [], []
+    record = Delegate._record
+
+    def watched(self, addr, rec):
+        before = {a: ctypes.string_at(a, ctypes.sizeof(abi.TfLiteContext)) for a in [*seen, addr]}
+        record(self, addr, rec)
+        changed.extend(a for a, b in before.items() if ctypes.string_at(a, len(b)) != b)
+        seen.append(addr)
+        places.append(rec["place"][1])
+
+    monkeypatch.setattr(Delegate, "_record", watched)
+    m = tf_model("while_cast")
+    d, got, want = _both(m, fast_device, {"x": np.array([1.5, 2, 3, -4, 5e9], np.float32),
+                                          "n": np.array(3, np.int32)})
+    _same(got, want)
+    assert not changed and places == list(range(len(places))) and len(places) >= 3
