@@ -258,9 +258,12 @@ class Delegate:
         # per thread: litecl.Interpreter's key while it drives LiteRT (owning), and the last
         # error a callback raised (take_error); one object: each costs ~1 us to make
         self._owner = self._errors = threading.local()
-        #: tensor bindings at partition invokes (in LiteRT's memory / through device copies) and
-        #: partition invokes (a partition in a WHILE body counts once per iteration)
-        self.stats = {"in_place": 0, "copied": 0, "staged": 0, "invokes": 0}
+        #: tensor bindings at partition invokes: "in_place" (in LiteRT's memory), "copied"
+        #: (through device copies), "staged" (of those, through pinned staging memory); and
+        #: "partition_invokes": invokes of litecl's partition kernels, not of the interpreter
+        #: (one interpreter invoke counts once per delegated partition it runs; a partition in
+        #: a WHILE body once per iteration)
+        self.stats = {"in_place": 0, "copied": 0, "staged": 0, "partition_invokes": 0}
         self.profile = False          # event-profile each launch (bench's per-node table)
         self.kernel_times_ns: dict = {}
         self._costs = None            # auto's device_costs, once looked up
@@ -1129,7 +1132,7 @@ class _Partition:
         q.finish()
         for ptr, pin, n in staged:
             C.memmove(ptr, pin.ctypes.data, n)
-        d.stats["invokes"] += 1
+        d.stats["partition_invokes"] += 1
 
     def _unpacked(self, t: int, ts, n: int):
         """A device buffer holding sub-byte tensor ``t`` one value per byte (as the kernels

@@ -142,7 +142,7 @@ def litecl_run(content: bytes, inputs, device: str, reference: str = "builtin", 
     for d, x in zip(it.get_input_details(), inputs):
         it.set_tensor(d["index"], x)
     it.invoke()
-    assert it.delegate.stats["invokes"] == 1
+    assert it.delegate.stats["partition_invokes"] == 1
     return it.get_tensor(it.get_output_details()[0]["index"]), it
 
 
@@ -509,7 +509,7 @@ def test_no_code_generation_per_invoke(fast_device, monkeypatch):
         it.invoke()
         got = it.get_tensor(it.get_output_details()[0]["index"])
         assert_same(got, litert(m, ins, "ref"), f"invoke {seed}", ins)
-    assert it.delegate.stats["invokes"] == 3
+    assert it.delegate.stats["partition_invokes"] == 3
 
 
 def test_same_tensor_on_both_inputs(fast_device):
@@ -592,7 +592,7 @@ def test_constant_operand_uploaded_once(device, copies, monkeypatch):
                 if k == 0:
                     first = len(made)
             assert len(made) == first, made  # nothing new after the first invoke
-            assert d.stats["invokes"] == 3
+            assert d.stats["partition_invokes"] == 3
             monkeypatch.undo()
 
 
@@ -618,7 +618,7 @@ def test_all_constant_add_computed_once(device, copies, monkeypatch):
             it.invoke()
             got = it.get_tensor(it.get_output_details()[0]["index"])
             assert_same(got, want, f"{dt} const+const {s1}+{s2}")
-        assert len(ran) == 1 and d.stats["invokes"] == 3
+        assert len(ran) == 1 and d.stats["partition_invokes"] == 3
         monkeypatch.undo()
 
 

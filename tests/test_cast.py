@@ -126,7 +126,7 @@ def check_pair(device: str, src: str, dst: str, sizes=SIZES, copies: bool = Fals
         x = edge_values(src, n)
         it.set_tensor(it.get_input_details()[0]["index"], x)
         it.invoke()
-        assert it.delegate.stats["invokes"] == 1  # the CAST ran as litecl's kernel
+        assert it.delegate.stats["partition_invokes"] == 1  # the CAST ran as litecl's kernel
         # LiteRT's tensors through copies when asked, and on a GPU (pretend ones included);
         # else in place (a packed int4/uint4/int2 side is always unpacked or packed: copied)
         st, copied = it.delegate.stats, copies or it.delegate.caps.is_gpu
@@ -216,7 +216,7 @@ def test_constant_input_cast_computed_once(fast_device, monkeypatch, copies):
     for _ in range(3):
         it.invoke()
         assert not mismatches(it.get_tensor(it.get_output_details()[0]["index"]), want).any()
-    assert len(ran) == 1 and d.stats["invokes"] == 3
+    assert len(ran) == 1 and d.stats["partition_invokes"] == 3
 
 
 def test_zero_size_tensor(fast_device):
@@ -344,7 +344,7 @@ def test_sub_byte_inputs_follow_litert_python_api(fast_device):
         for i in (it, ref):
             i.set_tensor(0, x)
             i.invoke()
-        assert it.delegate.stats["invokes"] == 1 and assert_on_opencl(it)
+        assert it.delegate.stats["partition_invokes"] == 1 and assert_on_opencl(it)
         got = it.get_tensor(it.get_output_details()[0]["index"])
         assert not mismatches(got, ref.get_tensor(ref.get_output_details()[0]["index"])).any()
         assert got.tolist() == x.astype(np.float32).tolist()
@@ -489,7 +489,7 @@ def test_tflite_cast_cases(device):
             i.set_tensor(i.get_input_details()[0]["index"], xv)
             i.invoke()
         got, lit = (i.get_tensor(i.get_output_details()[0]["index"]) for i in (it, ref))
-        assert it.delegate.stats["invokes"] == 1
+        assert it.delegate.stats["partition_invokes"] == 1
         assert not mismatches(got, lit).any(), (src, dst, x, got, lit)
         expect = _as_type(want, dst).reshape(shape)
         assert got.dtype == expect.dtype and not mismatches(got, expect).any(), (src, dst, got, expect)

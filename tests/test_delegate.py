@@ -42,7 +42,7 @@ def test_stock_litert_with_the_delegate(fast_device, capfd):
     _same(got, want)
     rows = d.placement()
     assert rows and all(r["placement"] == "opencl" and r["subgraph"] == 0 for r in rows)
-    assert d.stats["invokes"] >= 1
+    assert d.stats["partition_invokes"] >= 1
     assert "Replacing" not in capfd.readouterr().err  # quiet=True
 
 
@@ -531,3 +531,15 @@ def test_finding_a_context_s_subgraph_leaves_every_context_as_it_was(fast_device
                                           "n": np.array(3, np.int32)})
     _same(got, want)
     assert not changed and places == list(range(len(places))) and len(places) >= 3
+
+
+def test_stats_count_partition_invokes_under_that_name(fast_device):
+    """d.stats["partition_invokes"] counts invokes of litecl's partition kernels: one
+    interpreter invoke of a model with two delegated partitions (CAST, MUL on LiteRT,
+    ADD+CAST) counts 2. The key was "invokes", read as interpreter invokes."""
+    m = multi_op_model("cast_mul_cast")
+    d = litecl.Delegate(fast_device, quiet=True)
+    it = make_interpreter(m, delegates=[d])
+    run_outputs(it, random_inputs(it.get_input_details(), seed=1))
+    assert set(d.stats) == {"in_place", "copied", "staged", "partition_invokes"}
+    assert d.stats["partition_invokes"] == 2

@@ -242,7 +242,7 @@ def test_every_cast_pair_is_32bit_or_stays_on_litert(fast_device, sources):
                     i.set_tensor(i.get_input_details()[0]["index"], x)
                     i.invoke()
                 got, want = (i.get_tensor(i.get_output_details()[0]["index"]) for i in (it, ref))
-                assert it.delegate.stats["invokes"] == 1
+                assert it.delegate.stats["partition_invokes"] == 1
                 assert not mismatches(got, want).any(), (src, dst, x, got, want)
             on_cl += not {src, dst} & _NEWER
     assert on_cl == 10 * 9  # sources without int64/float64 x destinations without them
@@ -261,7 +261,7 @@ def test_int64_add_falls_back_with_reason(fast_device):
         i.set_tensor(i.get_input_details()[1]["index"], b)
         i.invoke()
         outs.append(i.get_tensor(i.get_output_details()[0]["index"]))
-    assert bit_equal(*outs) and it.delegate.stats["invokes"] == 0
+    assert bit_equal(*outs) and it.delegate.stats["partition_invokes"] == 0
 
 
 def test_full_profile_keeps_the_long_multiply():

@@ -39,7 +39,7 @@ TF_FIRST = textwrap.dedent("""
         a, b = it.get_tensor(d["index"]), ref.get_tensor(d["index"])
         assert a.tobytes() == b.tobytes(), d["name"]
     on = sum(p["placement"] == "opencl" for p in it.placement())
-    assert on > 0 and it.delegate.stats["invokes"] > 0, "nothing ran on OpenCL"
+    assert on > 0 and it.delegate.stats["partition_invokes"] > 0, "nothing ran on OpenCL"
     # TensorFlow itself still works in this process
     assert float(tf.reduce_sum(tf.constant([1.0, 2.0]))) == 3.0
     print("OK", on)
@@ -151,7 +151,7 @@ def _both(buf: bytes, dev: str, inputs: dict, resize: dict | None = None, invoke
             outs.append([x.get_tensor(d["index"]) for d in x.get_output_details()])
         runs.append(outs)
     # each partition's kernel counts its own invokes (a WHILE body's, each iteration)
-    assert it.delegate.stats["invokes"] >= invokes or not it.delegate.partitions()
+    assert it.delegate.stats["partition_invokes"] >= invokes or not it.delegate.partitions()
     return runs, it
 
 
@@ -212,7 +212,7 @@ def test_overwritten_input_in_one_partition(fast_device, fuse, copies):
             i.invoke()
             outs.append([i.get_tensor(o["index"]) for o in i.get_output_details()])
         assert all(_same(g, w) for g, w in zip(outs[1], outs[0])), (k, outs)
-    assert [p["partition"] for p in it.placement()] == [0, 0] and d.stats["invokes"] == 3
+    assert [p["partition"] for p in it.placement()] == [0, 0] and d.stats["partition_invokes"] == 3
 
 
 @pytest.mark.parametrize("dev", DEVICES)
@@ -245,7 +245,7 @@ def test_reset_all_variables_matches_litert(fast_device):
         x.invoke()
     assert _same(it.get_tensor(it.get_output_details()[0]["index"]),
                  ref.get_tensor(ref.get_output_details()[0]["index"]))
-    assert it.delegate.stats["invokes"] == 1
+    assert it.delegate.stats["partition_invokes"] == 1
 
 
 @pytest.mark.parametrize("dev", DEVICES)
@@ -274,7 +274,7 @@ def test_signature_input_that_is_no_subgraph_input(fast_device):
     rows = {p["op"]: p for p in it.placement()}
     assert rows["ADD"]["placement"] == "opencl"
     assert rows["CAST"]["placement"] == "litert" and "signature tensor" in rows["CAST"]["reason"]
-    assert it.delegate.stats["invokes"] == 1
+    assert it.delegate.stats["partition_invokes"] == 1
     with pytest.raises(ValueError):  # LiteRT: "Dimension mismatch" (no resize of non-inputs)
         runner(x=x, c=np.zeros(6, np.float32))
     # a second Interpreter of the model (Prepare's memo) decides the same
@@ -356,7 +356,7 @@ def test_run_time_planning_is_cached(fast_device):
     assert ln.n == 16 and (1, 4, 4, 1) in [plan.shapes[t] for t in ln.inputs]
     it.set_tensor(0, x)
     it.invoke()
-    assert part.plan is plan and it.delegate.stats["invokes"] == 2  # same shape: not planned again
+    assert part.plan is plan and it.delegate.stats["partition_invokes"] == 2  # same shape: not planned again
 
 
 @pytest.mark.parametrize("dev", DEVICES)
@@ -451,7 +451,7 @@ def test_shared_delegate_never_reuses_another_models_constant(fast_device):
         assert bit_equal(got, x + np.float32(k % 2)), (k, got[:3])
         del it, m
         gc.collect()
-    assert d.stats["invokes"] == 24 and all(r["placement"] == "opencl" for r in d.placement())
+    assert d.stats["partition_invokes"] == 24 and all(r["placement"] == "opencl" for r in d.placement())
 
 
 def test_interpreters_freed_at_exit_do_not_crash():

@@ -115,7 +115,7 @@ def test_streaming_chains_match_litert(device, fuse, stream_above):
         assert NT in _sources(it)
         it.set_tensor(it.get_input_details()[0]["index"], x)
         it.invoke()
-        assert it.delegate.stats["invokes"] == 1
+        assert it.delegate.stats["partition_invokes"] == 1
         want = run_reference(m, {it.get_input_details()[0]["name"]: x})
         for o in it.get_output_details():
             bad = mismatches(it.get_tensor(o["index"]), want[o["name"]])

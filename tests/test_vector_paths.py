@@ -61,7 +61,7 @@ def test_random_chains_vector_paths_match_litert(device, fuse):
         assert fuse or all(len(ln.nodes) == 1 for ln in launches(it))
         it.set_tensor(it.get_input_details()[0]["index"], x)
         it.invoke()
-        assert it.delegate.stats["invokes"] == 1
+        assert it.delegate.stats["partition_invokes"] == 1
         want = run_reference(m, {it.get_input_details()[0]["name"]: x})
         for o in it.get_output_details():
             got = it.get_tensor(o["index"])
@@ -206,7 +206,7 @@ def test_half_bits_fused_chains(device, half_bits_on_cpu):
         assert fused and "litecl_half_round_v" in fused[0].source
         it.set_tensor(it.get_input_details()[0]["index"], x)
         it.invoke()
-        assert it.delegate.stats["invokes"] == 1
+        assert it.delegate.stats["partition_invokes"] == 1
         want = run_reference(m, {it.get_input_details()[0]["name"]: x})
         for o in it.get_output_details():
             assert not mismatches(it.get_tensor(o["index"]), want[o["name"]]).any(), (seed, o["name"])
@@ -243,6 +243,6 @@ def test_gpu_code_paths_on_a_cpu_device(spec):
     assert_on_opencl(it)
     it.set_tensor(it.get_input_details()[0]["index"], x)
     it.invoke()
-    assert it.delegate.stats["invokes"] == 1
+    assert it.delegate.stats["partition_invokes"] == 1
     want = run_reference(m, {it.get_input_details()[0]["name"]: x})
     assert not mismatches(it.get_tensor(it.get_output_details()[0]["index"]), want["output"]).any()
