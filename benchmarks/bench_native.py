@@ -386,36 +386,11 @@ def partition_bytes(model: Path, device, placement: str, inputs: dict, target=No
                  sum(nbytes(p, t) for t in p.outputs)) for p in it.delegate.partitions(id(it)) if p.plan]
 
 
-#: litecl_delegate.c LCL_COPY_PIECE: the smallest piece of a staged copy one thread takes
-COPY_PIECE = 256 << 10
-
-
-def staged_copy(dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst[:] = src`` (uint8, one size) as litecl_delegate.c host_copy does it: pieces of
-    COPY_PIECE bytes at least, at most litecl.hostcopy.host_threads() of them (numpy
-    releases the GIL while it copies), the calling thread taking the first."""
-    from litecl.hostcopy import _executor, host_threads  # noqa: PLC0415
-
-    n = dst.nbytes
-    parts = min(n // COPY_PIECE, host_threads())
-    if parts < 2:
-        dst[:] = src
-        return
-    step = -(-n // parts)
-    step += -step % 64
-    futures = [_executor(parts).submit(np.copyto, dst[i:i + step], src[i:i + step]) for i in range(step, n, step)]
-    dst[:step] = src[:step]
-    for f in futures:
-        f.result()
-
-
 def staged_round_trip_us(device, nin: int, nout: int, runs: int = 60) -> float:
     """The round-trip floor with a partition's own bytes on a copy device, the native
     delegate's way (litecl_delegate.c: staging through pinned memory): ``nin`` bytes copied
     into a mapped ALLOC_HOST_PTR buffer and written, bench_delegate's 16 KiB copy kernel,
-    ``nout`` bytes read into pinned memory and copied out, one wait; the median (us). The
-    host copies are split over threads as the delegate's host_copy splits them
-    (``staged_copy``)."""
+    ``nout`` bytes read into pinned memory and copied out, one wait; the median (us)."""
     import pyopencl as cl  # noqa: PLC0415
 
     q, ctx = device.queue, device.context
@@ -431,11 +406,11 @@ def staged_round_trip_us(device, nin: int, nout: int, runs: int = 60) -> float:
                        for pb, n in zip(pins, (nin, nout)))
 
     def once():
-        staged_copy(pin_in, host_in)
+        pin_in[:] = host_in
         cl.enqueue_copy(q, a, pin_in[:nin] if nin else pin_in[:1], is_blocking=False)
         cl.enqueue_nd_range_kernel(q, k, (1024,), None)
         cl.enqueue_copy(q, pin_out[:nout] if nout else pin_out[:1], b, is_blocking=True)
-        staged_copy(host_out, pin_out)
+        host_out[:] = pin_out
     for _ in range(5):
         once()
     ts = []
