@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "cl_loader.h"
 #include "litecl_plan.h"
@@ -44,8 +43,6 @@
 #define LCL_BLOCK_BYTES 32          /* ops/tiling.py BLOCK_BYTES */
 #define LCL_MAX_ELEMENTS (1ull << 31) /* ops/tiling.py MAX_ELEMENTS */
 #define LCL_SPIN_US 1000            /* default of the "spin_us" option (kernel_invoke's wait) */
-#define LCL_COPY_THREADS 8          /* most threads a staged host copy is split over (backend/hostcopy.py) */
-#define LCL_COPY_PIECE (256u << 10) /* the smallest piece one of them copies */
 
 #if defined(__GNUC__)
 #define LCL_EXPORT __attribute__((visibility("default")))
@@ -135,7 +132,6 @@ typedef struct {
     int in_place, align;               /* memory policy (LCL_PLAN, option "memory") */
     int use_binaries, quiet;
     long spin_us;                      /* polling before a blocking clFinish ("spin_us") */
-    int copy_threads;                  /* host_copy's threads (LITECL_HOST_THREADS) */
     int keep_order;                    /* LiteRT's own nodes in the model's order ("keep_order": LCL_KEEP_*) */
     TfLiteContext **announced;         /* contexts whose Replacing line was printed */
     int n_announced, cap_announced;
@@ -830,68 +826,6 @@ static cl_mem own_buffer(partition *p, slot *s, size_t bytes) {
 
 static size_t slot_bytes(const slot *s) { return numel(s) * (size_t)s->itemsize; }
 
-/* Host copies into and out of pinned staging memory (discrete GPUs), split over threads:
- * one thread copies 5-8 GB/s on the H200's host, 8 threads 28-32 GB/s into pinned memory
- * (benchmarks/h200_transfers.py), and the staged copies are most of a partition's time
- * there. Pieces of LCL_COPY_PIECE bytes at least, at most d->copy_threads of them; each
- * extra thread is created for the copy and joined (~10-20 us; no thread outlives a call,
- * so nothing is left running when LiteRT frees the delegate). A thread that cannot be
- * created leaves its piece to the calling thread. */
-typedef struct {
-    char *dst;
-    const char *src;
-    size_t n;
-} copy_piece;
-
-static void *copy_piece_run(void *arg) {
-    copy_piece *c = arg;
-    memcpy(c->dst, c->src, c->n);
-    return NULL;
-}
-
-static void host_copy(const delegate *d, void *dst, const void *src, size_t n) {
-    size_t parts = n / LCL_COPY_PIECE;
-    if (parts > (size_t)d->copy_threads) parts = (size_t)d->copy_threads;
-    if (parts < 2) {
-        memcpy(dst, src, n);
-        return;
-    }
-    size_t step = (n + parts - 1) / parts;
-    step += (64 - step % 64) % 64; /* whole cache lines per thread */
-    pthread_t th[LCL_COPY_THREADS];
-    copy_piece pc[LCL_COPY_THREADS];
-    int started[LCL_COPY_THREADS] = {0};
-    pthread_attr_t attr;
-    int attr_ok = pthread_attr_init(&attr) == 0;
-    if (attr_ok) pthread_attr_setstacksize(&attr, 64u << 10);
-    size_t k = 1;
-    for (size_t off = step; off < n && k < LCL_COPY_THREADS; off += step, k++) {
-        pc[k].dst = (char *)dst + off;
-        pc[k].src = (const char *)src + off;
-        pc[k].n = n - off < step ? n - off : step;
-        started[k] = pthread_create(&th[k], attr_ok ? &attr : NULL, copy_piece_run, &pc[k]) == 0;
-        if (!started[k]) memcpy(pc[k].dst, pc[k].src, pc[k].n);
-    }
-    memcpy(dst, src, step);
-    for (size_t j = 1; j < k; j++)
-        if (started[j]) pthread_join(th[j], NULL);
-    if (attr_ok) pthread_attr_destroy(&attr);
-}
-
-/* threads a staged copy may use: LITECL_HOST_THREADS (a whole number from 1, which turns
- * splitting off, to 64), else the host's online cores, at most LCL_COPY_THREADS (as
- * backend/hostcopy.py host_threads); -1 for a value that is not such a number */
-static int host_threads(void) {
-    const char *e = getenv("LITECL_HOST_THREADS");
-    if (e && *e) {
-        char *end = NULL;
-        long v = strtol(e, &end, 10);
-        return *end || v < 1 || v > 64 ? -1 : v > LCL_COPY_THREADS ? LCL_COPY_THREADS : (int)v;
-    }
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > LCL_COPY_THREADS ? LCL_COPY_THREADS : (int)n;
-}
-
 /* a pinned host buffer (CL_MEM_ALLOC_HOST_PTR, mapped once) to stage copies through */
 static void *pinned(partition *p, slot *s, size_t bytes) {
     delegate *d = p->d;
@@ -1058,7 +992,7 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
             if (!d->in_place) { /* staging through pinned memory (discrete GPUs) */
                 void *pin = pinned(p, s, n);
                 if (!pin) goto nomem;
-                host_copy(d, pin, src, n);
+                memcpy(pin, src, n);
                 src = pin;
             }
             CHECK(d->dev->cl.EnqueueWriteBuffer(d->dev->queue, s->bound, CL_FALSE, 0, n, src, 0, NULL, track(p)),
@@ -1137,7 +1071,7 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
             free(tmp);
             tmp = NULL;
         } else if (!d->in_place && !s->host) {
-            host_copy(d, ts->data, s->pinned_ptr, n);
+            memcpy(ts->data, s->pinned_ptr, n);
         }
     }
     return kTfLiteOk;
@@ -1742,12 +1676,6 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
     const char *memory = "auto";
     d->use_binaries = 1;
     d->spin_us = LCL_SPIN_US;
-    d->copy_threads = host_threads();
-    if (d->copy_threads < 0) {
-        snprintf(err, sizeof err, "litecl: LITECL_HOST_THREADS \"%.100s\" is not a whole number from 1 to 64",
-                 getenv("LITECL_HOST_THREADS"));
-        goto fail;
-    }
     d->keep_order = LCL_KEEP_ORDER_DEFAULT;
     d->quiet = truthy(getenv("LITECL_QUIET"));
     for (size_t i = 0; i < n; i++) {
