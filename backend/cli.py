@@ -327,14 +327,24 @@ def _unique_names(outs: list) -> dict:
     return {(f"{n}#{k}" if n in dup else n): v for k, (n, v) in enumerate(outs)}
 
 
-def _pick_signature(interp, sig):
+def _pick_signature(interp, sig, given=None):
+    """The signature key to run, or None for subgraph 0's own inputs and outputs:
+    ``sig`` (--signature, checked); else the first signature when subgraph 0 has no
+    inputs; else, when the inputs ``given`` (--inputs, by name) are not subgraph 0's but
+    are the signature inputs of the model's only signature, that one (as LiteRT's
+    get_signature_runner() takes the only signature without a key). With several
+    signatures, _inputs_for's error names the one to pass."""
+    sigs = interp.get_signature_list()
     if sig is not None:
-        if sig not in interp.get_signature_list():
-            raise _Usage(f"unknown signature {sig!r}; the model has "
-                         f"{', '.join(interp.get_signature_list()) or 'none'}")
+        if sig not in sigs:
+            raise _Usage(f"unknown signature {sig!r}; the model has {', '.join(sigs) or 'none'}")
         return sig
-    if not interp._model.subgraphs[0].inputs and interp.get_signature_list():
-        return next(iter(interp.get_signature_list()))
+    if not interp._model.subgraphs[0].inputs and sigs:
+        return next(iter(sigs))
+    if given is not None and len(sigs) == 1:
+        (key, io), = sigs.items()
+        if not set(given) <= {d["name"] for d in interp.get_input_details()} and set(given) <= set(io["inputs"]):
+            return key
     return None
 
 
@@ -557,7 +567,7 @@ def _open_with_inputs(args):
     command line (--inputs or seeded random, --resize, --full-range, --signature)."""
     given = _load_npz(args.inputs) if args.inputs else None
     interp = _open(args)
-    sig = _pick_signature(interp, args.signature)
+    sig = _pick_signature(interp, args.signature, given)
     inputs = _inputs_for(_details_by_name(interp, sig), given, args.seed, args.resize, args.full_range,
                          interp, sig)
     return interp, sig, inputs
@@ -656,7 +666,7 @@ def cmd_bench(args) -> int:
     given = _load_npz(args.inputs) if args.inputs else None
     t0 = time.perf_counter()
     interp = _open(args)
-    sig = _pick_signature(interp, args.signature)
+    sig = _pick_signature(interp, args.signature, given)
 
     def ready(it, given):
         """(run closure, inputs by name) for one interpreter, allocated at the inputs'
@@ -939,7 +949,7 @@ def _parser() -> argparse.ArgumentParser:
                        "Default: normal floats, 8-bit integers over their range, 16-bit and "
                        "wider in [0, 10) (they are often indices)")
     sig_help = ("signature key to run (default: subgraph 0, or the first signature when "
-                "subgraph 0 has no inputs)")
+                "subgraph 0 has no inputs, or the only signature when --inputs names its inputs)")
     ref_choices = ("builtin", "ref", "xnnpack")
     placement_help = ("all (default): every node that can run on OpenCL does; auto: only where the "
                       "cost model (the device's measured bandwidth and round trip against LiteRT's) "

@@ -1,0 +1,68 @@
+"""Regression tests for problems a new user found in a trial (a second round after
+tests/test_user_reports.py): the CLI's signature handling, device="auto"'s Oclgrind
+fallback, and `litecl kernel cast` for pairs LiteRT's CAST does not run."""
+from __future__ import annotations
+
+import copy
+
+import flatbuffers
+import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+
+from litecl.cli import main
+from models.builders import cast_model
+
+
+def _pack(m) -> bytes:
+    b = flatbuffers.Builder(0)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def _with_signatures(model: bytes, names: dict) -> bytes:
+    """``model`` (one subgraph, builders' serving_default signature) with signatures
+    ``names``: {key: (input name, output name)}, each over subgraph 0, named unlike the
+    tensors ("input"/"output")."""
+    m = schema.ModelT.InitFromPackedBuf(model, 0)
+    base, m.signatureDefs = m.signatureDefs[0], []
+    for key, (i, o) in names.items():
+        s = copy.deepcopy(base)
+        s.signatureKey = key
+        s.inputs[0].name, s.outputs[0].name = i, o
+        m.signatureDefs.append(s)
+    return _pack(m)
+
+
+def test_run_with_the_only_signature_s_input_names_uses_it_without_asking(tmp_path, fast_device, capsys):
+    """--inputs keyed by the only signature's input names: run, compare and bench use
+    that signature (LiteRT's get_signature_runner() with no key); they asked for
+    --signature. Subgraph 0's tensor names still work; with two signatures the error
+    still names the one to pass."""
+    one = tmp_path / "one.tflite"
+    one.write_bytes(_with_signatures(cast_model("float32", "int8", [5]), {"serving_default": ("x", "y")}))
+    x = np.array([1.5, -2.25, 3, 200, -7], np.float32)
+    np.savez(tmp_path / "sig.npz", x=x)
+    np.savez(tmp_path / "tensor.npz", input=x)
+    out = tmp_path / "out.npz"
+    assert main(["run", str(one), "--inputs", str(tmp_path / "sig.npz"), "--device", fast_device,
+                 "--output", str(out)]) == 0
+    said = capsys.readouterr()
+    assert "y: int8[5]" in said.out and said.err == "", said
+    got = np.load(out)["y"]
+    assert main(["run", str(one), "--inputs", str(tmp_path / "tensor.npz"), "--device", fast_device,
+                 "--output", str(out)]) == 0
+    assert "output: int8[5]" in capsys.readouterr().out
+    assert np.array_equal(np.load(out)["output"], got)
+    assert main(["compare", str(one), "--inputs", str(tmp_path / "sig.npz"), "--device", fast_device]) == 0
+    said = capsys.readouterr().out
+    assert "signature: serving_default" in said and "all outputs bit-exact" in said
+    assert main(["bench", str(one), "--inputs", str(tmp_path / "sig.npz"), "--device", fast_device,
+                 "--num_runs", "2", "--warmup_runs", "1", "--min_secs", "0", "--warmup_min_secs", "0"]) == 0
+    assert "INFO: signature: serving_default" in capsys.readouterr().out
+    two = tmp_path / "two.tflite"
+    two.write_bytes(_with_signatures(cast_model("float32", "int8", [5]),
+                                     {"serving_default": ("x", "y"), "other": ("a", "b")}))
+    assert main(["run", str(two), "--inputs", str(tmp_path / "sig.npz"), "--device", fast_device]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown input name(s) ['x']") and "pass --signature serving_default" in err, err
+
