@@ -602,15 +602,39 @@ _REFERENCE_TEXT = {"builtin": "LiteRT's builtin kernels without XNNPACK",
                    "xnnpack": "LiteRT's default configuration, XNNPACK included"}
 
 
-def cmd_compare(args) -> int:
-    """LiteRT with litecl.Delegate against LiteRT without it: the same op resolver
-    (--reference), the same inputs, every output bit for bit (litecl.compare)."""
-    from .compare import diff_report, make_interpreter, run_outputs  # noqa: PLC0415
+def _compare_targets(interp, sig, given) -> list:
+    """What ``litecl compare`` checks: [signature key, or None for subgraph 0's own
+    inputs and outputs]. --signature: that one. A model with several signatures: every
+    one (the inputs of --inputs, by name, pick those whose inputs it holds; names of
+    subgraph 0's own inputs pick subgraph 0). Otherwise what run picks
+    (``_pick_signature``)."""
+    sigs = interp.get_signature_list()
+    if sig is not None or len(sigs) < 2:
+        return [_pick_signature(interp, sig, given)]
+    if given is None:
+        return list(sigs)
+    if interp._model.subgraphs[0].inputs and set(given) <= {d["name"] for d in interp.get_input_details()}:
+        return [None]
+    fits = [k for k, io in sigs.items() if set(io["inputs"]) <= set(given)]
+    if fits and set(given) <= {n for k in fits for n in sigs[k]["inputs"]}:
+        return fits
+    return [None]  # _inputs_for says which names are unknown and which signature they are
 
-    interp, sig, inputs = _open_with_inputs(args)
+
+def _compare_one(args, interp, ref, sig, given) -> dict:
+    """Compare signature ``sig`` (None: subgraph 0) of ``interp`` (litecl) with ``ref``
+    (LiteRT alone) on the inputs of --inputs (``given``, by name: those of ``sig``) or
+    seeded random ones: {"signature", "all_bit_exact", "opencl_nodes", "nodes",
+    "partitions", "outputs" (diff_report rows), "notes"}."""
+    from .compare import diff_report, run_outputs  # noqa: PLC0415
+
+    details = _details_by_name(interp, sig)
+    if given is not None and sig is not None and args.signature is None:
+        names = {d["name"] for d in details}  # --inputs may hold other signatures' inputs too
+        given = {k: v for k, v in given.items() if k in names}
+    inputs = _inputs_for(details, given, args.seed, args.resize, args.full_range, interp, sig)
     got = run_outputs(interp, inputs, sig)
     try:
-        ref = make_interpreter(interp._model.raw, args.num_threads, args.reference)
         want = run_outputs(ref, inputs, sig)
     except (RuntimeError, ValueError) as e:  # e.g. an op version this LiteRT lacks
         msg = " ".join(str(e).split())[:300]
@@ -620,33 +644,65 @@ def cmd_compare(args) -> int:
         got = [(k, got_by.get(k, np.array([]))) for k, _ in want]
     # outputs compared by position (two outputs may share a name), each row named
     reps = [diff_report(k, g, v) for (k, v), (_, g) in zip(_unique_names(want).items(), got)]
-    ok = all(r["bit_exact"] for r in reps)
-    _, graphs, keep = _report(interp, sig)  # the subgraphs that ran
-    on, total = sum(g["claimed"] for g in graphs), sum(g["nodes"] for g in graphs)
-    parts = sum(g["partitions"] for g in graphs)
+    _, graphs, _ = _report(interp, sig)  # the subgraphs that ran
+    return {"signature": sig, "all_bit_exact": all(r["bit_exact"] for r in reps),
+            "opencl_nodes": sum(g["claimed"] for g in graphs), "nodes": sum(g["nodes"] for g in graphs),
+            "partitions": sum(g["partitions"] for g in graphs), "outputs": reps,
+            "notes": _unwritten_outputs(interp, _subgraph_of(interp, sig))}
+
+
+def cmd_compare(args) -> int:
+    """LiteRT with litecl.Delegate against LiteRT without it: the same op resolver
+    (--reference), the same inputs, every output bit for bit (litecl.compare). A model
+    with several signatures has each one compared (``_compare_targets``), each named in
+    the report; --signature compares one."""
+    from .compare import make_interpreter  # noqa: PLC0415
+
+    given = _load_npz(args.inputs) if args.inputs else None
+    interp = _open(args)
+    targets = _compare_targets(interp, args.signature, given)
+    try:
+        ref = make_interpreter(interp._model.raw, args.num_threads, args.reference)
+    except (RuntimeError, ValueError) as e:
+        msg = " ".join(str(e).split())[:300]
+        raise _Usage(f"LiteRT without the delegate cannot run the model: {msg}") from None
+    results = [_compare_one(args, interp, ref, sig, given) for sig in targets]
+    ok = all(r["all_bit_exact"] for r in results)
     others = ", ".join(r for r in _REFERENCE_TEXT if r != args.reference)
     if args.json:
-        print(json.dumps({"model": args.model, "device": _device_json(interp.device),
-                          "signature": sig, "reference": args.reference, "all_bit_exact": ok,
-                          "opencl_nodes": on, "nodes": total, "partitions": parts,
-                          "outputs": reps}, indent=2))
-    else:
-        print(f"model: {args.model}" + (f"  signature: {sig}" if sig else "")
-              + f"  device: {_device_line(interp.device)}  nodes on OpenCL: {on}/{total}"
-              + f" in {parts} partition(s)")
-        print(f"{'output':<32} {'dtype':<9} {'shape':<18} {'bit-exact':<9} {'max abs diff':>12} {'mismatched':>10}")
-        for r in reps:
-            mad = "-" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.6g}"
-            print(f"{r['name'][:32]:<32} {r['dtype']:<9} {str(r['shape']):<18} "
-                  f"{'yes' if r['bit_exact'] else 'NO':<9} {mad:>12} {r['mismatched']:>10}")
-        against = f"LiteRT without the delegate (--reference {args.reference}: {_REFERENCE_TEXT[args.reference]})"
-        if ok:
-            print(f"all outputs bit-exact with {against}")
+        head = {"model": args.model, "device": _device_json(interp.device)}
+        rows = [{k: v for k, v in r.items() if k != "notes"} for r in results]
+        if len(rows) == 1:  # one signature (or subgraph 0): its fields at the top
+            print(json.dumps({**head, "signature": rows[0]["signature"], "reference": args.reference,
+                              **{k: v for k, v in rows[0].items() if k != "signature"}}, indent=2))
         else:
-            print(f"outputs DIFFER from {against}; --reference {others.replace(', ', ' or ')} "
+            print(json.dumps({**head, "reference": args.reference, "all_bit_exact": ok, "signatures": rows},
+                             indent=2))
+        return 0 if ok else 1
+    against = f"LiteRT without the delegate (--reference {args.reference}: {_REFERENCE_TEXT[args.reference]})"
+    for r in results:
+        sig = r["signature"]
+        print(f"model: {args.model}" + (f"  signature: {sig}" if sig else "")
+              + f"  device: {_device_line(interp.device)}  nodes on OpenCL: {r['opencl_nodes']}/{r['nodes']}"
+              + f" in {r['partitions']} partition(s)")
+        print(f"{'output':<32} {'dtype':<9} {'shape':<18} {'bit-exact':<9} {'max abs diff':>12} {'mismatched':>10}")
+        for o in r["outputs"]:
+            mad = "-" if o["max_abs_diff"] is None else f"{o['max_abs_diff']:.6g}"
+            print(f"{o['name'][:32]:<32} {o['dtype']:<9} {str(o['shape']):<18} "
+                  f"{'yes' if o['bit_exact'] else 'NO':<9} {mad:>12} {o['mismatched']:>10}")
+        what = f"signature {sig}'s outputs" if len(results) > 1 else "all outputs"
+        if r["all_bit_exact"]:
+            print(f"{what} bit-exact with {against}")
+        else:
+            print(f"{what} DIFFER from {against}; --reference {others.replace(', ', ' or ')} "
                   "compares against another LiteRT resolver")
-        for note in _unwritten_outputs(interp, _subgraph_of(interp, sig)):
+        for note in r["notes"]:
             print(f"note: {note}")
+    if len(results) > 1:
+        bad = [r["signature"] for r in results if not r["all_bit_exact"]]
+        names = ", ".join(r["signature"] for r in results)
+        print(f"compared {len(results)} signatures ({names}): "
+              + ("all bit-exact" if not bad else f"{', '.join(bad)} DIFFER"))
     return 0 if ok else 1
 
 
@@ -1006,7 +1062,9 @@ def _parser() -> argparse.ArgumentParser:
     add_input_args(s)
     s.add_argument("--json", action="store_true",
                    help="print JSON: model, device {platform, name, profile}, signature, "
-                   "reference, all_bit_exact, opencl_nodes, nodes, partitions, outputs")
+                   "reference, all_bit_exact, opencl_nodes, nodes, partitions, outputs; several "
+                   "signatures compared: model, device, reference, all_bit_exact and signatures, "
+                   "a list of {signature, all_bit_exact, opencl_nodes, nodes, partitions, outputs}")
     s.add_argument("--reference", choices=ref_choices, default="builtin", help=reference_help)
     s.set_defaults(fn=cmd_compare)
 

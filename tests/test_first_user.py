@@ -447,13 +447,16 @@ def test_inspect_rows_are_the_delegate_s_placement(shared_models, fast_device):
 
 
 def test_inspect_counts_one_signature_as_compare(shared_models, fast_device):
-    """Lyra: inspect without --signature shows the signature compare runs, not the sum
-    of both; the other one is named."""
+    """Lyra: inspect without --signature shows one signature, not the sum of both, with
+    the counts compare gives that signature (compare checks both, each named); the other
+    one is named."""
     import json  # noqa: PLC0415
 
     path = shared_model("lyra_quantizer.tflite")
     rep = _inspect_json(path, fast_device)
     cmp = json.loads(_cli("compare", path, "--device", fast_device, "--json").stdout)
+    assert sorted(c["signature"] for c in cmp["signatures"]) == sorted([rep["signature"], *rep["other_signatures"]])
+    cmp = next(c for c in cmp["signatures"] if c["signature"] == rep["signature"])
     assert sum(g["nodes"] for g in rep["graphs"]) == cmp["nodes"]
     assert sum(n["placement"] == "opencl" for n in rep["nodes"]) == cmp["opencl_nodes"]
     assert rep["other_signatures"]

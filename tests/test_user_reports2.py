@@ -66,3 +66,30 @@ def test_run_with_the_only_signature_s_input_names_uses_it_without_asking(tmp_pa
     err = capsys.readouterr().err
     assert err.startswith("error: unknown input name(s) ['x']") and "pass --signature serving_default" in err, err
 
+
+def test_compare_checks_every_signature_and_names_each(tmp_path, fast_device, capsys):
+    """A model with two signatures: compare checks both, each block and the last line
+    naming its signature (it checked subgraph 0 alone, unnamed); --json lists them;
+    --signature checks one; --inputs holding one signature's inputs checks that one."""
+    import json
+
+    two = tmp_path / "two.tflite"
+    two.write_bytes(_with_signatures(cast_model("float32", "int8", [5]),
+                                     {"serving_default": ("x", "y"), "other": ("a", "b")}))
+    assert main(["compare", str(two), "--device", fast_device]) == 0
+    out = capsys.readouterr().out
+    assert "  signature: serving_default  " in out and "  signature: other  " in out
+    assert "signature other's outputs bit-exact" in out
+    assert out.splitlines()[-1] == "compared 2 signatures (serving_default, other): all bit-exact"
+    assert main(["compare", str(two), "--device", fast_device, "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["all_bit_exact"] and [r["signature"] for r in rep["signatures"]] == ["serving_default", "other"]
+    assert [[o["name"] for o in r["outputs"]] for r in rep["signatures"]] == [["y"], ["b"]]
+    assert all(r["nodes"] == 1 and r["opencl_nodes"] == 1 for r in rep["signatures"])
+    assert main(["compare", str(two), "--device", fast_device, "--signature", "other", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["signature"] == "other" and rep["all_bit_exact"] and [o["name"] for o in rep["outputs"]] == ["b"]
+    np.savez(tmp_path / "a.npz", a=np.arange(5, dtype=np.float32))
+    assert main(["compare", str(two), "--device", fast_device, "--inputs", str(tmp_path / "a.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "  signature: other  " in out and "serving_default" not in out and "all outputs bit-exact" in out
