@@ -1638,7 +1638,9 @@ def open_device(spec: str | Device | None = None) -> Device:
     spec: None (read ``LITECL_DEVICE``, default ``auto``), a Device (returned as is), or
     ``NAME[:profile=PROFILE[+PROFILE...]]`` with NAME in auto/gpu/cpu/pocl/intel/oclgrind/
     nvidia or a platform or device name substring. ``auto`` takes a GPU if one exists, else the
-    first CPU runtime that builds kernels (PoCL, Intel, then Oclgrind). One context and
+    first CPU runtime that builds kernels (PoCL, Intel, then Oclgrind; falling back to the
+    Oclgrind simulator warns once per process, a RuntimeWarning naming the other devices
+    and why each was passed over). One context and
     queue per (device, profile) per process. Raises DeviceError when nothing matches,
     when a substring matches devices of more than one platform, or when the spec is
     malformed (an empty name included) or not a string.
@@ -1656,6 +1658,8 @@ def open_device(spec: str | Device | None = None) -> Device:
     base, profile = parse_spec(spec)
     try:
         d = _select(base)
+        if base.strip().lower() == "auto" and _ALIASES["oclgrind"] in d.platform.name.lower():
+            _warn_auto_oclgrind(d)
     except DeviceError:
         forked = [dev for dev in _OPEN.values() if dev.forked]
         if forked and not _POCL_LEFT_OUT:  # e.g. NVIDIA's runtime lists no device in a child
@@ -1676,6 +1680,18 @@ def open_device(spec: str | Device | None = None) -> Device:
         _OPEN[k] = Device(d, ctx, queue, caps)
     _BY_SPEC[(spec, env)] = _OPEN[k]
     return _OPEN[k]
+
+
+def _warn_auto_oclgrind(chosen: "cl.Device") -> None:
+    """Warn once per process (one line on stderr) that ``auto`` fell back to Oclgrind, a
+    simulator that interprets every work-item (much slower than a CPU runtime): which devices there are and why none of them was taken, and how to pick
+    another."""
+    others = [d for d in _all_devices() if not _same(d, chosen)]
+    why = "; ".join(f"{_describe(d)}: {' '.join(probe_compiler(d).split())[:120] or 'builds them'}"
+                    for d in others) or "it is the only OpenCL device found"
+    _warn_once("auto-oclgrind", "device auto picked the Oclgrind simulator, which runs kernels very slowly, "
+               f"because no other OpenCL device builds litecl's kernels ({why}); pick another device with "
+               "--device SPEC (device=SPEC in Python) or LITECL_DEVICE=SPEC (`litecl devices` lists them)")
 
 
 #: (spec, LITECL_DEVICE when spec is None) -> the Device it opened (open_device's memo)

@@ -93,3 +93,59 @@ def test_compare_checks_every_signature_and_names_each(tmp_path, fast_device, ca
     assert main(["compare", str(two), "--device", fast_device, "--inputs", str(tmp_path / "a.npz")]) == 0
     out = capsys.readouterr().out
     assert "  signature: other  " in out and "serving_default" not in out and "all outputs bit-exact" in out
+
+
+_AUTO_OCLGRIND = r"""
+import sys
+import litecl.device as D
+real, probe = D._all_devices, D.probe_compiler
+if sys.argv[1] == "only":  # Oclgrind is the only device
+    D._all_devices = lambda: [d for d in real() if "oclgrind" in d.platform.name.lower()]
+else:  # every other device fails to build kernels
+    D.probe_compiler = lambda d: probe(d) if "oclgrind" in d.platform.name.lower() else "error: cannot build (a test)"
+if sys.argv[1].startswith("cli"):
+    from litecl.cli import main
+    sys.exit(main(["devices"] if sys.argv[1] == "cli-devices" else
+                  ["kernel", "cast", "float32", "int8", "--device", "auto"]))
+import litecl
+for spec in ("auto", None, "auto:profile=mobile", "oclgrind"):
+    print(litecl.open_device(spec).caps.platform)
+"""
+
+
+def test_auto_falling_back_to_oclgrind_warns_once(tmp_path):
+    """device="auto" (and --device auto) that ends on the Oclgrind simulator says so in
+    one warning line on stderr, once per process, with why the others were passed over
+    and how to pick another device; it said nothing. ``litecl devices`` (which marks what
+    auto picks) does not warn; naming oclgrind does not warn."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import DEVICE_STATUS, ROOT
+
+    if DEVICE_STATUS.get("oclgrind"):
+        import pytest
+
+        pytest.skip(f"oclgrind: {DEVICE_STATUS['oclgrind']}")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"}
+    env.pop("LITECL_DEVICE", None)
+    runs = {how: subprocess.run([sys.executable, "-c", _AUTO_OCLGRIND, how], capture_output=True, text=True,
+                                env=env, cwd=tmp_path, timeout=300)
+            for how in ("only", "others", "cli", "cli-devices")}
+    devices = runs.pop("cli-devices")
+    assert devices.returncode == 0 and devices.stderr == "" and "*" in devices.stdout, devices
+    for how, r in runs.items():
+        assert r.returncode == 0, (how, r.stderr)
+        lines = [ln for ln in r.stderr.splitlines() if "Oclgrind simulator" in ln]
+        assert len(lines) == 1, (how, r.stderr)
+        line = lines[0]
+        assert "device auto picked the Oclgrind simulator" in line and "no other OpenCL device builds" in line
+        assert "--device SPEC" in line and "LITECL_DEVICE=SPEC" in line
+        if how != "cli":
+            assert line.startswith("litecl:0: RuntimeWarning: ") and r.stdout.split().count("Oclgrind") == 4
+    assert "it is the only OpenCL device found" in runs["only"].stderr
+    assert "error: cannot build (a test)" in runs["others"].stderr
+    cli = runs["cli"]
+    assert cli.stderr.startswith("warning: device auto picked") and cli.stderr.count("\n") == 1, cli.stderr
+    assert "__kernel" in cli.stdout
