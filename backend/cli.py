@@ -836,6 +836,12 @@ def _kernel_build(args, dev, source) -> None:
         print("// built OK")
 
 
+#: types LiteRT's Python API cannot pass as an input, measured with ai-edge-litert 2.3.0
+#: (int2: set_tensor says "Got value of type INT8 but expected type INT2"; bfloat16:
+#: get_input_details raises "Invalid data-type for array")
+_UNSETTABLE_INPUTS = ("int2", "bfloat16")
+
+
 def cmd_kernel(args) -> int:
     from .ops.codegen import cast_kernel  # noqa: PLC0415
     from .ops.dtypes import dtype  # noqa: PLC0415
@@ -850,6 +856,9 @@ def cmd_kernel(args) -> int:
     except ValueError as e:
         raise _Usage(f"CAST {src.name} -> {dst.name} on {dev.caps.name}: {e}") from None
     _kernel_header(dev, args.target)
+    if src.name in _UNSETTABLE_INPUTS:  # LiteRT runs the CAST; its Python API cannot feed it
+        print(f"// note: LiteRT runs CAST {src.name} -> {dst.name} on {src.name} tensors the model makes "
+              f"(constants, other nodes' outputs); its Python API cannot pass {src.name} inputs")
     print("// chain: " + " -> ".join(plan.chain()))
     for line in plan.describe().splitlines():
         print("// " + line)

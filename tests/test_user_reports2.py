@@ -149,3 +149,50 @@ def test_auto_falling_back_to_oclgrind_warns_once(tmp_path):
     cli = runs["cli"]
     assert cli.stderr.startswith("warning: device auto picked") and cli.stderr.count("\n") == 1, cli.stderr
     assert "__kernel" in cli.stdout
+
+
+def test_kernel_cast_refuses_exactly_the_pairs_litert_s_cast_does_not_run(fast_device, capsys):
+    """`litecl kernel cast SRC DST` emits a kernel for a pair iff LiteRT alone runs CAST
+    SRC -> DST (builtin resolver, measured here over all 240 ordered pairs of the dtype
+    table), else refuses with one `error:` line naming why (cast_why_not, what
+    lowering.why_not says for such a node). A trial user read int2 -> float32 as a pair
+    LiteRT does not run: it does, on int2 tensors the model makes (an int2 input cannot
+    be set from Python), so the kernel is emitted with a note saying so."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    from litecl.ops.dtypes import DTYPES
+    from models.builders import chain_model
+
+    def litert_runs(s: str, d: str) -> bool:
+        # int2 and bfloat16 inputs cannot be set: made inside the model from float32
+        m = chain_model(["float32", s, d], [4]) if s in ("int2", "bfloat16") else cast_model(s, d, [4])
+        try:
+            it = Interpreter(model_content=m,
+                             experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+            it.allocate_tensors()
+            x = it.get_input_details()[0]
+            it.set_tensor(x["index"], np.zeros(x["shape"], x["dtype"]))
+            it.invoke()
+        except (RuntimeError, ValueError):
+            return False
+        return True
+
+    wrong = []
+    names = [t.name for t in DTYPES]
+    for s in names:
+        for d in names:
+            if s == d:
+                continue
+            rc = main(["kernel", "cast", s, d, "--device", fast_device])
+            said = capsys.readouterr()
+            runs = litert_runs(s, d)
+            if runs and rc == 2 and "which the device lacks" in said.err:
+                continue  # a capability of this device (int64, fp64), not LiteRT's rule
+            if rc != (0 if runs else 2) or (not runs and not (said.err.startswith(f"error: CAST {s} -> {d} ")
+                                                             and said.err.count("\n") == 1)):
+                wrong.append((s, d, runs, rc, said.err.strip()))
+            if runs and s == "int2":
+                assert "its Python API cannot pass int2 inputs" in said.out
+    assert not wrong, wrong
+    assert main(["kernel", "cast", "int2", "int8", "--device", fast_device]) == 2
+    assert "LiteRT casts int2 only to and from float32" in capsys.readouterr().err
