@@ -188,7 +188,8 @@ def _report(interp, sig):
     keep = _reachable(interp, _subgraph_of(interp, sig))
     d, me = interp.delegate, id(interp)  # this interpreter's contexts (Delegate.owning)
     rows = [p for p in d.placement(me) if p["subgraph"] in keep]
-    graphs = [g for g in d.graph_info(me) if g["subgraph"] in keep]
+    # one interpreter: inspect's JSON "graphs" keep their keys, without the delegate's numbering
+    graphs = [{k: v for k, v in g.items() if k != "interpreter"} for g in d.graph_info(me) if g["subgraph"] in keep]
     return rows, graphs, keep
 
 

@@ -332,17 +332,20 @@ class Delegate:
                     for a, n, si in self._numbered(owner)]
 
     def taken(self, owner=None) -> frozenset:
-        """{(subgraph, node index)} of the nodes on OpenCL (as placement() numbers them)."""
+        """{(subgraph, node index)} of the nodes on OpenCL, subgraphs numbered as
+        placement() numbers them within their interpreter: pass ``owner`` where the
+        delegate serves several interpreters (their subgraph 0s share the number 0)."""
         with self._lock:
-            return frozenset((si, r["index"]) for si, addr in enumerate(self._addrs(owner))
-                             for r in self._records[addr]["rows"] if r["placement"] == "opencl")
+            return frozenset((si, r["index"]) for a, _, si in self._numbered(owner)
+                             for r in self._records[a]["rows"] if r["placement"] == "opencl")
 
     def graph_info(self, owner=None) -> list[dict]:
-        """Per subgraph (as placement()): {"subgraph", "nodes" (M), "claimed" (N),
-        "partitions" (P)}."""
+        """Per subgraph, in placement()'s order and numbering: {"interpreter",
+        "subgraph", "nodes" (M), "claimed" (N), "partitions" (P)}."""
         with self._lock:
-            return [{"subgraph": si, **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions")}}
-                    for si, a in enumerate(self._addrs(owner))]
+            return [{"interpreter": n, "subgraph": si,
+                     **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions")}}
+                    for a, n, si in self._numbered(owner)]
 
     def partitions(self, owner=None) -> list:
         """The live partition kernels (_Partition) of every interpreter using this

@@ -191,7 +191,7 @@ def test_the_same_delegate_twice_keeps_its_report(fast_device, capfd):
     _same(run_outputs(it, x), run_outputs(ref, x))
     rows = d.placement()
     assert len(rows) == 3 and all(r["placement"] == "opencl" for r in rows), rows
-    assert d.graph_info() == [{"subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 2}], d.graph_info()
+    assert d.graph_info() == [{"interpreter": 0, "subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 2}], d.graph_info()
     err = capfd.readouterr().err
     assert err.count("Replacing 3 out of 4 node(s)") == 1 and err.count("already given to this litecl") == 1, err
 
@@ -492,6 +492,9 @@ def test_one_delegate_shared_by_two_interpreters_numbers_each_one_s_subgraphs(fa
     for it in its:
         it.allocate_tensors()
     assert [(r["interpreter"], r["subgraph"]) for r in d.placement()] == [(0, 0), (0, 0), (1, 0), (1, 0)]
+    # graph_info() and taken() number them the same way (they counted 0, 1 across both)
+    assert [(g["interpreter"], g["subgraph"], g["claimed"]) for g in d.graph_info()] == [(0, 0, 2), (1, 0, 2)]
+    assert d.taken() == {(0, r["index"]) for r in d.placement()}
 
 
 def test_litecl_interpreters_sharing_a_delegate_keep_their_own_subgraph_numbers(fast_device):

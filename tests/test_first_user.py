@@ -144,7 +144,7 @@ def test_litert_positional_arguments(fast_device):
     m = multi_op_model("cast_mul_cast")
     it = litecl.Interpreter(None, m, None, 2, OpResolverType.BUILTIN_REF, True, device=fast_device)
     assert it._reference == "ref" and it.delegate.reference == "ref"
-    assert it.delegate.graph_info() == [{"subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 3}]
+    assert it.delegate.graph_info() == [{"interpreter": 0, "subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 3}]
     plain = litecl.Interpreter(model_content=m, device=fast_device)
     assert plain.delegate.graph_info()[0]["partitions"] == 2  # ADD and CAST share one
 
