@@ -892,17 +892,20 @@ def _icd_libraries() -> list[str]:
 
 
 def _bind_oclgrind_now(libs) -> None:
-    """Open the Oclgrind ICD libraries among ``libs`` with every symbol bound now, before the
-    ICD loader opens them lazily. Bound lazily, Oclgrind resolves each LLVM function at its
-    first call, and where TensorFlow was imported after the platform listing (its
-    libtensorflow_framework exports LLVM process-wide) that call lands in TensorFlow's LLVM:
-    the next program build segfaulted (measured: open_device("oclgrind"), import tensorflow,
-    an Interpreter; with this, it builds). PoCL and Intel's runtime did not crash so, and
-    are left as the loader opens them. ~13 ms more than the loader's own lazy dlopen."""
+    """Open the Oclgrind and PoCL ICD libraries among ``libs`` with every symbol bound now,
+    before the ICD loader opens them lazily. Bound lazily, each resolves an LLVM (and
+    clang) function at its first call, and where TensorFlow was imported after the
+    platform listing (its libtensorflow_framework exports LLVM process-wide) that call
+    lands in TensorFlow's LLVM: the next program build segfaulted (measured: Oclgrind,
+    and Debian's PoCL 3.1 with an empty kernel cache: a Delegate's first model, import
+    tensorflow, a model with a new kernel; with this, both build). Intel's runtime did not
+    crash so and is left as the loader opens it. Oclgrind ~13 ms more than the loader's
+    own lazy dlopen; Debian's PoCL 29 against 40 ms lazily (one dlopen each, noise)."""
     import ctypes  # noqa: PLC0415
 
     for lib in libs:
-        if "oclgrind" in os.path.basename(lib).lower() and lib not in _BOUND_NOW:
+        name = os.path.basename(lib).lower()
+        if ("oclgrind" in name or "pocl" in name) and lib not in _BOUND_NOW:
             try:
                 ctypes.CDLL(lib, mode=os.RTLD_NOW | os.RTLD_LOCAL)
             except OSError:

@@ -87,24 +87,27 @@ TF_AFTER = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("cache", ["none", "fresh"])
-def test_tensorflow_imported_after_oclgrind(cache, tmp_path):
-    """Oclgrind opened, then TensorFlow imported, then a program built: Oclgrind's lazily
-    bound LLVM calls went to TensorFlow's LLVM and the build segfaulted (a fresh user's
-    test run crashed so, after a test that imported tensorflow); device.py binds
-    Oclgrind's symbols when it is loaded. Without litecl's cache (full listing) and with a
-    fresh one (the listing remembered: the loader given Oclgrind alone next time)."""
+@pytest.mark.parametrize("dev", ["oclgrind", "pocl"])
+def test_tensorflow_imported_after_the_runtime(dev, cache, tmp_path):
+    """The runtime opened, then TensorFlow imported, then a program built: Oclgrind's and
+    PoCL's lazily bound LLVM/clang calls went to TensorFlow's LLVM and the build
+    segfaulted (a fresh user's test run crashed so with Oclgrind, after a test that
+    imported tensorflow; a later one with Debian's PoCL 3.1 on an empty kernel cache);
+    device.py binds their symbols when it loads them. PoCL's own kernel cache starts
+    empty, so clang compiles. Without litecl's cache (full listing) and with a fresh one
+    (the listing remembered: the loader given that runtime alone next time)."""
     if importlib.util.find_spec("tensorflow") is None:
         pytest.skip("tensorflow is not installed (the test extra has it)")
-    if DEVICE_STATUS.get("oclgrind"):
-        pytest.skip(DEVICE_STATUS["oclgrind"])
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
+    if DEVICE_STATUS.get(dev):
+        pytest.skip(DEVICE_STATUS[dev])
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT), POCL_CACHE_DIR=str(tmp_path / "pocl"))
     if cache == "none":
         env["LITECL_NO_CACHE"] = "1"
     else:
         env.pop("LITECL_NO_CACHE", None)
         env["LITECL_CACHE_DIR"] = str(tmp_path / "cache")
     for _ in range(1 if cache == "none" else 2):  # the second process reads the remembered listing
-        r = subprocess.run([sys.executable, "-c", TF_AFTER, "oclgrind"], capture_output=True, text=True,
+        r = subprocess.run([sys.executable, "-c", TF_AFTER, dev], capture_output=True, text=True,
                            env=env, timeout=600)
         assert r.returncode == 0, f"rc={r.returncode}: {r.stderr[-1500:]}"
         assert r.stdout.strip().endswith("OK"), r.stdout
