@@ -670,3 +670,61 @@ def test_keep_order_auto_decides_as_the_python_delegate(tmp_path, fast_device):
             decided[(name, value)] = kept
     assert decided == {(n, v): (v in ("1", "auto", None) and n == "per_invoke") or (v == "1" and n == "once")
                        for n in ("per_invoke", "once", "split") for v in settings}, decided
+
+
+TF_THEN_NATIVE = """
+import json, sys
+import numpy as np
+import tensorflow as tf  # noqa: F401  (exports its LLVM process-wide, before the delegate loads)
+from ai_edge_litert.interpreter import Interpreter, OpResolverType, load_delegate
+so, model, opts = sys.argv[1:4]
+dlg = load_delegate(so, json.load(open(opts)))
+R = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+outs = []
+for dels in ([], [dlg]):
+    it = Interpreter(model_path=model, experimental_op_resolver_type=R, experimental_delegates=dels)
+    it.allocate_tensors()
+    rng = np.random.default_rng(0)
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], rng.integers(0, 255, d["shape"]).astype(d["dtype"]))
+    it.invoke()
+    outs.append([it.get_tensor(o["index"]).tobytes() for o in it.get_output_details()])
+assert outs[0] == outs[1]
+print("OK")
+"""
+
+
+def test_loaded_after_tensorflow_it_runs_bit_exact(models, tmp_path):
+    """TensorFlow imported, then the PoCL delegate loaded (tf.lite users do so): Debian's
+    PoCL links its own LLVM and clang, whose static initialisers ran into TensorFlow's
+    LLVM and segfaulted at load (a fresh user's report); cl_loader.c opens the runtime
+    with RTLD_DEEPBIND where TensorFlow is mapped. MoveNet, bit for bit with LiteRT."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("tensorflow is not installed (the test extra has it)")
+    if DEVICE_STATUS.get("pocl"):
+        pytest.skip(DEVICE_STATUS["pocl"])
+    if "movenet_singlepose_lightning_int8" not in models:
+        pytest.skip("the shared MoveNet model is absent")
+    _need(CC)
+    out = tmp_path / "mv"
+    _export_build(models["movenet_singlepose_lightning_int8"], out, "pocl")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", POCL_CACHE_DIR=str(tmp_path / "pocl"))
+    env.pop("PYTHONPATH", None)
+    r = subprocess.run([sys.executable, "-c", TF_THEN_NATIVE, str(out / "liblitecl_delegate.so"),
+                        str(models["movenet_singlepose_lightning_int8"]), str(out / "delegate_options.json")],
+                       capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, f"rc={r.returncode}: {r.stderr[-1500:]}"
+    assert r.stdout.strip().endswith("OK"), r.stdout
+
+
+def test_llvm_exporters_are_the_python_side_s():
+    """cl_loader.c's LLVM_EXPORTERS names the libraries device.py's _LLVM_EXPORTERS names."""
+    import re
+
+    from litecl import device
+
+    src = (ROOT / "backend" / "native" / "cl_loader.c").read_text()
+    block = src[src.index("LLVM_EXPORTERS[] = {"):].split("};", 1)[0]
+    assert tuple(re.findall(r'"([^"]+)"', block)) == device._LLVM_EXPORTERS

@@ -41,9 +41,37 @@ static int fail(char *err, size_t len, const char *what, const char *library) {
     return -1;
 }
 
+/* Libraries that export LLVM process-wide (backend/device.py _LLVM_EXPORTERS, the same
+ * names): TensorFlow's. Where one is mapped, a runtime that links its own LLVM (Debian's
+ * PoCL 3.1: libLLVM-15, libclang-cpp15) is opened with RTLD_DEEPBIND, so it resolves LLVM
+ * against its own copy: opened plainly after `import tensorflow`, libclang-cpp's static
+ * initialisers ran into TensorFlow's LLVM and the process segfaulted (found by a fresh
+ * user: tf.lite.experimental.load_delegate of a PoCL export). Only then: DEEPBIND defeats
+ * symbol interposition (sanitizers refuse it). */
+static const char *const LLVM_EXPORTERS[] = {"libtensorflow_framework", "libtensorflow_cc",
+                                             "_pywrap_tensorflow_internal"};
+
+static int llvm_exporter_mapped(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return 0;
+    char line[4096];
+    int hit = 0;
+    while (!hit && fgets(line, sizeof line, f))
+        for (size_t i = 0; i < sizeof LLVM_EXPORTERS / sizeof LLVM_EXPORTERS[0] && !hit; i++)
+            hit = strstr(line, LLVM_EXPORTERS[i]) != NULL;
+    fclose(f);
+    return hit;
+}
+
 int lcl_cl_open(const char *library, lcl_cl *cl, void **handle, cl_platform_id **platforms,
                 cl_uint *n_platforms, char *err, size_t err_len) {
-    void *h = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+    int mode = RTLD_NOW | RTLD_LOCAL;
+#ifdef RTLD_DEEPBIND /* glibc; bionic (Android) has none, and no TensorFlow in-process */
+    if (llvm_exporter_mapped()) mode |= RTLD_DEEPBIND;
+#else
+    (void)llvm_exporter_mapped;
+#endif
+    void *h = dlopen(library, mode);
     if (!h) {
         const char *why = dlerror();
         snprintf(err, err_len, "cannot open OpenCL library %s: %s", library, why ? why : "dlopen failed");
