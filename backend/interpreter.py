@@ -232,7 +232,10 @@ class Interpreter(_litert.Interpreter):
 
     # ------------------------------------------------------------------ LiteRT API
     def allocate_tensors(self):
-        """LiteRT's allocate_tensors; an error inside litecl's kernels raises its own type."""
+        """LiteRT's allocate_tensors. Raises PrepareError (ResizedPrepareError where
+        resize_tensor_input changed an input's shape) where a node, LiteRT's own included,
+        cannot be prepared, with LiteRT's text (both a ValueError and a RuntimeError); an
+        error inside litecl's kernels in its own type."""
         if not self._busy.acquire(blocking=False):
             raise LiteclError(_IN_USE)
         try:
@@ -250,7 +253,11 @@ class Interpreter(_litert.Interpreter):
                                          not self._may_hold_big_tensors(shapes))]
             return out
         except RuntimeError as e:
-            self._raise_delegate_error(e, resized=self._resized())
+            # LiteRT's own node failing to prepare raises a bare RuntimeError: litecl's
+            # type for it (a ValueError and a RuntimeError), the resize's where an input
+            # no longer has the model's shape
+            resized = self._resized()
+            self._raise_delegate_error(e, ResizedPrepareError if resized else PrepareError, resized=resized)
         finally:
             self._busy.release()
 

@@ -196,3 +196,31 @@ def test_kernel_cast_refuses_exactly_the_pairs_litert_s_cast_does_not_run(fast_d
     assert not wrong, wrong
     assert main(["kernel", "cast", "int2", "int8", "--device", fast_device]) == 2
     assert "LiteRT casts int2 only to and from float32" in capsys.readouterr().err
+
+
+def test_allocate_tensors_raises_prepare_error_when_litert_s_own_node_fails(fast_device):
+    """A node LiteRT itself refuses to prepare (MoveNet with its quantization scales set
+    to 1e33, hostile.py's scale1e33): litecl.Interpreter.allocate_tensors raised a bare
+    RuntimeError (the constructor already raised PrepareError); now PrepareError, a
+    ValueError and a RuntimeError, with LiteRT's text. LiteRT alone raises RuntimeError
+    on the same model."""
+    import pytest
+
+    import litecl
+    from ai_edge_litert.interpreter import Interpreter as LiteRT, OpResolverType
+    from conftest import SHARED_MODELS
+    from models.hostile import apply_edit
+
+    src = SHARED_MODELS / "movenet_singlepose_lightning_int8.tflite"
+    if not src.exists():
+        pytest.skip(f"real model {src} is absent")
+    bad = apply_edit(src.read_bytes(), "scale1e33")
+    ref = LiteRT(model_content=bad, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    with pytest.raises(RuntimeError) as want:
+        ref.allocate_tensors()
+    it = litecl.Interpreter(model_content=bad, device=fast_device, quiet=True)
+    with pytest.raises(litecl.PrepareError) as got:
+        it.allocate_tensors()
+    assert isinstance(got.value, ValueError) and isinstance(got.value, RuntimeError)
+    assert not isinstance(got.value, litecl.ResizedPrepareError)
+    assert "failed to prepare" in str(got.value) and "failed to prepare" in str(want.value)
