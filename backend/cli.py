@@ -1178,6 +1178,10 @@ def _supervised(args) -> int:
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # the child: do the work
+        # Ctrl-C ends the child at once (the parent says "interrupted (SIGINT)"): raised as
+        # KeyboardInterrupt it could land inside a delegate callback LiteRT called, where
+        # Python prints it as an ignored exception with a traceback
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         try:
             import ctypes  # noqa: PLC0415
 
@@ -1193,8 +1197,12 @@ def _supervised(args) -> int:
                 sys.stderr.flush()
             finally:
                 os._exit(code if isinstance(code, int) else 2)
-    forward = {sig: signal.signal(sig, lambda s, _f: os.kill(pid, s))
-               for sig in (signal.SIGINT, signal.SIGTERM)}
+    def _forward(s, _f):
+        try:
+            os.kill(pid, s)
+        except ProcessLookupError:  # the child is gone already
+            pass
+    forward = {sig: signal.signal(sig, _forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         while True:
             try:
@@ -1229,7 +1237,25 @@ def main(argv=None) -> int:
     if argv is None and args.fn in (cmd_inspect, cmd_run, cmd_compare, cmd_bench, cmd_export) \
             and not os.environ.get(NO_SUPERVISOR_ENV) and hasattr(os, "fork"):
         return _supervised(args)
+    if argv is None:
+        _exit_on_sigint()
     return _dispatch(args)
+
+
+def _exit_on_sigint() -> None:
+    """The ``litecl`` program run in-process: Ctrl-C prints one ``error: interrupted
+    (SIGINT)`` line and exits 2 at once. As a KeyboardInterrupt it could land inside a
+    delegate callback LiteRT called, which Python prints as an ignored exception with a
+    traceback, and LiteRT then reports a failed node."""
+    import signal  # noqa: PLC0415
+
+    def stop(_s, _f):
+        try:
+            sys.stdout.flush()
+        finally:
+            os.write(2, b"error: interrupted (SIGINT)\n")
+            os._exit(2)
+    signal.signal(signal.SIGINT, stop)
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):

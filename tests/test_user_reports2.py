@@ -224,3 +224,37 @@ def test_allocate_tensors_raises_prepare_error_when_litert_s_own_node_fails(fast
     assert isinstance(got.value, ValueError) and isinstance(got.value, RuntimeError)
     assert not isinstance(got.value, litecl.ResizedPrepareError)
     assert "failed to prepare" in str(got.value) and "failed to prepare" in str(want.value)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("supervised", [True, False])
+def test_ctrl_c_during_bench_is_one_error_line(tmp_path, fast_device, supervised):
+    """SIGINT while `litecl bench` invokes (the delegate's callbacks running): one
+    `error: interrupted (SIGINT)` line, exit 2. It printed "Exception ignored on calling
+    ctypes callback function ... KeyboardInterrupt" with a traceback, then a failed-node
+    error from LiteRT (a fresh user's report), supervised or not."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from models.builders import chain_model
+
+    m = tmp_path / "m.tflite"
+    m.write_bytes(chain_model(["float32", ("add", 1.0), "int8"], [4096]))
+    env = dict(os.environ)
+    env.pop("LITECL_NO_SUPERVISOR", None)
+    if not supervised:
+        env["LITECL_NO_SUPERVISOR"] = "1"
+    p = subprocess.Popen([sys.executable, "-m", "litecl.cli", "bench", str(m), "--device", fast_device,
+                          "--num-runs", "100000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    time.sleep(6)  # past start-up, inside the timed invokes
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 2, (p.returncode, err)
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert err.strip().splitlines()[-1] == "error: interrupted (SIGINT)", err
