@@ -13,6 +13,7 @@ import math
 import os
 import sys
 import threading
+import weakref
 
 import numpy as np
 from ai_edge_litert import interpreter as _litert
@@ -194,6 +195,7 @@ class Interpreter(_litert.Interpreter):
         self._litecl = delegate
         self._model = model
         self._reference = reference
+        self.invoke = _Own(self, _own_invoke)  # until allocate_tensors decides (NotAllocatedError)
         try:
             with delegate.owning(id(self), _prepare_token(model), declared=True, visible=_visible(model)):
                 super().__init__(model_content=model.raw,
@@ -240,17 +242,17 @@ class Interpreter(_litert.Interpreter):
             raise LiteclError(_IN_USE)
         try:
             self._litecl.device.check_usable()
-            self.__class__ = Interpreter  # litecl's invoke and get_tensor until decided again
+            self._wrap(invoke=True, get_tensor=True)  # litecl's until decided again
             with self._litecl.owning(id(self), self._model._token or None, visible=self._model._visible):
                 out = super().allocate_tensors()
             shapes = _input_shapes(self, 0)
             _refuse_litert_abort(self, 0, shapes)  # LiteRT would abort in invoke at these shapes
             self._big_tensors = None  # get_tensor's sizes, looked up again
-            # nothing of litecl's runs at invoke: LiteRT's own invoke, unwrapped (a 2 us
-            # model paid 0.17 us for the wrapper, measured); no tensor large enough for
-            # copy_host: LiteRT's own get_tensor
-            self.__class__ = _UNWRAPPED[(not self._litecl.has_partitions(id(self)),
-                                         not self._may_hold_big_tensors(shapes))]
+            # nothing of litecl's runs at invoke: LiteRT's own invoke (a 2 us model paid
+            # 0.17 us for the wrapper, measured); no tensor large enough for copy_host:
+            # LiteRT's own get_tensor
+            self._wrap(invoke=self._litecl.has_partitions(id(self)),
+                       get_tensor=self._may_hold_big_tensors(shapes))
             return out
         except RuntimeError as e:
             # LiteRT's own node failing to prepare raises a bare RuntimeError: litecl's
@@ -261,9 +263,33 @@ class Interpreter(_litert.Interpreter):
         finally:
             self._busy.release()
 
-    def invoke(self):
+    def _wrap(self, invoke: bool, get_tensor: bool) -> None:
+        """Give this instance litecl's invoke and/or get_tensor (an _Own in its attributes,
+        over LiteRT's methods), or LiteRT's own where litecl has nothing to do in them.
+
+        Not a switch of ``__class__``: on CPython 3.11 that turns the instance's attribute
+        values into a dict, and every attribute read LiteRT's set_tensor, invoke and
+        get_tensor make then costs more: sine_float (2 us) set + invoke + get 1.11x LiteRT
+        with the class switched, 1.00x born in the final class or with an attribute added
+        and deleted (measured, alternating rounds)."""
+        for name, own, fn in (("invoke", invoke, _own_invoke), ("get_tensor", get_tensor, _own_get_tensor)):
+            if own:
+                setattr(self, name, _Own(self, fn))
+            else:
+                try:
+                    delattr(self, name)  # LiteRT's method, the class's
+                except AttributeError:
+                    pass
+
+    def resize_tensor_input(self, input_index, tensor_size, strict=False):
+        """LiteRT's resize_tensor_input; until the next allocate_tensors, invoke raises
+        NotAllocatedError (LiteRT's "not ready" in litecl's type)."""
+        self._wrap(invoke=True, get_tensor=isinstance(self.get_tensor, _Own))
+        return super().resize_tensor_input(input_index, tensor_size, strict)
+
+    def _invoke(self):
         """LiteRT's invoke; an error inside litecl's kernels raises its own type. (Kept
-        lean: every model pays it, including one whose nodes all stay on LiteRT.)"""
+        lean: every model with a partition pays it.)"""
         busy = self._busy
         if not busy.acquire(False):
             raise LiteclError(_IN_USE)
@@ -277,7 +303,7 @@ class Interpreter(_litert.Interpreter):
         finally:
             busy.release()
 
-    def get_tensor(self, tensor_index, subgraph_index=0):
+    def _get_tensor(self, tensor_index, subgraph_index=0):
         """LiteRT's get_tensor. A numeric tensor of hostcopy.SPLIT_BYTES or more (of
         subgraph 0, not sparse) is copied out of LiteRT's view of it (tensor()) into a new
         numpy array by hostcopy.copy_host: LiteRT's own copy goes to fresh malloc'd memory
@@ -425,24 +451,28 @@ class Interpreter(_litert.Interpreter):
                         "interpreter and device buffers); pass the model bytes and create a new one")
 
 
-def _unwrapped_class(invoke: bool, get_tensor: bool) -> type:
-    """litecl.Interpreter with LiteRT's own invoke and/or get_tensor: allocate_tensors
-    switches an instance's class to one of these when litecl has nothing to do in them
-    (methods bound on the instance instead would make a reference cycle, so an
-    Interpreter would wait for the garbage collector to give back its kernels)."""
-    if not (invoke or get_tensor):
-        return Interpreter
-    ns = {"__doc__": Interpreter.__doc__, "__module__": Interpreter.__module__, "__slots__": ()}
-    if invoke:
-        ns["invoke"] = _litert.Interpreter.invoke
-    if get_tensor:
-        ns["get_tensor"] = _litert.Interpreter.get_tensor
-    cls = type("Interpreter", (Interpreter,), ns)
-    cls.__qualname__ = "Interpreter"
-    return cls
+class _Own:
+    """litecl's invoke or get_tensor of one Interpreter, held in its attributes while
+    litecl has work in them (a partition on OpenCL; a tensor large enough for copy_host;
+    LiteRT's "not ready" to raise as NotAllocatedError): a weak reference to the
+    Interpreter, so there is no reference cycle (the Interpreter, and its kernels, go when
+    the last name of it does, without the garbage collector)."""
+
+    __slots__ = ("_owner", "_fn")
+
+    def __init__(self, owner, fn):
+        self._owner = weakref.ref(owner)
+        self._fn = fn
+
+    def __call__(self, *args, **kwargs):
+        owner = self._owner()
+        if owner is None:
+            raise LiteclError("this Interpreter was deleted; create a new one")
+        return self._fn(owner, *args, **kwargs)
 
 
-_UNWRAPPED = {(i, g): _unwrapped_class(i, g) for i in (False, True) for g in (False, True)}
+_own_invoke = Interpreter._invoke
+_own_get_tensor = Interpreter._get_tensor
 
 
 class SignatureRunner(_litert.SignatureRunner):
