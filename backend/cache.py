@@ -14,10 +14,10 @@ rebuilt from source. Checked models (model.py ``load_model``: the verifier's and
 parser's result, without the constants) are kept the same way, as kind "models", keyed by
 the file's identity or the bytes' SHA-256 and the loader's version. A cache that cannot be
 written (read-only, a file in the way) is skipped: litecl builds from source and warns
-once, naming the folder. ``LITECL_NO_CACHE`` (1, yes, ...; not 0, false, no or off) turns
-the cache off. The entries are kept under ``LITECL_CACHE_MAX_BYTES`` (default 2 GiB): a
-process removes the least recently used ones when its count of them exceeds it
-(``_prune``).
+once, naming the folder. ``LITECL_NO_CACHE`` (a yes/no variable, errors.env_flag: 1, true,
+yes or on) turns the cache off. The entries are kept under ``LITECL_CACHE_MAX_BYTES``
+(default 2 GiB): a process removes the least recently used ones when its count of them
+exceeds it (``_prune``).
 """
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from .errors import env_flag
+
 __all__ = ["cache_root", "device_identity", "load_binary", "store_binary", "load_blob",
            "store_blob", "probe_get", "probe_put"]
 
@@ -37,9 +39,9 @@ _warned: set = set()
 
 
 def cache_root() -> Path | None:
-    """The cache folder, or None when LITECL_NO_CACHE is set (to anything but "", "0",
-    "false", "no" or "off", in any case)."""
-    if os.environ.get("LITECL_NO_CACHE", "").strip().lower() not in ("", "0", "false", "no", "off"):
+    """The cache folder, or None when LITECL_NO_CACHE is on (errors.env_flag: raises
+    LiteclError for a value that is no yes/no word)."""
+    if env_flag("LITECL_NO_CACHE"):
         return None
     if os.environ.get("LITECL_CACHE_DIR"):
         return Path(os.environ["LITECL_CACHE_DIR"])

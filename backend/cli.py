@@ -1157,8 +1157,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-#: Set (non-empty) to run commands in the litecl process itself, without the supervising
-#: parent that turns a crash into an error line (see _supervised).
+#: A yes/no variable (errors.env_flag): on, commands run in the litecl process itself,
+#: without the supervising parent that turns a crash into an error line (see _supervised).
 NO_SUPERVISOR_ENV = "LITECL_NO_SUPERVISOR"
 #: The error line's start when the process running a command died of a signal.
 CRASH_PREFIX = "the process running the model crashed"
@@ -1227,15 +1227,23 @@ def _supervised(args) -> int:
 def main(argv=None) -> int:
     """The command line. With ``argv`` None (the ``litecl`` program), the commands that run
     a model (inspect, run, compare, bench, export) run in a supervised child (``_supervised``)
-    unless $LITECL_NO_SUPERVISOR is set; an explicit ``argv`` runs in this process."""
+    unless $LITECL_NO_SUPERVISOR is on; an explicit ``argv`` runs in this process. A yes/no
+    variable (LITECL_NO_SUPERVISOR, LITECL_DEBUG) holding no yes/no word is an error line."""
+    from .errors import LiteclError, env_flag  # noqa: PLC0415
+
     try:
         args = _parser().parse_args(argv)
     except SystemExit as e:  # --help, --version
         return e.code if isinstance(e.code, int) else 0
     except _Usage as e:
         return _fail(str(e))
+    try:
+        env_flag("LITECL_DEBUG")  # now, not while _internal reports another error
+        supervise = not env_flag(NO_SUPERVISOR_ENV)
+    except LiteclError as e:
+        return _fail(str(e))
     if argv is None and args.fn in (cmd_inspect, cmd_run, cmd_compare, cmd_bench, cmd_export) \
-            and not os.environ.get(NO_SUPERVISOR_ENV) and hasattr(os, "fork"):
+            and supervise and hasattr(os, "fork"):
         return _supervised(args)
     if argv is None:
         _exit_on_sigint()
@@ -1309,7 +1317,13 @@ def _dispatch(args) -> int:
 
 
 def _internal(e: Exception) -> int:
-    if os.environ.get("LITECL_DEBUG"):
+    from .errors import LiteclError, env_flag  # noqa: PLC0415
+
+    try:
+        debug = env_flag("LITECL_DEBUG")
+    except LiteclError:  # main() refused it already; a caller of _dispatch gets the one line
+        debug = False
+    if debug:
         import traceback  # noqa: PLC0415
 
         traceback.print_exception(type(e), e, e.__traceback__)  # then exit 2, as any error

@@ -36,8 +36,9 @@ import numpy as np
 import pyopencl as cl
 
 from . import abi
+from .cache import cache_root
 from .device import open_device
-from .errors import KernelBuildError, LiteclError
+from .errors import KernelBuildError, LiteclError, env_flag
 from .kernels import give_kernel, plan_partition, take_kernel
 from .lowering import why_not
 from .model import Node, Tensor, unpack_bits
@@ -72,7 +73,7 @@ STAGE_MAX = 3 << 19
 def _quiet(quiet) -> bool:
     if quiet is not None:
         return bool(quiet)
-    return os.environ.get("LITECL_QUIET", "").strip().lower() not in ("", "0", "false", "no", "off")
+    return env_flag("LITECL_QUIET")
 
 
 # ---------------------------------------------------------------------- node views
@@ -214,7 +215,7 @@ class Delegate:
         (default, LiteRT's builtin kernels: its int16 quantized ADD rounds ties as
         add.cc's optimized path) or "ref" (BUILTIN_REF's reference kernels).
       quiet: True silences the "Replacing N out of M node(s)" line on stderr (default:
-        ``LITECL_QUIET`` set to anything but 0/false/no/off).
+        ``LITECL_QUIET``, a yes/no variable: 1/true/yes/on or 0/false/no/off, errors.env_flag).
       fuse: one kernel for consecutive delegated nodes over one element space.
       keep_order: "auto" (default), True or False: whether LiteRT's own nodes keep the
         model's order around litecl's partitions (backend/order.py). LiteRT's greedy
@@ -225,8 +226,9 @@ class Delegate:
         flags back after it; "auto" does so only where the greedy order would make more
         per-invoke bytes live at once (order.keep_order_pays: pose_detection's
         dequantized weights, 0.8-1.9 ms per invoke faster on PoCL; docs/PERFORMANCE.md).
-    Raises DeviceError (no such device), LiteclError (bad argument, an untested
-    LiteRT/TensorFlow version, a failed layout self-check): all ValueError.
+    Raises DeviceError (no such device), LiteclError (bad argument, a LITECL_QUIET that is
+    no yes/no value, an untested LiteRT/TensorFlow version, a failed layout self-check):
+    all ValueError.
     """
 
     def __init__(self, device=None, placement: str = "all", *, reference: str = "builtin",
@@ -241,6 +243,9 @@ class Delegate:
             raise LiteclError(f"keep_order must be True, False or 'auto', got {keep_order!r}")
         if quiet is not None and not isinstance(quiet, (bool, np.bool_)):
             raise LiteclError(f"quiet must be True, False or None (LITECL_QUIET), got {quiet!r}")
+        # a LITECL_QUIET or LITECL_NO_CACHE of no yes/no word: an error here, not in LiteRT's Prepare
+        self.quiet = _quiet(quiet)
+        cache_root()
         _self_check()
         self.device = open_device(device)
         self.caps = _caps_for(self.device.caps, reference)
@@ -248,7 +253,6 @@ class Delegate:
         self.reference = reference
         self.fuse = bool(fuse)
         self.keep_order = keep_order if keep_order == "auto" else bool(keep_order)
-        self.quiet = _quiet(quiet)
         self.memory = _memory_policy(self.device)
         self._lock = threading.RLock()
         self._records: dict = {}      # context address -> its latest Prepare's record, in order of first Prepare

@@ -25,8 +25,11 @@ Environment variables:
     way to unset it). A non-blank value follows the spec rules, so ``:profile=mobile`` is
     an error there too (write ``auto:profile=mobile``).
 ``LITECL_NO_INTEL_ICD``
-    When set (non-empty), importing litecl leaves ``OCL_ICD_VENDORS`` alone, so the Intel
+    A yes/no variable (1, true, yes, on / 0, false, no, off; unset or empty: off;
+    errors.env_flag). On, importing litecl leaves ``OCL_ICD_VENDORS`` alone, so the Intel
     CPU runtime of the pip package ``intel-opencl-rt`` is not made visible (see below).
+    Any other value: the import succeeds (the ``litecl`` program reports it as its error
+    line), and listing or opening a device raises LiteclError naming it.
 ``LITECL_ICD_SYSTEM_VENDORS``
     For testing: the folder taken as the loader's default vendors folder (normally
     ``/etc/OpenCL/vendors``, see ``SYSTEM_VENDORS``).
@@ -62,7 +65,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .errors import DeviceError
+from .errors import DeviceError, LiteclError, env_flag
 
 __all__ = ["Caps", "Device", "open_device", "list_devices", "PROFILES", "parse_spec", "spec_of",
            "auto_device"]
@@ -221,11 +224,19 @@ def _materialize_icd_folder(files: dict[str, bytes], base: Path | None = None) -
     return tmp
 
 
+#: A LITECL_NO_INTEL_ICD that is no yes/no value, as the message _check_env raises
+_ENV_ERROR: list = []
+
+
 def _wire_intel_icd() -> None:
     """Make intel-opencl-rt visible to pyopencl's bundled ICD loader without hiding any
     vendor the loader would otherwise have read (module docstring). Must run before the
     first OpenCL call."""
-    if os.environ.get("LITECL_NO_INTEL_ICD"):
+    try:
+        if env_flag("LITECL_NO_INTEL_ICD"):
+            return
+    except LiteclError as e:  # at import: kept for the first listing (_check_env)
+        _ENV_ERROR.append(str(e))
         return
     lib = _intel_lib()
     if not lib.exists():
@@ -1332,11 +1343,19 @@ POCL_FORK_MESSAGE = ("PoCL was initialized before this process was fork()ed (lis
                      "(multiprocessing's 'spawn' or 'forkserver' start method)")
 
 
+def _check_env() -> None:
+    """Raise LiteclError for a LITECL_NO_INTEL_ICD that is no yes/no value (_wire_intel_icd
+    read it at import, which must not fail)."""
+    if _ENV_ERROR:
+        raise LiteclError(_ENV_ERROR[0])
+
+
 def _all_devices() -> list:
     """Every OpenCL device (duplicates of one library registered twice left out). In a
     child of fork() whose parent had listed the devices, PoCL's are left out: PoCL starts
     its worker threads when listed, and a child then hung in invoke (measured, parent on
     the Intel runtime, child on PoCL); the Intel runtime survived the same fork."""
+    _check_env()
     _preload_icds_if_llvm_clash()
     try:
         platforms = _platforms()
@@ -1437,6 +1456,7 @@ def spec_of(d: "cl.Device") -> str | None:
 
 
 def _select(base: str) -> "cl.Device":
+    _check_env()
     key = base.strip().lower()
     if not key:  # parse_spec rejects it first; "" is a substring of every name
         raise DeviceError(f"empty device spec; use {_SPEC_NAMES}")

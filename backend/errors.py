@@ -87,3 +87,25 @@ def env_positive_int(name: str, what: str = "a positive integer") -> int | None:
 
 
 _PARSED: dict = {}  # (variable, its text) -> its value (every Interpreter reads them)
+
+#: The words a yes/no environment variable may hold (any case, blanks around ignored), as
+#: the native delegate's yes/no options (backend/native/litecl_delegate.c LCL_FLAG_VALUES).
+_FLAG_WORDS = {"1": True, "true": True, "yes": True, "on": True,
+               "0": False, "false": False, "no": False, "off": False}
+FLAG_VALUES = "1, 0, true, false, yes, no, on or off"
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    """The yes/no environment variable ``name``: ``default`` when it is unset, empty or
+    blank; True for 1, true, yes or on; False for 0, false, no or off (any case, blanks
+    around ignored). Raises LiteclError naming it, its value and the accepted values for
+    anything else. litecl's switches all read this way: LITECL_QUIET, LITECL_NO_CACHE,
+    LITECL_NO_INTEL_ICD, LITECL_NO_SUPERVISOR, LITECL_DEBUG."""
+    v = _environ.get(name, "")
+    word = v.strip().lower()
+    if not word:
+        return default
+    flag = _FLAG_WORDS.get(word)
+    if flag is None:
+        raise LiteclError(f"{name} must be one of {FLAG_VALUES} (or unset), got {v!r}")
+    return flag

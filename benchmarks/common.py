@@ -180,11 +180,14 @@ def run_script(main, argv=None) -> int:
     one ``error: ...`` line on stderr and returns exit status 2, never a traceback (set
     LITECL_DEBUG=1 for one). Anything else is a bug and keeps its traceback."""
     from litecl import LiteclError
+    from litecl.errors import env_flag
 
+    debug = False
     try:
+        debug = env_flag("LITECL_DEBUG")  # a value that is no yes/no word: the error line
         return main(argv)
     except LiteclError as e:
-        if os.environ.get("LITECL_DEBUG"):
+        if debug:
             raise
         print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2

@@ -240,6 +240,19 @@ def test_cli_errors_one_line_exit_2(tmp_path, args, msg):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("var,cmd", [("LITECL_NO_SUPERVISOR", "run"), ("LITECL_DEBUG", "run"),
+                                     ("LITECL_NO_CACHE", "run"), ("LITECL_NO_INTEL_ICD", "devices")])
+def test_cli_yes_no_variable_of_another_value_is_an_error_line(tmp_path, var, cmd):
+    """A yes/no variable holding no yes/no word: one error line naming it and the accepted
+    values, exit 2 (it was taken as "on", silently)."""
+    model = tmp_path / "m.tflite"
+    model.write_bytes(cast_model("float32", "int8", [3]))
+    r = run_cli(*(["run", str(model)] if cmd == "run" else ["devices"]), env={var: "maybe"})
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.strip().splitlines() == [
+        f"error: {var} must be one of 1, 0, true, false, yes, no, on or off (or unset), got 'maybe'"], r.stderr
+
+
 def test_cli_kernel_cast_prints_chain(fast_device):
     r = run_cli("kernel", "cast", "int64", "float16", "--device", fast_device + ":profile=mobile", "--build")
     assert r.returncode == 0, r.stderr

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from litecl import cache
+from litecl.errors import LiteclError
 
 SCRIPT = textwrap.dedent("""
     import time, numpy as np, litecl, litecl.kernels as kn
@@ -192,10 +193,37 @@ def test_cache_bound_holds_over_many_stores_and_processes(tmp_path, monkeypatch)
 
 def test_no_cache_values(monkeypatch, tmp_path):
     monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path))
-    for v, off in (("1", True), ("yes", True), ("0", False), ("false", False), ("No", False),
-                   ("off", False), ("", False)):
+    for v, off in (("1", True), ("yes", True), (" ON ", True), ("0", False), ("false", False),
+                   ("No", False), ("off", False), ("", False), (" ", False)):
         monkeypatch.setenv("LITECL_NO_CACHE", v)
         assert (cache.cache_root() is None) is off, v
+    for v in ("maybe", "2"):  # were taken as "on"
+        monkeypatch.setenv("LITECL_NO_CACHE", v)
+        with pytest.raises(LiteclError, match=f"LITECL_NO_CACHE must be one of 1, 0, true, false, yes, "
+                                              f"no, on or off \\(or unset\\), got '{v}'"):
+            cache.cache_root()
+
+
+@pytest.mark.parametrize("name", ["LITECL_QUIET", "LITECL_NO_CACHE", "LITECL_NO_INTEL_ICD",
+                                  "LITECL_NO_SUPERVISOR", "LITECL_DEBUG"])
+def test_yes_no_variables_read_one_way(monkeypatch, name):
+    """Every yes/no LITECL_* variable is read by errors.env_flag: unset or blank is the
+    default, 1/true/yes/on and 0/false/no/off in any case, anything else an error naming
+    the variable (LITECL_NO_INTEL_ICD=0 and LITECL_NO_SUPERVISOR=0 counted as set, and
+    "maybe" was accepted by all five)."""
+    from litecl.errors import env_flag  # noqa: PLC0415
+
+    monkeypatch.delenv(name, raising=False)
+    assert env_flag(name) is False and env_flag(name, True) is True
+    for v, want in (("", None), ("  ", None), ("1", True), ("TRUE", True), (" yes\n", True), ("On", True),
+                    ("0", False), ("false", False), ("NO", False), ("off ", False)):
+        monkeypatch.setenv(name, v)
+        assert env_flag(name, True) is (True if want is None else want), v
+    for v in ("maybe", "2", "-1", "y", "nope", "1 0"):
+        monkeypatch.setenv(name, v)
+        with pytest.raises(LiteclError) as e:
+            env_flag(name)
+        assert str(e.value) == f"{name} must be one of 1, 0, true, false, yes, no, on or off (or unset), got {v!r}"
 
 
 def test_cache_bound_refuses_nonsense(monkeypatch):

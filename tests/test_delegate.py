@@ -67,6 +67,21 @@ def test_replacing_line_once_per_subgraph(fast_device, capfd):
     assert "Replacing" not in capfd.readouterr().err
 
 
+def test_litecl_quiet_is_a_yes_no_variable(fast_device, monkeypatch, capfd):
+    """LITECL_QUIET=0 (or off, no, false) prints the Replacing line, as unset does; a value
+    that is no yes/no word is an error naming it (errors.env_flag), unless quiet= is given."""
+    m = cast_model("float32", "int8", [4])
+    for v, quiet in (("0", False), (" OFF ", False), ("yes", True), ("1", True)):
+        monkeypatch.setenv("LITECL_QUIET", v)
+        make_interpreter(m, delegates=[litecl.Delegate(fast_device)]).allocate_tensors()
+        assert ("Replacing 1 out of 1" in capfd.readouterr().err) is not quiet, v
+    monkeypatch.setenv("LITECL_QUIET", "maybe")
+    with pytest.raises(litecl.LiteclError, match="LITECL_QUIET must be one of 1, 0, true, false, yes, no, "
+                                                 "on or off .or unset., got 'maybe'"):
+        litecl.Delegate(fast_device)
+    assert litecl.Delegate(fast_device, quiet=False).quiet is False  # quiet= wins over the variable
+
+
 def test_reasons_for_nodes_kept_on_litert(fast_device):
     m = multi_op_model("cast_mul_cast")
     d = litecl.Delegate(fast_device, quiet=True)

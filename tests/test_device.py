@@ -202,6 +202,37 @@ def test_no_intel_icd_leaves_the_loader_alone(env, tmp_path):
     assert not list((tmp_path / "tmp").iterdir())
 
 
+def test_no_intel_icd_is_a_yes_no_variable(monkeypatch, tmp_path):
+    """LITECL_NO_INTEL_ICD=0 (or off, or blank) wires the Intel runtime as when it is
+    unset (any non-empty value left the loader alone); a value that is no yes/no word
+    leaves the import working and makes listing or opening a device an error naming it.
+    In-process, with a stand-in library: no Intel runtime needed."""
+    import tempfile  # noqa: PLC0415
+
+    lib = tmp_path / "libintelocl.so"
+    lib.write_bytes(b"")
+    (tmp_path / "etc").mkdir()
+    monkeypatch.setattr(D, "_intel_lib", lambda: lib)
+    monkeypatch.setattr(D, "_ENV_ERROR", [])
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("LITECL_ICD_SYSTEM_VENDORS", str(tmp_path / "etc"))
+    monkeypatch.delenv("OPENCL_VENDOR_PATH", raising=False)
+    monkeypatch.setenv("OCL_ICD_VENDORS", "")  # put back (or removed) after the test
+    for v, wires in (("0", True), ("off", True), (" ", True), ("1", False), (" Yes ", False)):
+        monkeypatch.setenv("LITECL_NO_INTEL_ICD", v)
+        monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
+        D._wire_intel_icd()
+        assert ("OCL_ICD_VENDORS" in os.environ) is wires, v
+    monkeypatch.setenv("LITECL_NO_INTEL_ICD", "maybe")
+    monkeypatch.delenv("OCL_ICD_VENDORS", raising=False)
+    D._wire_intel_icd()  # at import: no error there
+    assert "OCL_ICD_VENDORS" not in os.environ
+    for call in (D.list_devices, lambda: D.open_device("a spec never opened")):
+        with pytest.raises(litecl.LiteclError, match="LITECL_NO_INTEL_ICD must be one of 1, 0, true, "
+                                                     "false, yes, no, on or off .or unset., got 'maybe'"):
+            call()
+
+
 def test_folder_name_is_a_hash_of_the_content():
     a = {"litecl-intel.icd": b"/venv-a/lib/libintelocl.so\n"}
     b = {"litecl-intel.icd": b"/venv-b/lib/libintelocl.so\n"}

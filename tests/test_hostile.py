@@ -588,6 +588,8 @@ def test_a_crash_in_process_is_an_error_line(tmp_path, fast_device, cmd):
     env["PYTHONPATH"] = os.pathsep.join([str(inject), env["PYTHONPATH"]])
     m = _small_model(tmp_path)
     _error_line(_cli(cmd, m, "--device", fast_device, env=env), r"crashed \(SIGSEGV\)")
+    env["LITECL_NO_SUPERVISOR"] = "0"  # off, as unset (it counted as set: no supervisor)
+    _error_line(_cli(cmd, m, "--device", fast_device, env=env), r"crashed \(SIGSEGV\)")
     env["LITECL_NO_SUPERVISOR"] = "1"
     assert _cli(cmd, m, "--device", fast_device, env=env).returncode == -11
 

@@ -360,6 +360,50 @@ def test_bad_options_fail_with_one_line_naming_the_cause(models, tmp_path, fast_
     assert r.stdout.splitlines() == ["LOADED"] * len(good), (r.stdout, r.stderr)
 
 
+QUIET_CHILD = r'''
+import sys
+sys.modules["litecl"] = None
+from ai_edge_litert.interpreter import Interpreter, OpResolverType, load_delegate
+import json
+so, model, opts = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
+try:
+    d = load_delegate(so, {**opts, **json.loads(sys.argv[4])})
+except ValueError as e:  # load_delegate appends what report_error was given
+    print("REFUSED", str(e).splitlines()[-1])
+    raise SystemExit
+Interpreter(model_path=model, experimental_delegates=[d],
+            experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES).allocate_tensors()
+print("RAN")
+'''
+
+
+def test_litecl_quiet_is_read_as_litecl_delegate_reads_it(models, tmp_path, fast_device):
+    """LITECL_QUIET follows errors.env_flag here too: 0 or OFF (any case, blanks around)
+    or empty print the Replacing line, yes or 1 silence it, and another value is refused
+    naming the variable unless the quiet option is given (it took "OFF" and "maybe" as
+    yes)."""
+    _need(CC)
+    out = tmp_path / "e"
+    _export_build(models["cast_f32_f16"], out, fast_device)
+
+    def child(value: str, options: str = "{}") -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["LITECL_QUIET"] = value
+        return subprocess.run([sys.executable, "-c", QUIET_CHILD, str(out / "liblitecl_delegate.so"),
+                               str(models["cast_f32_f16"]), str(out / "delegate_options.json"), options],
+                              capture_output=True, text=True, timeout=300, env=env, cwd="/")
+
+    for value, quiet in (("0", False), (" OFF ", False), ("", False), ("Yes", True), ("1", True)):
+        r = child(value)
+        assert r.stdout.strip() == "RAN", (value, r.stdout, r.stderr[-800:])
+        assert ("Replacing 1 out of 1 node(s)" in r.stderr) is not quiet, (value, r.stderr)
+    r = child("maybe")
+    assert r.stdout.strip() == ("REFUSED litecl: LITECL_QUIET must be one of 1, 0, true, false, yes, no, on "
+                                "or off (or unset), got 'maybe'"), (r.stdout, r.stderr[-800:])
+    r = child("maybe", '{"quiet": "0"}')  # the option wins, as litecl.Delegate(quiet=False)
+    assert r.stdout.strip() == "RAN" and "Replacing 1 out of 1 node(s)" in r.stderr, (r.stdout, r.stderr[-800:])
+
+
 def test_a_platform_that_is_not_there_is_named_with_the_platforms_found(models, tmp_path, fast_device):
     """The platform option names no platform of the library: one line naming the platform
     asked for and the library's platforms (it said 'no OpenCL device <the device> on

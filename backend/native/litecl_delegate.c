@@ -1638,10 +1638,6 @@ static device_entry *device_for(const char *library, const char *platform, const
     return e;
 }
 
-static int truthy(const char *v) {
-    return v && *v && strcmp(v, "0") && strcmp(v, "false") && strcmp(v, "no") && strcmp(v, "off");
-}
-
 /* A yes/no option's value: 1 or 0, -1 when it is neither (then refused, naming these). */
 #define LCL_FLAG_VALUES "1, 0, true, false, yes, no, on or off"
 static int flag_value(const char *v) {
@@ -1653,12 +1649,31 @@ static int flag_value(const char *v) {
     return -1;
 }
 
+/* A yes/no environment variable read as litecl's Python reads one (backend/errors.py
+ * env_flag): unset, empty or blank gives dflt; the words of flag_value in any case, blanks
+ * around them ignored, give 1 or 0; anything else -1 (then refused, naming the variable). */
+static int env_flag(const char *name, int dflt) {
+    const char *v = getenv(name);
+    char word[8];
+    size_t len;
+    if (!v) return dflt;
+    while (*v == ' ' || (*v >= '\t' && *v <= '\r')) v++;
+    len = strlen(v);
+    while (len && (v[len - 1] == ' ' || (v[len - 1] >= '\t' && v[len - 1] <= '\r'))) len--;
+    if (!len) return dflt;
+    if (len >= sizeof word) return -1;
+    for (size_t i = 0; i < len; i++) word[i] = (char)(v[i] >= 'A' && v[i] <= 'Z' ? v[i] - 'A' + 'a' : v[i]);
+    word[len] = 0;
+    return flag_value(word);
+}
+
 /* TFLite's external delegate entry point (delegates/external/external_delegate_interface.h).
  * Options: library (the OpenCL library: a path, or a name the dynamic loader finds),
  * platform and device (substrings of their names, case-insensitive), memory ("auto",
  * "in_place", "copy"), binaries (yes/no: try the exported program binaries first),
  * quiet (yes/no: no Replacing line; yes/no values are 1, 0, true, false, yes, no, on,
- * off, anything else is refused), an empty value for any option is refused, spin_us (how long an invoke polls for its commands,
+ * off, anything else is refused; without it, LITECL_QUIET as env_flag reads it, a value
+ * that is no yes/no word refused), an empty value for any option is refused, spin_us (how long an invoke polls for its commands,
  * yielding the CPU, before it blocks in clFinish: default 1000; 0 blocks at once), keep_order (yes/no
  * or auto, default auto: LiteRT's own nodes run in the model's order, keep_order_begin; auto only
  * where LiteRT's greedy order makes more bytes live at once). Defaults: delegate_options.json's, baked into plan.c.
@@ -1677,7 +1692,8 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
     d->use_binaries = 1;
     d->spin_us = LCL_SPIN_US;
     d->keep_order = LCL_KEEP_ORDER_DEFAULT;
-    d->quiet = truthy(getenv("LITECL_QUIET"));
+    int env_quiet = env_flag("LITECL_QUIET", 0), quiet_given = 0; /* the quiet option wins over it */
+    d->quiet = env_quiet > 0;
     for (size_t i = 0; i < n; i++) {
         const char *k = keys[i], *v = values[i] ? values[i] : "";
         int known = !strcmp(k, "library") || !strcmp(k, "platform") || !strcmp(k, "device") ||
@@ -1708,7 +1724,7 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
             }
             if (!strcmp(k, "binaries")) d->use_binaries = f;
             else if (!strcmp(k, "keep_order")) d->keep_order = f ? LCL_KEEP_YES : LCL_KEEP_NO;
-            else d->quiet = f;
+            else d->quiet = f, quiet_given = 1;
         } else if (!strcmp(k, "spin_us")) {
             char *end = NULL;
             d->spin_us = strtol(v, &end, 10);
@@ -1722,6 +1738,11 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
                      "memory, binaries, quiet, spin_us, keep_order", k);
             goto fail;
         }
+    }
+    if (env_quiet < 0 && !quiet_given) { /* as litecl.Delegate(quiet=None) refuses it */
+        snprintf(err, sizeof err, "litecl: LITECL_QUIET must be one of " LCL_FLAG_VALUES " (or unset), got '%.100s'",
+                 getenv("LITECL_QUIET"));
+        goto fail;
     }
     if (!strcmp(memory, "auto")) d->in_place = LCL_PLAN.in_place;
     else if (!strcmp(memory, "in_place")) d->in_place = 1;
