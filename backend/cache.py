@@ -14,7 +14,9 @@ rebuilt from source. Checked models (model.py ``load_model``: the verifier's and
 parser's result, without the constants) are kept the same way, as kind "models", keyed by
 the file's identity or the bytes' SHA-256 and the loader's version. A cache that cannot be
 written (read-only, a file in the way) is skipped: litecl builds from source and warns
-once, naming the folder. ``LITECL_NO_CACHE`` (a yes/no variable, errors.env_flag: 1, true,
+once, naming the folder. A folder that is not the user's, or that others can write (sticky
+bit or not), is neither read nor written: one warning, and the cache is off for the process
+(``_refused``). ``LITECL_NO_CACHE`` (a yes/no variable, errors.env_flag: 1, true,
 yes or on) turns the cache off. The entries are kept under ``LITECL_CACHE_MAX_BYTES``
 (default 2 GiB): a process removes the least recently used ones when its count of them
 exceeds it (``_prune``).
@@ -40,13 +42,44 @@ _warned: set = set()
 
 def cache_root() -> Path | None:
     """The cache folder, or None when LITECL_NO_CACHE is on (errors.env_flag: raises
-    LiteclError for a value that is no yes/no word)."""
+    LiteclError for a value that is no yes/no word) or the folder is not safe to use
+    (_refused)."""
     if env_flag("LITECL_NO_CACHE"):
         return None
     if os.environ.get("LITECL_CACHE_DIR"):
-        return Path(os.environ["LITECL_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "litecl"
+        root = Path(os.environ["LITECL_CACHE_DIR"])
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        root = Path(base) / "litecl"
+    return None if _refused(root) else root
+
+
+_REFUSED: set = set()  # cache folders this process found unsafe: the cache is off there
+
+
+def _refused(root: Path) -> bool:
+    """Whether cache folder ``root`` exists but is not this user's alone to write: not
+    owned by the user, or writable by others (sticky bit or not), the rule its entries are
+    read under (_private, root=True). Then litecl neither reads nor writes it for the rest
+    of the process, and warns once naming it (a world-writable folder was written to by a
+    first run, and every later run warned that its entries are not used and wrote more).
+    An absent folder is fine: the first store makes it this user's only (_write_atomic)."""
+    key = str(root)
+    if key in _REFUSED:
+        return True
+    try:
+        st = root.stat()
+    except OSError:  # absent, or unreachable: a store says why (_warn_once)
+        return False
+    if not stat.S_ISDIR(st.st_mode) or _private(st, root=True):
+        return False
+    _REFUSED.add(key)
+    if f"open|{root}" not in _warned:  # _trusted's warning for the same folder
+        _warned.add(f"open|{root}")
+        warnings.warn(f"litecl: the cache folder {root} is not this user's or others can write it; "
+                      "litecl does not use it (kernels built from source, models checked in full)",
+                      RuntimeWarning, stacklevel=3)
+    return True
 
 
 def _warn_once(folder: Path, e: Exception) -> None:
@@ -176,6 +209,9 @@ def forget_binary(identity: str, source: str) -> None:
 
 
 def _write_atomic(p: Path, data: bytes) -> None:
+    root = p.parent.parent.parent
+    if not root.is_dir():  # made by litecl: this user's only, whatever the umask (_refused)
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
     for d in (p.parent.parent, p.parent):  # litecl's folders: this user's only (_private)
         try:
             d.mkdir(mode=0o700, parents=True)

@@ -118,6 +118,62 @@ def test_unusable_cache_warns_and_builds(tmp_path, fast_device, kind):
     assert "cannot use the cache folder" in err and str(tmp_path / "c") in err
 
 
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+@pytest.mark.parametrize("mode", [0o777, 0o1777], ids=["world-writable", "sticky"])
+def test_cache_folder_others_can_write_is_not_used_from_the_first_run(tmp_path, fast_device, mode):
+    """A LITECL_CACHE_DIR anyone can write (sticky bit or not): every process, the first
+    included, warns once naming it and neither reads nor writes it (the first run filled
+    it silently; later runs warned that its entries are not used, and stored more)."""
+    c = tmp_path / "c"
+    c.mkdir()
+    os.chmod(c, mode)
+    for _ in range(2):
+        n, out, err = _run(fast_device, {"LITECL_CACHE_DIR": str(c)})
+        assert out == [1, -2, 127, 127] * 8 + [127] and n == 0
+        warn = [ln for ln in err.splitlines() if "the cache folder" in ln]
+        assert len(warn) == 1 and f"the cache folder {c} is not this user's or others can write it; " \
+            "litecl does not use it" in warn[0], err
+        assert not any(c.iterdir())
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_unsafe_cache_folder_is_off_for_the_process(tmp_path, monkeypatch):
+    """The folder litecl makes is this user's only whatever the umask (with umask 0 it was
+    world-writable: written by the first run, refused by the next); a folder that becomes
+    writable by others is neither read nor written, with one warning, for the rest of the
+    process."""
+    import stat  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    root = tmp_path / "c"
+    monkeypatch.setenv("LITECL_CACHE_DIR", str(root))
+    monkeypatch.delenv("LITECL_NO_CACHE", raising=False)
+    for name, fresh in (("_warned", set()), ("_REFUSED", set()), ("_usage", {})):
+        monkeypatch.setattr(cache, name, fresh, raising=False)
+    old = os.umask(0)
+    try:
+        cache.store_blob("models", "k", b"data")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert cache.load_blob("models", "k") == b"data"
+    stored = sorted(root.rglob("*.bin"))
+    os.chmod(root, 0o777)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert cache.load_blob("models", "k") is None
+        cache.store_blob("models", "k2", b"more")
+        cache.store_binary("dev", "src", b"binary")
+        cache.probe_put("probe", "dev", 1)
+        assert cache.probe_get("probe", "dev") is None and cache.cache_root() is None
+    assert [str(x.message) for x in w] == [
+        f"litecl: the cache folder {root} is not this user's or others can write it; litecl does not "
+        "use it (kernels built from source, models checked in full)"]
+    assert sorted(root.rglob("*.bin")) == stored
+    os.chmod(root, 0o700)
+    assert cache.cache_root() is None  # off for the rest of the process
+
+
 def test_binary_checksum_detects_damage(tmp_path, monkeypatch):
     monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path))
     cache.store_binary("dev", "src", b"payload-bytes")
