@@ -185,6 +185,7 @@ _LIVE: dict = {}             # delegate key -> weakref to its Delegate
 _KERNELS: dict = {}          # kernel key -> _Partition (removed by the kernel's free)
 _MAX_RECORDS = 4096          # Prepare records a Delegate keeps of contexts no owner names
 _KEYS = itertools.count(1)
+_EVENTS = itertools.count(1)  # orders partition frees and pointer fetches (Delegate._freed)
 _LOCK = threading.Lock()
 
 
@@ -258,7 +259,11 @@ class Delegate:
         self._records: dict = {}      # context address -> its latest Prepare's record, in order of first Prepare
         self._owned: dict = {}        # owner (Delegate.owning) -> {context address: None}, in that order
         self._parts: dict = {}        # context address -> {kernel key: live _Partition} (under _LOCK)
-        self._announced: set = set()
+        self._announced: set = set()  # context addresses whose Replacing line was said
+        # context address -> the _EVENTS count when its last partition kernel was freed (under
+        # _LOCK): LiteRT frees them when the interpreter goes, or when a resize undoes the
+        # delegate before Prepare runs again
+        self._freed: dict = {}
         # per thread: litecl.Interpreter's key while it drives LiteRT (owning), and the last
         # error a callback raised (take_error); one object: each costs ~1 us to make
         self._owner = self._errors = threading.local()
@@ -288,7 +293,10 @@ class Delegate:
         return f"litecl.Delegate({self.device!r}, placement={self.placement_mode!r})"
 
     def _get_native_delegate_pointer(self) -> int:
-        """The TfLiteDelegate* LiteRT's Interpreter takes (its experimental_delegates API)."""
+        """The TfLiteDelegate* LiteRT's Interpreter takes (its experimental_delegates API).
+        LiteRT's and tf.lite's Interpreter ask for it once per construction, just before
+        ModifyGraphWithDelegate runs Prepare for each subgraph (_prepare's announcement)."""
+        self._owner.fetched = next(_EVENTS)
         return C.addressof(self._struct)
 
     # ----------------------------------------------------------------- reports
@@ -574,6 +582,13 @@ class Delegate:
         sg, views, keys, rows, claim = got
         addr = C.addressof(c)
         with self._lock:
+            with _LOCK:
+                freed = self._freed.pop(addr, None)
+            if freed is not None and getattr(self._owner, "fetched", 0) > freed:
+                # every partition of this address was freed, then this thread asked for the
+                # delegate's pointer: a new interpreter's context at a freed one's address (a
+                # resize's undo and redo ask for none), which says its line again
+                self._announced.discard(addr)
             rec = {"rows": rows, "views": views, "keys": keys, "nodes": len(plan), "claimed": len(claim),
                    "partitions": 0, "kept_order": False, "sg": sg, "owner": getattr(self._owner, "key", None)}
             self._record(addr, rec)
@@ -1268,6 +1283,11 @@ def _FREE(ctx, buffer):  # noqa: N802
                     mine.pop(buffer, None)
                     if not mine:
                         del part.delegate._parts[part.ctx_addr]
+                        freed = part.delegate._freed  # newest last, oldest dropped past the bound
+                        freed.pop(part.ctx_addr, None)
+                        freed[part.ctx_addr] = next(_EVENTS)
+                        if len(freed) > _MAX_RECORDS:
+                            del freed[next(iter(freed))]
         if part is not None:
             part.release()
     except BaseException:  # noqa: BLE001 (free returns nothing: LiteRT cannot be told; the
