@@ -169,6 +169,30 @@ def _scale(v, which=-1):
     return edit
 
 
+def _tensor_name(which: str):
+    """Subgraph 0's first input, first output or first other ("inner") tensor gets a name
+    whose bytes are not UTF-8. LiteRT 2.3.0 builds and runs the model; only its Python
+    details of that tensor fail (get_input_details / get_output_details raise
+    UnicodeDecodeError, get_tensor_details leaves the tensor out)."""
+    def edit(m):
+        sg = m.subgraphs[0]
+        t = {"input": sg.inputs[0], "output": sg.outputs[0]}.get(which)
+        if t is None:
+            t = next(i for i in range(len(sg.tensors)) if i not in (*sg.inputs, *sg.outputs))
+        sg.tensors[t].name = b"\xff" + which.encode() + b"\xc3"
+    return edit
+
+
+def _signature_index(which: str, index: int):
+    """The first signature's first input or output maps its name to tensor ``index``.
+    Out of range, LiteRT 2.3.0 builds and runs the model; only that signature's runner
+    fails (ValueError "Invalid tensor index ..." from its details, a RuntimeError or a
+    TypeError from a call)."""
+    def edit(m):
+        getattr(m.signatureDefs[0], which)[0].tensorIndex = index
+    return edit
+
+
 #: Structured edits: name -> function editing a ModelT in place. The quantization edits
 #: need a model with a quantized tensor (e.g. an int8 ADD); the others any model.
 EDITS = {
@@ -185,6 +209,12 @@ EDITS = {
     "no_tensors": _no_tensors,
     "scale1e33": _scale(1e33),
     "scale1e38_input": _scale(1e38, 0),
+    "name_not_utf8_input": _tensor_name("input"),
+    "name_not_utf8_inner": _tensor_name("inner"),
+    "name_not_utf8_output": _tensor_name("output"),
+    "signature_input99": _signature_index("inputs", 99),
+    "signature_output99": _signature_index("outputs", 99),
+    "signature_output_uint32_max": _signature_index("outputs", 2**32 - 1),
 }
 
 

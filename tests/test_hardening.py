@@ -223,12 +223,13 @@ def test_model_validation_beyond_the_verifier():
         obj.subgraphs[0].tensors[1].quantization = q
 
     for edit, match in ((set_version, "schema version 7, expected 3"),
-                        (bad_name, "name is not UTF-8"),
                         (bad_type, "unknown type 99"),
                         (unproduced, "no input, constant, variable or operator output"),
                         (nan_scale, "scales must be positive and finite")):
         with pytest.raises(litecl.ModelError, match=match):
             load_model(model_content=_repack(m, edit))
+    # LiteRT runs a model whose tensor name is not UTF-8 (tests/test_hostile.py): shown as U+FFFD
+    assert load_model(model_content=_repack(m, bad_name)).subgraphs[0].tensors[0].name == "in\ufffdput"
 
 
 # ----------------------------------------------------------------------------- LiteRT's aborts

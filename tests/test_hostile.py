@@ -204,6 +204,80 @@ def test_empty_subgraph_runs_as_in_litert(tmp_path, fast_device):
     assert c.returncode == 0, c.stderr
 
 
+_SIDE_BY_SIDE = """
+import sys
+import numpy as np
+import litecl
+from litecl.compare import make_interpreter
+raw = open(sys.argv[1], "rb").read()
+def steps(it):
+    out = []
+    def step(f):
+        try:
+            r = f()
+            out.append(("ok", r.tolist() if isinstance(r, np.ndarray) else r))
+        except Exception as e:
+            out.append((type(e).__name__, str(e).splitlines()[0][:100]))
+    step(it.allocate_tensors)
+    step(lambda: it.set_tensor(0, np.linspace(-4, 4, 10, dtype=np.float32).reshape(2, 5)))
+    step(it.invoke)
+    step(lambda: it.get_tensor(4))
+    step(lambda: [d["name"] for d in it.get_input_details()])
+    step(lambda: [d["name"] for d in it.get_output_details()])
+    step(lambda: [d["index"] for d in it.get_tensor_details()])
+    step(it.get_signature_list)
+    step(lambda: sorted(it.get_signature_runner().get_input_details()))
+    step(lambda: sorted(it.get_signature_runner().get_output_details()))
+    step(lambda: {k: v.tolist() for k, v in it.get_signature_runner()(input=np.ones((2, 5), np.float32)).items()})
+    return out
+want = steps(make_interpreter(raw))
+try:
+    got = steps(litecl.Interpreter(model_content=raw, device=sys.argv[2], quiet=True))
+except litecl.LiteclError as e:
+    got = [("refused", str(e))]
+print("RESULT", "same" if got == want else f"litecl {got} LiteRT {want}")
+print("LITERT", want)
+"""
+
+_RUNS_IN_LITERT = ["name_not_utf8_input", "name_not_utf8_inner", "name_not_utf8_output", "signature_input99",
+                   "signature_output99", "signature_output_uint32_max"]
+
+
+@pytest.mark.parametrize("edit", _RUNS_IN_LITERT)
+def test_models_litert_runs_run_as_in_litert(tmp_path, fast_device, edit):
+    """A tensor name that is not UTF-8 and a signature tensor index out of range: LiteRT
+    2.3.0 builds and runs such a model (measured here, step by step); litecl refused it
+    ("name is not UTF-8", "signature maps ... to tensor 99"). Now each step gives what
+    LiteRT gives: the same values, and LiteRT's own error where LiteRT fails (the details
+    of a tensor whose name is not UTF-8; the runner of the signature with the bad index).
+    The name shows as U+FFFD in litecl's reports; `litecl compare` runs the model where
+    LiteRT's Python API can describe its inputs and outputs."""
+    from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
+
+    from models.builders import chain_model  # noqa: PLC0415
+    from models.hostile import apply_edit  # noqa: PLC0415
+
+    base = chain_model(["float32", "int32", ("add", 3), "float16"], (2, 5))
+    sg = schema.ModelT.InitFromPackedBuf(base, 0).subgraphs[0]
+    assert (list(sg.inputs), list(sg.outputs)) == ([0], [4])  # as _SIDE_BY_SIDE feeds and reads it
+    path = tmp_path / f"{edit}.tflite"
+    path.write_bytes(apply_edit(base, edit))
+    r = _py(_SIDE_BY_SIDE.replace("sys.argv[1]", repr(str(path))).replace("sys.argv[2]", repr(fast_device)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "RESULT same" in r.stdout, r.stdout
+    litert = r.stdout.split("LITERT ", 1)[1]
+    assert "('ok', [[-1.0, 0.0, 1.0, 2.0, 3.0], [3.0," in litert  # LiteRT ran it: -4..4 to int32, + 3
+    assert ("Error'" in litert) is (edit != "name_not_utf8_inner")  # a step LiteRT fails, litecl too
+    if edit in ("name_not_utf8_input", "name_not_utf8_output"):  # LiteRT's details fail
+        _error_line(_cli("compare", path, "--device", fast_device), "LiteRT: 'utf-8' codec can't decode")
+    else:
+        c = _cli("compare", path, "--device", fast_device)
+        assert c.returncode == 0 and "bit-exact" in c.stdout, (c.stdout, c.stderr)
+    if edit == "name_not_utf8_inner":
+        c = _cli("inspect", path, "--device", fast_device, "--json")
+        assert c.returncode == 0 and "\\ufffdinner\\ufffd" in c.stdout, (c.stdout, c.stderr)
+
+
 # ------------------------------------------------------------------ 4. special files
 @pytest.fixture
 def fifo(tmp_path):
