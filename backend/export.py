@@ -798,10 +798,13 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
 
     Raises InputError (bad target, placement, signature; an out_dir that is an empty
     string, a file, not writable, or a non-empty folder with no earlier litecl export in
-    it), ModelError / litecl errors from loading and allocating the model.
+    it), ModelError (a model path that is missing, a directory or a FIFO, as
+    model.model_file says for every command) / litecl errors from loading and allocating
+    the model.
     """
     from .device import open_device  # noqa: PLC0415
     from .interpreter import Interpreter  # noqa: PLC0415
+    from .model import model_file  # noqa: PLC0415
 
     if placement not in PLACEMENTS:
         raise InputError(f"unknown placement {placement!r}; expected one of {', '.join(PLACEMENTS)}")
@@ -816,9 +819,7 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         replaced = _previous_export(out, out_dir)  # before the model's work: refuse at once
     except PermissionError as e:
         raise InputError(f"cannot export to {out_dir}: {e.strerror or e}") from None
-    if not os.path.isfile(model):
-        raise InputError(f"model file not found: {model}" if not os.path.exists(model)
-                         else f"cannot read model {model}: not a file")
+    model_file(model)  # missing, a directory, a FIFO: every command's words, before the device opens
     dev = target_device(open_device(device), target)
     interp = Interpreter(model_path=model, device=dev, placement=placement, fuse=fuse, quiet=True)
     try:

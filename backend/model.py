@@ -37,7 +37,7 @@ from .reader import read_model
 from .verify import VerifyError, verify
 
 __all__ = ["Model", "Subgraph", "Tensor", "Node", "Signature", "load_model", "OP_NAMES",
-           "ACTIVATIONS", "special_file_kind", "shape_too_big", "litert_abort_reason"]
+           "ACTIVATIONS", "model_file", "special_file_kind", "shape_too_big", "litert_abort_reason"]
 
 #: BuiltinOperator code -> name ("CAST"), from the generated schema.
 OP_NAMES: dict[int, str] = {
@@ -244,7 +244,11 @@ def special_file_kind(path) -> str | None:
     return None
 
 
-def _read(path) -> bytes:
+def model_file(path) -> Path:
+    """``path`` (str, bytes or os.PathLike) as the Path of a model file to read. Raises
+    ModelError, in the words every command uses, where it is missing, a directory, or a
+    FIFO, device or socket (a FIFO blocks open() until a writer comes, /dev/zero never
+    ends)."""
     try:
         p = Path(os.fsdecode(path))  # str, bytes or os.PathLike
     except TypeError:
@@ -254,8 +258,13 @@ def _read(path) -> bytes:
     if p.is_dir():
         raise ModelError(f"model path is a directory, expected a .tflite file: {p}")
     kind = special_file_kind(p)
-    if kind:  # a FIFO blocks open() until a writer comes, /dev/zero never ends
+    if kind:
         raise ModelError(f"model path {p} is {kind}, not a regular file; expected a .tflite file")
+    return p
+
+
+def _read(path) -> bytes:
+    p = model_file(path)
     try:
         with open(p, "rb") as f:
             before = os.fstat(f.fileno())

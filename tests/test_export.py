@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -361,7 +362,7 @@ def test_export_refuses_bad_paths_and_models(fast_device, tmp_path, capsys, mode
     cases = [
         (["export", str(tmp_path / "missing.tflite"), "--out", str(tmp_path / "o")], "not found"),
         (["export", str(junk), "--out", str(tmp_path / "o")], "not a TFLite model"),
-        (["export", str(tmp_path), "--out", str(tmp_path / "o")], ""),
+        (["export", str(tmp_path), "--out", str(tmp_path / "o")], "model path is a directory"),
         (["export", good, "--out", str(afile)], "not a folder"),
         (["export", good, "--out", str(tmp_path / "no" / "such")], "does not exist"),
         (["export", good, "--out", str(tmp_path / "o"), "--signature", "nope"], "nope"),
@@ -374,6 +375,25 @@ def test_export_refuses_bad_paths_and_models(fast_device, tmp_path, capsys, mode
         err = capsys.readouterr().err
         assert rc == 2, (argv, err)
         assert err.startswith("error: ") and err.count("\n") == 1 and what in err, (argv, err)
+    assert not (tmp_path / "o").exists()
+
+
+def test_export_names_a_directory_or_fifo_model_as_the_other_commands_do(fast_device, tmp_path, capsys):
+    """A model path that is a directory (or a FIFO): export said "cannot read model X: not
+    a file" where run, compare, inspect and bench say "model path is a directory, expected a
+    .tflite file: X" (model.py's check of a model path); now every command says the same."""
+    fifo = tmp_path / "pipe.tflite"
+    os.mkfifo(fifo)
+    for path in (tmp_path, fifo):
+        lines = {}
+        for cmd in ("run", "compare", "inspect", "bench", "export"):
+            extra = ["--out", str(tmp_path / "o")] if cmd == "export" else []
+            assert main([cmd, str(path), "--device", fast_device, *extra]) == 2, cmd
+            lines[cmd] = capsys.readouterr().err
+        assert len(set(lines.values())) == 1, lines
+        assert lines["export"].startswith("error: model path ") and lines["export"].count("\n") == 1, lines
+    assert lines["export"] == (f"error: model path {fifo} is a FIFO (named pipe), not a regular file; "
+                               "expected a .tflite file\n")
     assert not (tmp_path / "o").exists()
 
 
