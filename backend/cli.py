@@ -72,6 +72,9 @@ def _arg_secs(text: str) -> float:
 
 _NON_NEGATIVE = _arg_int(0, "an integer >= 0")
 _POSITIVE = _arg_int(1, "an integer >= 1")
+#: bench --num_runs's bound: every timed run's time is kept for the median and percentiles,
+#: litecl's and LiteRT's (a float and its list slot, 32 bytes each): 64 MB at this bound
+MAX_NUM_RUNS = 1_000_000
 
 _NPZ_WANTED = "expected a .npz archive of arrays keyed by input name (numpy.savez(path, name=array))"
 
@@ -1093,8 +1096,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="warm-up runs, at least (an integer >= 0; default 1; one run is always done)")
     s.add_argument("--warmup_min_secs", type=_arg_secs, default=0.5, metavar="SECS",
                    help="warm up for at least this many seconds (>= 0; default 0.5)")
-    s.add_argument("--num_runs", type=_POSITIVE, default=50, metavar="N",
-                   help="timed runs, at least (an integer >= 1; default 50)")
+    s.add_argument("--num_runs", type=_arg_int(1, f"an integer >= 1 and <= {MAX_NUM_RUNS}", MAX_NUM_RUNS),
+                   default=50, metavar="N",
+                   help=f"timed runs, at least (an integer from 1 to {MAX_NUM_RUNS:,}: each run's time "
+                        "is kept for the median, litecl's and LiteRT's; default 50)")
     s.add_argument("--min_secs", type=_arg_secs, default=1.0, metavar="SECS",
                    help="time runs for at least this many seconds (>= 0; default 1)")
     s.add_argument("--max_secs", type=_arg_secs, default=150.0, metavar="SECS",

@@ -100,6 +100,8 @@ def sigmodel(tmp_path):
     (["bench", "{m}", "--seed", "x"], "argument --seed"),
     (["bench", "{m}", "--num_runs", "0"], "argument --num_runs"),
     (["bench", "{m}", "--num_runs", "-5"], "argument --num_runs"),
+    (["bench", "{m}", "--num_runs", "1000001"], "argument --num_runs"),
+    (["bench", "{m}", "--num-runs", str(10**30)], "<= 1000000, got 1000000000000000000000000000000"),
     (["bench", "{m}", "--warmup_runs", "-1"], "argument --warmup_runs"),
     (["bench", "{m}", "--min_secs", "-1"], "argument --min_secs"),
     (["bench", "{m}", "--min_secs", "nan"], "argument --min_secs"),
@@ -114,6 +116,15 @@ def test_bad_numbers_are_usage_errors(model, args, fragment):
 
 
 # ------------------------------------------------------------------ 2: inputs files
+def test_num_runs_is_bounded():
+    """bench --num_runs had no upper bound (every run's time is kept, for litecl and LiteRT):
+    now at most 1000000, as its help says, with the reason."""
+    p = _parser()
+    assert p.parse_args(["bench", "m.tflite", "--num-runs", "1000000"]).num_runs == 10**6
+    bench = next(a for a in p._subparsers._group_actions[0].choices["bench"]._actions if a.dest == "num_runs")
+    assert "1000000" in bench.help.replace(",", "") and "kept" in bench.help, bench.help
+
+
 def test_npy_and_non_npz_inputs(model, tmp_path):
     npy = tmp_path / "x.npy"
     np.save(npy, np.zeros(4, np.float32))
