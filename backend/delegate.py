@@ -36,7 +36,6 @@ import numpy as np
 import pyopencl as cl
 
 from . import abi
-from .cache import cache_root
 from .device import open_device
 from .errors import KernelBuildError, LiteclError, env_flag
 from .kernels import give_kernel, plan_partition, take_kernel
@@ -246,7 +245,7 @@ class Delegate:
             raise LiteclError(f"quiet must be True, False or None (LITECL_QUIET), got {quiet!r}")
         # a LITECL_QUIET or LITECL_NO_CACHE of no yes/no word: an error here, not in LiteRT's Prepare
         self.quiet = _quiet(quiet)
-        cache_root()
+        env_flag("LITECL_NO_CACHE")  # the flag only: finding the folder cost ~40 us a Delegate
         _self_check()
         self.device = open_device(device)
         self.caps = _caps_for(self.device.caps, reference)
