@@ -1233,7 +1233,8 @@ def main(argv=None) -> int:
     """The command line. With ``argv`` None (the ``litecl`` program), the commands that run
     a model (inspect, run, compare, bench, export) run in a supervised child (``_supervised``)
     unless $LITECL_NO_SUPERVISOR is on; an explicit ``argv`` runs in this process. A yes/no
-    variable (LITECL_NO_SUPERVISOR, LITECL_DEBUG) holding no yes/no word is an error line."""
+    variable (LITECL_NO_SUPERVISOR, LITECL_DEBUG, LITECL_QUIET, LITECL_NO_CACHE) holding no
+    yes/no word is an error line."""
     from .errors import LiteclError, env_flag  # noqa: PLC0415
 
     try:
@@ -1243,7 +1244,11 @@ def main(argv=None) -> int:
     except _Usage as e:
         return _fail(str(e))
     try:
-        env_flag("LITECL_DEBUG")  # now, not while _internal reports another error
+        # every yes/no variable now, not while _internal reports another error; LITECL_QUIET
+        # too, which the commands do not read (they pass quiet=True), so a bad value is
+        # refused here as in Python
+        for name in ("LITECL_DEBUG", "LITECL_QUIET", "LITECL_NO_CACHE"):
+            env_flag(name)
         supervise = not env_flag(NO_SUPERVISOR_ENV)
     except LiteclError as e:
         return _fail(str(e))

@@ -241,7 +241,8 @@ def test_cli_errors_one_line_exit_2(tmp_path, args, msg):
 
 
 @pytest.mark.parametrize("var,cmd", [("LITECL_NO_SUPERVISOR", "run"), ("LITECL_DEBUG", "run"),
-                                     ("LITECL_NO_CACHE", "run"), ("LITECL_NO_INTEL_ICD", "devices")])
+                                     ("LITECL_NO_CACHE", "run"), ("LITECL_NO_INTEL_ICD", "devices"),
+                                     ("LITECL_QUIET", "run")])
 def test_cli_yes_no_variable_of_another_value_is_an_error_line(tmp_path, var, cmd):
     """A yes/no variable holding no yes/no word: one error line naming it and the accepted
     values, exit 2 (it was taken as "on", silently)."""
