@@ -13,7 +13,6 @@ import math
 import os
 import sys
 import threading
-import weakref
 
 import numpy as np
 from ai_edge_litert import interpreter as _litert
@@ -195,7 +194,8 @@ class Interpreter(_litert.Interpreter):
         self._litecl = delegate
         self._model = model
         self._reference = reference
-        self.invoke = _Own(self, _own_invoke)  # until allocate_tensors decides (NotAllocatedError)
+        self._plain_invoke = False  # until allocate_tensors decides (_wrap)
+        self._plain_get = True
         try:
             with delegate.owning(id(self), _prepare_token(model), declared=True, visible=_visible(model)):
                 super().__init__(model_content=model.raw,
@@ -264,32 +264,37 @@ class Interpreter(_litert.Interpreter):
             self._busy.release()
 
     def _wrap(self, invoke: bool, get_tensor: bool) -> None:
-        """Give this instance litecl's invoke and/or get_tensor (an _Own in its attributes,
-        over LiteRT's methods), or LiteRT's own where litecl has nothing to do in them.
+        """Whether invoke and get_tensor do litecl's work (``invoke``: a partition on
+        OpenCL, or LiteRT's "not ready" to raise as NotAllocatedError; ``get_tensor``: a
+        tensor large enough for copy_host) or go straight to LiteRT's wrapper, as LiteRT's
+        own methods do, after one attribute read.
 
-        Not a switch of ``__class__``: on CPython 3.11 that turns the instance's attribute
-        values into a dict, and every attribute read LiteRT's set_tensor, invoke and
-        get_tensor make then costs more: sine_float (2 us) set + invoke + get 1.11x LiteRT
-        with the class switched, 1.00x born in the final class or with an attribute added
-        and deleted (measured, alternating rounds)."""
-        for name, own, fn in (("invoke", invoke, _own_invoke), ("get_tensor", get_tensor, _own_get_tensor)):
-            if own:
-                setattr(self, name, _Own(self, fn))
-            else:
-                try:
-                    delattr(self, name)  # LiteRT's method, the class's
-                except AttributeError:
-                    pass
+        Flags, not a switch of ``__class__`` (on CPython 3.11 that turns the instance's
+        attribute values into a dict, and every attribute read LiteRT's set_tensor, invoke
+        and get_tensor make costs more: sine_float set + invoke + get 1.11x LiteRT with the
+        class switched, measured) nor methods in the instance's attributes (a bound one
+        makes a reference cycle; a weakly bound one fails in ``Interpreter(...).invoke()``)."""
+        self._plain_invoke = not invoke
+        self._plain_get = not get_tensor
 
     def resize_tensor_input(self, input_index, tensor_size, strict=False):
         """LiteRT's resize_tensor_input; until the next allocate_tensors, invoke raises
         NotAllocatedError (LiteRT's "not ready" in litecl's type)."""
-        self._wrap(invoke=True, get_tensor=isinstance(self.get_tensor, _Own))
+        self._plain_invoke = False
         return super().resize_tensor_input(input_index, tensor_size, strict)
 
-    def _invoke(self):
-        """LiteRT's invoke; an error inside litecl's kernels raises its own type. (Kept
-        lean: every model with a partition pays it.)"""
+    def invoke(self):
+        """LiteRT's invoke; an error inside litecl's kernels raises its own type, LiteRT's
+        "not ready" NotAllocatedError (a RuntimeError). Where litecl has nothing to do at
+        invoke (no partition: _wrap) LiteRT's own two calls after one flag (every model
+        pays this method, including one whose nodes all stay on LiteRT)."""
+        if self._plain_invoke:
+            try:
+                self._ensure_safe()
+                self._interpreter.Invoke()
+            except RuntimeError as e:
+                self._raise_delegate_error(e)
+            return
         busy = self._busy
         if not busy.acquire(False):
             raise LiteclError(_IN_USE)
@@ -303,7 +308,7 @@ class Interpreter(_litert.Interpreter):
         finally:
             busy.release()
 
-    def _get_tensor(self, tensor_index, subgraph_index=0):
+    def get_tensor(self, tensor_index, subgraph_index=0):
         """LiteRT's get_tensor. A numeric tensor of hostcopy.SPLIT_BYTES or more (of
         subgraph 0, not sparse) is copied out of LiteRT's view of it (tensor()) into a new
         numpy array by hostcopy.copy_host: LiteRT's own copy goes to fresh malloc'd memory
@@ -318,6 +323,8 @@ class Interpreter(_litert.Interpreter):
         a fresh 32 MB array page-faults in 4-33 ms on this VM (glibc maps every block
         over 32 MB anew), a kept one is written in 3.5 ms. It costs the memory of one
         such array per large tensor until close()."""
+        if self._plain_get:  # no tensor that large (_wrap): LiteRT's get_tensor
+            return self._interpreter.GetTensor(tensor_index, subgraph_index)
         if type(tensor_index) is int and type(subgraph_index) is int and subgraph_index == 0:
             big = self._big_tensors
             if big is None:
@@ -449,30 +456,6 @@ class Interpreter(_litert.Interpreter):
     def __getstate__(self):
         raise TypeError("a litecl.Interpreter cannot be pickled or copied (it holds LiteRT's "
                         "interpreter and device buffers); pass the model bytes and create a new one")
-
-
-class _Own:
-    """litecl's invoke or get_tensor of one Interpreter, held in its attributes while
-    litecl has work in them (a partition on OpenCL; a tensor large enough for copy_host;
-    LiteRT's "not ready" to raise as NotAllocatedError): a weak reference to the
-    Interpreter, so there is no reference cycle (the Interpreter, and its kernels, go when
-    the last name of it does, without the garbage collector)."""
-
-    __slots__ = ("_owner", "_fn")
-
-    def __init__(self, owner, fn):
-        self._owner = weakref.ref(owner)
-        self._fn = fn
-
-    def __call__(self, *args, **kwargs):
-        owner = self._owner()
-        if owner is None:
-            raise LiteclError("this Interpreter was deleted; create a new one")
-        return self._fn(owner, *args, **kwargs)
-
-
-_own_invoke = Interpreter._invoke
-_own_get_tensor = Interpreter._get_tensor
 
 
 class SignatureRunner(_litert.SignatureRunner):

@@ -250,7 +250,7 @@ def test_ctrl_c_during_bench_is_one_error_line(tmp_path, fast_device, supervised
     if not supervised:
         env["LITECL_NO_SUPERVISOR"] = "1"
     p = subprocess.Popen([sys.executable, "-m", "litecl.cli", "bench", str(m), "--device", fast_device,
-                          "--num-runs", "100000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          "--num-runs", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env=env)
     time.sleep(6)  # past start-up, inside the timed invokes
     p.send_signal(signal.SIGINT)
