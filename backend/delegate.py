@@ -6,7 +6,9 @@ LiteRT owns the graph, the memory, the shapes and every other node; this module 
 read from TfLiteContext; placement.py's cost model under ``placement="auto"``), and runs
 one kernel plan per delegated partition (backend/kernels.py), shaped like TFLite's
 SimpleDelegate: init (the nodes to replace), prepare (shapes -> plan, output resizes,
-programs from the cache), invoke (bind LiteRT's tensor memory, launch, wait).
+programs from the cache), invoke (bind LiteRT's tensor memory, write the launches and the
+wait as a command list; backend/runner.py runs it in C, and runs it again without Python
+while LiteRT's pointers stay put).
 
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
     import litecl
@@ -42,6 +44,7 @@ from .kernels import give_kernel, plan_partition, take_kernel
 from .lowering import why_not
 from .model import Node, Tensor, unpack_bits
 from . import order as _order
+from . import runner as _runner
 from . import placement as _placement
 from .placement import PLACEMENTS
 from .ops.dtypes import BY_C_TYPE, C_TYPE_SCHEMA
@@ -67,6 +70,9 @@ _MAX_BOUND = 64
 #: staged 1.4-1.6x faster from 16 to 576 KiB, 1.05x at 1152 KiB; direct 1.07-1.10x faster
 #: from 2.3 MiB.
 STAGE_MAX = 3 << 19
+#: how long runner.c polls for an invoke's commands before clFinish (us): the native
+#: delegate's default (litecl_delegate.c LCL_SPIN_US, wait_done says why)
+_SPIN_US = 1000
 
 
 def _quiet(quiet) -> bool:
@@ -266,13 +272,16 @@ class Delegate:
         # per thread: litecl.Interpreter's key while it drives LiteRT (owning), and the last
         # error a callback raised (take_error); one object: each costs ~1 us to make
         self._owner = self._errors = threading.local()
-        #: tensor bindings at partition invokes: "in_place" (in LiteRT's memory), "copied"
-        #: (through device copies), "staged" (of those, through pinned staging memory); and
-        #: "partition_invokes": invokes of litecl's partition kernels, not of the interpreter
-        #: (one interpreter invoke counts once per delegated partition it runs; a partition in
-        #: a WHILE body once per iteration)
-        self.stats = {"in_place": 0, "copied": 0, "staged": 0, "partition_invokes": 0}
-        self.profile = False          # event-profile each launch (bench's per-node table)
+        # Delegate.stats less the invokes runner.c ran without Python (_Partition.add_direct)
+        self._stats = {"in_place": 0, "copied": 0, "staged": 0, "partition_invokes": 0}
+        # the partition runner (runner.py): invokes in C while LiteRT's pointers hold, else
+        # the same command lists through pyopencl
+        if env_flag("LITECL_NO_NATIVE_INVOKE"):
+            self._runner, self._invoke_path = None, "python: LITECL_NO_NATIVE_INVOKE is set"
+        else:
+            self._runner = _runner.runner(_KINVOKE)
+            self._invoke_path = _runner.status()
+        self._profile = False
         self.kernel_times_ns: dict = {}
         self._costs = None            # auto's device_costs, once looked up
         self._key = next(_KEYS)
@@ -290,6 +299,41 @@ class Delegate:
 
     def __repr__(self) -> str:
         return f"litecl.Delegate({self.device!r}, placement={self.placement_mode!r})"
+
+    @property
+    def stats(self) -> dict:
+        """Tensor bindings at partition invokes: "in_place" (in LiteRT's memory), "copied"
+        (through device copies), "staged" (of those, through pinned staging memory); and
+        "partition_invokes": invokes of litecl's partition kernels, not of the interpreter
+        (one interpreter invoke counts once per delegated partition it runs; a partition in
+        a WHILE body once per iteration). Counts the invokes the runner ran in C too."""
+        out = dict(self._stats)
+        with _LOCK:
+            parts = [p for mine in self._parts.values() for p in mine.values()]
+        for p in parts:
+            p.add_direct(out)
+        return out
+
+    @property
+    def profile(self) -> bool:
+        """Event-profile each launch into kernel_times_ns (bench's per-node table): partition
+        invokes then run through pyopencl, each kernel waited for."""
+        return self._profile
+
+    @profile.setter
+    def profile(self, on: bool) -> None:
+        self._profile = bool(on)
+        if on:  # runner.c's lists would run unprofiled
+            with _LOCK:
+                parts = [p for mine in self._parts.values() for p in mine.values()]
+            for p in parts:
+                p._disarm()
+
+    @property
+    def invoke_path(self) -> str:
+        """How partition invokes run: "native" (runner.c, compiled once per machine and
+        cached) or "python: WHY" (pyopencl; no C compiler, LITECL_NO_NATIVE_INVOKE, ...)."""
+        return self._invoke_path
 
     def _get_native_delegate_pointer(self) -> int:
         """The TfLiteDelegate* LiteRT's Interpreter takes (its experimental_delegates API).
@@ -608,8 +652,9 @@ class Delegate:
             _flag(ctx, marked, True)
         rec["kept_order"] = bool(marked)
         try:
+            reg = _REGISTRATION if self._runner is None else _native_registration(self._runner)
             status = c.ReplaceNodeSubsetsWithDelegateKernels(
-                ctx, _REGISTRATION, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), C.cast(C.addressof(self._struct), abi.Dlg))
+                ctx, reg, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), C.cast(C.addressof(self._struct), abi.Dlg))
         finally:
             _flag(ctx, marked, False)
         if status != abi.K_OK:
@@ -944,9 +989,20 @@ class _Partition:
         self._consts: dict = {}
         # ("in" | "out", tensor) -> (pinned buffer, its mapped bytes): staging on copy devices
         self._pinned: dict = {}
+        # runner.c's list for this partition (runner.Part; its address is the kernel's
+        # user_data), or None without the runner; what one invoke counts in Delegate.stats
+        self.fast = None
+        self._py_launches = 0         # kernels enqueued through pyopencl (launches_run)
+        self._direct_counts: dict = {}
+        self._listed = None
+        if delegate._runner is not None:
+            self.fast = _runner.Part()
+            self.fast.queue = delegate.device.queue.int_ptr
+            self.fast.spin_us = _SPIN_US
 
     # -- prepare: shapes -> plan, output resizes, programs
     def prepare(self, ctx) -> None:
+        self._disarm()
         c = ctx.contents
         d = self.delegate
         tensors = c.tensors
@@ -1052,17 +1108,31 @@ class _Partition:
 
     # -- invoke
     def invoke(self, ctx) -> None:
+        """Bind LiteRT's tensors, write the invoke as a command list and run it: through
+        runner.c (lcl_run; then armed, so that later invokes with the same bindings run in
+        C without Python: runner.py), else through pyopencl (``_run_in_python``)."""
+        fast = self.fast
+        if fast is not None:
+            if fast.err:
+                err, at = fast.err, fast.err_cmd
+                fast.err = 0
+                raise LiteclError(f"{self._what_failed(at)} failed (OpenCL error {err})")
+            fast.armed = 0
+            self._fold_direct()
         c = ctx.contents
         d = self.delegate
-        q = d.device.queue
-        bufs, reads, packs = {}, [], []
+        bufs, packs, checks, cmds, posts = {}, [], [], [], []
+        counts = {"in_place": 0, "copied": 0, "staged": 0, "partition_invokes": 1}
+        python_only = fast is None or d.profile
         for t in self.inputs:
             ts = c.tensors[t]
             n = int(ts.bytes)
+            checks.append((t, ts.data, n))
             if n == 0:
                 bufs[t] = self._own_buffer(t, 1)
             elif self.sg.tensors[t].dtype.packed_bits:  # LiteRT's packed bytes, unpacked
-                bufs[t] = self._unpacked(t, ts, n)
+                bufs[t] = self._unpacked(t, ts, n, counts)
+                python_only = python_only or ts.allocation_type not in _CONSTANT_ALLOC
             elif ts.allocation_type in _CONSTANT_ALLOC:
                 bufs[t] = self._const_buffer(ts.data, n)
             else:
@@ -1071,18 +1141,20 @@ class _Partition:
                     b = self._own_buffer(t, n)
                     if not d.memory.in_place and n <= STAGE_MAX:
                         pin = self._pinned_view(("in", t), n)
-                        C.memmove(pin.ctypes.data, ts.data, n)
-                        cl.enqueue_copy(q, b, pin[:n], is_blocking=False)
-                        d.stats["staged"] += 1
+                        cmds.append((_runner.PRE, False, pin.ctypes.data, ts.data, n, None))
+                        cmds.append((_runner.WRITE, False, b, pin.ctypes.data, n, None))
+                        counts["staged"] += 1
                     else:
-                        cl.enqueue_copy(q, b, _host_view(ts.data, n), is_blocking=False)
-                    d.stats["copied"] += 1
+                        cmds.append((_runner.WRITE, False, b, ts.data, n, None))
+                    counts["copied"] += 1
                 else:
-                    d.stats["in_place"] += 1
+                    counts["in_place"] += 1
                 bufs[t] = b
+        reads = []
         for t in self.outputs:
             ts = c.tensors[t]
             n = int(ts.bytes)
+            checks.append((t, ts.data, n))
             if not ts.data or n == 0:
                 if n:
                     raise LiteclError(f"tensor {t} has no memory at invoke")
@@ -1091,18 +1163,18 @@ class _Partition:
             if self.sg.tensors[t].dtype.packed_bits:  # packed into LiteRT's memory after
                 bufs[t] = self._tensor_buffer(t)
                 packs.append((t, ts.data, n))
-                d.stats["copied"] += 1
+                counts["copied"] += 1
+                python_only = True
                 continue
             b = self._in_place(ts.data, n)
             if b is None:
                 b = self._own_buffer(t, n)
-                reads.append((t, ts.data, n))
-                d.stats["copied"] += 1
+                reads.append((t, b, ts.data, n))
+                counts["copied"] += 1
             else:
-                d.stats["in_place"] += 1
+                counts["in_place"] += 1
             bufs[t] = b
         plan = self.plan
-        folded_out = []
         last = self._last_args
         for i, ln in enumerate(plan.launches):
             args = []
@@ -1112,7 +1184,10 @@ class _Partition:
                 if ln.folded:
                     args.append(self._tensor_buffer(t))
                     if t in bufs and bufs[t] is not args[-1]:
-                        folded_out.append(t)
+                        # LiteRT's copy of a folded result, refreshed every invoke
+                        nbytes = int(c.tensors[t].bytes)
+                        if nbytes:
+                            posts.append((_runner.COPY, False, args[-1], bufs[t], nbytes, None))
                 else:
                     args.append(bufs[t] if t in bufs else self._tensor_buffer(t))
             if ln.folded and self._folded_done:
@@ -1126,36 +1201,114 @@ class _Partition:
                     k.set_args(*args, *(np.uint32(v) for v in ln.tiling.kernel_args()),
                                *(np.int32(v) for _, v in ln.args))
                     last[i] = args
-                ev = cl.enqueue_nd_range_kernel(q, k, ln.gsize, ln.lsize)
+                cmds.append((_runner.KERNEL, ln.folded, k, None, 0, ln))
+        self._folded_done = True
+        cmds += posts
+        for t, b, ptr, n in reads:
+            if not d.memory.in_place and n <= STAGE_MAX:
+                pin = self._pinned_view(("out", t), n)
+                cmds.append((_runner.READ, False, b, pin.ctypes.data, n, None))
+                cmds.append((_runner.POST, False, ptr, pin.ctypes.data, n, None))
+                counts["staged"] += 1
+            else:
+                cmds.append((_runner.READ, False, b, ptr, n, None))
+        if python_only:
+            self._run_in_python(cmds, packs)
+        else:
+            self._run_native(cmds, checks)
+        for k, v in counts.items():
+            d._stats[k] += v
+        if fast is not None and not python_only:
+            self._direct_counts = counts
+            fast.armed = 1
+
+    def _run_native(self, cmds, checks) -> None:
+        """Write ``cmds`` and ``checks`` into this partition's runner.c list and run it
+        once (lcl_run, GIL released). Raises LiteclError on an OpenCL error."""
+        fast = self.fast
+        arr = (_runner.Cmd * max(len(cmds), 1))()
+        for j, (op, once, a, b, n, ln) in enumerate(cmds):
+            e = arr[j]
+            e.op, e.once, e.bytes = op, bool(once), n
+            e.a = a if isinstance(a, int) else a.int_ptr
+            if b is not None:
+                e.b = b if isinstance(b, int) else b.int_ptr
+            if ln is not None:
+                e.global_, e.local = ln.gsize[0], (ln.lsize[0] if ln.lsize else 0)
+        chk = (_runner.Check * max(len(checks), 1))()
+        for j, (t, ptr, n) in enumerate(checks):
+            chk[j].tensor, chk[j].data, chk[j].bytes = t, ptr, n
+        fast.cmds, fast.n_cmds = arr, len(cmds)
+        fast.checks, fast.n_checks = chk, len(checks)
+        fast.ran = 0
+        # what the list names by handle stays alive while it may run
+        self._listed = (arr, chk, cmds)
+        if self.delegate._runner.lcl_run(C.byref(fast)):
+            err, at = fast.err, fast.err_cmd
+            fast.err = 0
+            raise LiteclError(f"{self._what_failed(at)} failed (OpenCL error {err})")
+
+    def _what_failed(self, at: int) -> str:
+        listed = getattr(self, "_listed", None)
+        if at < 0 or listed is None or at >= len(listed[2]):
+            return "clFinish"
+        return {_runner.WRITE: "clEnqueueWriteBuffer", _runner.KERNEL: "clEnqueueNDRangeKernel",
+                _runner.COPY: "clEnqueueCopyBuffer", _runner.READ: "clEnqueueReadBuffer"}.get(
+                    listed[2][at][0], "a command")
+
+    def _run_in_python(self, cmds, packs) -> None:
+        """Run a command list through pyopencl (no runner, event profiling, sub-byte
+        tensors packed or unpacked on the host)."""
+        d = self.delegate
+        q = d.device.queue
+        for op, once, a, b, n, ln in cmds:
+            if op == _runner.PRE:
+                C.memmove(a, b, n)
+            elif op == _runner.WRITE:
+                cl.enqueue_copy(q, a, _host_view(b, n), is_blocking=False)
+            elif op == _runner.KERNEL:
+                ev = cl.enqueue_nd_range_kernel(q, a, ln.gsize, ln.lsize)
+                self._py_launches += 1
                 if d.profile:
                     ev.wait()
                     d.kernel_times_ns[(self.ctx_addr, ln.nodes)] = ev.profile.end - ev.profile.start
-        self._folded_done = True
-        for t in folded_out:
-            nbytes = int(c.tensors[t].bytes)
-            if nbytes:
-                cl.enqueue_copy(q, bufs[t], self._tensor_buffer(t), byte_count=nbytes)
-        staged = []
-        for t, ptr, n in reads:
-            if not d.memory.in_place and n <= STAGE_MAX:
-                pin = self._pinned_view(("out", t), n)
-                cl.enqueue_copy(q, pin[:n], bufs[t], is_blocking=False)
-                staged.append((ptr, pin, n))
-                d.stats["staged"] += 1
-            else:
-                cl.enqueue_copy(q, np.frombuffer(_host_view(ptr, n), np.uint8), bufs[t], is_blocking=False)
+            elif op == _runner.COPY:
+                cl.enqueue_copy(q, b, a, byte_count=n)
+            elif op == _runner.READ:
+                cl.enqueue_copy(q, np.frombuffer(_host_view(b, n), np.uint8), a, is_blocking=False)
         for t, ptr, n in packs:
             dt = self.sg.tensors[t].dtype
             v = np.empty(int(np.prod(self.plan.shapes[t], dtype=np.int64)), dt.np)
-            cl.enqueue_copy(q, v, bufs[t])
+            cl.enqueue_copy(q, v, self._tensor_buffer(t))
             packed = _pack_bits(v, dt)
             C.memmove(ptr, packed.ctypes.data, min(n, packed.size))
         q.finish()
-        for ptr, pin, n in staged:
-            C.memmove(ptr, pin.ctypes.data, n)
-        d.stats["partition_invokes"] += 1
+        for op, once, a, b, n, ln in cmds:
+            if op == _runner.POST:
+                C.memmove(a, b, n)
 
-    def _unpacked(self, t: int, ts, n: int):
+    @property
+    def launches_run(self) -> int:
+        """Kernels this partition has enqueued, through runner.c and pyopencl."""
+        return self._py_launches + (self.fast.launches if self.fast is not None else 0)
+
+    def _fold_direct(self) -> None:
+        """Move the invokes runner.c ran without Python into the delegate's counts."""
+        fast, counts = self.fast, self._direct_counts
+        if fast is not None and fast.direct:
+            for k, v in counts.items():
+                self.delegate._stats[k] += v * fast.direct
+            fast.direct = 0
+
+    def add_direct(self, out: dict) -> None:
+        """Add the invokes runner.c ran without Python since the list was written to
+        ``out`` (Delegate.stats)."""
+        fast = self.fast
+        if fast is not None and fast.direct:
+            for k, v in self._direct_counts.items():
+                out[k] += v * fast.direct
+
+    def _unpacked(self, t: int, ts, n: int, counts: dict):
         """A device buffer holding sub-byte tensor ``t`` one value per byte (as the kernels
         read it) from LiteRT's packed bytes; a constant's is made once (_consts)."""
         d = self.delegate
@@ -1172,7 +1325,7 @@ class _Partition:
             return b
         b = self._own_buffer(t, count)
         cl.enqueue_copy(d.device.queue, b, v)  # blocking: ``v`` is a temporary
-        d.stats["copied"] += 1
+        counts["copied"] += 1
         return b
 
     def _pinned_view(self, key, nbytes: int) -> np.ndarray:
@@ -1209,7 +1362,16 @@ class _Partition:
         nbytes = int(np.prod(shape, dtype=np.int64)) * self.sg.tensors[t].dtype.itemsize
         return self._own_buffer(t, nbytes)
 
+    def _disarm(self) -> None:
+        """Stop runner.c from running the list without Python (its buffers or kernels may
+        change), counting what it ran."""
+        if self.fast is not None:
+            self.fast.armed = 0
+            self._fold_direct()
+
     def release(self) -> None:
+        self._disarm()
+        self._listed = None
         for b, _ in self._own.values():
             b.release()
         self._own.clear()
@@ -1260,7 +1422,8 @@ def _INIT(ctx, buffer, length):  # noqa: N802
         params = abi.TfLiteDelegateParams.from_address(buffer)
         d = _delegate_of(params.delegate.contents.data_ or 0)
         part = _Partition(d, ctx, params)
-        key = next(_KEYS)
+        # runner.c's lcl_invoke reads its list from the user data
+        key = C.addressof(part.fast) if part.fast is not None else next(_KEYS)
         with _LOCK:
             _KERNELS[key] = part
             d._parts.setdefault(part.ctx_addr, {})[key] = part
@@ -1345,6 +1508,17 @@ def _registration() -> "abi.TfLiteRegistration":
 
 _NAME_BYTES = DELEGATE_NAME.encode()
 _REGISTRATION = _registration()
+_NATIVE: list = []
+
+
+def _native_registration(lib) -> "abi.TfLiteRegistration":
+    """The registration whose invoke is runner.c's lcl_invoke (it calls _KINVOKE when a
+    partition's command list is not armed); one for the process's life, as _REGISTRATION."""
+    if not _NATIVE:
+        reg = _registration()
+        reg.invoke = abi.INVOKE(C.cast(lib.lcl_invoke, C.c_void_p).value)
+        _NATIVE.append(reg)
+    return _NATIVE[0]
 
 
 # ---------------------------------------------------------------------- self-check

@@ -1,0 +1,188 @@
+"""The partition runner: litecl.Delegate's partition invoke executed in C
+(backend/native/runner.c), so that an invoke whose bindings have not changed runs
+without entering Python.
+
+delegate.py writes each partition invoke as a list of commands (``Commands``: host
+copies, buffer writes, kernel launches, buffer copies and reads over pyopencl's handles)
+and checks (the data pointer and byte size of every tensor it bound). runner.c's
+``lcl_invoke`` is then the partition kernel's TfLiteRegistration.invoke: while the
+checks hold it runs the list and waits (polling, then clFinish), with no Python and the
+GIL released; when LiteRT has moved a tensor (allocate_tensors, a resize) it calls
+delegate.py's invoke, which binds again and writes a new list.
+
+Why (issue 22, PoCL on a 2-core VM, placement all, the 8 models with the most
+partitions): the Python invoke cost a median 3.42 round-trip floors per partition over
+LiteRT alone, the native delegate (the same commands from C) 0.94; a ctypes version of
+the Python path saved only 10-18 us of the 40-200 us (docs/PERFORMANCE.md).
+
+The C file is compiled once per machine with the system's C compiler (``CC``, else
+``cc``) and kept in litecl's on-disk cache (kind "runner", keyed by its source and the
+machine); a process loads it from there. Without a compiler,
+with ``LITECL_NO_NATIVE_INVOKE`` set (errors.env_flag), or when the OpenCL loader
+pyopencl uses cannot be found, delegate.py runs the same lists through pyopencl
+(``run_in_python``): the same results, more time per partition. ``status()`` says which
+and why.
+"""
+from __future__ import annotations
+
+import ctypes as C
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from importlib import resources
+
+from . import abi
+
+__all__ = ["Cmd", "Check", "Part", "OPS", "runner", "status"]
+
+#: runner.c's command codes
+PRE, WRITE, KERNEL, COPY, READ, POST = 1, 2, 3, 4, 5, 6
+OPS = {"pre": PRE, "write": WRITE, "kernel": KERNEL, "copy": COPY, "read": READ, "post": POST}
+
+
+class Cmd(C.Structure):
+    """runner.c lcl_cmd."""
+    _fields_ = [("op", C.c_int32), ("once", C.c_int32), ("a", C.c_void_p), ("b", C.c_void_p),
+                ("bytes", C.c_size_t), ("global_", C.c_size_t), ("local", C.c_size_t)]
+
+
+class Check(C.Structure):
+    """runner.c lcl_check."""
+    _fields_ = [("tensor", C.c_int32), ("pad", C.c_int32), ("data", C.c_void_p), ("bytes", C.c_size_t)]
+
+
+class Part(C.Structure):
+    """runner.c lcl_part: one partition kernel's list (its address is the kernel's
+    TfLiteNode.user_data)."""
+    _fields_ = [("armed", C.c_int32), ("ran", C.c_int32), ("direct", C.c_int64), ("launches", C.c_int64),
+                ("n_checks", C.c_int32), ("n_cmds", C.c_int32),
+                ("checks", C.POINTER(Check)), ("cmds", C.POINTER(Cmd)), ("queue", C.c_void_p),
+                ("spin_us", C.c_int32), ("err", C.c_int32), ("err_cmd", C.c_int32)]
+
+
+_CL_NAMES = ("clEnqueueNDRangeKernel", "clEnqueueWriteBuffer", "clEnqueueReadBuffer",
+             "clEnqueueCopyBuffer", "clFlush", "clFinish", "clGetEventInfo", "clReleaseEvent")
+
+
+class _ClTable(C.Structure):
+    _fields_ = [(n, C.c_void_p) for n in _CL_NAMES]
+
+
+_LOCK = threading.Lock()
+_STATE: dict = {}   # "lib": the loaded runner (or None), "why": why not
+
+
+def _opencl_loader() -> str | None:
+    """The file of the OpenCL ICD loader this process has mapped (the one pyopencl
+    links; its own copy under pyopencl/.libs first), or None."""
+    import pyopencl  # noqa: F401,PLC0415  (maps the loader)
+
+    found = []
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
+                if os.path.basename(path).startswith("libOpenCL") and path not in found:
+                    found.append(path)
+    except OSError:
+        return None
+    pyo = os.path.dirname(sys.modules["pyopencl"].__file__)
+    found.sort(key=lambda p: not p.startswith(pyo))
+    return found[0] if found else None
+
+
+def _source() -> bytes:
+    return resources.files("litecl.native").joinpath("runner.c").read_bytes()
+
+
+def _compile(src: bytes, cc: str) -> bytes:
+    """runner.c built as a shared object by ``cc`` (bytes). Raises OSError or
+    subprocess.SubprocessError (the compiler's message)."""
+    with tempfile.TemporaryDirectory(prefix="litecl-runner-") as tmp:
+        c_path, so_path = os.path.join(tmp, "runner.c"), os.path.join(tmp, "runner.so")
+        with open(c_path, "wb") as f:
+            f.write(src)
+        r = subprocess.run([cc, "-std=c99", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+                            "-o", so_path, c_path], capture_output=True, timeout=120, check=False)
+        if r.returncode != 0:
+            raise subprocess.SubprocessError(r.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+                                             or [f"{cc} exited {r.returncode}"])
+        with open(so_path, "rb") as f:
+            return f.read()
+
+
+def _dlopen(so: bytes):
+    """Load shared-object bytes: written to a private temporary file (mkstemp: 0600),
+    loaded, then unlinked (the mapping stays)."""
+    fd, path = tempfile.mkstemp(prefix="litecl-runner-", suffix=".so")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(so)
+        return C.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    finally:
+        os.unlink(path)
+
+
+def _load(fallback) -> tuple:
+    from . import cache  # noqa: PLC0415
+
+    loader = _opencl_loader()
+    if loader is None:
+        return None, "the OpenCL loader pyopencl uses was not found in the process"
+    try:
+        ocl = C.CDLL(loader, mode=os.RTLD_LAZY | os.RTLD_LOCAL)
+        table = _ClTable(*(C.cast(getattr(ocl, n), C.c_void_p).value for n in _CL_NAMES))
+    except (OSError, AttributeError) as e:
+        return None, f"the OpenCL loader {loader} lacks an entry point ({e})"
+    src = _source()
+    cc = os.environ.get("CC") or "cc"
+    # not the compiler: plain C99 calling only libc, any compiler's build serves
+    key = hashlib.sha256(src + f"\0{platform.machine()}\0{sys.platform}".encode()).hexdigest()
+    so = cache.load_blob("runner", key)
+    if so is None:
+        if shutil.which(cc) is None:
+            return None, f"no C compiler ({cc!r} not found; set CC)"
+        try:
+            so = _compile(src, cc)
+        except (OSError, subprocess.SubprocessError) as e:
+            return None, f"{cc} could not build runner.c: {e}"
+        cache.store_blob("runner", key, so)
+    try:
+        lib = _dlopen(so)
+    except OSError as e:
+        return None, f"the built runner did not load: {e}"
+    lib.lcl_run.argtypes = [C.POINTER(Part)]
+    lib.lcl_run.restype = C.c_int
+    lib.lcl_configure.restype = C.c_int
+    lib.lcl_configure.argtypes = [C.POINTER(_ClTable)] + [C.c_size_t] * 5 + [C.c_void_p]
+    got = lib.lcl_configure(C.byref(table), abi.TfLiteContext.tensors.offset, C.sizeof(abi.TfLiteTensor),
+                            abi.TfLiteTensor.data.offset, abi.TfLiteTensor.bytes.offset,
+                            abi.TfLiteNode.user_data.offset, C.cast(fallback, C.c_void_p).value)
+    if got != C.sizeof(Part) * 1000 + C.sizeof(Cmd):  # an internal invariant
+        return None, f"runner.c's structs differ from runner.py's mirror ({got})"
+    lib._litecl_keep = (ocl, table, fallback)
+    return lib, ""
+
+
+def runner(fallback):
+    """The loaded runner library (ctypes CDLL: lcl_invoke, lcl_run), built and loaded
+    once per process, or None (``status()`` says why). ``fallback``: the Python invoke
+    callback (abi.INVOKE) lcl_invoke calls when a list is not armed; the first call's is
+    kept for the process's life."""
+    with _LOCK:
+        if "lib" not in _STATE:
+            _STATE["lib"], _STATE["why"] = _load(fallback)
+        return _STATE["lib"]
+
+
+def status() -> str:
+    """"native" when partition invokes run in C, else "python: WHY" (after ``runner``
+    was asked; "unknown" before)."""
+    if "lib" not in _STATE:
+        return "unknown"
+    return "native" if _STATE["lib"] is not None else f"python: {_STATE['why']}"

@@ -1,0 +1,248 @@
+"""The partition runner (backend/runner.py, backend/native/runner.c): partition invokes
+run in C while LiteRT's tensor pointers hold, through Python again when they move, with
+the same results as LiteRT on every invoke; the pyopencl path without it."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import litecl
+from litecl import delegate as D
+from litecl import runner as R
+from litecl.compare import make_interpreter, mismatches
+
+from conftest import ROOT, assert_on_opencl
+from models.builders import cast_model, chain_model
+
+HAVE_CC = shutil.which(os.environ.get("CC") or "cc") is not None
+
+
+def _litert(m: bytes, ins: list) -> list:
+    ref = make_interpreter(m)
+    ref.allocate_tensors()
+    for d, x in zip(ref.get_input_details(), ins):
+        ref.set_tensor(d["index"], x)
+    ref.invoke()
+    return [ref.get_tensor(d["index"]) for d in ref.get_output_details()]
+
+
+def _invoke(it, ins: list) -> list:
+    for d, x in zip(it.get_input_details(), ins):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+
+
+def _same(got: list, want: list) -> bool:
+    return all(g.dtype == w.dtype and g.shape == w.shape and not mismatches(g, w).any()
+               for g, w in zip(got, want))
+
+
+def _model():
+    """CAST f32 -> i32, ADD of a constant, CAST i32 -> f16 over 757 values: one partition,
+    three launches unfused (fuse=False), fewer fused."""
+    return chain_model(["float32", "int32", ("add", np.full(757, 7, np.int32)), "float16"], (757,))
+
+
+def _inputs(m: bytes, seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    ref = make_interpreter(m)
+    out = []
+    for d in ref.get_input_details():
+        if np.dtype(d["dtype"]).kind == "f":
+            out.append((rng.standard_normal(d["shape"]) * 1e3).astype(d["dtype"]))
+        else:
+            out.append(rng.integers(-1000, 1000, d["shape"]).astype(d["dtype"]))
+    return out
+
+
+def _parts(it):
+    return it.delegate.partitions()
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler: the runner is not built (the pyopencl path is tested below)")
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_later_invokes_run_in_c_and_stay_exact(fast_device, fuse):
+    m = _model()
+    d = litecl.Delegate(fast_device, quiet=True, fuse=fuse)
+    assert d.invoke_path == "native"
+    it = litecl.Interpreter(model_content=m, delegate=d)
+    it.allocate_tensors()
+    assert_on_opencl(it)
+    (part,) = _parts(it)
+    for k in range(5):  # new inputs every invoke: a list that ran nothing would fail here
+        ins = _inputs(m, k)
+        assert _same(_invoke(it, ins), _litert(m, ins)), k
+        assert part.fast.armed == 1
+    # the first invoke wrote the list from Python (lcl_run), the other four ran in C
+    assert part.fast.direct == 4
+    assert d.stats["partition_invokes"] == 5
+    assert part.launches_run == 5 * len(part.plan.launches)
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+def test_a_moved_tensor_goes_through_python_again(fast_device):
+    """lcl_invoke runs the list only while every bound tensor keeps its data pointer and
+    size: a different one (as after LiteRT moves it) makes delegate.py bind again."""
+    m = _model()
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    it.allocate_tensors()
+    ins = _inputs(m, 1)
+    _invoke(it, ins)
+    (part,) = _parts(it)
+    part.fast.checks[0].data = (part.fast.checks[0].data or 0) + 64  # LiteRT "moved" it
+    ins = _inputs(m, 2)
+    assert _same(_invoke(it, ins), _litert(m, ins))
+    assert part.fast.direct == 0 and part.fast.armed == 1  # bound again, from Python
+    ins = _inputs(m, 3)
+    assert _same(_invoke(it, ins), _litert(m, ins))
+    assert part.fast.direct == 1
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+def test_resize_and_reallocate_bind_again(fast_device):
+    m = cast_model("float32", "int32", [4])
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    for n in (4, 1999, 33, 0, 81):
+        i = it.get_input_details()[0]["index"]
+        it.resize_tensor_input(i, [n])
+        it.allocate_tensors()
+        for seed in range(3):
+            x = (np.random.default_rng(seed).standard_normal(n) * 1e9).astype(np.float32)
+            got = _invoke(it, [x])
+            ref = make_interpreter(m)
+            ref.resize_tensor_input(ref.get_input_details()[0]["index"], [n])
+            ref.allocate_tensors()
+            ref.set_tensor(ref.get_input_details()[0]["index"], x)
+            ref.invoke()
+            assert _same(got, [ref.get_tensor(ref.get_output_details()[0]["index"])]), (n, seed)
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+def test_an_opencl_error_in_c_is_litecls_error_then_recovers(fast_device):
+    """An OpenCL error while the list runs in C (here a local size that does not divide
+    the global size: CL_INVALID_WORK_GROUP_SIZE) reaches the user as litecl's error
+    naming the call; the next invoke binds again and is exact."""
+    m = cast_model("float32", "int32", [1999])
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True, fuse=False)
+    it.allocate_tensors()
+    x = np.arange(1999, dtype=np.float32)
+    _invoke(it, [x])
+    (part,) = _parts(it)
+    k = next(j for j in range(part.fast.n_cmds) if part.fast.cmds[j].op == R.KERNEL)
+    part.fast.cmds[k].local = part.fast.cmds[k].global_ + 1
+    with pytest.raises(litecl.LiteclError, match=r"clEnqueueNDRangeKernel failed \(OpenCL error -?\d+\)"):
+        it.invoke()
+    x = x[::-1].copy()
+    assert _same(_invoke(it, [x]), _litert(m, [x]))
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+def test_threads_share_one_delegate_in_c(fast_device):
+    """Four threads, four interpreters, one Delegate: every invoke exact while the lists
+    run in C concurrently (one queue, each partition its own kernels and list)."""
+    m = _model()
+    d = litecl.Delegate(fast_device, quiet=True)
+    wants = {k: _litert(m, _inputs(m, k)) for k in range(6)}
+    bad = []
+
+    def work(seed):
+        it = litecl.Interpreter(model_content=m, delegate=d)
+        it.allocate_tensors()
+        for r in range(30):
+            k = (seed + r) % 6
+            if not _same(_invoke(it, _inputs(m, k)), wants[k]):
+                bad.append((seed, r))
+        bad.extend(["never in C"] if not all(p.fast.direct for p in _parts(it)) else [])
+
+    ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad
+
+
+@pytest.mark.parametrize("copies", [False, True], ids=["in_place", "copies"])
+def test_the_pyopencl_path_is_exact(fast_device, monkeypatch, copies):
+    """LITECL_NO_NATIVE_INVOKE: the same command lists through pyopencl (also what runs
+    without a C compiler), in place and through device copies with staging."""
+    monkeypatch.setenv("LITECL_NO_NATIVE_INVOKE", "1")
+    m = _model()
+    d = litecl.Delegate(fast_device, quiet=True)
+    assert d.invoke_path == "python: LITECL_NO_NATIVE_INVOKE is set"
+    if copies:
+        d.memory = D._Memory(False, 0)
+    it = litecl.Interpreter(model_content=m, delegate=d)
+    it.allocate_tensors()
+    (part,) = _parts(it)
+    assert part.fast is None
+    for k in range(3):
+        ins = _inputs(m, k)
+        assert _same(_invoke(it, ins), _litert(m, ins)), k
+    st = d.stats
+    assert st["partition_invokes"] == 3
+    assert (st["copied"], st["in_place"]) == ((6, 0) if copies else (0, 6))
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+def test_staged_copies_in_c(fast_device):
+    """The copy path (a discrete GPU's: device buffers, pinned staging) forced on a CPU
+    device, run in C from the second invoke: host copies before the writes and after the
+    wait."""
+    m = _model()
+    d = litecl.Delegate(fast_device, quiet=True)
+    d.memory = D._Memory(False, 0)
+    it = litecl.Interpreter(model_content=m, delegate=d)
+    it.allocate_tensors()
+    for k in range(4):
+        ins = _inputs(m, k)
+        assert _same(_invoke(it, ins), _litert(m, ins)), k
+    (part,) = _parts(it)
+    assert part.fast.direct == 3
+    assert d.stats["staged"] == 8 and d.stats["copied"] == 8
+
+
+_CHILD = r"""
+import json, sys
+import numpy as np
+import litecl
+from litecl import runner
+d = litecl.Delegate(sys.argv[1], quiet=True)
+print(json.dumps({"path": d.invoke_path}))
+"""
+
+
+def _child(env: dict, device: str) -> dict:
+    r = subprocess.run([sys.executable, "-c", _CHILD, device], env=env, capture_output=True,
+                       text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_without_a_compiler_partitions_run_through_pyopencl(fast_device, tmp_path):
+    env = dict(os.environ, LITECL_CACHE_DIR=str(tmp_path / "cache"), CC=str(tmp_path / "no-such-cc"))
+    env.pop("LITECL_NO_NATIVE_INVOKE", None)
+    got = _child(env, fast_device)
+    assert got["path"] == f"python: no C compiler ({str(tmp_path / 'no-such-cc')!r} not found; set CC)"
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+def test_the_built_runner_is_cached(fast_device, tmp_path):
+    """Built once per machine: a second process loads it from litecl's cache (kind
+    "runner") and needs no compiler."""
+    cache = tmp_path / "cache"
+    env = dict(os.environ, LITECL_CACHE_DIR=str(cache))
+    env.pop("LITECL_NO_NATIVE_INVOKE", None)
+    env.pop("CC", None)
+    assert _child(env, fast_device)["path"] == "native"
+    assert list((cache / "runner").rglob("*.bin"))
+    # no compiler now: loaded from the cache
+    assert _child(dict(env, CC=str(tmp_path / "no-such-cc")), fast_device)["path"] == "native"
