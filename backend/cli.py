@@ -423,14 +423,14 @@ def cmd_inspect(args) -> int:
         print(json.dumps({"model": args.model, "device": _device_json(interp.device),
                           "signature": shown, "subgraph": si, "other_signatures": others,
                           "reference": args.reference, "placement": args.placement,
-                          "nodes": nodes, "graphs": graphs, "summary": summary, "fused": fused,
+                          "invoke_path": interp.delegate.invoke_path, "nodes": nodes, "graphs": graphs, "summary": summary, "fused": fused,
                           "notes": notes}, indent=2))
         return 0
     print(f"model: {args.model}" + (f"  signature: {shown}" if shown is not None else "")
           + f"  (subgraph {si})")
     if others:
         print(f"other signatures: {', '.join(others)} (pass --signature KEY to inspect one)")
-    print(f"device: {_device_line(interp.device)}")
+    print(f"device: {_device_line(interp.device)}  partition invokes: {interp.delegate.invoke_path}")
     print(f"{'subgraph':>8} {'node':>5}  {'op':<5} {'placement':<9} {'partition':>9}  inputs -> outputs")
     for n in nodes:
         part = "-" if n["partition"] is None else n["partition"]
@@ -750,6 +750,7 @@ def cmd_bench(args) -> int:
     if sig is not None:
         print(f"INFO: signature: {sig}")
     print(f"INFO: litecl device: {_device_line(interp.device)}")
+    print(f"INFO: partition invokes: {interp.delegate.invoke_path}")
     _, graphs, keep = _report(interp, sig)
     for line in _summary(interp, keep):
         print(f"INFO: {line}")
