@@ -75,6 +75,8 @@ _POSITIVE = _arg_int(1, "an integer >= 1")
 #: bench --num_runs's bound: every timed run's time is kept for the median and percentiles,
 #: litecl's and LiteRT's (a float and its list slot, 32 bytes each): 64 MB at this bound
 MAX_NUM_RUNS = 1_000_000
+#: bench --profile_runs's bound: profiled runs wait for every kernel and have no time limit
+MAX_PROFILE_RUNS = 10_000
 
 _NPZ_WANTED = "expected a .npz archive of arrays keyed by input name (numpy.savez(path, name=array))"
 
@@ -1093,8 +1095,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--num_threads", type=threads_type, default=None, metavar="N", help=threads_help)
     add_placement(s)
     s.add_argument("--reference", choices=ref_choices, default="builtin", help=reference_help)
-    s.add_argument("--warmup_runs", type=_NON_NEGATIVE, default=1, metavar="N",
-                   help="warm-up runs, at least (an integer >= 0; default 1; one run is always done)")
+    s.add_argument("--warmup_runs", type=_arg_int(0, f"an integer >= 0 and <= {MAX_NUM_RUNS}", MAX_NUM_RUNS),
+                   default=1, metavar="N",
+                   help=f"warm-up runs, at least (an integer from 0 to {MAX_NUM_RUNS:,}: each run's time is "
+                        "kept; default 1; one run is always done)")
     s.add_argument("--warmup_min_secs", type=_arg_secs, default=0.5, metavar="SECS",
                    help="warm up for at least this many seconds (>= 0; default 0.5)")
     s.add_argument("--num_runs", type=_arg_int(1, f"an integer >= 1 and <= {MAX_NUM_RUNS}", MAX_NUM_RUNS),
@@ -1106,9 +1110,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--max_secs", type=_arg_secs, default=150.0, metavar="SECS",
                    help="stop warm-up and timed runs after this many seconds each, even "
                    "before --warmup_runs/--num_runs (>= 0; default 150)")
-    s.add_argument("--profile_runs", type=_NON_NEGATIVE, default=10, metavar="N",
+    s.add_argument("--profile_runs", type=_arg_int(0, f"an integer >= 0 and <= {MAX_PROFILE_RUNS}", MAX_PROFILE_RUNS),
+                   default=10, metavar="N",
                    help="profiled runs averaged in the per-launch table of event-profiled kernel "
-                   "times (an integer >= 0; 0: no table; default 10)")
+                   f"times (an integer from 0 to {MAX_PROFILE_RUNS:,}: --max_secs does not bound them; "
+                   "0: no table; default 10)")
     s.add_argument("--json", metavar="FILE",
                    help="also write the results to this JSON file (checked before the benchmark runs)")
     s.set_defaults(fn=cmd_bench)

@@ -108,6 +108,8 @@ def sigmodel(tmp_path):
     (["bench", "{m}", "--warmup_min_secs", "-0.5"], "argument --warmup_min_secs"),
     (["bench", "{m}", "--max_secs", "inf"], "argument --max_secs"),
     (["bench", "{m}", "--profile_runs", "-1"], "argument --profile_runs"),
+    (["bench", "{m}", "--profile_runs", "10001"], "<= 10000, got 10001"),
+    (["bench", "{m}", "--warmup_runs", "1000001"], "<= 1000000, got 1000001"),
     (["bench", "{m}", "--num_threads", "0"], "argument --num_threads"),
 ])
 def test_bad_numbers_are_usage_errors(model, args, fragment):
