@@ -34,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-from importlib import resources
 
 from . import abi
 
@@ -78,26 +77,33 @@ _STATE: dict = {}   # "lib": the loaded runner (or None), "why": why not
 
 
 def _opencl_loader() -> str | None:
-    """The file of the OpenCL ICD loader this process has mapped (the one pyopencl
-    links; its own copy under pyopencl/.libs first), or None."""
-    import pyopencl  # noqa: F401,PLC0415  (maps the loader)
+    """The file of the OpenCL ICD loader pyopencl uses: the copy its wheel carries
+    (pyopencl/.libs), else the libOpenCL this process has mapped; None if neither."""
+    import pyopencl  # noqa: PLC0415  (maps the loader)
 
-    found = []
+    libs = os.path.join(os.path.dirname(pyopencl.__file__), ".libs")
+    try:  # a directory listing: reading /proc/self/maps cost ~1 ms a process
+        own = sorted(f for f in os.listdir(libs) if f.startswith("libOpenCL"))
+    except OSError:
+        own = []
+    if own:
+        return os.path.join(libs, own[0])
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
             for line in f:
                 path = line.split(None, 5)[-1].strip() if line.count(" ") >= 5 else ""
-                if os.path.basename(path).startswith("libOpenCL") and path not in found:
-                    found.append(path)
+                if os.path.basename(path).startswith("libOpenCL"):
+                    return path
     except OSError:
-        return None
-    pyo = os.path.dirname(sys.modules["pyopencl"].__file__)
-    found.sort(key=lambda p: not p.startswith(pyo))
-    return found[0] if found else None
+        pass
+    return None
 
 
 def _source() -> bytes:
-    return resources.files("litecl.native").joinpath("runner.c").read_bytes()
+    # beside this module in both layouts (backend/native, litecl/native); importlib.resources
+    # took ~1.2 ms a process
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "runner.c"), "rb") as f:
+        return f.read()
 
 
 def _compile(src: bytes, cc: str) -> bytes:
