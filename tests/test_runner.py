@@ -151,16 +151,16 @@ def test_threads_share_one_delegate_in_c(fast_device):
     m = _model()
     d = litecl.Delegate(fast_device, quiet=True)
     wants = {k: _litert(m, _inputs(m, k)) for k in range(6)}
-    bad = []
+    bad, its = [], []
 
     def work(seed):
         it = litecl.Interpreter(model_content=m, delegate=d)
+        its.append(it)
         it.allocate_tensors()
         for r in range(30):
             k = (seed + r) % 6
             if not _same(_invoke(it, _inputs(m, k)), wants[k]):
                 bad.append((seed, r))
-        bad.extend(["never in C"] if not all(p.fast.direct for p in _parts(it)) else [])
 
     ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
     for t in ts:
@@ -168,6 +168,9 @@ def test_threads_share_one_delegate_in_c(fast_device):
     for t in ts:
         t.join()
     assert not bad
+    parts = d.partitions()  # every interpreter's (all four are alive in ``its``)
+    assert len(its) == 4 and len(parts) == 4 and all(p.fast.direct == 29 for p in parts), \
+        [p.fast.direct for p in parts]
 
 
 @pytest.mark.parametrize("copies", [False, True], ids=["in_place", "copies"])
