@@ -1320,6 +1320,11 @@ def _dispatch(args) -> int:
     except RuntimeError as e:  # LiteRT reports failed invokes of its own nodes this way
         return _fail(f"LiteRT: {' '.join(str(e).split())[:300]}")
     except ValueError as e:  # LiteRT's own refusals (an op version or a type it lacks)
+        if isinstance(e, UnicodeDecodeError) and _raised_by_litert(e):
+            # get_input_details / get_output_details decode every name as UTF-8
+            return _fail(f"LiteRT's Python API cannot read a tensor name of this model: it is not UTF-8 "
+                         f"({bytes(e.object[max(e.start - 20, 0):e.end + 20])!r}); the commands name "
+                         "inputs and outputs through that API (the Python API runs the model)")
         if _raised_by_litert(e):
             return _fail(f"LiteRT: {' '.join(str(e).split())[:300]}")
         return _internal(e)

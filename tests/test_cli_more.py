@@ -434,3 +434,18 @@ def test_bench_names_streaming_stores_once():
     plain = types.SimpleNamespace(source="b[i] = a[i];", what="CAST float32->int8")
     assert _streaming_note(single) == "" and _streaming_note(fused) == ", streaming stores"
     assert _streaming_note(plain) == ""
+
+
+@pytest.mark.parametrize("command", ["run", "compare", "bench"])
+def test_a_tensor_name_that_is_not_utf8_is_named_as_such(tmp_path, command):
+    """LiteRT runs a model whose input name is not UTF-8, but its Python API's
+    get_input_details cannot decode the name: the commands say so in one line instead of
+    passing on the codec's message."""
+    obj = schema.ModelT.InitFromPackedBuf(bytearray(cast_model("float32", "int8", [2, 3])), 0)
+    obj.subgraphs[0].tensors[0].name = b"in\xffput"
+    b = flatbuffers.Builder(1024)
+    b.Finish(obj.Pack(b), file_identifier=b"TFL3")
+    p = tmp_path / "badname.tflite"
+    p.write_bytes(bytes(b.Output()))
+    one_error(run_cli(command, p, "--device", "pocl" if not DEVICE_STATUS.get("pocl") else "auto"),
+              "cannot read a tensor name of this model: it is not UTF-8", "b'in\\xffput'")
