@@ -34,7 +34,7 @@ from pathlib import Path
 from .errors import env_flag
 
 __all__ = ["cache_root", "device_identity", "load_binary", "store_binary", "load_blob",
-           "store_blob", "probe_get", "probe_put"]
+           "store_blob", "forget_blob", "probe_get", "probe_put"]
 
 _MAGIC = b"LITECL-BIN1\n"
 _warned: set = set()
@@ -216,6 +216,12 @@ def load_binary(identity: str, source: str) -> bytes | None:
 
 def forget_binary(identity: str, source: str) -> None:
     _unlink(_entry("programs", identity, source))
+
+
+def forget_blob(kind: str, key: str) -> None:
+    """Remove the entry store_blob wrote under ``kind`` and ``key`` (its contents proved
+    unusable: runner.py's build that does not load)."""
+    _unlink(_entry(kind, "", key))
 
 
 def _write_atomic(p: Path, data: bytes) -> None:

@@ -1409,6 +1409,7 @@ def _DELEGATE_PREPARE(ctx, dlg):  # noqa: N802
     d = None
     try:
         d = _delegate_of(dlg.contents.data_ or 0)
+        d.device.check_usable()
         with d._lock:
             return d._prepare(ctx)
     except BaseException as e:  # noqa: BLE001 (nothing may leave a ctypes callback)
@@ -1450,8 +1451,8 @@ def _FREE(ctx, buffer):  # noqa: N802
                         freed[part.ctx_addr] = next(_EVENTS)
                         if len(freed) > _MAX_RECORDS:
                             del freed[next(iter(freed))]
-        if part is not None:
-            part.release()
+        if part is not None and not part.delegate.device.forked:  # in a fork()ed child an
+            part.release()                                          # OpenCL call would hang
     except BaseException:  # noqa: BLE001 (free returns nothing: LiteRT cannot be told; the
         pass                # device buffers then go with the process)
 
@@ -1462,6 +1463,7 @@ def _kernel_call(ctx, node_p, what: str) -> int:
         part = _KERNELS.get(node_p.contents.user_data or 0)
         if part is None:
             raise LiteclError("litecl partition kernel missing (its init failed)")
+        part.delegate.device.check_usable()  # a fork()ed child: an OpenCL call would hang
         getattr(part, what)(ctx)
         return abi.K_OK
     except BaseException as e:  # noqa: BLE001
@@ -1508,6 +1510,18 @@ def _registration() -> "abi.TfLiteRegistration":
 
 _NAME_BYTES = DELEGATE_NAME.encode()
 _REGISTRATION = _registration()
+
+
+def _disarm_in_child() -> None:
+    """os.register_at_fork hook: no runner.c list runs in a fork()ed child (its OpenCL
+    calls would never return); the Python invoke then refuses with the fork error."""
+    for part in list(_KERNELS.values()):
+        if part.fast is not None:
+            part.fast.armed = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_disarm_in_child)
 _NATIVE: list = []
 
 

@@ -29,7 +29,9 @@ import ctypes as C
 import hashlib
 import os
 import platform
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -73,6 +75,8 @@ class _ClTable(C.Structure):
 
 
 _LOCK = threading.Lock()
+#: how long the C compiler may run (a hung one is killed with its children)
+_COMPILE_S = 60
 _STATE: dict = {}   # "lib": the loaded runner (or None), "why": why not
 
 
@@ -106,30 +110,58 @@ def _source() -> bytes:
         return f.read()
 
 
-def _compile(src: bytes, cc: str) -> bytes:
-    """runner.c built as a shared object by ``cc`` (bytes). Raises OSError or
-    subprocess.SubprocessError (the compiler's message)."""
+def _compile(src: bytes, cc: list) -> bytes:
+    """runner.c built as a shared object by the command ``cc`` (a list: CC split as a
+    shell would, e.g. "ccache gcc"); bytes. Raises OSError or subprocess.SubprocessError
+    with the compiler's last lines. A compiler that runs past _COMPILE_S is killed with
+    its children."""
     with tempfile.TemporaryDirectory(prefix="litecl-runner-") as tmp:
         c_path, so_path = os.path.join(tmp, "runner.c"), os.path.join(tmp, "runner.so")
         with open(c_path, "wb") as f:
             f.write(src)
-        r = subprocess.run([cc, "-std=c99", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
-                            "-o", so_path, c_path], capture_output=True, timeout=120, check=False)
-        if r.returncode != 0:
-            raise subprocess.SubprocessError(r.stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
-                                             or [f"{cc} exited {r.returncode}"])
+        p = subprocess.Popen([*cc, "-std=c99", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+                              "-o", so_path, c_path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        try:
+            out, _ = p.communicate(timeout=_COMPILE_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            raise subprocess.SubprocessError(f"it ran past {_COMPILE_S} s and was stopped") from None
+        if p.returncode != 0:
+            lines = out.decode("utf-8", "replace").strip().splitlines()[-3:]
+            raise subprocess.SubprocessError(" | ".join(lines) or f"it exited {p.returncode}")
         with open(so_path, "rb") as f:
             return f.read()
 
 
 def _dlopen(so: bytes):
-    """Load shared-object bytes: written to a private temporary file (mkstemp: 0600),
-    loaded, then unlinked (the mapping stays)."""
+    """Load shared-object bytes: from an anonymous memory file (memfd_create; no file
+    system, so a noexec TMPDIR does not matter), else a private temporary file (mkstemp:
+    0600) loaded, then unlinked. Raises OSError (the dynamic linker's message)."""
+    first = None
+    if hasattr(os, "memfd_create"):
+        try:
+            fd = os.memfd_create("litecl-runner", getattr(os, "MFD_CLOEXEC", 1))
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                view = memoryview(so)
+                while view:
+                    view = view[os.write(fd, view):]
+                return C.CDLL(f"/proc/self/fd/{fd}", mode=os.RTLD_NOW | os.RTLD_LOCAL)
+            except OSError as e:
+                first = e  # e.g. no /proc: the temporary file below
+            finally:
+                os.close(fd)
     fd, path = tempfile.mkstemp(prefix="litecl-runner-", suffix=".so")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(so)
         return C.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as e:
+        raise (first or e) from None
     finally:
         os.unlink(path)
 
@@ -146,22 +178,33 @@ def _load(fallback) -> tuple:
     except (OSError, AttributeError) as e:
         return None, f"the OpenCL loader {loader} lacks an entry point ({e})"
     src = _source()
-    cc = os.environ.get("CC") or "cc"
+    cc_text = os.environ.get("CC") or "cc"
+    try:
+        cc = shlex.split(cc_text)
+    except ValueError:
+        cc = []
     # not the compiler: plain C99 calling only libc, any compiler's build serves
     key = hashlib.sha256(src + f"\0{platform.machine()}\0{sys.platform}".encode()).hexdigest()
     so = cache.load_blob("runner", key)
-    if so is None:
-        if shutil.which(cc) is None:
-            return None, f"no C compiler ({cc!r} not found; set CC)"
+    lib = None
+    if so is not None:
+        try:
+            lib = _dlopen(so)
+        except OSError:  # a build that does not load here (another machine's, damaged): again
+            cache.forget_blob("runner", key)
+            so = None
+    if lib is None:
+        if not cc or shutil.which(cc[0]) is None:
+            return None, f"no C compiler ({cc_text!r} not found; set CC)"
         try:
             so = _compile(src, cc)
         except (OSError, subprocess.SubprocessError) as e:
-            return None, f"{cc} could not build runner.c: {e}"
-        cache.store_blob("runner", key, so)
-    try:
-        lib = _dlopen(so)
-    except OSError as e:
-        return None, f"the built runner did not load: {e}"
+            return None, f"{cc_text} could not build runner.c: {e}"
+        try:
+            lib = _dlopen(so)
+        except OSError as e:
+            return None, f"runner.c as built by {cc_text} does not load here ({e}); set CC to this machine's compiler"
+        cache.store_blob("runner", key, so)  # only a build that loads
     lib.lcl_run.argtypes = [C.POINTER(Part)]
     lib.lcl_run.restype = C.c_int
     lib.lcl_configure.restype = C.c_int

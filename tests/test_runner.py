@@ -250,3 +250,64 @@ def test_the_built_runner_is_cached(fast_device, tmp_path):
     assert list((cache / "runner").rglob("*.bin"))
     # no compiler now: loaded from the cache
     assert _child(dict(env, CC=str(tmp_path / "no-such-cc")), fast_device)["path"] == "native"
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+def test_a_build_that_does_not_load_is_not_cached(fast_device, tmp_path):
+    """A compiler whose output does not load here (a cross compiler, a broken one) is named,
+    nothing is cached, and the next process with the machine's compiler runs in C."""
+    fake = tmp_path / "fake-cc"
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\necho junk > "$2"\n')
+    fake.chmod(0o755)
+    cache = tmp_path / "cache"
+    env = dict(os.environ, LITECL_CACHE_DIR=str(cache), CC=str(fake))
+    env.pop("LITECL_NO_NATIVE_INVOKE", None)
+    got = _child(env, fast_device)["path"]
+    assert got.startswith(f"python: runner.c as built by {fake} does not load here") and "set CC" in got, got
+    assert not list((cache / "runner").rglob("*.bin")) if (cache / "runner").exists() else True
+    env.pop("CC")
+    assert _child(env, fast_device)["path"] == "native"
+
+
+def test_compiler_messages_and_a_cc_with_arguments(fast_device, tmp_path):
+    env = dict(os.environ, LITECL_CACHE_DIR=str(tmp_path / "c1"), CC="/bin/false")
+    env.pop("LITECL_NO_NATIVE_INVOKE", None)
+    assert _child(env, fast_device)["path"] == "python: /bin/false could not build runner.c: it exited 1"
+    if HAVE_CC:  # CC split as a shell would ("ccache gcc", "gcc -m64")
+        cc = shutil.which(os.environ.get("CC") or "cc")
+        env = dict(env, LITECL_CACHE_DIR=str(tmp_path / "c2"), CC=f"{cc} -O1")
+        assert _child(env, fast_device)["path"] == "native"
+
+
+_FORK = r"""
+import os, sys
+import numpy as np
+import litecl
+from litecl.compare import make_interpreter
+from models.builders import cast_model
+d = litecl.Delegate(sys.argv[1], quiet=True)
+it = make_interpreter(cast_model("float32", "int32", [33]), delegates=[d])
+it.allocate_tensors(); it.invoke(); it.invoke()   # armed: the next invoke would run in C
+pid = os.fork()
+if pid == 0:
+    try:
+        it.invoke()
+        os.write(1, b"child: invoked\n")
+    except RuntimeError as e:
+        os.write(1, ("child: " + str(e)[:60] + "\n").encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+it.invoke()
+print("parent: invoked")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork()")
+def test_a_forked_child_gets_the_fork_error_not_a_hang(fast_device):
+    """LiteRT's own Interpreter with the Delegate, invoked in a fork()ed child: runner.c's
+    armed list is off in the child, and the invoke fails with litecl's fork message (an
+    OpenCL call there never returned); the parent goes on."""
+    r = subprocess.run([sys.executable, "-c", _FORK, fast_device], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "child: this process was fork()ed after" in r.stdout and "parent: invoked" in r.stdout, r.stdout
