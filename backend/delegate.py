@@ -29,7 +29,6 @@ import itertools
 import os
 import sys
 import threading
-import time
 import types
 import weakref
 from dataclasses import replace
@@ -1117,8 +1116,7 @@ class _Partition:
                 err, at = fast.err, fast.err_cmd
                 fast.err = 0
                 raise LiteclError(f"{self._what_failed(at)} failed (OpenCL error {err})")
-            fast.armed = 0
-            self._fold_direct()
+            self._disarm()
         c = ctx.contents
         d = self.delegate
         bufs, packs, checks, cmds, posts = {}, [], [], [], []
@@ -1249,7 +1247,7 @@ class _Partition:
             raise LiteclError(f"{self._what_failed(at)} failed (OpenCL error {err})")
 
     def _what_failed(self, at: int) -> str:
-        listed = getattr(self, "_listed", None)
+        listed = self._listed
         if at < 0 or listed is None or at >= len(listed[2]):
             return "clFinish"
         return {_runner.WRITE: "clEnqueueWriteBuffer", _runner.KERNEL: "clEnqueueNDRangeKernel",
