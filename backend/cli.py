@@ -425,7 +425,8 @@ def cmd_inspect(args) -> int:
         print(json.dumps({"model": args.model, "device": _device_json(interp.device),
                           "signature": shown, "subgraph": si, "other_signatures": others,
                           "reference": args.reference, "placement": args.placement,
-                          "invoke_path": interp.delegate.invoke_path, "nodes": nodes, "graphs": graphs, "summary": summary, "fused": fused,
+                          "invoke_path": interp.delegate.invoke_path,
+                          "small_partitions": interp.delegate.small_partitions or None, "nodes": nodes, "graphs": graphs, "summary": summary, "fused": fused,
                           "notes": notes}, indent=2))
         return 0
     print(f"model: {args.model}" + (f"  signature: {shown}" if shown is not None else "")
@@ -433,6 +434,8 @@ def cmd_inspect(args) -> int:
     if others:
         print(f"other signatures: {', '.join(others)} (pass --signature KEY to inspect one)")
     print(f"device: {_device_line(interp.device)}  partition invokes: {interp.delegate.invoke_path}")
+    if interp.delegate.small_partitions:
+        print(f"        {interp.delegate.small_partitions}")
     print(f"{'subgraph':>8} {'node':>5}  {'op':<5} {'placement':<9} {'partition':>9}  inputs -> outputs")
     for n in nodes:
         part = "-" if n["partition"] is None else n["partition"]
@@ -676,7 +679,9 @@ def cmd_compare(args) -> int:
     ok = all(r["all_bit_exact"] for r in results)
     others = ", ".join(r for r in _REFERENCE_TEXT if r != args.reference)
     if args.json:
-        head = {"model": args.model, "device": _device_json(interp.device)}
+        head = {"model": args.model, "device": _device_json(interp.device),
+                "invoke_path": interp.delegate.invoke_path,
+                "small_partitions": interp.delegate.small_partitions or None}
         rows = [{k: v for k, v in r.items() if k != "notes"} for r in results]
         if len(rows) == 1:  # one signature (or subgraph 0): its fields at the top
             print(json.dumps({**head, "signature": rows[0]["signature"], "reference": args.reference,
@@ -753,6 +758,8 @@ def cmd_bench(args) -> int:
         print(f"INFO: signature: {sig}")
     print(f"INFO: litecl device: {_device_line(interp.device)}")
     print(f"INFO: partition invokes: {interp.delegate.invoke_path}")
+    if interp.delegate.small_partitions:
+        print(f"INFO: {interp.delegate.small_partitions}")
     _, graphs, keep = _report(interp, sig)
     for line in _summary(interp, keep):
         print(f"INFO: {line}")
@@ -798,6 +805,8 @@ def cmd_bench(args) -> int:
         try:
             with open(args.json, "w") as f:
                 json.dump({"model": args.model, "device": _device_json(interp.device),
+                           "invoke_path": interp.delegate.invoke_path,
+                           "small_partitions": interp.delegate.small_partitions or None,
                            "signature": sig, "init_ms": init_ms, **res, "launches": rows}, f, indent=2)
         except OSError as e:
             raise _Usage(f"cannot write JSON file {args.json}: {e.strerror or e}") from None
@@ -1228,8 +1237,11 @@ def _supervised(args) -> int:
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
-        if sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        if sig in (signal.SIGINT, signal.SIGTERM):
             return _fail(f"interrupted ({name})")
+        if sig == signal.SIGKILL:  # not a crash, and no Ctrl-C: the OOM killer, or kill -9
+            return _fail(f"the child running `litecl {args.cmd}` was killed (SIGKILL): by another process "
+                         "or by the kernel's out-of-memory killer (`dmesg` names it)")
         return _fail(f"{CRASH_PREFIX} ({name}) in LiteRT or the OpenCL runtime while running "
                      f"`litecl {args.cmd}` on {getattr(args, 'model', '?')}; litecl refuses the "
                      "models LiteRT is known to crash on, so please report this one")

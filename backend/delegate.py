@@ -37,7 +37,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import abi
-from .device import open_device
+from .device import open_device, small_device
 from .errors import KernelBuildError, LiteclError, env_flag
 from .kernels import give_kernel, plan_partition, take_kernel
 from .lowering import why_not
@@ -69,6 +69,31 @@ _MAX_BOUND = 64
 #: staged 1.4-1.6x faster from 16 to 576 KiB, 1.05x at 1152 KiB; direct 1.07-1.10x faster
 #: from 2.3 MiB.
 STAGE_MAX = 3 << 19
+#: a partition whose kernels read and write at most this many bytes runs on the
+#: delegate's small_device (device.py: PoCL's basic device beside its pthread one: a
+#: kernel runs in the thread that enqueues it instead of waking worker threads); a larger
+#: one on the device's threads. benchmarks/bench_small_device.py, one float32 ADD
+#: partition after LiteRT's nodes, its cost over LiteRT alone (results/pocl,
+#: results/h200/small_device_h200_host.json; docs/PERFORMANCE.md, session 12): on the
+#: H200 host's 16 cores (pip's PoCL 3.0) 0.75 MiB cost 290 us on pthread against 90 on
+#: basic, 3 MiB 273 against 306, 6 MiB 265 against 538; on a 2-core VM basic was the
+#: faster at every size up to 48 MiB. Fewer cores move the crossing up.
+SMALL_PARTITION_BYTES = 2 << 20
+
+
+def _plan_bytes(plan, sg) -> int:
+    """Bytes the per-invoke launches of ``plan`` read and write (folded ones run once)."""
+    total = 0
+    for ln in plan.launches:
+        if ln.folded:
+            continue
+        for t in (*ln.inputs, *ln.outputs):
+            shape = plan.shapes.get(t)
+            if shape is not None:
+                total += int(np.prod(shape, dtype=np.int64)) * sg.tensors[t].dtype.itemsize
+    return total
+
+
 #: how long runner.c polls for an invoke's commands before clFinish (us): the native
 #: delegate's default (litecl_delegate.c LCL_SPIN_US, wait_done says why)
 _SPIN_US = 1000
@@ -259,6 +284,9 @@ class Delegate:
         self.fuse = bool(fuse)
         self.keep_order = keep_order if keep_order == "auto" else bool(keep_order)
         self.memory = _memory_policy(self.device)
+        # where small partitions run (device.small_device: PoCL's basic device beside its
+        # pthread one), or None; only where partitions work in LiteRT's memory in place
+        self.small_device = small_device(self.device) if self.memory.in_place else None
         self._lock = threading.RLock()
         self._records: dict = {}      # context address -> its latest Prepare's record, in order of first Prepare
         self._owned: dict = {}        # owner (Delegate.owning) -> {context address: None}, in that order
@@ -314,6 +342,15 @@ class Delegate:
         return out
 
     @property
+    def small_partitions(self) -> str:
+        """Where small partitions run, in words ("" when on the device like the rest):
+        "partitions moving <= 2 MiB run on NAME" (small_device, SMALL_PARTITION_BYTES)."""
+        if self.small_device is None:
+            return ""
+        return (f"partitions moving <= {SMALL_PARTITION_BYTES / 2**20:g} MiB run on "
+                f"{self.small_device.caps.name}")
+
+    @property
     def profile(self) -> bool:
         """Event-profile each launch into kernel_times_ns (bench's per-node table): partition
         invokes then run through pyopencl, each kernel waited for."""
@@ -331,8 +368,19 @@ class Delegate:
     @property
     def invoke_path(self) -> str:
         """How partition invokes run: "native" (runner.c, compiled once per machine and
-        cached) or "python: WHY" (pyopencl; no C compiler, LITECL_NO_NATIVE_INVOKE, ...)."""
-        return self._invoke_path
+        cached) or "python: WHY" (pyopencl; no C compiler, LITECL_NO_NATIVE_INVOKE, ...);
+        where runner.c is built but live partitions ran their latest invoke through
+        pyopencl, "native; K of P partitions through pyopencl (WHY)" (``profile`` set, or
+        a packed sub-byte tensor packed or unpacked on the host)."""
+        if self._runner is None:
+            return self._invoke_path
+        with _LOCK:
+            parts = [p for mine in self._parts.values() for p in mine.values()]
+        whys = [p.python_why for p in parts if p.python_why]
+        if not whys:
+            return self._invoke_path
+        return (f"{self._invoke_path}; {len(whys)} of {len(parts)} partitions through pyopencl "
+                f"({'; '.join(dict.fromkeys(whys))})")
 
     def _get_native_delegate_pointer(self) -> int:
         """The TfLiteDelegate* LiteRT's Interpreter takes (its experimental_delegates API).
@@ -428,8 +476,23 @@ class Delegate:
                 self._announced.discard(a)
 
     def _addrs(self, owner) -> list:
-        """Context addresses of ``owner`` (None: of every interpreter), in placement()'s order."""
-        return list(self._records) if owner is None else list(self._owned.get(owner, ()))
+        """Context addresses of ``owner`` (None: of every interpreter), in placement()'s order.
+
+        ``owner`` is litecl.Interpreter's key (``id(interpreter)``, an int) or a
+        litecl.Interpreter; anything else (a LiteRT or tf.lite Interpreter, which has no
+        key: its rows are told apart by their "interpreter" number) raises LiteclError
+        instead of matching nothing."""
+        if owner is None:
+            return list(self._records)
+        if not isinstance(owner, int) or isinstance(owner, bool):
+            if getattr(owner, "_litecl", None) is self:
+                owner = id(owner)  # a litecl.Interpreter of this delegate
+            else:
+                raise LiteclError(
+                    f"owner must be a litecl.Interpreter or its id(), got {type(owner).__module__}."
+                    f"{type(owner).__name__}; for LiteRT's own Interpreter call this without owner: "
+                    "each row's \"interpreter\" number tells the interpreters apart")
+        return list(self._owned.get(owner, ()))
 
     def _record(self, addr: int, rec: dict) -> None:
         """Keep ``rec`` as context ``addr``'s latest Prepare (under self._lock), with its
@@ -992,12 +1055,29 @@ class _Partition:
         # user_data), or None without the runner; what one invoke counts in Delegate.stats
         self.fast = None
         self._py_launches = 0         # kernels enqueued through pyopencl (launches_run)
+        self.python_why = ""          # why the latest invoke ran through pyopencl with runner.c built
         self._direct_counts: dict = {}
         self._listed = None
         if delegate._runner is not None:
             self.fast = _runner.Part()
-            self.fast.queue = delegate.device.queue.int_ptr
             self.fast.spin_us = _SPIN_US
+        self.dev = None
+        self._use(delegate.device)
+
+    def _use(self, dev) -> None:
+        """Run on ``dev`` from now on: what is bound to another device's context goes."""
+        if dev is self.dev:
+            return
+        if self.dev is not None:
+            self._disarm()
+            self._listed = None
+            self._release_memory()
+            self._give_kernels()
+            self._last_args = {}
+            self._folded_done = False
+        self.dev = dev
+        if self.fast is not None:
+            self.fast.queue = dev.queue.int_ptr
 
     # -- prepare: shapes -> plan, output resizes, programs
     def prepare(self, ctx) -> None:
@@ -1024,14 +1104,18 @@ class _Partition:
             while True:
                 plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
                                       constants=consts, fuse=fuse, key=self.key)
+                dev = d.device
+                if d.small_device is not None and _plan_bytes(plan, self.sg) <= SMALL_PARTITION_BYTES:
+                    dev = d.small_device
                 try:
-                    kernels = self._take_kernels(plan)
+                    kernels = self._take_kernels(plan, dev)
                     break
                 except KernelBuildError:  # a fused kernel the compiler refuses: unfused
                     if not fuse or not any(len(ln.nodes) > 1 for ln in plan.launches):
                         raise
                     fuse = False
             self._give_kernels()
+            self._use(dev)
             self.plan, self._kernels, self._plan_key = plan, kernels, key
             self._last_args = {}
             self._folded_t = {t for ln in plan.launches if ln.folded for t in ln.outputs}
@@ -1049,14 +1133,14 @@ class _Partition:
                 if c.ResizeTensor(ctx, C.pointer(c.tensors[t]), arr) != abi.K_OK:
                     raise LiteclError(f"LiteRT could not resize tensor {t} to {list(want)}")
 
-    def _take_kernels(self, plan) -> dict:
-        d, out = self.delegate, {}
+    def _take_kernels(self, plan, dev) -> dict:
+        out = {}
         try:
             for i, ln in enumerate(plan.launches):
-                out[i] = take_kernel(d.device, ln.source, ln.name)
+                out[i] = take_kernel(dev, ln.source, ln.name)
         except BaseException:
             for i, k in out.items():
-                give_kernel(d.device, plan.launches[i].source, plan.launches[i].name, k)
+                give_kernel(dev, plan.launches[i].source, plan.launches[i].name, k)
             raise
         return out
 
@@ -1064,7 +1148,7 @@ class _Partition:
         if self.plan is not None:
             for i, k in self._kernels.items():
                 ln = self.plan.launches[i]
-                give_kernel(self.delegate.device, ln.source, ln.name, k)
+                give_kernel(self.dev, ln.source, ln.name, k)
         self._kernels = {}
 
     # -- memory
@@ -1073,16 +1157,15 @@ class _Partition:
         if b is None or b[1] < nbytes:
             if b is not None:
                 b[0].release()
-            b = self._own[t] = (cl.Buffer(self.delegate.device.context, cl.mem_flags.READ_WRITE,
+            b = self._own[t] = (cl.Buffer(self.dev.context, cl.mem_flags.READ_WRITE,
                                           max(nbytes, 1)), nbytes)
         return b[0]
 
     def _const_buffer(self, ptr: int, nbytes: int):
-        d = self.delegate
         k = (ptr, nbytes)
         b = self._consts.get(k)
         if b is None:
-            b = self._consts[k] = cl.Buffer(d.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+            b = self._consts[k] = cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                             hostbuf=_host_view(ptr, nbytes))
         return b
 
@@ -1100,7 +1183,7 @@ class _Partition:
         if b is None:
             if len(self._bound) >= _MAX_BOUND:
                 self._bound.clear()
-            b = self._bound[k] = cl.Buffer(self.delegate.device.context,
+            b = self._bound[k] = cl.Buffer(self.dev.context,
                                            cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR,
                                            hostbuf=_host_view(ptr, nbytes))
         return b
@@ -1122,6 +1205,7 @@ class _Partition:
         bufs, packs, checks, cmds, posts = {}, [], [], [], []
         counts = {"in_place": 0, "copied": 0, "staged": 0, "partition_invokes": 1}
         python_only = fast is None or d.profile
+        why = "profile is set" if fast is not None and d.profile else ""
         for t in self.inputs:
             ts = c.tensors[t]
             n = int(ts.bytes)
@@ -1130,7 +1214,9 @@ class _Partition:
                 bufs[t] = self._own_buffer(t, 1)
             elif self.sg.tensors[t].dtype.packed_bits:  # LiteRT's packed bytes, unpacked
                 bufs[t] = self._unpacked(t, ts, n, counts)
-                python_only = python_only or ts.allocation_type not in _CONSTANT_ALLOC
+                if ts.allocation_type not in _CONSTANT_ALLOC:
+                    python_only = True
+                    why = why or "a packed sub-byte input unpacked on the host"
             elif ts.allocation_type in _CONSTANT_ALLOC:
                 bufs[t] = self._const_buffer(ts.data, n)
             else:
@@ -1163,6 +1249,7 @@ class _Partition:
                 packs.append((t, ts.data, n))
                 counts["copied"] += 1
                 python_only = True
+                why = why or "a packed sub-byte output packed on the host"
                 continue
             b = self._in_place(ts.data, n)
             if b is None:
@@ -1210,6 +1297,7 @@ class _Partition:
                 counts["staged"] += 1
             else:
                 cmds.append((_runner.READ, False, b, ptr, n, None))
+        self.python_why = why if fast is not None else ""
         if python_only:
             self._run_in_python(cmds, packs)
         else:
@@ -1258,7 +1346,7 @@ class _Partition:
         """Run a command list through pyopencl (no runner, event profiling, sub-byte
         tensors packed or unpacked on the host)."""
         d = self.delegate
-        q = d.device.queue
+        q = self.dev.queue
         for op, once, a, b, n, ln in cmds:
             if op == _runner.PRE:
                 C.memmove(a, b, n)
@@ -1318,11 +1406,11 @@ class _Partition:
             return self._consts[k]
         v = unpack_bits(bytes(_host_view(ts.data, n)), dt, count)
         if const:
-            b = self._consts[k] = cl.Buffer(d.device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+            b = self._consts[k] = cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                             hostbuf=v)
             return b
         b = self._own_buffer(t, count)
-        cl.enqueue_copy(d.device.queue, b, v)  # blocking: ``v`` is a temporary
+        cl.enqueue_copy(self.dev.queue, b, v)  # blocking: ``v`` is a temporary
         counts["copied"] += 1
         return b
 
@@ -1334,9 +1422,8 @@ class _Partition:
         if p is None or p[1].size < nbytes:
             if p is not None:
                 self._unmap(p)
-            d = self.delegate
-            buf = cl.Buffer(d.device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, max(nbytes, 1))
-            arr, _ = cl.enqueue_map_buffer(d.device.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0,
+            buf = cl.Buffer(self.dev.context, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, max(nbytes, 1))
+            arr, _ = cl.enqueue_map_buffer(self.dev.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0,
                                            (max(nbytes, 1),), np.uint8)
             p = self._pinned[key] = (buf, arr)
         return p[1]
@@ -1370,6 +1457,10 @@ class _Partition:
     def release(self) -> None:
         self._disarm()
         self._listed = None
+        self._release_memory()
+        self._give_kernels()
+
+    def _release_memory(self) -> None:
         for b, _ in self._own.values():
             b.release()
         self._own.clear()
@@ -1378,7 +1469,6 @@ class _Partition:
             self._unmap(p)
         self._pinned.clear()
         self._release_consts()
-        self._give_kernels()
 
 
 # ---------------------------------------------------------------------- callbacks

@@ -252,6 +252,89 @@ def _wire_intel_icd() -> None:
     os.environ["OCL_ICD_VENDORS"] = str(folder)
 
 
+#: True once litecl listed PoCL's ``basic`` device for itself (_pocl_env_on): it is then
+#: kept out of every listing and spec, and used only as small_device()
+_POCL_BASIC_ADDED: list = []
+#: True while litecl is to list PoCL's basic device at its first listing (_add_pocl_basic)
+_POCL_BASIC_WANTED: list = []
+
+#: Devices that PoCL's GPU drivers (cuda, vulkan) could list: where one exists, PoCL's
+#: default device list may hold more than its CPU device, and POCL_DEVICES is left alone
+_GPU_NODES = ("/dev/nvidiactl", "/dev/dri", "/dev/kfd")
+
+
+def _add_pocl_basic() -> None:
+    """Decide, at import, to list PoCL's ``basic`` device beside its ``pthread`` one
+    (``POCL_DEVICES="pthread basic"`` at litecl's first listing, _pocl_env_on), for
+    small_device(). Not when ``LITECL_NO_POCL_BASIC`` is on, nor where a GPU device node
+    exists (/dev/nvidiactl, /dev/dri, /dev/kfd: naming the drivers would drop the GPU
+    devices PoCL lists by default); nor, at the listing, when POCL_DEVICES is set."""
+    try:
+        if env_flag("LITECL_NO_POCL_BASIC"):
+            return
+    except LiteclError as e:  # at import: kept for the first listing (_check_env)
+        _ENV_ERROR.append(str(e))
+        return
+    if not any(os.path.exists(p) for p in _GPU_NODES):
+        _POCL_BASIC_WANTED.append(True)
+
+
+def _pocl_env_on() -> bool:
+    """Set POCL_DEVICES for litecl's listings (PoCL reads it once, when it first lists
+    its devices); True when this call set it (_pocl_env_off then removes it, so
+    that no child process inherits it: there PoCL would list basic first, as set by a
+    user)."""
+    if not _POCL_BASIC_WANTED or "POCL_DEVICES" in os.environ:
+        _POCL_BASIC_WANTED.clear()
+        return False
+    os.environ["POCL_DEVICES"] = "pthread basic"
+    _POCL_BASIC_ADDED[:] = [True]
+    return True
+
+
+def _pocl_env_off() -> None:
+    # kept wanted: a listing that returned before PoCL listed its devices (_remembered
+    # finding no memory) must not leave the next one without it; once PoCL has read
+    # POCL_DEVICES, setting it again changes nothing
+    os.environ.pop("POCL_DEVICES", None)
+
+
+def _listing(fn):
+    """Run ``fn`` (a function that lists OpenCL devices) with _pocl_env_on/off around."""
+    import functools  # noqa: PLC0415
+
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        mine = _pocl_env_on()
+        try:
+            return fn(*a, **k)
+        finally:
+            if mine:
+                _pocl_env_off()
+    return wrapper
+
+
+def _pocl_kind(platform: str, name: str) -> str:
+    """"threads" for PoCL's pthread device (named "cpu" from PoCL 4 on), "single" for its
+    basic device ("cpu-minimal" from PoCL 4 on: seen with PoCL 5.0), else ""."""
+    if "portable computing language" not in platform.lower():
+        return ""
+    n = name.strip().lower()
+    if n.startswith(("basic", "cpu-minimal")):
+        return "single"
+    return "threads" if n.startswith(("pthread", "cpu")) else ""
+
+
+def _is_pocl_basic(d: "cl.Device") -> bool:
+    try:
+        return _pocl_kind(d.platform.name, d.name) == "single"
+    except Exception:  # noqa: BLE001  (unreadable: not ours to hide)
+        return False
+
+
+_add_pocl_basic()
+
+
 # ---------------------------------------------------------------------------- caches
 # A broken cache must not cost the device (issue 13): PoCL aborted on a truncated kernel
 # .so or program.bc in its cache, and vanished from the device list when its cache folder
@@ -1181,7 +1264,10 @@ def _listing_key(libs: list[str]) -> str:
     """What the listing depends on besides the library files (checked apart: _file_of):
     the loader's libraries in order, the _LISTING_ENV variables, and the dynamic linker's
     cache (ldconfig)."""
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith(_LISTING_ENV))
+    env = {k: v for k, v in os.environ.items() if k.startswith(_LISTING_ENV)}
+    if _POCL_BASIC_WANTED and "POCL_DEVICES" not in env:  # what PoCL sees at litecl's listings
+        env["POCL_DEVICES"] = "pthread basic"
+    env = sorted(env.items())
     try:
         st = os.stat("/etc/ld.so.cache")
         ld = [st.st_ino, st.st_size, st.st_mtime_ns]
@@ -1212,6 +1298,7 @@ def _restrictable() -> bool:
     return not any(x in maps for x in _LLVM_EXPORTERS)
 
 
+@_listing
 def _remembered(alias: str) -> "cl.Device | None":
     """The device ``alias`` selected in an earlier process under the same _listing_key,
     with the loader given its library alone; None (nothing changed, or the loader
@@ -1259,6 +1346,8 @@ def _remembered(alias: str) -> "cl.Device | None":
         except Exception:  # noqa: BLE001
             continue
         for d in devices:
+            if _POCL_BASIC_ADDED and _is_pocl_basic(d):
+                continue  # listed for small_device() only (_all_devices)
             if _signature(p, d, devices) == sig and not probe_compiler(d):
                 _REMEMBERED.add(alias)
                 return d
@@ -1350,6 +1439,7 @@ def _check_env() -> None:
         raise LiteclError(_ENV_ERROR[0])
 
 
+@_listing
 def _all_devices() -> list:
     """Every OpenCL device (duplicates of one library registered twice left out). In a
     child of fork() whose parent had listed the devices, PoCL's are left out: PoCL starts
@@ -1374,6 +1464,8 @@ def _all_devices() -> list:
         except Exception:
             continue  # a platform with no devices
         count: dict = {}
+        if _POCL_BASIC_ADDED:  # listed for small_device() only
+            devices = [d for d in devices if not _is_pocl_basic(d)]
         for d in devices:
             # the same library registered twice (two .icd files naming it) lists its
             # platform twice: a device whose platform name, device name and driver version
@@ -1496,7 +1588,9 @@ def _select(base: str) -> "cl.Device":
                           f"{len(platforms)} platforms ({names}); give a more specific spec "
                           "(pocl, intel, oclgrind, nvidia or a longer name substring)")
     # two installs of one runtime (PoCL from PyPI and from the OS) both match: take
-    # the first that builds kernels
+    # the first that builds kernels; PoCL's pthread device before its basic one (PoCL
+    # lists basic first where POCL_DEVICES names both)
+    matches.sort(key=lambda d: _pocl_kind(d.platform.name, d.name) == "single")
     chosen = next((d for d in matches if not probe_compiler(d)), matches[0])
     if key in _ALIASES and needle in chosen.platform.name.lower() and not probe_compiler(chosen):
         _remember(key, chosen)
@@ -1691,6 +1785,12 @@ def open_device(spec: str | Device | None = None) -> Device:
             dev = forked[0]
             raise LiteclError(FORK_MESSAGE.format(device=f"{dev.caps.platform}: {dev.caps.name}")) from None
         raise
+    _BY_SPEC[(spec, env)] = dev = _open(d, profile)
+    return dev
+
+
+def _open(d: "cl.Device", profile: str) -> Device:
+    """The Device of ``d`` with ``profile``: one context and queue per process."""
     k = (f"{d.platform.name}|{d.name}|{d.int_ptr}", profile)
     if k in _OPEN:
         _OPEN[k].check_usable()  # opened before fork(): a new context would hang as well
@@ -1701,8 +1801,42 @@ def open_device(spec: str | Device | None = None) -> Device:
         caps = replace(read_caps(d, profile), compiler_error=err,
                        nontemporal=not err and not _is_gpu(d) and probe_nontemporal(d))
         _OPEN[k] = Device(d, ctx, queue, caps)
-    _BY_SPEC[(spec, env)] = _OPEN[k]
     return _OPEN[k]
+
+
+#: the caps a kernel's source and plan depend on: a small device must agree on each
+_PLAN_CAPS = ("extensions", "fp16", "fp64", "int64", "strict_compiler", "nontemporal",
+              "mem_base_addr_align", "host_unified", "profile", "max_work_group_size")
+
+
+def small_device(dev: Device) -> "Device | None":
+    """The device litecl runs small partitions on beside ``dev``, or None.
+
+    On PoCL's ``pthread`` device that is PoCL's ``basic`` device of the same platform
+    (PoCL 4 and later name them "cpu-minimal" and "cpu"; same compiler and kernels, one
+    thread): basic runs a kernel in the thread that enqueues it, where pthread wakes its
+    worker threads, which costs ~50-300 us after LiteRT's nodes have left them asleep
+    (benchmarks/bench_small_device.py; docs/PERFORMANCE.md, session 12). The delegate
+    sends a partition there when its kernels move at most SMALL_PARTITION_BYTES
+    (delegate.py). None on every other
+    device, where PoCL lists no basic device (POCL_DEVICES set without it,
+    LITECL_NO_POCL_BASIC, a GPU device node, PoCL first used before litecl was
+    imported), and where basic's compiler or caps differ from ``dev``'s."""
+    if dev.forked or _pocl_kind(dev.caps.platform, dev.caps.name) != "threads" or dev.caps.compiler_error:
+        return None
+    try:
+        found = [d for d in dev.device.platform.get_devices() if _is_pocl_basic(d)]
+    except Exception:  # noqa: BLE001  (a platform that cannot answer: no small device)
+        return None
+    if not found:
+        return None
+    try:
+        small = _open(found[0], dev.caps.profile)
+    except Exception:  # noqa: BLE001  (a context PoCL refuses: pthread alone)
+        return None
+    if small.caps.compiler_error or any(getattr(small.caps, f) != getattr(dev.caps, f) for f in _PLAN_CAPS):
+        return None
+    return small
 
 
 def _warn_auto_oclgrind(chosen: "cl.Device") -> None:
