@@ -194,16 +194,28 @@ def _load(fallback) -> tuple:
             cache.forget_blob("runner", key)
             so = None
     if lib is None:
-        if not cc or shutil.which(cc[0]) is None:
+        found = shutil.which(cc[0]) if cc else None
+        if found is None:
             return None, f"no C compiler ({cc_text!r} not found; set CC)"
+        # a build that failed is remembered for this source, CC and compiler file: a hung
+        # compiler cost every process 60 s (a trial's report); a new compiler tries again
+        try:
+            st = os.stat(found)
+            fkey = hashlib.sha256(f"{key}\0{cc_text}\0{found}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
+        except OSError:
+            fkey = None
+        failed = cache.probe_get("runner-failed", fkey) if fkey else None
+        if isinstance(failed, str):
+            return None, f"{failed} (remembered from an earlier process: set CC to another compiler to try again)"
         try:
             so = _compile(src, cc)
         except (OSError, subprocess.SubprocessError) as e:
-            return None, f"{cc_text} could not build runner.c: {e}"
+            return None, _failed(fkey, f"{cc_text} could not build runner.c: {e}")
         try:
             lib = _dlopen(so)
         except OSError as e:
-            return None, f"runner.c as built by {cc_text} does not load here ({e}); set CC to this machine's compiler"
+            return None, _failed(fkey, f"runner.c as built by {cc_text} does not load here ({e}); "
+                                       "set CC to this machine's compiler")
         cache.store_blob("runner", key, so)  # only a build that loads
     lib.lcl_run.argtypes = [C.POINTER(Part)]
     lib.lcl_run.restype = C.c_int
@@ -216,6 +228,15 @@ def _load(fallback) -> tuple:
         return None, f"runner.c's structs differ from runner.py's mirror ({got})"
     lib._litecl_keep = (ocl, table, fallback)
     return lib, ""
+
+
+def _failed(fkey, why: str) -> str:
+    """Remember ``why`` a build failed (litecl's cache, "runner-failed"); returns it."""
+    if fkey:
+        from . import cache  # noqa: PLC0415
+
+        cache.probe_put("runner-failed", fkey, why)
+    return why
 
 
 def runner(fallback):

@@ -623,3 +623,25 @@ def test_an_interpreter_goes_with_its_last_name_without_the_collector(fast_devic
         assert gone() is None
     finally:
         gc.enable()
+
+
+def test_report_owner_must_be_a_litecl_interpreter(fast_device):
+    """placement/taken/graph_info/subgraph_records/partitions(owner): a litecl.Interpreter
+    or its id(); a LiteRT Interpreter (which has no key) is litecl's error, not an empty
+    list (a trial read [] as "nothing on OpenCL")."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
+
+    m = cast_model("float32", "int32", [33])
+    d = litecl.Delegate(fast_device, quiet=True)
+    mine = litecl.Interpreter(model_content=m, delegate=d)
+    mine.allocate_tensors()
+    theirs = Interpreter(model_content=m, experimental_delegates=[d],
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    theirs.allocate_tensors()
+    assert d.placement(mine) == d.placement(id(mine)) == mine.placement()
+    assert len(d.placement()) == 2 and {r["interpreter"] for r in d.placement()} == {0, 1}
+    for f in (d.placement, d.taken, d.graph_info, d.subgraph_records, d.partitions):
+        with pytest.raises(litecl.LiteclError, match="owner must be a litecl.Interpreter"):
+            f(theirs)
+        with pytest.raises(ValueError):
+            f("0")

@@ -311,3 +311,51 @@ def test_a_forked_child_gets_the_fork_error_not_a_hang(fast_device):
                        timeout=120, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert r.returncode == 0, r.stderr[-2000:]
     assert "child: this process was fork()ed after" in r.stdout and "parent: invoked" in r.stdout, r.stdout
+
+
+@pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+def test_invoke_path_names_partitions_that_ran_through_pyopencl(fast_device):
+    """invoke_path says "native" only while every live partition's latest invoke ran in
+    C: a packed int4 output (packed on the host) and ``profile`` are named."""
+    d = litecl.Delegate(fast_device, quiet=True)
+    it = litecl.Interpreter(model_content=cast_model("float32", "int32", [81]), delegate=d)
+    it.allocate_tensors()
+    _invoke(it, [np.arange(81, dtype=np.float32)])
+    assert d.invoke_path == "native"
+    packed = litecl.Interpreter(model_content=cast_model("float32", "int4", [81]), delegate=d)
+    packed.allocate_tensors()
+    _invoke(packed, [np.arange(81, dtype=np.float32) % 8])
+    assert d.invoke_path == ("native; 1 of 2 partitions through pyopencl "
+                             "(a packed sub-byte output packed on the host)")
+    del packed
+    import gc  # noqa: PLC0415
+
+    gc.collect()
+    assert d.invoke_path == "native"
+    d.profile = True
+    _invoke(it, [np.arange(81, dtype=np.float32)])
+    assert d.invoke_path == "native; 1 of 1 partitions through pyopencl (profile is set)"
+    d.profile = False
+    _invoke(it, [np.arange(81, dtype=np.float32)])
+    assert d.invoke_path == "native"
+
+
+def test_a_failed_build_is_remembered_until_the_compiler_changes(fast_device, tmp_path):
+    """A compiler that fails (here: its output does not load) runs once: the next process
+    reads the remembered reason instead of running it again (a hung one cost every
+    process 60 s); a changed compiler file is tried again."""
+    ran = tmp_path / "ran"
+    fake = tmp_path / "fake-cc"
+    fake.write_text(f'#!/bin/sh\necho x >> "{ran}"\nwhile [ "$1" != "-o" ]; do shift; done\necho junk > "$2"\n')
+    fake.chmod(0o755)
+    env = dict(os.environ, LITECL_CACHE_DIR=str(tmp_path / "cache"), CC=str(fake))
+    env.pop("LITECL_NO_NATIVE_INVOKE", None)
+    first = _child(env, fast_device)["path"]
+    assert "does not load here" in first and ran.read_text().count("x") == 1, first
+    second = _child(env, fast_device)["path"]
+    assert second.startswith(first) and second.endswith(
+        "(remembered from an earlier process: set CC to another compiler to try again)"), second
+    assert ran.read_text().count("x") == 1
+    fake.write_text(fake.read_text() + "# changed\n")
+    assert "does not load here" in _child(env, fast_device)["path"]
+    assert ran.read_text().count("x") == 2

@@ -258,3 +258,44 @@ def test_ctrl_c_during_bench_is_one_error_line(tmp_path, fast_device, supervised
     assert p.returncode == 2, (p.returncode, err)
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert err.strip().splitlines()[-1] == "error: interrupted (SIGINT)", err
+
+
+def test_a_killed_child_is_not_reported_as_interrupted(tmp_path, fast_device):
+    """The supervised child killed with SIGKILL (as the OOM killer does): one error line
+    saying it was killed and by whom it may have been, not "interrupted" (a trial's
+    report: nothing had been interrupted), exit 2."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from models.builders import chain_model
+
+    m = tmp_path / "m.tflite"
+    m.write_bytes(chain_model(["float32", ("add", 1.0), "int8"], [4096]))
+    env = dict(os.environ)
+    env.pop("LITECL_NO_SUPERVISOR", None)
+    p = subprocess.Popen([sys.executable, "-m", "litecl.cli", "bench", str(m), "--device", fast_device,
+                          "--num-runs", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    kids = []
+    for _ in range(300):  # the supervised child, forked once the arguments are read
+        time.sleep(0.1)
+        try:
+            with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+                kids = [int(k) for k in f.read().split()]
+        except OSError:
+            break
+        if kids:
+            break
+    if not kids:
+        p.kill()
+        pytest.skip("the supervised child was not found in /proc")
+    time.sleep(2)
+    os.kill(kids[0], signal.SIGKILL)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 2, (p.returncode, err)
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: the child running `litecl bench` was killed (SIGKILL)"), err
+    assert "interrupted" not in err and "Traceback" not in err, err
