@@ -81,19 +81,6 @@ STAGE_MAX = 3 << 19
 SMALL_PARTITION_BYTES = 2 << 20
 
 
-def _plan_bytes(plan, sg) -> int:
-    """Bytes the per-invoke launches of ``plan`` read and write (folded ones run once)."""
-    total = 0
-    for ln in plan.launches:
-        if ln.folded:
-            continue
-        for t in (*ln.inputs, *ln.outputs):
-            shape = plan.shapes.get(t)
-            if shape is not None:
-                total += int(np.prod(shape, dtype=np.int64)) * sg.tensors[t].dtype.itemsize
-    return total
-
-
 #: how long runner.c polls for an invoke's commands before clFinish (us): the native
 #: delegate's default (litecl_delegate.c LCL_SPIN_US, wait_done says why)
 _SPIN_US = 1000
@@ -1105,7 +1092,7 @@ class _Partition:
                 plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
                                       constants=consts, fuse=fuse, key=self.key)
                 dev = d.device
-                if d.small_device is not None and _plan_bytes(plan, self.sg) <= SMALL_PARTITION_BYTES:
+                if d.small_device is not None and plan.bytes_moved <= SMALL_PARTITION_BYTES:
                     dev = d.small_device
                 try:
                     kernels = self._take_kernels(plan, dev)

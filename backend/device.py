@@ -1824,6 +1824,17 @@ def small_device(dev: Device) -> "Device | None":
     imported), and where basic's compiler or caps differ from ``dev``'s."""
     if dev.forked or _pocl_kind(dev.caps.platform, dev.caps.name) != "threads" or dev.caps.compiler_error:
         return None
+    k = id(dev)
+    if k not in _SMALL:
+        _SMALL[k] = _find_small(dev)
+    return _SMALL[k]
+
+
+#: id(Device) -> its small_device (Devices live for the process: _OPEN)
+_SMALL: dict = {}
+
+
+def _find_small(dev: Device) -> "Device | None":
     try:
         found = [d for d in dev.device.platform.get_devices() if _is_pocl_basic(d)]
     except Exception:  # noqa: BLE001  (a platform that cannot answer: no small device)

@@ -132,6 +132,9 @@ class PartitionPlan:
 
     launches: tuple
     shapes: dict  # tensor -> shape, inputs and every node output
+    #: bytes the per-invoke launches read and write (folded ones run once): where the
+    #: partition runs (delegate.py SMALL_PARTITION_BYTES)
+    bytes_moved: int = 0
 
 
 def _numel(shape) -> int:
@@ -217,7 +220,9 @@ def _plan_partition(nodes, sg, in_shapes: dict, caps, *, keep: set, constants: s
             if folded:
                 folded_t.update(launch.outputs)
             launches.append(replace(launch, folded=folded))
-    return PartitionPlan(tuple(launches), shapes)
+    moved = sum(_numel(shapes[t]) * sg.tensors[t].dtype.itemsize
+                for ln in launches if not ln.folded for t in (*ln.inputs, *ln.outputs) if t in shapes)
+    return PartitionPlan(tuple(launches), shapes, moved)
 
 
 def _single(n, sg, shapes, caps) -> Launch:
