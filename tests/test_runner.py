@@ -308,7 +308,9 @@ def test_a_forked_child_gets_the_fork_error_not_a_hang(fast_device):
     armed list is off in the child, and the invoke fails with litecl's fork message (an
     OpenCL call there never returned); the parent goes on."""
     r = subprocess.run([sys.executable, "-c", _FORK, fast_device], capture_output=True, text=True,
-                       timeout=120, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                       timeout=120, cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                           [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])))
     assert r.returncode == 0, r.stderr[-2000:]
     assert "child: this process was fork()ed after" in r.stdout and "parent: invoked" in r.stdout, r.stdout
 
