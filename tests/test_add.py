@@ -196,6 +196,29 @@ def test_add_matrix_on_the_copy_path(fast_device):
                 assert_same(got, want, f"{dt} {s1}+{s2} {act} copies", ins)
 
 
+def test_add_matrix_on_pocl_pthread(monkeypatch):
+    """Every dtype x shape pair x activation on PoCL's pthread device (parallel
+    work-groups): these partitions are small, so by default they run on PoCL's basic
+    device (test_add_matrix); SMALL_PARTITION_BYTES below them all sends them to pthread."""
+    import litecl.delegate as delegate_mod
+
+    from conftest import DEVICE_STATUS
+
+    if DEVICE_STATUS.get("pocl"):
+        pytest.skip(DEVICE_STATUS["pocl"])
+    monkeypatch.setattr(delegate_mod, "SMALL_PARTITION_BYTES", -1)
+    for dt in DTYPES:
+        refs = ("ref", "builtin") if dt in QUANT else ("builtin",)
+        for k, (s1, s2) in enumerate(SHAPES):
+            for act in ACTIVATIONS:
+                m, ins, _ = _case(dt, tuple(s1), tuple(s2), act, 10 * k, refs[0])
+                got, it = litecl_run(m, ins, "pocl", refs[0])
+                assert all(p.dev is it.delegate.device for p in it.delegate.partitions())
+                for ref in refs:
+                    want = _case(dt, tuple(s1), tuple(s2), act, 10 * k, ref)[2]
+                    assert_same(got, want, f"{dt} {s1}+{s2} {act} on pocl pthread vs {ref}", ins)
+
+
 ORACLE_CASES = [("float32", [33], [33], "RELU6"), ("float32", [1, 3], [2, 1], "NONE"),
                 ("int32", [81], [1], "RELU"), ("int64", [2, 1, 3, 1, 5], [1, 4, 3, 7, 1], "NONE"),
                 ("int8", [1, 10, 1], [1, 10, 3], "RELU_N1_TO_1"), ("uint8", [], [33], "RELU"),

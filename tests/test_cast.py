@@ -156,6 +156,24 @@ def test_cast_all_pairs_on_the_copy_path(fast_device):
         check_pair(fast_device, s, d, sizes=(1, 33, 1999), copies=True)
 
 
+def test_cast_all_pairs_on_pocl_pthread(monkeypatch):
+    """Every pair on PoCL's pthread device, whose worker threads run the work-groups in
+    parallel: these partitions are small, so by default they run on PoCL's basic device
+    (test_cast_all_pairs); SMALL_PARTITION_BYTES below them all sends them to pthread."""
+    import litecl.delegate as delegate_mod
+
+    from conftest import DEVICE_STATUS
+
+    if DEVICE_STATUS.get("pocl"):
+        pytest.skip(DEVICE_STATUS["pocl"])
+    monkeypatch.setattr(delegate_mod, "SMALL_PARTITION_BYTES", -1)
+    it = litecl.Interpreter(model_content=_model("float32", "int32", 33), device="pocl")
+    it.allocate_tensors()
+    assert [p.dev for p in it.delegate.partitions()] == [it.delegate.device]
+    for s, d in PAIRS:
+        check_pair("pocl", s, d)
+
+
 ORACLE_SUBSET = [("float32", "int8"), ("float32", "float16"), ("float64", "float16"),
                  ("int64", "float16"), ("bool", "float16"), ("uint8", "float32"),
                  ("float16", "uint32"), ("float64", "int64"), ("int64", "float64"),
