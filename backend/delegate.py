@@ -24,6 +24,7 @@ litecl.Interpreter to raise as litecl's own error type.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes as C
 import itertools
 import os
@@ -79,6 +80,25 @@ STAGE_MAX = 3 << 19
 #: basic, 3 MiB 273 against 306, 6 MiB 265 against 538; on a 2-core VM basic was the
 #: faster at every size up to 48 MiB. Fewer cores move the crossing up.
 SMALL_PARTITION_BYTES = 2 << 20
+
+
+def _serial(dev) -> "_runner.Mutex | None":
+    """The lock every command list on ``dev`` runs under (runner.c lcl_run takes it too),
+    one per device and process, where the device takes one thread at a time
+    (Device.one_thread: PoCL's basic device deadlocked with 4 threads invoking
+    interpreters on it through runner.c, measured); None elsewhere."""
+    if not dev.one_thread:
+        return None
+    with _SERIAL_LOCK:
+        m = _SERIAL.get(id(dev))
+        if m is None:
+            m = _SERIAL[id(dev)] = _runner.Mutex()
+        return m
+
+
+#: id(Device) -> its Mutex (_serial); devices live for the process
+_SERIAL: dict = {}
+_SERIAL_LOCK = threading.Lock()
 
 
 #: how long runner.c polls for an invoke's commands before clFinish (us): the native
@@ -1063,8 +1083,10 @@ class _Partition:
             self._last_args = {}
             self._folded_done = False
         self.dev = dev
+        self._serial = _serial(dev)
         if self.fast is not None:
             self.fast.queue = dev.queue.int_ptr
+            self.fast.lock = self._serial.address if self._serial is not None else None
 
     # -- prepare: shapes -> plan, output resizes, programs
     def prepare(self, ctx) -> None:
@@ -1332,6 +1354,10 @@ class _Partition:
     def _run_in_python(self, cmds, packs) -> None:
         """Run a command list through pyopencl (no runner, event profiling, sub-byte
         tensors packed or unpacked on the host)."""
+        with self._serial or contextlib.nullcontext():
+            self._run_commands(cmds, packs)
+
+    def _run_commands(self, cmds, packs) -> None:
         d = self.delegate
         q = self.dev.queue
         for op, once, a, b, n, ln in cmds:
@@ -1397,7 +1423,8 @@ class _Partition:
                                             hostbuf=v)
             return b
         b = self._own_buffer(t, count)
-        cl.enqueue_copy(self.dev.queue, b, v)  # blocking: ``v`` is a temporary
+        with self._serial or contextlib.nullcontext():
+            cl.enqueue_copy(self.dev.queue, b, v)  # blocking: ``v`` is a temporary
         counts["copied"] += 1
         return b
 

@@ -881,6 +881,9 @@ class Device:
 
     #: True in a child of fork() when the device was opened before it (see _after_fork)
     forked: bool = False
+    #: commands may be enqueued and waited for by one thread at a time only (PoCL's basic
+    #: device: two threads doing so at once deadlocked it, measured; delegate.py _serial)
+    one_thread: bool = False
 
     def __repr__(self) -> str:
         p = f", profile={self.caps.profile}" if self.caps.profile else ""
@@ -1847,6 +1850,7 @@ def _find_small(dev: Device) -> "Device | None":
         return None
     if small.caps.compiler_error or any(getattr(small.caps, f) != getattr(dev.caps, f) for f in _PLAN_CAPS):
         return None
+    small.one_thread = True
     return small
 
 

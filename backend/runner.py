@@ -39,7 +39,7 @@ import threading
 
 from . import abi
 
-__all__ = ["Cmd", "Check", "Part", "OPS", "runner", "status"]
+__all__ = ["Cmd", "Check", "Part", "Mutex", "OPS", "runner", "status"]
 
 #: runner.c's command codes
 PRE, WRITE, KERNEL, COPY, READ, POST = 1, 2, 3, 4, 5, 6
@@ -63,7 +63,36 @@ class Part(C.Structure):
     _fields_ = [("armed", C.c_int32), ("ran", C.c_int32), ("direct", C.c_int64), ("launches", C.c_int64),
                 ("n_checks", C.c_int32), ("n_cmds", C.c_int32),
                 ("checks", C.POINTER(Check)), ("cmds", C.POINTER(Cmd)), ("queue", C.c_void_p),
-                ("spin_us", C.c_int32), ("err", C.c_int32), ("err_cmd", C.c_int32)]
+                ("spin_us", C.c_int32), ("err", C.c_int32), ("err_cmd", C.c_int32), ("pad", C.c_int32),
+                ("lock", C.c_void_p)]
+
+
+class Mutex:
+    """A pthread mutex in memory this object owns, usable from Python (``with``: libc's
+    pthread_mutex_lock through ctypes, which releases the GIL while it waits) and from
+    runner.c (``address``, lcl_part.lock). Lives as long as the device it guards."""
+
+    _libc = None
+
+    def __init__(self):
+        if Mutex._libc is None:
+            libc = C.CDLL(None)
+            for f in ("pthread_mutex_init", "pthread_mutex_lock", "pthread_mutex_unlock"):
+                getattr(libc, f).argtypes = [C.c_void_p] + ([C.c_void_p] if f == "pthread_mutex_init" else [])
+                getattr(libc, f).restype = C.c_int
+            Mutex._libc = libc
+        self._mem = C.create_string_buffer(128)  # pthread_mutex_t: 40 bytes on x86-64/aarch64 glibc
+        self.address = C.addressof(self._mem)
+        if Mutex._libc.pthread_mutex_init(self.address, None):
+            raise OSError("pthread_mutex_init failed")
+
+    def __enter__(self):
+        Mutex._libc.pthread_mutex_lock(self.address)
+        return self
+
+    def __exit__(self, *exc):
+        Mutex._libc.pthread_mutex_unlock(self.address)
+        return False
 
 
 _CL_NAMES = ("clEnqueueNDRangeKernel", "clEnqueueWriteBuffer", "clEnqueueReadBuffer",
@@ -119,7 +148,7 @@ def _compile(src: bytes, cc: list) -> bytes:
         c_path, so_path = os.path.join(tmp, "runner.c"), os.path.join(tmp, "runner.so")
         with open(c_path, "wb") as f:
             f.write(src)
-        p = subprocess.Popen([*cc, "-std=c99", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+        p = subprocess.Popen([*cc, "-std=c99", "-O2", "-fPIC", "-pthread", "-shared", "-fvisibility=hidden",
                               "-o", so_path, c_path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
         try:

@@ -18,6 +18,7 @@
  * given once by lcl_configure. No Python object is touched here: this runs with the GIL
  * released, inside LiteRT's invoke. */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,6 +80,8 @@ typedef struct {
     int32_t spin_us;     /* polling before clFinish (wait_done) */
     int32_t err;         /* the last OpenCL error (0: none) and the command it came from */
     int32_t err_cmd;
+    int32_t pad;
+    pthread_mutex_t *lock; /* held while the list runs (a device used by one thread at a time), or NULL */
 } lcl_part;
 
 static struct {
@@ -122,9 +125,21 @@ static cl_int wait_done(const lcl_part *p, void *event) {
     return G.cl.Finish(p->queue);
 }
 
-/* Run the list once. 0, or the OpenCL error (also kept in part->err, with the command's
- * index in part->err_cmd; -1: the wait). */
+static int run_list(lcl_part *p);
+
+/* Run the list once, under part->lock when it has one (PoCL's basic device deadlocked
+ * with two threads enqueueing and waiting in it at once: delegate.py _serial). 0, or the
+ * OpenCL error (also kept in part->err, with the command's index in part->err_cmd; -1:
+ * the wait). */
 LCL_API int lcl_run(lcl_part *p) {
+    if (!p->lock) return run_list(p);
+    pthread_mutex_lock(p->lock);
+    int e = run_list(p);
+    pthread_mutex_unlock(p->lock);
+    return e;
+}
+
+static int run_list(lcl_part *p) {
     void *event = NULL;
     cl_int e = 0;
     int i;
