@@ -447,6 +447,8 @@ def cmd_inspect(args) -> int:
                 how.append("folded (constant inputs: computed once, not at every invoke)")
             if n["fused_with"]:
                 how.append(f"fused: one kernel for nodes {_node_runs(n['fused_with'])}")
+            if n.get("device") and n["device"] != interp.device.caps.name:
+                how.append(f"on {n['device']}")
             print(f"{'':>16}kernel: {'; '.join(how)}")
         else:
             print(f"{'':>16}reason: {n['reason']}")

@@ -401,7 +401,12 @@ class Delegate:
         """One dict per CAST/ADD node of the latest Prepare of each subgraph LiteRT gave
         this delegate: {"interpreter", "subgraph", "index", "op", "placement":
         "opencl"|"litert", "reason" (why LiteRT keeps it; "" on OpenCL), "partition" (its
-        delegated partition's number in that subgraph, or None), "kernel" (what runs)}.
+        delegated partition's number in that subgraph, or None), "kernel" (what runs),
+        "device" (the OpenCL device name its partition runs on: the delegate's device, or
+        its small_device for a small partition; "" until planned and on LiteRT)}.
+        Records stay until the Delegate goes, also those of a LiteRT interpreter that has
+        been deleted (LiteRT tells a delegate of no deletion when no partition kernel is
+        left to free); litecl.Interpreter drops its own when it closes.
 
         ``interpreter`` numbers the LiteRT interpreters (LiteRT's, tf.lite's or
         litecl.Interpreter's) this delegate was applied to, 0, 1, ... in the order of
@@ -494,6 +499,9 @@ class Delegate:
         if not isinstance(owner, int) or isinstance(owner, bool):
             if getattr(owner, "_litecl", None) is self:
                 owner = id(owner)  # a litecl.Interpreter of this delegate
+            elif hasattr(owner, "_litecl") and type(owner).__module__.startswith("litecl"):
+                raise LiteclError(f"this litecl.Interpreter uses another Delegate ({owner._litecl!r}), "
+                                  "not this one: ask its own, interpreter.delegate")
             else:
                 raise LiteclError(
                     f"owner must be a litecl.Interpreter or its id(), got {type(owner).__module__}."
@@ -645,7 +653,7 @@ class Delegate:
                               "output: LiteRT must allocate it, which it does not inside a partition")
             views[i] = n
             rows.append({"index": i, "op": n.op, "placement": "opencl" if not reason else "litert",
-                         "reason": reason, "partition": None, "kernel": ""})
+                         "reason": reason, "partition": None, "kernel": "", "device": ""})
             if not reason:
                 claim.append(i)
         if claim and self.placement_mode == "auto":
@@ -1135,6 +1143,7 @@ class _Partition:
                 for i in ln.nodes:
                     if i in rows:
                         rows[i]["kernel"] = ln.what + (" (constant inputs: computed once)" if ln.folded else "")
+                        rows[i]["device"] = dev.caps.name
         for t in self.outputs:
             want = self.plan.shapes[t]
             if abi.int_array(c.tensors[t].dims) != want:

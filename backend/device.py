@@ -1508,7 +1508,10 @@ def _auto_order(devices: list) -> list:
     order = [d for d in devices if _is_gpu(d)]
     for alias in ("pocl", "intel", "oclgrind"):
         order += [d for d in devices if d not in order and _ALIASES[alias] in d.platform.name.lower()]
-    return order + [d for d in devices if d not in order]
+    order += [d for d in devices if d not in order]
+    # PoCL's pthread device before its basic one (PoCL lists basic first where a user's
+    # POCL_DEVICES names both); basic then serves small partitions (small_device)
+    return sorted(order, key=lambda d: _pocl_kind(d.platform.name, d.name) == "single")
 
 
 def _is_cpu(d: "cl.Device") -> bool:

@@ -645,3 +645,6 @@ def test_report_owner_must_be_a_litecl_interpreter(fast_device):
             f(theirs)
         with pytest.raises(ValueError):
             f("0")
+    other = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    with pytest.raises(litecl.LiteclError, match="uses another Delegate"):
+        d.placement(other)

@@ -85,6 +85,7 @@ def test_the_partition_follows_its_size_across_resizes():
         seen.append(part.dev)
         want = d.device if n == big else d.small_device
         assert part.dev is want, (n, part.dev)
+        assert [r["device"] for r in it.placement()] == [want.caps.name]  # which device, said
         if part.fast is not None:
             assert part.fast.queue == want.queue.int_ptr
     assert seen[0] is d.small_device and seen[1] is d.device
@@ -146,8 +147,10 @@ import litecl
 from litecl import device
 try:
     d = litecl.Delegate("pocl", quiet=True)
+    a = litecl.Delegate("auto", quiet=True)
     print(json.dumps({"small": d.small_device is not None, "added": bool(device._POCL_BASIC_ADDED),
-                      "env": os.environ.get("POCL_DEVICES"), "line": d.small_partitions}))
+                      "env": os.environ.get("POCL_DEVICES"), "line": d.small_partitions,
+                      "pocl": d.device.caps.name, "auto": a.device.caps.name}))
 except litecl.LiteclError as e:
     print(json.dumps({"error": str(e)}))
 """
@@ -182,6 +185,8 @@ def test_the_switches():
     # basic its small device, both visible
     both = _child(POCL_DEVICES="basic pthread")
     assert both["small"] and not both["added"] and both["env"] == "basic pthread"
+    for spec in ("pocl", "auto"):  # a trial's auto took basic, one thread for every partition
+        assert dev_mod._pocl_kind("Portable Computing Language", both[spec]) == "threads", both
     assert "MiB run on basic" in both["line"] or "MiB run on cpu-minimal" in both["line"]
     bad = _child(LITECL_NO_POCL_BASIC="maybe")
     assert "LITECL_NO_POCL_BASIC" in bad["error"] and "maybe" in bad["error"]
