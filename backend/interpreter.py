@@ -415,7 +415,7 @@ class Interpreter(_litert.Interpreter):
 
     def placement(self) -> list[dict]:
         """Per CAST/ADD node of every subgraph: {"interpreter", "subgraph", "index", "op",
-        "placement": "opencl"|"litert", "reason", "partition", "kernel"}
+        "placement": "opencl"|"litert", "reason", "partition", "kernel", "device"}
         (litecl.Delegate.placement, for this Interpreter's contexts: ``subgraph`` is the
         model's subgraph index; ``interpreter`` is the delegate's number for this
         Interpreter, 0 unless it shares a Delegate, ``delegate=``)."""
