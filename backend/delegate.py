@@ -736,8 +736,11 @@ class Delegate:
             _flag(ctx, marked, False)
         if status != abi.K_OK:
             raise LiteclError("LiteRT refused litecl's node subsets (ReplaceNodeSubsetsWithDelegateKernels)")
-        if addr not in self._announced and not self.quiet:
-            self._announced.add(addr)
+        with self._lock:  # said once per context, whichever thread prepares it
+            say = addr not in self._announced and not self.quiet
+            if say:
+                self._announced.add(addr)
+        if say:
             sys.stderr.write(f"INFO: Replacing {len(claim)} out of {len(plan)} node(s) with delegate "
                              f"({DELEGATE_NAME}) node, yielding {rec['partitions']} partitions for "
                              "the whole graph.\n")
