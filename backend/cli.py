@@ -799,6 +799,7 @@ def cmd_bench(args) -> int:
     ratio = f"{res['ratio_median']:.2f}x" if res["ratio_median"] is not None else "-"
     avg = f"{r['avg'] / lr['avg']:.2f}x" if lr["avg"] else "-"
     print(f"INFO: litecl / LiteRT: median {r['median']:.0f} / {lr['median']:.0f} us = {ratio}, avg {avg}")
+    timed_path = interp.delegate.invoke_path  # the timed runs' (profiled runs go through pyopencl)
     rows = launch_profile(interp.delegate, run, runs=args.profile_runs, subgraphs=keep,
                           inference_ms=r["avg"] / 1e3) if args.profile_runs else []
     if rows:
@@ -807,7 +808,7 @@ def cmd_bench(args) -> int:
         try:
             with open(args.json, "w") as f:
                 json.dump({"model": args.model, "device": _device_json(interp.device),
-                           "invoke_path": interp.delegate.invoke_path,
+                           "invoke_path": timed_path,
                            "small_partitions": interp.delegate.small_partitions or None,
                            "signature": sig, "init_ms": init_ms, **res, "launches": rows}, f, indent=2)
         except OSError as e:
@@ -1325,6 +1326,10 @@ def _dispatch(args) -> int:
     from .errors import LiteclError  # noqa: PLC0415
 
     warnings.showwarning = _one_line_warning
+    for flag in ("inputs", "output", "json"):  # an unset shell variable: not "no file"
+        v = getattr(args, flag, None)
+        if isinstance(v, str) and not v.strip():
+            return _fail(f"--{flag} is empty: name the file (or leave the option out)")
     try:
         return args.fn(args)
     except _Usage as e:

@@ -276,7 +276,7 @@ class Delegate:
             raise LiteclError(f"unknown reference {reference!r}; expected one of {', '.join(REFERENCES)}")
         if not isinstance(fuse, (bool, np.bool_)):
             raise LiteclError(f"fuse must be True or False, got {fuse!r}")
-        if not (isinstance(keep_order, (bool, np.bool_)) or keep_order == "auto"):
+        if not (isinstance(keep_order, (bool, np.bool_)) or (isinstance(keep_order, str) and keep_order == "auto")):
             raise LiteclError(f"keep_order must be True, False or 'auto', got {keep_order!r}")
         if quiet is not None and not isinstance(quiet, (bool, np.bool_)):
             raise LiteclError(f"quiet must be True, False or None (LITECL_QUIET), got {quiet!r}")
@@ -284,7 +284,7 @@ class Delegate:
         self.quiet = _quiet(quiet)
         env_flag("LITECL_NO_CACHE")  # the flag only: finding the folder cost ~40 us a Delegate
         _self_check()
-        self.device = open_device(device)
+        self._device = open_device(device)
         self.caps = _caps_for(self.device.caps, reference)
         self.placement_mode = placement
         self.reference = reference
@@ -349,6 +349,11 @@ class Delegate:
         return out
 
     @property
+    def device(self):
+        """The litecl Device (device.py) the delegate runs on: fixed at construction."""
+        return self._device
+
+    @property
     def small_partitions(self) -> str:
         """Where small partitions run, in words ("" when on the device like the rest):
         "partitions moving <= 2 MiB run on NAME" (small_device, SMALL_PARTITION_BYTES)."""
@@ -365,6 +370,8 @@ class Delegate:
 
     @profile.setter
     def profile(self, on: bool) -> None:
+        if not isinstance(on, (bool, np.bool_)):
+            raise LiteclError(f"profile must be True or False, got {on!r}")
         self._profile = bool(on)
         if on:  # runner.c's lists would run unprofiled
             with _LOCK:

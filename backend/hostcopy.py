@@ -72,8 +72,12 @@ def copy_host(dst: np.ndarray, src: np.ndarray) -> None:
     parts = max(1, min(k, n // PIECE_BYTES))
     step = -(-n // parts)
     step += -step % 64  # whole cache lines per thread
-    pool = _executor(k)
-    futures = [pool.submit(np.copyto, d[i:i + step], s[i:i + step]) for i in range(step, n, step)]
+    try:
+        pool = _executor(k)
+        futures = [pool.submit(np.copyto, d[i:i + step], s[i:i + step]) for i in range(step, n, step)]
+    except RuntimeError:  # Python is shutting down (an atexit hook, a daemon thread): no new threads
+        np.copyto(dst, src, casting="no")
+        return
     np.copyto(d[:step], s[:step])
     for f in futures:
         f.result()

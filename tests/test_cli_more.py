@@ -449,3 +449,42 @@ def test_a_tensor_name_that_is_not_utf8_is_named_as_such(tmp_path, command):
     p.write_bytes(bytes(b.Output()))
     one_error(run_cli(command, p, "--device", "pocl" if not DEVICE_STATUS.get("pocl") else "auto"),
               "cannot read a tensor name of this model: it is not UTF-8", "b'in\\xffput'")
+
+
+@pytest.mark.parametrize("argv", [["run", "{m}", "--inputs", ""], ["run", "{m}", "--output", " "],
+                                  ["bench", "{m}", "--json", ""], ["compare", "{m}", "--inputs", ""]])
+def test_an_empty_file_option_is_refused(tmp_path, fast_device, argv):
+    """An empty --inputs/--output/--json (an unset shell variable) is one error line, exit
+    2: it ran random inputs, or wrote nothing, and exited 0 (a trial's report)."""
+    from models.builders import cast_model  # noqa: PLC0415
+
+    m = tmp_path / "m.tflite"
+    m.write_bytes(cast_model("float32", "int32", [8]))
+    r = subprocess.run([sys.executable, "-m", "litecl.cli", *[a.format(m=m) for a in argv], "--device", fast_device],
+                       capture_output=True, text=True, timeout=120, env=dict(os.environ, LITECL_NO_SUPERVISOR="1"))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    flag = argv[2]
+    assert r.stderr.strip().splitlines() == [f"error: {flag} is empty: name the file (or leave the option out)"], r.stderr
+
+
+def test_get_tensor_while_python_exits(tmp_path, fast_device):
+    """A large get_tensor from an atexit hook (litecl's host copy is split over threads,
+    which Python refuses to start at exit) copies in one thread instead of raising."""
+    code = f"""
+import atexit, numpy as np, litecl
+from models.builders import cast_model
+it = litecl.Interpreter(model_content=cast_model("float32", "int32", [3000, 512]), device={fast_device!r}, quiet=True)
+it.allocate_tensors()
+it.set_tensor(it.get_input_details()[0]["index"], np.full((3000, 512), 7.5, np.float32))
+it.invoke()
+def last():
+    out = it.get_tensor(it.get_output_details()[0]["index"])
+    print("ok", int(out.sum()) == 3000 * 512 * 7, flush=True)
+atexit.register(last)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=str(Path(__file__).resolve().parents[1]),
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                           [str(Path(__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])])))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-1500:]
+    assert r.stdout.strip() == "ok True", r.stdout

@@ -648,3 +648,17 @@ def test_report_owner_must_be_a_litecl_interpreter(fast_device):
     other = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
     with pytest.raises(litecl.LiteclError, match="uses another Delegate"):
         d.placement(other)
+
+
+def test_delegate_settings_are_checked(fast_device):
+    """keep_order of an array, profile of a non-bool, a new device: litecl's error or
+    Python's read-only attribute, not numpy's ambiguity or a later failure in Prepare."""
+    with pytest.raises(litecl.LiteclError, match="keep_order must be"):
+        litecl.Delegate(fast_device, quiet=True, keep_order=np.array([True, False]))
+    d = litecl.Delegate(fast_device, quiet=True)
+    for bad in ("yes", None, 2):
+        with pytest.raises(litecl.LiteclError, match="profile must be True or False"):
+            d.profile = bad
+    assert d.profile is False
+    with pytest.raises(AttributeError):
+        d.device = None
