@@ -224,19 +224,25 @@ def _materialize_icd_folder(files: dict[str, bytes], base: Path | None = None) -
     return tmp
 
 
-#: A LITECL_NO_INTEL_ICD that is no yes/no value, as the message _check_env raises
+#: A LITECL_NO_INTEL_ICD or LITECL_NO_POCL_BASIC that is no yes/no value, as the message _check_env raises
 _ENV_ERROR: list = []
+
+
+def _switched_off(name: str) -> bool:
+    """The yes/no variable ``name`` read at import, which must not fail: True when on, or
+    when it holds no yes/no word (that error is kept for the first listing, _check_env)."""
+    try:
+        return env_flag(name)
+    except LiteclError as e:
+        _ENV_ERROR.append(str(e))
+        return True
 
 
 def _wire_intel_icd() -> None:
     """Make intel-opencl-rt visible to pyopencl's bundled ICD loader without hiding any
     vendor the loader would otherwise have read (module docstring). Must run before the
     first OpenCL call."""
-    try:
-        if env_flag("LITECL_NO_INTEL_ICD"):
-            return
-    except LiteclError as e:  # at import: kept for the first listing (_check_env)
-        _ENV_ERROR.append(str(e))
+    if _switched_off("LITECL_NO_INTEL_ICD"):
         return
     lib = _intel_lib()
     if not lib.exists():
@@ -269,11 +275,7 @@ def _add_pocl_basic() -> None:
     small_device(). Not when ``LITECL_NO_POCL_BASIC`` is on, nor where a GPU device node
     exists (/dev/nvidiactl, /dev/dri, /dev/kfd: naming the drivers would drop the GPU
     devices PoCL lists by default); nor, at the listing, when POCL_DEVICES is set."""
-    try:
-        if env_flag("LITECL_NO_POCL_BASIC"):
-            return
-    except LiteclError as e:  # at import: kept for the first listing (_check_env)
-        _ENV_ERROR.append(str(e))
+    if _switched_off("LITECL_NO_POCL_BASIC"):
         return
     if not any(os.path.exists(p) for p in _GPU_NODES):
         _POCL_BASIC_WANTED.append(True)
@@ -1436,8 +1438,8 @@ POCL_FORK_MESSAGE = ("PoCL was initialized before this process was fork()ed (lis
 
 
 def _check_env() -> None:
-    """Raise LiteclError for a LITECL_NO_INTEL_ICD that is no yes/no value (_wire_intel_icd
-    read it at import, which must not fail)."""
+    """Raise LiteclError for a LITECL_NO_INTEL_ICD or LITECL_NO_POCL_BASIC that is no
+    yes/no value (_switched_off read them at import, which must not fail)."""
     if _ENV_ERROR:
         raise LiteclError(_ENV_ERROR[0])
 

@@ -168,3 +168,33 @@ def script_json(script: str, env: dict, *args) -> dict:
                        text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def invoke_with(it, xs: list) -> list:
+    """Set ``xs`` as ``it``'s inputs in order, invoke, return every output."""
+    for d, x in zip(it.get_input_details(), xs):
+        it.set_tensor(d["index"], x)
+    it.invoke()
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+
+
+def litert_outputs(m: bytes, xs: list) -> list:
+    """LiteRT alone (builtin kernels, no XNNPACK) on ``xs``, its inputs resized to their
+    shapes where they differ from the model's."""
+    from litecl.compare import make_interpreter  # noqa: PLC0415
+
+    ref = make_interpreter(m)
+    for d, x in zip(ref.get_input_details(), xs):
+        if tuple(d["shape"]) != x.shape:
+            ref.resize_tensor_input(d["index"], list(x.shape))
+    ref.allocate_tensors()
+    return invoke_with(ref, xs)
+
+
+def same_outputs(got: list, want: list) -> bool:
+    """Every output of one dtype and shape and bit for bit equal (any NaN = any NaN of
+    its sign: compare.mismatches)."""
+    from litecl.compare import mismatches  # noqa: PLC0415
+
+    return all(g.dtype == w.dtype and g.shape == w.shape and not mismatches(g, w).any()
+               for g, w in zip(got, want))

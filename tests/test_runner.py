@@ -16,33 +16,17 @@ import pytest
 import litecl
 from litecl import delegate as D
 from litecl import runner as R
-from litecl.compare import make_interpreter, mismatches
+from litecl.compare import make_interpreter
 
-from conftest import ROOT, assert_on_opencl
+from conftest import ROOT, assert_on_opencl, invoke_with, litert_outputs, same_outputs
 from models.builders import cast_model, chain_model
 
 HAVE_CC = shutil.which(os.environ.get("CC") or "cc") is not None
 
 
-def _litert(m: bytes, ins: list) -> list:
-    ref = make_interpreter(m)
-    ref.allocate_tensors()
-    for d, x in zip(ref.get_input_details(), ins):
-        ref.set_tensor(d["index"], x)
-    ref.invoke()
-    return [ref.get_tensor(d["index"]) for d in ref.get_output_details()]
-
-
-def _invoke(it, ins: list) -> list:
-    for d, x in zip(it.get_input_details(), ins):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
-
-
-def _same(got: list, want: list) -> bool:
-    return all(g.dtype == w.dtype and g.shape == w.shape and not mismatches(g, w).any()
-               for g, w in zip(got, want))
+_litert = litert_outputs
+_invoke = invoke_with
+_same = same_outputs
 
 
 def _model():

@@ -15,9 +15,8 @@ import pytest
 import litecl
 from litecl import delegate as D
 from litecl import device as dev_mod
-from litecl.compare import make_interpreter, mismatches
 
-from conftest import DEVICE_STATUS, ROOT
+from conftest import DEVICE_STATUS, ROOT, invoke_with, litert_outputs, same_outputs
 from models.builders import add_model, cast_model
 
 TAILS = (0, 1, 31, 32, 33, 80, 81, 757, 1999)
@@ -42,30 +41,6 @@ def _edge_f32(n: int, seed: int) -> np.ndarray:
     return x
 
 
-def _litert(m: bytes, xs: list, shapes=None) -> list:
-    ref = make_interpreter(m)
-    for d, x in zip(ref.get_input_details(), xs):
-        if tuple(d["shape"]) != x.shape:
-            ref.resize_tensor_input(d["index"], list(x.shape))
-    ref.allocate_tensors()
-    for d, x in zip(ref.get_input_details(), xs):
-        ref.set_tensor(d["index"], x)
-    ref.invoke()
-    return [ref.get_tensor(d["index"]) for d in ref.get_output_details()]
-
-
-def _run(it, xs: list) -> list:
-    for d, x in zip(it.get_input_details(), xs):
-        it.set_tensor(d["index"], x)
-    it.invoke()
-    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
-
-
-def _same(got, want) -> bool:
-    return all(g.dtype == w.dtype and g.shape == w.shape and not mismatches(g, w).any()
-               for g, w in zip(got, want))
-
-
 def test_the_partition_follows_its_size_across_resizes():
     """757 elements run on basic; a resize past SMALL_PARTITION_BYTES moves the partition
     to the pthread device (kernels and buffers of the other context released), and back;
@@ -80,7 +55,7 @@ def test_the_partition_follows_its_size_across_resizes():
         it.allocate_tensors()
         for seed in range(3):
             x = _edge_f32(n, seed)
-            assert _same(_run(it, [x]), _litert(m, [x])), (n, seed)
+            assert same_outputs(invoke_with(it, [x]), litert_outputs(m, [x])), (n, seed)
         (part,) = d.partitions()
         seen.append(part.dev)
         want = d.device if n == big else d.small_device
@@ -110,7 +85,7 @@ def test_edge_values_and_tails_on_both_devices(n, threads, monkeypatch):
         it = litecl.Interpreter(model_content=m, delegate=d)
         it.allocate_tensors()
         for _ in range(2):  # the second through runner.c where it is built
-            assert _same(_run(it, xs), _litert(m, xs)), n
+            assert same_outputs(invoke_with(it, xs), litert_outputs(m, xs)), n
         parts = [p for p in d.partitions() if p.plan is not None]
         assert parts or n == 0
         assert all(p.dev is want for p in parts)
