@@ -38,7 +38,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import abi
-from .device import open_device, small_device
+from .device import open_device, small_device, small_device_why
 from .errors import KernelBuildError, LiteclError, env_flag
 from .kernels import give_kernel, plan_partition, take_kernel
 from .lowering import why_not
@@ -355,10 +355,13 @@ class Delegate:
 
     @property
     def small_partitions(self) -> str:
-        """Where small partitions run, in words ("" when on the device like the rest):
-        "partitions moving <= 2 MiB run on NAME" (small_device, SMALL_PARTITION_BYTES)."""
+        """Where small partitions run, in words: "partitions moving <= 2 MiB run on NAME"
+        (small_device, SMALL_PARTITION_BYTES); where PoCL's pthread device has no small
+        device, "no small-partition device: WHY" (device.small_device_why); "" on every
+        other device, where all partitions run alike."""
         if self.small_device is None:
-            return ""
+            why = small_device_why(self.device) if self.memory.in_place else ""
+            return f"no small-partition device: {why}" if why else ""
         return (f"partitions moving <= {SMALL_PARTITION_BYTES / 2**20:g} MiB run on "
                 f"{self.small_device.caps.name}")
 

@@ -1721,7 +1721,13 @@ from litecl.device import _all_devices
 import pyopencl as cl
 SRC = ("__kernel void k(__global const int* s, __global uchar* o) "
        "{ *(__global uchar16*)o = convert_uchar16(*(__global const int16*)s); }")
-d = next(d for d in _all_devices() if d.platform.name == sys.argv[1] and d.name == sys.argv[2])
+_all_devices()  # litecl's listing (PoCL's basic device included, though hidden from it)
+found = [d for p in cl.get_platforms() for d in p.get_devices()
+         if p.name == sys.argv[1] and d.name == sys.argv[2]]
+if not found:
+    print("missing", flush=True)
+    sys.exit(0)
+d = found[0]
 ctx = cl.Context([d])
 q = cl.CommandQueue(ctx)
 x = (np.arange(16, dtype=np.int32) * 37 + 5) % 256
@@ -1754,7 +1760,18 @@ def _wide_vector_probe(d: "cl.Device") -> str:
         return ("convert_uchar16(int16) returns wrong values on this device (its builtin library's "
                 "vector ABI differs from its kernels': PoCL 3.0's wheel on an AVX-512 host), so "
                 "litecl's kernels would give wrong results")
-    return f"a 16-wide vector conversion crashed this device's runtime (exit {r.returncode})"
+    if r.returncode < 0:
+        return f"a 16-wide vector conversion crashed this device's runtime ({_signal_name(-r.returncode)})"
+    # the probe itself failed (it could not list the device, say): nothing learnt of the
+    # device, asked again next time (_TRANSIENT)
+    last = (r.stderr.strip().splitlines() or out or [f"exit {r.returncode}"])[-1]
+    return f"{_TRANSIENT} ({'the device was not listed' if out and out[-1] == 'missing' else last[:160]})"
+
+
+def _signal_name(sig: int) -> str:
+    import signal  # noqa: PLC0415
+
+    return signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
 
 
 def open_device(spec: str | Device | None = None) -> Device:
@@ -1818,7 +1835,8 @@ _PLAN_CAPS = ("extensions", "fp16", "fp64", "int64", "strict_compiler", "nontemp
 
 
 def small_device(dev: Device) -> "Device | None":
-    """The device litecl runs small partitions on beside ``dev``, or None.
+    """The device litecl runs small partitions on beside ``dev``, or None
+    (small_device_why then says why).
 
     On PoCL's ``pthread`` device that is PoCL's ``basic`` device of the same platform
     (PoCL 4 and later name them "cpu-minimal" and "cpu"; same compiler and kernels, one
@@ -1826,37 +1844,62 @@ def small_device(dev: Device) -> "Device | None":
     worker threads, which costs ~50-300 us after LiteRT's nodes have left them asleep
     (benchmarks/bench_small_device.py; docs/PERFORMANCE.md, session 12). The delegate
     sends a partition there when its kernels move at most SMALL_PARTITION_BYTES
-    (delegate.py). None on every other
-    device, where PoCL lists no basic device (POCL_DEVICES set without it,
-    LITECL_NO_POCL_BASIC, a GPU device node, PoCL first used before litecl was
-    imported), and where basic's compiler or caps differ from ``dev``'s."""
+    (delegate.py). None on every other device, and where PoCL lists no basic device
+    (POCL_DEVICES set without it, LITECL_NO_POCL_BASIC, a GPU device node, PoCL first used
+    before litecl was imported), or basic's compiler or caps differ from ``dev``'s."""
+    return _small(dev)[0]
+
+
+def small_device_why(dev: Device) -> str:
+    """Why ``dev`` has no small_device, in words; "" where it has one, or where small
+    partitions do not apply (any device but PoCL's pthread one)."""
+    return _small(dev)[1]
+
+
+def _small(dev: Device) -> tuple:
     if dev.forked or _pocl_kind(dev.caps.platform, dev.caps.name) != "threads" or dev.caps.compiler_error:
-        return None
+        return None, ""
     k = id(dev)
     if k not in _SMALL:
         _SMALL[k] = _find_small(dev)
     return _SMALL[k]
 
 
-#: id(Device) -> its small_device (Devices live for the process: _OPEN)
+#: id(Device) -> (its small_device or None, why not) (Devices live for the process: _OPEN)
 _SMALL: dict = {}
 
 
-def _find_small(dev: Device) -> "Device | None":
+def _find_small(dev: Device) -> tuple:
     try:
         found = [d for d in dev.device.platform.get_devices() if _is_pocl_basic(d)]
-    except Exception:  # noqa: BLE001  (a platform that cannot answer: no small device)
-        return None
+    except Exception as e:  # noqa: BLE001  (a platform that cannot answer: no small device)
+        return None, f"PoCL's device list could not be read ({type(e).__name__})"
     if not found:
-        return None
+        return None, _why_no_basic()
     try:
         small = _open(found[0], dev.caps.profile)
-    except Exception:  # noqa: BLE001  (a context PoCL refuses: pthread alone)
-        return None
-    if small.caps.compiler_error or any(getattr(small.caps, f) != getattr(dev.caps, f) for f in _PLAN_CAPS):
-        return None
+    except Exception as e:  # noqa: BLE001  (a context PoCL refuses: pthread alone)
+        return None, f"PoCL's basic device refused a context ({' '.join(str(e).split())[:160]})"
+    if small.caps.compiler_error:
+        return None, f"PoCL's basic device fails litecl's compiler probe: {small.caps.compiler_error}"
+    differ = [f for f in _PLAN_CAPS if getattr(small.caps, f) != getattr(dev.caps, f)]
+    if differ:
+        return None, f"PoCL's basic device differs from {dev.caps.name} in {', '.join(differ)}"
     small.one_thread = True
-    return small
+    return small, ""
+
+
+def _why_no_basic() -> str:
+    """Why PoCL lists no basic device beside pthread (the cases _add_pocl_basic names)."""
+    if _switched_off("LITECL_NO_POCL_BASIC"):
+        return "LITECL_NO_POCL_BASIC is on"
+    if not _POCL_BASIC_ADDED and os.environ.get("POCL_DEVICES") is not None:
+        return f"POCL_DEVICES={os.environ['POCL_DEVICES']!r} does not list basic"
+    nodes = [p for p in _GPU_NODES if os.path.exists(p)]
+    if nodes and not _POCL_BASIC_ADDED:
+        return (f"a GPU device node exists ({', '.join(nodes)}): litecl leaves POCL_DEVICES alone; "
+                "set POCL_DEVICES='pthread basic' to have one")
+    return "PoCL listed its devices before litecl did (import litecl before using pyopencl)"
 
 
 def _warn_auto_oclgrind(chosen: "cl.Device") -> None:
