@@ -422,6 +422,27 @@ def test_a_platform_that_is_not_there_is_named_with_the_platforms_found(models, 
     assert f'"{opts["platform"]}"' in e[len(head):], e  # an ICD loader may list several
 
 
+def test_messages_name_a_long_library_path_whole(models, tmp_path, fast_device):
+    """A library path of ~400 bytes (a venv deep in a home folder) and a long platform
+    name appear whole in the refusal: the messages cut them at 80 and 60 bytes."""
+    _need(CC)
+    out = tmp_path / "e"
+    _export_build(models["cast_f32_f16"], out, fast_device)
+    opts = json.loads((out / "delegate_options.json").read_text())
+    if "/" not in opts["library"]:
+        pytest.skip(f"the export names a library by name ({opts['library']}), not by path")
+    deep = tmp_path.joinpath(*["a-long-folder-name-of-a-user-venv"] * 12)
+    deep.parent.mkdir(parents=True)
+    deep.symlink_to(Path(opts["library"]).parent)  # the library's own folder: its $ORIGIN siblings
+    lib = deep / Path(opts["library"]).name
+    wanted = "No Such Platform " + "x" * 200
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([{**opts, "library": str(lib),
+                                                                         "platform": wanted}]))
+    (row,) = r.stdout.splitlines()
+    e = json.loads(row.split(" ", 1)[1])
+    assert len(str(lib)) > 400 and f'no OpenCL platform "{wanted}" in {lib}; its platforms: ' in e, e
+
+
 def test_export_writes_the_delegate_files(models, tmp_path, fast_device):
     out = tmp_path / "e"
     assert main(["export", str(models["quant_add"]), "--out", str(out), "--device", fast_device]) == 0

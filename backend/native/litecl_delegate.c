@@ -111,9 +111,14 @@ LCL_EXPORT int litecl_native_tiling(uint64_t n, int tile_bytes, int compute_unit
  * Never released: PoCL joins its worker threads a second time at exit once its last
  * context was released ("pocl_pthread_join: Invalid argument"), and a later delegate on
  * the same device reuses the context and every program built (construct + allocate). */
+/* Long enough for any path (PATH_MAX) or OpenCL name, and for a message naming a few of
+ * them whole: no message cuts a path or a name. */
+#define LCL_NAME_MAX 4096
+#define LCL_MSG_MAX 16384
+
 typedef struct device_entry {
     struct device_entry *next;
-    char library[1024], platform[256], device[256];   /* as asked (options) */
+    char library[LCL_NAME_MAX], platform[LCL_NAME_MAX], device[LCL_NAME_MAX]; /* as asked (options) */
     pthread_mutex_t lock;              /* recursive: Prepare -> Replace -> init */
     lcl_cl cl;
     void *lib;
@@ -1538,10 +1543,10 @@ static int open_device(device_entry *e, char *err, size_t len) {
         free(plats);
         return -1;
     }
-    char pname[256] = "", dname[256] = "";
+    char pname[LCL_NAME_MAX] = "", dname[LCL_NAME_MAX] = "";
     /* the platforms and devices seen, quoted and comma-separated, for the error line:
      * a platform option that names no platform says which ones there are */
-    char seen_plats[128] = "", seen_devs[128] = "";
+    char seen_plats[LCL_MSG_MAX / 4] = "", seen_devs[LCL_MSG_MAX / 4] = "";
     int platform_found = 0;
     for (cl_uint i = 0; i < np && !e->device_id; i++) {
         pname[0] = 0;
@@ -1565,12 +1570,12 @@ static int open_device(device_entry *e, char *err, size_t len) {
     }
     free(plats);
     if (!platform_found) {
-        snprintf(err, len, "no OpenCL platform \"%.60s\" in %.80s; its platforms: %s (set the platform "
+        snprintf(err, len, "no OpenCL platform \"%s\" in %s; its platforms: %s (set the platform "
                  "option to one of them)", e->platform, e->library, seen_plats);
         return -1;
     }
     if (!e->device_id) {
-        snprintf(err, len, "no OpenCL device \"%.60s\" on platform \"%.60s\" in %.80s; its devices: %s",
+        snprintf(err, len, "no OpenCL device \"%s\" on platform \"%s\" in %s; its devices: %s",
                  e->device, e->platform, e->library, seen_devs[0] ? seen_devs : "none");
         return -1;
     }
@@ -1578,12 +1583,12 @@ static int open_device(device_entry *e, char *err, size_t len) {
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)e->platform_id, 0};
     e->context = e->cl.CreateContext(props, 1, &e->device_id, NULL, NULL, &st);
     if (!e->context || st != CL_SUCCESS) {
-        snprintf(err, len, "clCreateContext failed on %.100s (OpenCL error %d)", dname, (int)st);
+        snprintf(err, len, "clCreateContext failed on %s (OpenCL error %d)", dname, (int)st);
         return -1;
     }
     e->queue = e->cl.CreateCommandQueue(e->context, e->device_id, 0, &st);
     if (!e->queue || st != CL_SUCCESS) {
-        snprintf(err, len, "clCreateCommandQueue failed on %.100s (OpenCL error %d)", dname, (int)st);
+        snprintf(err, len, "clCreateCommandQueue failed on %s (OpenCL error %d)", dname, (int)st);
         return -1;
     }
     cl_uint cu = 0;
@@ -1682,7 +1687,7 @@ static int env_flag(const char *name, int dflt) {
 LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **values, size_t n,
                                                          void (*report_error)(const char *)) {
     delegate *d = calloc(1, sizeof *d);
-    char err[512] = "";
+    char err[LCL_MSG_MAX + 64] = "";
     if (!d) {
         snprintf(err, sizeof err, "litecl: out of memory");
         goto fail;
@@ -1710,6 +1715,12 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
                      : "expected " LCL_FLAG_VALUES);
             goto fail;
         }
+        if ((!strcmp(k, "library") || !strcmp(k, "platform") || !strcmp(k, "device")) &&
+            strlen(v) >= LCL_NAME_MAX) {
+            snprintf(err, sizeof err, "litecl: the %s option is %zu bytes long; at most %d are taken", k, strlen(v),
+                     LCL_NAME_MAX - 1);
+            goto fail;
+        }
         if (!strcmp(k, "library")) library = v;
         else if (!strcmp(k, "platform")) platform = v;
         else if (!strcmp(k, "device")) device = v;
@@ -1718,7 +1729,7 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
         else if (!strcmp(k, "binaries") || !strcmp(k, "quiet") || !strcmp(k, "keep_order")) {
             int f = flag_value(v);
             if (f < 0) {
-                snprintf(err, sizeof err, "litecl: %s \"%.100s\" is not a yes/no value; expected " LCL_FLAG_VALUES "%s",
+                snprintf(err, sizeof err, "litecl: %s \"%s\" is not a yes/no value; expected " LCL_FLAG_VALUES "%s",
                          k, v, !strcmp(k, "keep_order") ? ", or auto" : "");
                 goto fail;
             }
@@ -1740,7 +1751,7 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
         }
     }
     if (env_quiet < 0 && !quiet_given) { /* as litecl.Delegate(quiet=None) refuses it */
-        snprintf(err, sizeof err, "litecl: LITECL_QUIET must be one of " LCL_FLAG_VALUES " (or unset), got '%.100s'",
+        snprintf(err, sizeof err, "litecl: LITECL_QUIET must be one of " LCL_FLAG_VALUES " (or unset), got '%s'",
                  getenv("LITECL_QUIET"));
         goto fail;
     }
@@ -1752,24 +1763,24 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
         goto fail;
     }
     d->align = LCL_PLAN.in_place_align > 0 ? LCL_PLAN.in_place_align : 64;
-    char why[400];
+    char why[LCL_MSG_MAX];
     /* the runtime this library was loaded into: an untested LiteRT / TensorFlow is refused
      * (its structs may differ from tflite_abi.h's); where no version can be found, each
      * Prepare's layout check (lcl_context_plausible) is what stands guard */
     int version = lcl_litert_version_check(LCL_PLAN.tested, LCL_PLAN.n_tested, why, sizeof why);
     if (version < 0) {
-        snprintf(err, sizeof err, "litecl: %.400s", why);
+        snprintf(err, sizeof err, "litecl: %s", why);
         fprintf(stderr, "ERROR: %s\n", err); /* also when the app swallows load_delegate's ValueError */
         if (report_error) report_error(err);
         delegate_free(d);
         return NULL;
     }
     if (version == 0 && !d->quiet)
-        fprintf(stderr, "INFO: litecl: %.300s: litecl relies on each Prepare's check that LiteRT's TfLiteContext "
+        fprintf(stderr, "INFO: litecl: %s: litecl relies on each Prepare's check that LiteRT's TfLiteContext "
                 "reads as its structs expect\n", why);
     d->dev = device_for(library, platform, device, why, sizeof why);
     if (!d->dev) {
-        snprintf(err, sizeof err, "litecl: %.400s", why);
+        snprintf(err, sizeof err, "litecl: %s", why);
         goto fail;
     }
     d->lockp = &d->dev->lock;

@@ -97,7 +97,7 @@ int lcl_litert_version_check(const char *const *tested, int n_tested, char *why,
     f.n = 0;
     dl_iterate_phdr(on_object, &f);
     int found = 0, unknown = 0;
-    char unknown_what[300] = "";
+    char unknown_what[8192] = "";
     for (int i = 0; i < f.n; i++) {
         const char *pkg = WHEELS[f.dirs[i].wheel].package;
         int versions = 0;
@@ -127,7 +127,7 @@ int lcl_litert_version_check(const char *const *tested, int n_tested, char *why,
         }
         if (dir) closedir(dir);
         if (!versions && !unknown++)
-            snprintf(unknown_what, sizeof unknown_what, "%.200s/%s is loaded but no %s-*.dist-info beside it "
+            snprintf(unknown_what, sizeof unknown_what, "%s/%s is loaded but no %s-*.dist-info beside it "
                      "says its version", f.dirs[i].site, pkg, pkg);
     }
     /* TFLite's C library (c_api.h TfLiteVersion: TensorFlow's version string) */
@@ -138,7 +138,7 @@ int lcl_litert_version_check(const char *const *tested, int n_tested, char *why,
         const char *v = tflite_version();
         if (!v) v = "(null)";
         if (!is_tested(tested, n_tested, "tensorflow", v)) {
-            snprintf(why, len, "TensorFlow Lite %.40s (TfLiteVersion) is not a version litecl's native delegate "
+            snprintf(why, len, "TensorFlow Lite %s (TfLiteVersion) is not a version litecl's native delegate "
                      "was checked against (%s): its TFLite C structs may differ; install a tested version",
                      v, list);
             return -1;
