@@ -1186,22 +1186,36 @@ def _parser() -> argparse.ArgumentParser:
 NO_SUPERVISOR_ENV = "LITECL_NO_SUPERVISOR"
 #: The error line's start when the process running a command died of a signal.
 CRASH_PREFIX = "the process running the model crashed"
+#: How a runtime's own crash handler starts what it prints as the process dies (LLVM's,
+#: which Intel's CPU runtime installs: "PLEASE submit a bug report to
+#: https://software.intel.com/..."; then "Stack dump:" and frames). From such a line on,
+#: the supervisor holds the child's stderr: dropped when the child dies of a signal (the
+#: error line names the crash; LITECL_DEBUG=1 keeps them), passed on otherwise.
+_CRASH_BANNERS = (b"PLEASE submit a bug report", b"Stack dump:")
 
 
-def _supervised(args) -> int:
+def _supervised(args) -> int:  # noqa: C901
     """Run the command in a forked child and wait for it: LiteRT runs the model, and the
     OpenCL runtime litecl's delegate kernels, in-process, so a crash there (SIGSEGV, SIGABRT) would
-    end `litecl` with no error line. The child does the work (stdout/stderr shared);
+    end `litecl` with no error line. The child does the work (stdout shared, stderr relayed
+    line by line: _relay_stderr);
     when it dies of a signal the parent prints one `error:` line and exits 2. The fork
     comes before any OpenCL device is opened (after the arguments are parsed). SIGINT and
     SIGTERM given to the parent are passed on; the child dies with its parent (Linux
     PR_SET_PDEATHSIG), so a killed `litecl` leaves nothing running."""
     import signal  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    from .errors import env_flag  # noqa: PLC0415
 
     sys.stdout.flush()
     sys.stderr.flush()
+    err_r, err_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: do the work
+        os.close(err_r)
+        os.dup2(err_w, 2)
+        os.close(err_w)
         # Ctrl-C ends the child at once (the parent says "interrupted (SIGINT)"): raised as
         # KeyboardInterrupt it could land inside a delegate callback LiteRT called, where
         # Python prints it as an ignored exception with a traceback
@@ -1226,6 +1240,10 @@ def _supervised(args) -> int:
             os.kill(pid, s)
         except ProcessLookupError:  # the child is gone already
             pass
+    os.close(err_w)
+    held: list = []
+    relay = threading.Thread(target=_relay_stderr, args=(err_r, held), daemon=True)
+    relay.start()
     forward = {sig: signal.signal(sig, _forward) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         while True:
@@ -1237,6 +1255,9 @@ def _supervised(args) -> int:
     finally:
         for sig, old in forward.items():
             signal.signal(sig, old)
+    relay.join(5)  # a process the child started may still hold the pipe: not waited for
+    if held and (not os.WIFSIGNALED(status) or env_flag("LITECL_DEBUG")):
+        _write_err(b"".join(held))
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
@@ -1249,6 +1270,37 @@ def _supervised(args) -> int:
                      f"`litecl {args.cmd}` on {getattr(args, 'model', '?')}; litecl refuses the "
                      "models LiteRT is known to crash on, so please report this one")
     return os.WEXITSTATUS(status)
+
+
+def _relay_stderr(fd: int, held: list) -> None:
+    """Pass the child's stderr on line by line, holding every line from a runtime's crash
+    banner on (_CRASH_BANNERS) in ``held``."""
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        buf = b""
+        while chunk := f.read(65536):
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            out = []
+            for ln in lines:
+                if held or ln.lstrip().startswith(_CRASH_BANNERS):
+                    held.append(ln + b"\n")
+                else:
+                    out.append(ln + b"\n")
+            if out:
+                _write_err(b"".join(out))
+        if buf and held:
+            held.append(buf)
+        elif buf:
+            _write_err(buf)
+
+
+def _write_err(data: bytes) -> None:
+    try:
+        sys.stderr.flush()
+        while data:
+            data = data[os.write(2, data):]
+    except OSError:  # stderr closed: nothing to say it on
+        pass
 
 
 def main(argv=None) -> int:

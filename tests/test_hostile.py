@@ -325,24 +325,34 @@ def test_pipe_with_a_reader_is_a_fine_output(tmp_path, fast_device):
 
 
 # ------------------------------------------------------------------ 5. limits
-def test_num_threads_above_a_c_int_is_litert_s_error(tmp_path, fast_device):
-    """LiteRT's binding takes a C int: 2**31 is its pybind TypeError, through litecl's
-    API as through LiteRT's (the same type and message); 0 its ValueError; 2**31 - 1
-    runs. `bench` checks the flag itself: one error line (it printed "internal error")."""
-    import re as _re  # noqa: PLC0415
-
+def test_num_threads_above_a_c_int_is_one_line(tmp_path, fast_device):
+    """LiteRT's binding takes a C int: 2**31 is its multi-line pybind TypeError, which
+    litecl.Interpreter refuses first with one line, a ValueError subclass (issue 34); 0
+    and -1 are LiteRT's own one-line ValueError, the same through both; a flag that is no
+    bool (a str, a list) is one line too; 2**31 - 1 runs. `bench` checks the flag itself:
+    one error line (it printed "internal error")."""
     import litecl  # noqa: PLC0415
     from litecl.compare import make_interpreter  # noqa: PLC0415
 
     m = _small_model(tmp_path)
-    for bad in (2**31, 2**40, 0, -1):
+    for bad in (2**31, 2**40):
+        with pytest.raises(TypeError) as e:  # LiteRT's own: many lines
+            make_interpreter(m.read_bytes(), num_threads=bad)
+        assert len(str(e.value).splitlines()) > 3
+        with pytest.raises(litecl.LiteclError, match=f"^num_threads must be at most 2147483647 .*got {bad}$"):
+            litecl.Interpreter(model_path=m, device=fast_device, num_threads=bad)
+    for bad in (0, -1):
         errors = []
         for make in (lambda: litecl.Interpreter(model_path=m, device=fast_device, num_threads=bad),
                      lambda: make_interpreter(m.read_bytes(), num_threads=bad)):
-            with pytest.raises((TypeError, ValueError)) as e:
+            with pytest.raises(ValueError) as e:
                 make()
-            errors.append((type(e.value), _re.sub(r"b'.*?', ", "", str(e.value), flags=_re.S)))
-        assert errors[0] == errors[1], (bad, errors)
+            errors.append(str(e.value))
+        assert errors[0] == errors[1] and "\n" not in errors[0], (bad, errors)
+    for flag in ({"experimental_preserve_all_tensors": "yes"}, {"experimental_disable_delegate_clustering": [1]}):
+        with pytest.raises(litecl.LiteclError) as e:
+            litecl.Interpreter(model_path=m, device=fast_device, **flag)
+        assert "\n" not in str(e.value) and str(e.value).startswith("LiteRT's Interpreter refused its arguments ("), e
     it = litecl.Interpreter(model_path=m, device=fast_device, num_threads=2**31 - 1)
     it.allocate_tensors()
     it.close()
@@ -602,9 +612,10 @@ def test_damage_checks_find_every_truncation(tmp_path):
     """Each cut of a real PoCL kernel .so and program.bc is found; the whole files pass."""
     from litecl.device import _bitcode_truncated, _elf_truncated  # noqa: PLC0415
 
+    if DEVICE_STATUS.get("pocl"):  # it builds no kernel: nothing in its cache
+        pytest.skip(DEVICE_STATUS["pocl"])
     cache = tmp_path / "kcache"
-    assert _cli("run", _small_model(tmp_path), "--device", "pocl",
-                env=_env(POCL_CACHE_DIR=cache)).returncode == 0 or pytest.skip("no PoCL")
+    assert _cli("run", _small_model(tmp_path), "--device", "pocl", env=_env(POCL_CACHE_DIR=cache)).returncode == 0
     for name, check in (("*.so", _elf_truncated), ("program.bc", _bitcode_truncated)):
         f = next(cache.rglob(name))
         data = f.read_bytes()
@@ -666,6 +677,40 @@ def test_a_crash_in_process_is_an_error_line(tmp_path, fast_device, cmd):
     _error_line(_cli(cmd, m, "--device", fast_device, env=env), r"crashed \(SIGSEGV\)")
     env["LITECL_NO_SUPERVISOR"] = "1"
     assert _cli(cmd, m, "--device", fast_device, env=env).returncode == -11
+
+
+_BANNER_INJECTION = """
+import ctypes, os, sys
+import litecl.interpreter
+BANNER = os.environ["BANNER_TEST"]
+def _crash(self):  # a runtime's crash handler (LLVM's, in Intel's CPU runtime) speaks, then dies
+    os.write(2, b"INFO: before the crash\\nPLEASE submit a bug report to https://example.invalid and "
+                b"include the crash backtrace.\\nStack dump:\\n0. frame\\n")
+    if BANNER == "crash":
+        ctypes.string_at(0)
+litecl.interpreter.Interpreter.invoke = _crash
+"""
+
+
+def test_a_runtime_crash_banner_is_not_a_second_error_line(tmp_path, fast_device):
+    """Intel's CPU runtime prints LLVM's "PLEASE submit a bug report" banner (and a stack
+    dump) as the process dies: the supervisor drops it, so a crash is one error line
+    (it was two on hosts where Intel's runtime is the device); lines before it pass, and
+    the same lines from a child that lives on are passed on whole."""
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(_BANNER_INJECTION)
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join([str(inject), env["PYTHONPATH"]])
+    m = _small_model(tmp_path)
+    r = _cli("run", m, "--device", fast_device, env=dict(env, BANNER_TEST="crash"))
+    assert r.returncode == 2 and r.stderr.splitlines()[0] == "INFO: before the crash", r.stderr
+    _error_line(subprocess.CompletedProcess(r.args, 2, r.stdout, r.stderr.split("\n", 1)[1]),
+                r"crashed \(SIGSEGV\)")
+    r = _cli("run", m, "--device", fast_device, env=dict(env, BANNER_TEST="crash", LITECL_DEBUG="1"))
+    assert "PLEASE submit a bug report" in r.stderr and "crashed (SIGSEGV)" in r.stderr, r.stderr
+    r = _cli("run", m, "--device", fast_device, env=dict(env, BANNER_TEST="live"))
+    assert "PLEASE submit a bug report" in r.stderr and "0. frame" in r.stderr, r.stderr
 
 
 # ------------------------------------------------------------------ 10. structured fuzzing
