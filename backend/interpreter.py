@@ -44,6 +44,24 @@ def resolver_type(reference: str):
     return getattr(_litert.OpResolverType, _RESOLVERS[reference])
 
 
+def _check_litert_args(num_threads, preserve_all_tensors, flags: dict) -> None:
+    """Refuse, with one line, a num_threads above a C int, which LiteRT's binding refuses
+    with a multi-line pybind11 TypeError ("incompatible function arguments", measured
+    2.3.0; its own one-line ValueErrors, below 1 or not an int, stay LiteRT's). Raises
+    LiteclError."""
+    if isinstance(num_threads, int) and not isinstance(num_threads, bool) and num_threads > MAX_NUM_THREADS:
+        raise LiteclError(f"num_threads must be at most {MAX_NUM_THREADS} (a C int in LiteRT), got {num_threads}")
+
+
+def _binding_refused(num_threads, flags: dict) -> LiteclError:
+    """LiteRT's pybind11 "incompatible function arguments" TypeError (many lines: the
+    overloads, then the arguments) as one line naming what was given. Its flags take what
+    Python's truth test reads without a length (None, numbers), not a str or a list."""
+    given = ", ".join(f"{k}={v!r}" for k, v in (("num_threads", num_threads), *flags.items()))
+    return LiteclError(f"LiteRT's Interpreter refused its arguments ({given}): num_threads is an int "
+                       f"from 1 to {MAX_NUM_THREADS} (or -1), each experimental flag True or False")
+
+
 def _resolve_reference(reference, resolver) -> str:
     """``reference`` from litecl's argument and LiteRT's experimental_op_resolver_type
     (an OpResolverType of ai_edge_litert or tf.lite, matched by member name). Raises
@@ -172,6 +190,7 @@ class Interpreter(_litert.Interpreter):
         self._busy = threading.Lock()
         reference = _resolve_reference(reference, experimental_op_resolver_type)
         host_threads(), max_bytes()  # a bad LITECL_HOST_THREADS/LITECL_CACHE_MAX_BYTES: an error now
+        _check_litert_args(num_threads, experimental_preserve_all_tensors, litert_flags)
         model = _verified(model_path, model_content)
         if delegate is None:
             delegate = Delegate(device, placement, reference="ref" if reference == "ref" else "builtin",
@@ -206,6 +225,11 @@ class Interpreter(_litert.Interpreter):
                                  **litert_flags)
         except (RuntimeError, ValueError) as e:
             self._raise_delegate_error(e, PrepareError)
+        except TypeError as e:
+            if "incompatible function arguments" not in str(e):
+                raise
+            flags = dict(litert_flags, experimental_preserve_all_tensors=experimental_preserve_all_tensors)
+            raise _binding_refused(num_threads, flags) from None
         self._closed = False
 
     def _raise_delegate_error(self, e: Exception, kind=None, resized: bool = False):
