@@ -34,6 +34,8 @@ dimensions merged when they broadcast alike.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -102,71 +104,221 @@ def _lit(v, ctype: str) -> str:
 
 
 def _clamp(x: str, lo, hi, ctype: str) -> str:
+    """``x`` clamped as LiteRT's ActivationFunctionWithMinMax clamps (std::max then
+    std::min: a NaN passes, -0.0 stays -0.0 at a bound of 0). Floats compare with
+    ``isless``: Debian's arm64 PoCL 3.1 (LLVM 15) compiles ``v < 0.0f ? 0.0f : v`` to
+    A64's FMAX, which gives +0.0 for -0.0 (measured under qemu; isless keeps it)."""
     lit = lambda v: _lit(v, ctype)  # noqa: E731
+    less = (lambda a, b: f"isless({a}, {b})") if ctype in ("float", "half", "double") else (lambda a, b: f"{a} < {b}")
     if lo is not None:
-        x = f"({x} < {lit(lo)} ? {lit(lo)} : {x})"
+        x = f"({less(x, lit(lo))} ? {lit(lo)} : {x})"
     if hi is not None:
-        x = f"({lit(hi)} < {x} ? {lit(hi)} : {x})"
+        x = f"({less(lit(hi), x)} ? {lit(hi)} : {x})"
     return x
 
 
-def nan_rule(shape1, shape2, reference: str = "builtin"):
-    """Which operand's NaN a float32 ADD returns when both are NaN, as LiteRT does it on
-    x86 (measured with ai-edge-litert 2.x; IEEE 754 leaves it open): "a", "b", or
-    ("pos", L, x, block): in each run of L output elements, the first L - L % block (the
-    SIMD body) take the operand other than x, the rest (the scalar remainder) take x.
+@dataclass(frozen=True)
+class FloatAddRules:
+    """The bits of LiteRT's float ADD that IEEE 754 leaves to the machine, on one
+    architecture (measured with ai-edge-litert 2.3.0's builtin and ref kernels: x86-64
+    natively, aarch64 under qemu, ../shared/docs/ARM64.md; tests/test_add.py checks them
+    against LiteRT on the host, tests/test_arm64.py in the arm64 userland). Where LiteRT's
+    kernels walk the output is ``add_path``'s; what the machine does there is this row's.
 
-    builtin (optimized_ops): same shapes run as one flat elementwise loop (x = a, block 4);
-    a broadcast that tflite::ProcessBroadcastShapes fits in its fivefold loop runs the
-    innermost run of equal dims (y4) elementwise with the fast-broadcasting operand as x,
-    or, with y4 == 1, broadcasts that operand as a scalar (the other operand's NaN); other
-    broadcasts take the varying operand's where the innermost dimension is broadcast in
-    one, else the first operand's, except at 5-D and 6-D where the innermost dimension is
-    vectorised when both vary along it. ``ref`` (reference_ops) vectorises the trailing
-    dimensions both operands share with an 8-wide body (same shapes: the flat tensor).
-    Checked against LiteRT on 1,300 random shape pairs of rank 1..6 (tests/test_add.py)."""
+    default_nan: {dtype: bits} of inf + -inf (the FPU's default NaN: x86 SSE's is negative,
+        A64's positive, ARM ARM FPDefaultNaN).
+    simd_nan / broadcast_nan / half_nan: whose NaN two NaN operands give, "first" (the
+        operand LiteRT's code adds first: ``AddPath.first``) or "other": in a SIMD body
+        (optimized_ops' AddElementwise / BinaryBroadcastFiveFold inner runs, and the
+        auto-vectorised loops of reference_ops), where one operand is a broadcast single
+        value (AddScalarBroadcast, and innermost-dimension broadcasts), and in the float16
+        kernel. The scalar remainder of a run takes "first" on both architectures. A64 FADD
+        returns its first operand's NaN (FPProcessNaNs); on x86 SSE's addps/addss return
+        their destination's, where the compiler put LiteRT's other operand.
+    neon_relu_zero: in optimized_ops' explicit SIMD bodies (``AddPath.neon``) the RELU/RELU6
+        lower clamp is vmaxq_f32, and A64 FMAX(-0.0, +0.0) is +0.0 (ARM ARM FPMax); x86's
+        NEON_2_SSE emulation and every scalar std::max keep -0.0.
+    """
+
+    arch: str
+    default_nan: dict
+    simd_nan: str
+    broadcast_nan: str
+    half_nan: str
+    neon_relu_zero: bool
+
+
+#: One row per architecture LiteRT runs on (``platform.machine()`` names, normalised by
+#: ``arch_of``). Rules that differ by architecture live here and only here.
+FLOAT_ADD_RULES = {
+    "x86_64": FloatAddRules("x86_64", {"float32": 0xFFC00000, "float16": 0xFE00}, simd_nan="other",
+                            broadcast_nan="other", half_nan="other", neon_relu_zero=False),
+    "aarch64": FloatAddRules("aarch64", {"float32": 0x7FC00000, "float16": 0x7E00}, simd_nan="first",
+                             broadcast_nan="first", half_nan="first", neon_relu_zero=True),
+}
+_ARCH_NAMES = {"x86_64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+def arch_of(machine: str) -> str:
+    """The FLOAT_ADD_RULES row name of ``machine`` (platform.machine(): x86_64, AMD64,
+    aarch64, arm64). Raises ValueError for an architecture litecl has no row for."""
+    arch = _ARCH_NAMES.get(machine.strip().lower())
+    if arch is None:
+        raise ValueError(f"no float ADD rules for architecture {machine!r}: litecl measured LiteRT "
+                         f"on {', '.join(FLOAT_ADD_RULES)}")
+    return arch
+
+
+def host_arch() -> str:
+    """This process's architecture: the one the LiteRT it loads computes on."""
+    import platform  # noqa: PLC0415
+
+    return arch_of(platform.machine())
+
+
+def arch_define(arch: str) -> str:
+    """The preprocessor name a program is built with (``-DLITECL_ARCH_X86_64``) to select
+    ``arch``'s text in an ``arch_source`` program."""
+    return f"LITECL_ARCH_{arch.upper()}"
+
+
+def arch_source(texts: dict) -> str:
+    """One program text for the architectures of ``texts`` ({arch: OpenCL C}): the text
+    where all agree, else each under ``#if defined(LITECL_ARCH_<ARCH>)`` (the native
+    delegate builds with the -D option of the architecture it is compiled for, which is
+    LiteRT's: litecl_delegate.c LCL_ARCH_OPTION), and an #error for any other."""
+    if len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    parts = [f"#{'if' if i == 0 else 'elif'} defined({arch_define(a)})\n{t}" for i, (a, t) in enumerate(texts.items())]
+    return "\n".join([*parts, "#else\n#error \"litecl: build with -DLITECL_ARCH_<ARCH>, the architecture "
+                                "LiteRT runs on\"\n#endif\n"])
+
+
+def rules_for(caps) -> FloatAddRules:
+    """The row of ``caps.arch`` (the architecture LiteRT runs on; the host's where unset)."""
+    return FLOAT_ADD_RULES[getattr(caps, "arch", "") or host_arch()]
+
+
+class AddPath(NamedTuple):
+    """How LiteRT's float32 ADD kernel walks the output for two input shapes: what the
+    bits IEEE 754 leaves open depend on, with FloatAddRules' row.
+
+    kind: "simd" (runs of ``run`` elements, a SIMD body over the first run - run % block,
+    then a scalar remainder), "broadcast" (one operand a single value over runs of
+    ``run``; its NaN choice is the same at every position), or "scalar".
+    first: the operand LiteRT's code adds first ("a" or "b").
+    neon: the body is optimized_ops' explicit vector code (its clamp is vmaxq/vminq), not
+    a loop the compiler vectorised."""
+
+    kind: str
+    first: str
+    run: int = 1
+    block: int = 1
+    neon: bool = False
+
+
+def add_path(shape1, shape2, reference: str = "builtin") -> AddPath:
+    """The AddPath of a float32 ADD of ``shape1`` + ``shape2`` under LiteRT's
+    ``reference`` kernels (the same on every architecture; measured with ai-edge-litert 2.x).
+
+    builtin (optimized_ops): same shapes run as one flat elementwise loop (first a, block
+    4); a broadcast that tflite::ProcessBroadcastShapes fits in its fivefold loop runs the
+    innermost run of equal dims (y4) elementwise with the fast-broadcasting operand first,
+    or, with y4 == 1, broadcasts that operand as a single value over runs of y3; other
+    broadcasts are element by element (a first), with a broadcast innermost dimension a
+    single-value broadcast of that operand, and at 5-D and 6-D a loop over the innermost
+    dimension vectorised when both vary along it. ``ref`` (reference_ops) vectorises the
+    trailing dimensions both operands share with an 8-wide body (same shapes: the flat
+    tensor). Checked against LiteRT on 1,300 random shape pairs of rank 1..6
+    (tests/test_add.py)."""
     r = max(len(shape1), len(shape2), 1)
     e1 = (1,) * (r - len(shape1)) + tuple(int(d) for d in shape1)
     e2 = (1,) * (r - len(shape2)) + tuple(int(d) for d in shape2)
     if 0 in e1 or 0 in e2:
-        return "a"  # no elements: no NaN to choose (and no run length to divide by)
+        return AddPath("scalar", "a")  # no elements: nothing to choose
     if e1 == e2:
-        return ("pos", int(math.prod(e1)), "a", 8 if reference == "ref" else 4)
+        return AddPath("simd", "a", int(math.prod(e1)), 8 if reference == "ref" else 4, reference != "ref")
     if reference == "ref":
-        return _last_dim_rule(e1, e2, 8)
+        return _last_dim_path(e1, e2, 8)
     five = fivefold(e1, e2)
     if five is not None:  # the fivefold loop
         fast, y = five
         if y[4] > 1:
-            return ("pos", y[4], fast, 4)
-        return "b" if fast == "a" else "a"
+            return AddPath("simd", fast, y[4], 4, True)
+        return AddPath("broadcast", fast, y[3], 4, True)
     if r > MAX_OPTIMIZED_RANK:  # 7-D and 8-D: the generic path, reference_ops' loop
-        return _last_dim_rule(e1, e2, 8)
-    # element by element (4-D slow path) or, at 5-D and 6-D, a loop over the innermost
-    # dimension alone, vectorised when both operands vary along it
+        return _last_dim_path(e1, e2, 8)
     if e1[-1] != e2[-1]:
-        return "b" if e1[-1] == 1 else "a"
+        return AddPath("broadcast", "a" if e1[-1] == 1 else "b")
     if r <= 4 or e1[-1] == 1:
-        return "a"
-    return ("pos", e1[-1], "a", 4)
+        return AddPath("scalar", "a")
+    return AddPath("simd", "a", e1[-1], 4)
 
 
-def half_nan_rule(shape1, shape2) -> str:
+def _last_dim_path(e1, e2, block: int) -> AddPath:
+    """The innermost loop: over the trailing dimensions both operands share (merged),
+    vectorised, the first operand first; when the innermost dimension is broadcast in one
+    operand, a single-value broadcast of it."""
+    if e1[-1] != e2[-1]:
+        return AddPath("broadcast", "a" if e1[-1] == 1 else "b")
+    run, i = 1, len(e1) - 1
+    while i >= 0 and e1[i] == e2[i]:
+        run *= e1[i]
+        i -= 1
+    return AddPath("simd", "a", run, block)
+
+
+def _other(x: str) -> str:
+    return "b" if x == "a" else "a"
+
+
+def nan_rule(shape1, shape2, reference: str = "builtin", rules: FloatAddRules | None = None):
+    """Which operand's NaN a float32 ADD returns when both are NaN, as LiteRT does it on
+    ``rules``' architecture (default: this host's): "a", "b", or ("pos", L, x, block): in
+    each run of L output elements, the first L - L % block (the SIMD body) take the
+    operand other than x, the rest (the scalar remainder) take x."""
+    rules = rules or FLOAT_ADD_RULES[host_arch()]
+    p = add_path(shape1, shape2, reference)
+    if p.kind == "scalar":
+        return p.first
+    if p.kind == "broadcast":
+        return p.first if rules.broadcast_nan == "first" else _other(p.first)
+    if rules.simd_nan == "first":
+        return p.first
+    return ("pos", p.run, p.first, p.block)
+
+
+def zero_rule(shape1, shape2, reference: str, activation: str, rules: FloatAddRules):
+    """Where a float32 ADD under RELU/RELU6 turns -0.0 into +0.0 (FloatAddRules
+    neon_relu_zero: A64's FMAX in optimized_ops' SIMD bodies): (L, block), the first
+    L - L % block elements of each run of L; None where -0.0 stays."""
+    if not rules.neon_relu_zero or activation not in ("RELU", "RELU6"):
+        return None
+    p = add_path(shape1, shape2, reference)
+    return (p.run, p.block) if p.neon else None
+
+
+def half_nan_rule(shape1, shape2, rules: FloatAddRules | None = None) -> str:
     """Whose NaN a float16 ADD of two NaNs returns in LiteRT 2.3.0 ("a" or "b"), at every
-    position: the second operand's, unless it is broadcast along the innermost dimension
-    (size 1 there while the first operand's is larger): then the first's. Measured on
-    800 random shape pairs of rank 1..8, builtin and ref resolvers (tests/test_add.py
-    test_half_nan_rule_predicts_litert)."""
+    position, on ``rules``' architecture (default: this host's). The kernel adds the
+    first operand first unless the second is broadcast along the innermost dimension
+    (size 1 there while the first operand's is larger); x86 then gives the other's NaN,
+    aarch64 that one's. Measured on 800 random shape pairs of rank 1..8, builtin and ref
+    resolvers (tests/test_add.py test_half_nan_rule_predicts_litert)."""
+    rules = rules or FLOAT_ADD_RULES[host_arch()]
     r = max(len(shape1), len(shape2), 1)
     e1 = (1,) * (r - len(shape1)) + tuple(int(d) for d in shape1)
     e2 = (1,) * (r - len(shape2)) + tuple(int(d) for d in shape2)
-    return "a" if e2[-1] == 1 and e1[-1] > 1 else "b"
+    first = "b" if e2[-1] == 1 and e1[-1] > 1 else "a"
+    return first if rules.half_nan == "first" else _other(first)
 
 
 def _half_types(caps) -> tuple[str, str, str]:
     """(value type, its bits' type, the default NaN's bits) of float16 ADD arithmetic:
-    native half with cl_khr_fp16, else float (the sum rounded once at the store)."""
-    return ("half", "ushort", "0xfe00") if caps.fp16 else ("float", "uint", "0xffc00000u")
+    native half with cl_khr_fp16, else float (the sum rounded once at the store, which
+    keeps the default NaN's sign: FloatAddRules.default_nan)."""
+    nan = rules_for(caps).default_nan
+    return ("half", "ushort", f"{nan['float16']:#06x}") if caps.fp16 else ("float", "uint", f"{nan['float32']:#010x}u")
 
 
 def half_add_text(activation: str, caps, fn: str, rule: str, w: int = 0) -> str:
@@ -192,25 +344,12 @@ def half_add_text(activation: str, caps, fn: str, rule: str, w: int = 0) -> str:
     return (f"{tv} {fn}(const {tv} x, const {tv} y)\n{{\n"
             f"    {tv} v = x + y;\n"
             f"    const {uv} nan_v = as_{uv}(isnan(v));\n"  # isnan: intN for float, shortN for half
-            f"    v = select(v, {lo_v}, v < {lo_v});\n"
-            f"    v = select(v, {hi_v}, {hi_v} < v);\n"
+            f"    v = select(v, {lo_v}, isless(v, {lo_v}));\n"  # isless: _clamp
+            f"    v = select(v, {hi_v}, isless({hi_v}, v));\n"
             f"    {uv} r = select(as_{uv}(v), ({uv})({dnan}), nan_v);\n"
             f"    r = select(r, as_{uv}({second}), as_{uv}(isnan({second})));\n"
             f"    r = select(r, as_{uv}({first}), as_{uv}(isnan({first})));\n"
             f"    return as_{tv}(r);\n}}\n")
-
-
-def _last_dim_rule(e1, e2, block: int):
-    """The innermost loop: over the trailing dimensions both operands share (merged),
-    vectorised, the first operand as x; when the innermost dimension is broadcast in
-    one operand, a scalar broadcast (the varying operand's NaN)."""
-    if e1[-1] != e2[-1]:
-        return "b" if e1[-1] == 1 else "a"
-    run, i = 1, len(e1) - 1
-    while i >= 0 and e1[i] == e2[i]:
-        run *= e1[i]
-        i -= 1
-    return ("pos", run, "a", block)
 
 
 def _both_nan(rule) -> str:
@@ -229,6 +368,12 @@ def _nan_pick(rule, i: str, w: int = 0) -> str:
         return "1" if rule == "b" else "0"
     _, n, x, block = rule
     op = "<" if x == "a" else ">="  # the body (i % L < L - L % block) takes the operand other than x
+    return _in_body(i, n, block, w, op)
+
+
+def _in_body(i: str, n: int, block: int, w: int = 0, op: str = "<") -> str:
+    """Element ``i`` (a uint, or a uintN of indices) lies in the SIMD body of its run of
+    ``n``: i % n < n - n % block (``op`` ">=": in the scalar remainder)."""
     if w:
         return f"(({i} % (uint{w})({n}u)) {op} (uint{w})({n - n % block}u))"
     return f"(({i} % {n}u) {op} {n - n % block}u)"
@@ -239,9 +384,10 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
     """ADD as a NodeOp: ``fn(x, y)`` over two elements as ``load_expr`` gives them,
     returning the stored output element. float32 with ``shapes`` (the two input shapes)
     takes the element index too (``fn(x, y, i)``): NaN operands pass through with their
-    sign (one NaN: it; two: ``nan_rule``'s choice), inf + -inf gives x86's default NaN
-    (0xFFC00000), as LiteRT computes on this host; any device (NVIDIA returns a canonical
-    NaN otherwise) then gives the same NaN signs. A quantized ADD follows the LiteRT
+    sign (one NaN: it; two: ``nan_rule``'s choice), inf + -inf gives the default NaN, and
+    RELU/RELU6 of -0.0 the signed zero (``zero_rule``), of the architecture ``caps.arch``
+    names (FloatAddRules: LiteRT's bits differ between x86-64 and aarch64); any device
+    (NVIDIA returns a canonical NaN otherwise) then gives the same bits. A quantized ADD follows the LiteRT
     kernels ``caps.reference`` names (add_quant.quant_add_simd_rule: under "builtin" some
     elements take the optimized kernel's SIMD rounding, chosen by position, and then ``fn``
     takes the index too). Raises ValueError for an unsupported dtype, a quantized type
@@ -249,27 +395,30 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
     ``shapes`` under a reference other than "ref"."""
     d = dtype(dt)
     st = storage_type(d, caps)
-    rule = nan_rule(shapes[0], shapes[1], getattr(caps, "reference", "builtin")) if (
-        dt == "float32" and shapes is not None) else None
-    if dt == "float32" and rule is not None:
+    if dt in ("float32", "float16") and shapes is None:
+        raise ValueError(f"{dt} ADD needs the input shapes: LiteRT's NaN and signed-zero bits depend "
+                         "on where its kernel walks them (add_path)")
+    if dt == "float32":
+        rules, reference = rules_for(caps), getattr(caps, "reference", "builtin")
+        rule = nan_rule(shapes[0], shapes[1], reference, rules)
+        zero = zero_rule(shapes[0], shapes[1], reference, activation, rules)
         val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
         # the NaN cases choose bits in integers: NVIDIA canonicalizes NaNs in float
         # selects folded into min/max
+        cbits = f"(c == 0.0f && {_in_body('i', *zero)} ? 0u : as_uint(c))" if zero else "as_uint(c)"
         text = (f"float {fn}(const float x, const float y, const uint i)\n{{\n"
                 "    const float v = x + y;\n"
                 f"    const float c = {val};\n"
                 f"    return as_float(isnan(x) ? ({_both_nan(rule)} ? as_uint(y) : as_uint(x))\n"
-                "                    : isnan(y) ? as_uint(y) : isnan(v) ? 0xffc00000u : as_uint(c));\n}\n")
-        vec = (lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w, rule))
+                f"                    : isnan(y) ? as_uint(y) : isnan(v) ? {rules.default_nan['float32']:#010x}u"
+                f" : {cbits});\n}}\n")
+        vec = (lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w, (rule, zero)))
         return NodeOp(fn, text, (d, d), d, d.middle, (), False, vec=vec, wants_index=True)
     if dt == "float16":
-        rule = half_nan_rule(*shapes) if shapes is not None else "b"
+        rule = half_nan_rule(*shapes, rules_for(caps))
         return NodeOp(fn, half_add_text(activation, caps, fn, rule), (d, d), d, _half_types(caps)[0],
                       half=caps.fp16, vec=lambda w: half_add_text(activation, caps, f"{fn}_v{w}", rule, w))
-    if dt == "float32":
-        val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
-        text = f"float {fn}(const float x, const float y)\n{{\n    const float v = x + y;\n    return {val};\n}}\n"
-    elif dt in ("int32", "int64") or (dt == "int16" and quant is None):
+    if dt in ("int32", "int64") or (dt == "int16" and quant is None):
         ut, ct = _WRAP_TYPES[dt]
         val = _clamp("v", *(activation_range(dt, activation) or (None, None)), ct)
         text = (f"{ct} {fn}(const {ct} x, const {ct} y)\n{{\n"
@@ -298,7 +447,7 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
     return NodeOp(fn, text, (d, d), d, d.middle, (), False, vec=vec)
 
 
-def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int, rule=None) -> str:
+def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int, rules=None) -> str:
     """The plain (not quantized) ADD on ``w``-wide vectors: the values add_op's scalar
     function gives, per component. Inputs as loaded (int for int16), result in the storage
     type. The activation clamp is two selects with the scalar's comparisons, so NaN passes
@@ -308,7 +457,7 @@ def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int, rule=None) ->
         ct, body = "float", f"    {'float'}{w} v = x + y;\n"
         lit = lambda v: float_literal(v, "float")  # noqa: E731
         args = f"const float{w} x, const float{w} y"
-        if rule is not None:  # NaN signs as the scalar form (add_op), chosen after the clamp
+        if rules is not None:  # NaN signs and zeros as the scalar form (add_op), after the clamp
             args += f", const uint{w} i"
     else:
         ut, ct = _WRAP_TYPES[dt]
@@ -316,14 +465,19 @@ def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int, rule=None) ->
         body = f"    {ct}{w} v = as_{ct}{w}(convert_{ut}{w}(x) + convert_{ut}{w}(y));\n"
         lit = lambda v: int_literal(v, ct)  # noqa: E731
         args = f"const {lt}{w} x, const {lt}{w} y"
+    less = (lambda a, b: f"isless({a}, {b})") if dt == "float32" else (lambda a, b: f"{a} < {b}")  # _clamp
     if lo is not None:
-        body += f"    v = select(v, ({ct}{w})({lit(lo)}), v < ({ct}{w})({lit(lo)}));\n"
+        body += f"    v = select(v, ({ct}{w})({lit(lo)}), {less('v', f'({ct}{w})({lit(lo)})')});\n"
     if hi is not None:
-        body += f"    v = select(v, ({ct}{w})({lit(hi)}), ({ct}{w})({lit(hi)}) < v);\n"
-    if dt == "float32" and rule is not None:
+        body += f"    v = select(v, ({ct}{w})({lit(hi)}), {less(f'({ct}{w})({lit(hi)})', 'v')});\n"
+    if dt == "float32" and rules is not None:
         u = f"uint{w}"
+        rule, zero = rules
+        dnan = rules_for(caps).default_nan["float32"]
+        if zero:  # -0.0 in the body becomes +0.0 (zero_rule)
+            body += f"    v = select(v, ({ct}{w})(0.0f), (v == ({ct}{w})(0.0f)) & {_in_body('i', *zero, w)});\n"
         body += (f"    const int{w} nx = isnan(x), ny = isnan(y), ns = isnan(x + y);\n"
-                 f"    {u} r = select(as_{u}(v), ({u})(0xffc00000u), ns);\n"
+                 f"    {u} r = select(as_{u}(v), ({u})({dnan:#010x}u), ns);\n"
                  f"    r = select(r, as_{u}(y), ny);\n"
                  f"    r = select(r, as_{u}(x), nx & ~(ny & {_nan_pick(rule, 'i', w)}));\n"
                  f"    return as_float{w}(r);\n}}\n")

@@ -39,7 +39,8 @@ from litecl.compare import make_interpreter
 from litecl.ops.add_quant import quant_add_params, quant_add_reference
 from models.builders import add_model
 
-from conftest import REAL_DEVICES, assert_on_opencl, device_params, launches, shared_model, assert_folded_and_count_launches
+from conftest import (REAL_DEVICES, any_fast_device, assert_folded_and_count_launches, assert_on_opencl, device_params,
+                      launches, shared_model)
 
 DTYPES = ("float32", "int32", "int64", "int8", "uint8", "int16")
 ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
@@ -950,6 +951,35 @@ def test_float16_add_documented_values(device):
         for k, (x, y, expect) in enumerate(F16_PAIRS):
             if act in expect:
                 assert bit_equal(got[k:k + 1], np.array([expect[act]], F16)), (x, y, act, got[k], expect[act])
+
+
+def test_float_add_rules_predict_litert_on_this_host():
+    """ops/add.py's FloatAddRules row of this machine's architecture (the one LiteRT runs
+    on here) against LiteRT itself (tests/arch_checks.py ``rules``, which also runs in the
+    arm64 userland, tests/test_arm64.py): two NaNs on random shape pairs of rank 1..8 and
+    same-shape tails past every SIMD block, -0.0 under RELU/RELU6, the default NaN of
+    inf + -inf; float32 and float16, builtin and ref kernels (no device)."""
+    from arch_checks import check_rules
+
+    got = check_rules()
+    assert got["checked"] > 1500 and got["n_bad"] == 0, got
+
+
+def test_float_add_rules_are_one_row_per_architecture():
+    """The rules differ by architecture only through FLOAT_ADD_RULES' rows (the generator
+    takes the row): the same ADD's kernel text for x86_64 and aarch64 differs in the
+    default NaN, the NaN choice and the signed zero; an unknown architecture is refused."""
+    from dataclasses import replace
+
+    from litecl.ops.add import FLOAT_ADD_RULES, add_kernel, arch_of
+
+    caps = litecl.open_device(any_fast_device()).caps
+    x86, arm = (add_kernel("float32", [17], [17], "RELU", replace(caps, arch=a)) for a in ("x86_64", "aarch64"))
+    assert "0xffc00000u" in x86 and "0x7fc00000u" in arm and "0xffc00000u" not in arm
+    assert "c == 0.0f" in arm and "c == 0.0f" not in x86  # -0.0 -> +0.0 in the SIMD body (zero_rule)
+    assert sorted(FLOAT_ADD_RULES) == ["aarch64", "x86_64"] and arch_of("arm64") == "aarch64"
+    with pytest.raises(ValueError, match="riscv64"):
+        arch_of("riscv64")
 
 
 def test_half_nan_rule_predicts_litert():

@@ -90,14 +90,14 @@ def test_vector_forms_are_used():
     src = add_kernel("int32", [64], [], "NONE", caps)
     assert "(int8)(in1[0])" in src and "litecl_add_op_v8(x0, x1)" in src
     c, _ = cast_op("uint8", "float32", caps, "c0")
-    a = add_op("float32", "NONE", caps, fn="a1")
+    a = add_op("float32", "NONE", caps, fn="a1", shapes=((100,), ()))
     h, _ = cast_op("float32", "float16", caps, "c2")
     f32, u8 = dtype("float32"), dtype("uint8")
     spec = FusedSpec((100,), ((u8, (100,)), (f32, ())),
                      ((c, (("in", 0),)), (a, (("t", 0), ("in", 1))), (h, (("t", 1),))),
                      ((2, dtype("float16")),))
     src = fused_kernel(spec, caps)
-    assert "c0_v8(x0)" in src and "a1_v8(t0, x1)" in src and "vstorea_half8_rte(t2, 0, out0 + i)" in src
+    assert "c0_v8(x0)" in src and "a1_v8(t0, x1, " in src and "vstorea_half8_rte(t2, 0, out0 + i)" in src
     # a broadcast that is not a single element stays element by element
     spec2 = FusedSpec((4, 25), ((f32, (4, 25)), (f32, (4, 1))), ((a, (("in", 0), ("in", 1))),), ((0, f32),))
     assert "_v" not in fused_kernel(spec2, caps).split("__kernel")[1]
