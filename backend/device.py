@@ -62,10 +62,11 @@ import re
 import stat
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .errors import DeviceError, LiteclError, env_flag
+from .ops.add import host_arch
 
 __all__ = ["Caps", "Device", "open_device", "list_devices", "PROFILES", "parse_spec", "spec_of",
            "auto_device"]
@@ -773,6 +774,9 @@ class Caps:
     profile: str = ""
     compiler_error: str = ""  # non-empty when the device cannot build even a trivial kernel
     reference: str = "builtin"  # the LiteRT kernels matched where they differ (the Delegate sets it)
+    #: the architecture whose LiteRT bits the kernels give (ops/add.py FLOAT_ADD_RULES):
+    #: LiteRT's, which runs in this process; export sets the target's
+    arch: str = field(default_factory=host_arch)
     nontemporal: bool = False
     streaming: bool = False  # vector stores bypass the cache (set per kernel plan)
     #: CL_DEVICE_HOST_UNIFIED_MEMORY (deprecated in OpenCL 2.0 but answered by the runtimes
@@ -913,10 +917,13 @@ _ALIASES = {
     "intel": "intel(r) opencl",
     "oclgrind": "oclgrind",
     "nvidia": "nvidia",
+    # Mesa's OpenCL (the driver of Mali, Adreno, Intel and AMD GPUs under Mesa; llvmpipe on
+    # a CPU): lists devices only for the drivers RUSTICL_ENABLE names (llvmpipe, panfrost, ...)
+    "rusticl": "rusticl",
 }
 
 
-_SPEC_NAMES = "auto, gpu, cpu, pocl, intel, oclgrind, nvidia or a platform/device name substring"
+_SPEC_NAMES = "auto, gpu, cpu, pocl, intel, oclgrind, nvidia, rusticl or a platform/device name substring"
 
 #: Specs that select by CL_DEVICE_TYPE rather than by name.
 _TYPE_SPECS = ("gpu", "cpu")
@@ -1588,7 +1595,11 @@ def _select(base: str) -> "cl.Device":
         if any(needle in d.platform.name.lower() or needle in d.name.lower() for d in _POCL_LEFT_OUT):
             raise DeviceError(POCL_FORK_MESSAGE)
         names = "; ".join(_describe(d) for d in devices)
-        raise DeviceError(f"no OpenCL device matches {base!r}; available: {names}")
+        hint = ""
+        if key == "rusticl" and "RUSTICL_ENABLE" not in os.environ:
+            hint = (" (Mesa's rusticl lists a device only for the drivers RUSTICL_ENABLE names: "
+                    "set RUSTICL_ENABLE=llvmpipe, or panfrost, iris, radeonsi, ...)")
+        raise DeviceError(f"no OpenCL device matches {base!r}; available: {names}{hint}")
     platforms = {d.platform.name.strip() for d in matches}
     if len(platforms) > 1:
         names = "; ".join(_describe(d) for d in matches)

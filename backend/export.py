@@ -48,8 +48,9 @@ PLACEMENTS = ("all", "auto")  # Delegate(placement=...)
 #: manifest.json's "format": bumped when a field changes meaning (2: launches read from the
 #: delegate's partitions, each launch names its partition; no C host; 3: "native", the
 #: TFLite delegate written beside it; 4: a launch's scalar args may go on past the tiling's
-#: four uints with int ones, a quantized ADD's constants)
-FORMAT = "litecl-export-4"
+#: four uints with int ones, a quantized ADD's constants; 5: sources hold every architecture's
+#: text (ops/add.py arch_source), build_options {arch: option})
+FORMAT = "litecl-export-5"
 #: the tiling's scalar parameters (ops/codegen.py TILING_PARAMS), all OpenCL uint; the ops'
 #: arguments after them (Launch.args) are int
 _SCALAR_CTYPE = "uint"
@@ -140,15 +141,26 @@ def build_manifest(parts: list, caps, *, model: str, signature, subgraph: int, t
     tensors [{index, name, dtype, shape, elements, bytes, role: "input" (LiteRT's memory
     when the partition runs) | "constant" (file t<index>.bin) | "written" (a launch's
     output), partition_output}], inputs, outputs (tensor indices by role), launches
-    [{partition, kernel, source (file), build_options, kind "kernel"|"fused", what,
+    [{partition, kernel, source (file: OpenCL C for every architecture, ops/add.py
+    arch_source), build_options ({arch: the -D option to build it with where LiteRT runs on
+    arch}), kind "kernel"|"fused", what,
     folded, nodes [{index, op}], args [buffer/constant: {kind, tensor, elements, access};
     scalar: {kind, name, ctype, value}], global_size, local_size, reads, writes}].
     """
     from . import __version__  # noqa: PLC0415
+    from .ops.add import FLOAT_ADD_RULES, arch_define  # noqa: PLC0415
     from .ops.codegen import TILING_PARAMS  # noqa: PLC0415
     from .ops.tiling import launch_config  # noqa: PLC0415
 
     launches = [(p, ln) for _, p in parts for ln in p.plan.launches]
+    text = {}  # id(Launch) -> its program text for every architecture (_arch_texts)
+    for _, p in parts:
+        consts = {t for t in p.inputs if p.sg.tensors[t].constant}
+        fused = any(len(ln.nodes) > 1 for ln in p.plan.launches)
+        shapes = {t: tuple(p.plan.shapes[t]) for t in p.inputs}
+        for ln, t in zip(p.plan.launches, _arch_texts(p.plan, p.nodes, p.sg, shapes, caps, set(p.outputs),
+                                                      consts, fused)):
+            text[id(ln)] = t
     written = {t for _, ln in launches for t in ln.outputs}
     touched = list(dict.fromkeys(t for _, ln in launches for t in (*ln.inputs, *ln.outputs)))
     view, shape_of, part_out = {}, {}, set()
@@ -158,8 +170,8 @@ def build_manifest(parts: list, caps, *, model: str, signature, subgraph: int, t
             view[t], shape_of[t] = p.sg.tensors[t], p.plan.shapes[t]
     files: dict[str, str] = {}
     for _, ln in launches:
-        if ln.source not in files:
-            files[ln.source] = f"k{len(files):03d}_{ln.name}.cl"
+        if text[id(ln)] not in files:
+            files[text[id(ln)]] = f"k{len(files):03d}_{ln.name}.cl"
     tensors = []
     for t in sorted(touched):
         tt, shape = view[t], [int(d) for d in shape_of[t]]
@@ -186,7 +198,8 @@ def build_manifest(parts: list, caps, *, model: str, signature, subgraph: int, t
             args.append({"kind": "scalar", "name": name, "ctype": "int", "value": int(v)})
         ops = {n.index: n.op for n in p.nodes}
         out.append({
-            "partition": p.number, "kernel": ln.name, "source": files[ln.source], "build_options": "",
+            "partition": p.number, "kernel": ln.name, "source": files[text[id(ln)]],
+            "build_options": {a: f"-D{arch_define(a)}" for a in FLOAT_ADD_RULES},
             "kind": "fused" if len(ln.nodes) > 1 else "kernel", "what": ln.what, "folded": ln.folded,
             "nodes": [{"index": i, "op": ops[i]} for i in ln.nodes],
             "args": args, "global_size": list(ln.gsize), "local_size": list(ln.lsize),
@@ -558,6 +571,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
     import pyopencl as cl  # noqa: PLC0415
 
     from .kernels import build_program, plan_partition  # noqa: PLC0415
+    from .ops.add import arch_define  # noqa: PLC0415
     from .ops.dtypes import DTYPES  # noqa: PLC0415
     from .ops.tiling import launch_config  # noqa: PLC0415
 
@@ -577,13 +591,23 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         ints.extend(int(v) for v in values)
         return f"{{{off}, {len(values)}}}"
 
-    programs: dict = {}  # source -> (index, name)
+    programs: dict = {}  # source (every architecture's: arch_source) -> (index, name)
     launches_c, parts_c, subs_c = [], [], []
+    portable: dict = {}  # id(Launch) -> its program text for every architecture
+
+    def planned(nodes, shapes, keep, consts, fuse, plan=None):
+        """``plan`` (else planned here) at ``shapes`` on ``caps``, its launches' program
+        texts for every architecture kept in ``portable``."""
+        plan = plan or plan_partition(nodes, sg, shapes, caps, keep=keep, constants=consts, fuse=fuse)
+        for ln, text in zip(plan.launches, _arch_texts(plan, nodes, sg, shapes, caps, keep, consts, fuse)):
+            portable[id(ln)] = (text, ln)  # the launch kept: its id stays its own
+        return plan
 
     def prog(ln) -> int:
-        if ln.source not in programs:
-            programs[ln.source] = (len(programs), ln.name)
-        return programs[ln.source][0]
+        src = portable[id(ln)][0]
+        if src not in programs:
+            programs[src] = (len(programs), ln.name)
+        return programs[src][0]
 
     def launch_c(ln, shapes, generic, dynamic=False, fixed=0) -> str:
         # shape_fixed: 0 elementwise, 1 the exported shapes compiled in, 2 the same but the
@@ -612,8 +636,11 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
             if plan is None:  # not planned at allocate (dynamic shapes, a signature never allocated)
                 dynamic_nodes.update(n.index for n in p.nodes)
                 shapes = {t: tuple(sg.tensors[t].shape) for t in p.inputs}
-                plan = plan_partition(p.nodes, sg, shapes, caps, keep=set(p.outputs), constants=consts,
-                                      fuse=d.fuse)
+            else:
+                shapes = {t: tuple(plan.shapes[t]) for t in p.inputs}
+            # fused as the delegate planned it (it unfuses a group the compiler refuses)
+            fused = d.fuse if plan is None else any(len(ln.nodes) > 1 for ln in plan.launches)
+            plan = planned(p.nodes, shapes, set(p.outputs), consts, fused, plan)
             first = len(launches_c)
             for ln in plan.launches:
                 generic = _shape_generic(ln, p.nodes, sg, plan.shapes, caps, set(p.outputs), consts, d.fuse)
@@ -632,7 +659,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
             n = next(n for n in pr["p"].nodes if n.index == i)
             shapes = {t: tuple(pr["shapes"][t]) for t in n.inputs if t >= 0}
             consts = {t for t in shapes if sg.tensors[t].constant}
-            plan = plan_partition([n], sg, shapes, caps, keep=set(n.outputs), constants=consts, fuse=False)
+            plan = planned([n], shapes, set(n.outputs), consts, False)
             (ln,) = plan.launches
             generic = _shape_generic(ln, [n], sg, plan.shapes, caps, set(n.outputs), consts, False)
             e = tuple(plan.shapes[ln.outputs[0]])
@@ -659,8 +686,8 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
     prog_c, bins = [], []
     for source, (k, name) in programs.items():
         binary = None
-        try:
-            prg = build_program(dev, source)
+        try:  # built for this machine's architecture (LCL_PLAN.binary_arch)
+            prg = build_program(dev, f"#define {arch_define(caps.arch)}\n{source}")
             binary = prg.get_info(cl.program_info.BINARIES)[0]
         except Exception:  # noqa: BLE001 (no binary: the delegate builds the source)
             binary = None
@@ -702,11 +729,30 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         f"    {row.local_size}, {row.groups_per_cu}, {row.vec_bytes}, {caps.compute_units}, "
         f"{caps.max_work_group_size},",
         f"    {len(subs_c)}, {len(prog_c)}, PACKED, {len(packed) // 3}, SIZES, {len(sizes)},",
-        f"    {int(flags)}, TESTED, {len(tested) // 2}",
+        f"    {int(flags)}, TESTED, {len(tested) // 2}, {_q(caps.arch)}",
         "};", ""])
     summary.update(programs=len(prog_c), binaries=len(bins), launches=len(launches_c), delegate_flags=int(flags),
                    tested_versions=tested_versions())
     return text, summary
+
+
+def _arch_texts(plan, nodes, sg, shapes, caps, keep, consts, fuse) -> list[str]:
+    """Per launch of ``plan`` (planned on ``caps``): its program text for every
+    architecture of ops/add.py FLOAT_ADD_RULES (``arch_source``: LiteRT's float ADD bits
+    differ between x86-64 and aarch64, and the native delegate runs where LiteRT does, not
+    where it was exported). Raises InputError if another architecture's plan launches
+    other kernels (it never should: only kernel text depends on it)."""
+    from .kernels import plan_partition  # noqa: PLC0415
+    from .ops.add import FLOAT_ADD_RULES, arch_source  # noqa: PLC0415
+
+    texts = {}
+    for arch in FLOAT_ADD_RULES:
+        other = plan if arch == caps.arch else plan_partition(
+            nodes, sg, shapes, replace(caps, arch=arch), keep=keep, constants=consts, fuse=fuse)
+        if [(ln.name, ln.nodes) for ln in other.launches] != [(ln.name, ln.nodes) for ln in plan.launches]:
+            raise InputError(f"nodes {[n.index for n in nodes]}: the {arch} plan launches other kernels")
+        texts[arch] = [ln.source for ln in other.launches]
+    return [arch_source({a: t[i] for a, t in texts.items()}) for i in range(len(plan.launches))]
 
 
 def _version() -> str:

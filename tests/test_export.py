@@ -25,6 +25,7 @@ from litecl.cli import main
 from litecl.compare import mismatches, random_inputs
 from litecl.errors import InputError
 from litecl.export import export
+from litecl.ops.add import arch_define, host_arch
 from litecl.ops.dtypes import CAST_TYPES
 from models.builders import _Graph, add_model, cast_model, chain_model
 
@@ -56,6 +57,7 @@ def run_exported(out: Path, value, device) -> dict:
     import pyopencl as cl
 
     from litecl.kernels import build_program
+    from litecl.ops.add import host_arch
 
     m = json.loads((out / "manifest.json").read_text())
     ctx, q, mf = device.context, device.queue, cl.mem_flags
@@ -74,7 +76,11 @@ def run_exported(out: Path, value, device) -> dict:
         bufs[t["index"]] = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR,
                                      hostbuf=np.frombuffer(data or b"\0", np.uint8))
     for ln in m["launches"]:
-        kernel = cl.Kernel(build_program(device, (out / ln["source"]).read_text()), ln["kernel"])
+        # built as the manifest says for this machine's architecture (its -D option, as a
+        # #define: build_program takes no options)
+        define = ln["build_options"][host_arch()].removeprefix("-D")
+        kernel = cl.Kernel(build_program(device, f"#define {define}\n" + (out / ln["source"]).read_text()),
+                           ln["kernel"])
         args = [bufs[a["tensor"]] if a["kind"] != "scalar" else
                 np.int32(a["value"]) if a["ctype"] == "int" else np.uint32(a["value"]) for a in ln["args"]]
         n = next(a["value"] for a in ln["args"] if a["kind"] == "scalar")
@@ -242,7 +248,7 @@ def test_exported_kernels_match_litert(name, config, model_files, tmp_path):
     assert main(argv) == 0
     m = json.loads((out / "manifest.json").read_text())
     gpu = target == "gpu" or (target is None and runtime == "nvidia")
-    assert m["format"] == "litecl-export-4"
+    assert m["format"] == "litecl-export-5"
     assert m["target"] == ("gpu" if gpu else "cpu") and m["caps"]["is_gpu"] == gpu
     assert m["launch_row"]["local_size"] == (512 if gpu else 1)
     assert m["device"]["profile"] == (spec.partition("profile=")[2] or None)
@@ -287,7 +293,7 @@ def test_manifest_describes_every_launch(pairs_export, model_files):
 
     sg = load_model(str(model_files["every_cast_pair"])).subgraphs[0]
     tensors = {t["index"]: t for t in m["tensors"]}
-    assert m["format"] == "litecl-export-4" and m["placement"] == "all" and m["subgraph"] == 0
+    assert m["format"] == "litecl-export-5" and m["placement"] == "all" and m["subgraph"] == 0
     # LiteRT hands the delegate every node as one partition (nothing of LiteRT's between)
     assert m["partitions"] == [{"partition": 0, "nodes": list(range(len(sg.nodes))),
                                 "inputs": m["partitions"][0]["inputs"], "outputs": m["partitions"][0]["outputs"]}]
@@ -308,7 +314,8 @@ def test_manifest_describes_every_launch(pairs_export, model_files):
         # the former/tail plan covers n: former chunks then tail chunks (ops/tiling.py)
         assert former_num * former_len + (groups - former_num) * tail_len >= n
         assert ln["reads"] == list(dict.fromkeys(node.inputs)) and ln["writes"] == list(node.outputs)
-        assert (out / ln["source"]).read_text().count(f"__kernel void {ln['kernel']}(") == 1
+        src = (out / ln["source"]).read_text()  # one text, or one per architecture (arch_source)
+        assert src.count(f"__kernel void {ln['kernel']}(") == (2 if "#if defined(LITECL_ARCH_" in src else 1)
         assert ln["partition"] == 0 and ln["kind"] == "kernel"
         sources.add(ln["source"])
     assert sorted(sources) == sorted(p.name for p in out.glob("k*.cl"))
@@ -333,7 +340,10 @@ def test_export_matches_the_delegate_s_plan(model_files, fast_device, tmp_path):
     (part,) = it.delegate.partitions()
     assert [[n["index"] for n in ln["nodes"]] for ln in m["launches"]] == [list(ln.nodes) for ln in part.plan.launches]
     assert [ln["source"] for ln in m["launches"]] == ["k000_litecl_fused.cl"]
-    assert (out / "k000_litecl_fused.cl").read_text() == part.plan.launches[0].source
+    text, src = (out / "k000_litecl_fused.cl").read_text(), part.plan.launches[0].source
+    # the delegate's text, or it among every architecture's (ops/add.py arch_source)
+    assert text == src or (text.startswith("#if defined(LITECL_ARCH_")
+                           and f"defined({arch_define(host_arch())})\n{src}\n#" in text), text
     assert m["launches"][0]["kind"] == "fused" and m["launches"][0]["what"] == part.plan.launches[0].what
 
 

@@ -11,7 +11,9 @@ typedef struct { int32_t off, len; } lcl_span;  /* LCL_INTS[off .. off + len) */
 
 typedef struct {
     const char *name;                 /* kernel name */
-    const char *source;               /* OpenCL C (the Python delegate's text, byte for byte) */
+    const char *source;               /* OpenCL C (the Python delegate's text, byte for byte;
+                                         where LiteRT's bits differ by architecture, each
+                                         one's under #if defined(LITECL_ARCH_...)) */
     size_t source_len;
     const unsigned char *binary;      /* the exporting device's program binary, or NULL */
     size_t binary_len;
@@ -77,6 +79,9 @@ typedef struct {
                                           TensorFlow versions the structs were checked
                                           against (backend/abi.py TESTED, written by export) */
     int32_t n_tested;                  /* pairs */
+    const char *binary_arch;           /* the architecture the binaries were built for
+                                          (-DLITECL_ARCH_...: ops/add.py arch_source); used
+                                          only by a library compiled for it (LCL_ARCH) */
 } lcl_plan_info;
 
 extern const lcl_plan_info LCL_PLAN;
