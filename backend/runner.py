@@ -96,7 +96,8 @@ class Mutex:
 
 
 _CL_NAMES = ("clEnqueueNDRangeKernel", "clEnqueueWriteBuffer", "clEnqueueReadBuffer",
-             "clEnqueueCopyBuffer", "clFlush", "clFinish", "clGetEventInfo", "clReleaseEvent")
+             "clEnqueueCopyBuffer", "clFlush", "clFinish", "clGetEventInfo", "clReleaseEvent",
+             "clWaitForEvents")
 
 
 class _ClTable(C.Structure):

@@ -343,6 +343,17 @@ def _mask(cmp: str, operand_type: str, result_type: str, w: int) -> str:
     return f"convert_{_MASK_TYPE[_WIDTH_BITS[result_type]]}{w}({cmp})"
 
 
+def _select(a: str, b: str, cmp: str, operand_type: str, result_type: str, w: int) -> str:
+    """``select(a, b, cmp)`` for ``w``-wide vectors of ``result_type``, ``cmp`` a vector
+    comparison of ``operand_type`` operands. 64-bit integer lanes take a bitwise blend by
+    the sign-extended mask instead: Mesa's rusticl 22.3 picks them wrongly by it (a
+    float32 -> int64 CAST's NaN and out-of-range lanes kept the clamped value, measured)."""
+    m = _mask(cmp, operand_type, result_type, w)
+    if result_type in ("long", "ulong"):
+        return f"(({a}) ^ ((({a}) ^ ({b})) & {m}))"
+    return f"select({a}, {b}, {m})"
+
+
 def _below(v: int, ctype: str) -> str:
     """The largest ``ctype`` (float/double) value below the power of two ``v`` (exact)."""
     f = np.float32 if ctype == "float" else np.float64
@@ -388,9 +399,8 @@ def step_vexpr(step: Step, x: str, w: int, sat: bool = False) -> str | None:
     if how.startswith("trunc"):
         lo, hi = (int(v) for v in how.split("[")[1].split("]")[0].split(","))
         st = _SAT_TYPES.get((lo, hi))
-        if sat and st:
-            nan = f"convert_{st}{w}(isnan({x}))"  # -1 (all bits) in NaN lanes: select's mask
-            v = f"select(convert_{st}{w}_sat_rtz({x}), ({st}{w})({int_literal(hi, st)}), {nan})"
+        if sat and st:  # isnan: -1 (all bits) in NaN lanes, select's mask
+            v = _select(f"convert_{st}{w}_sat_rtz({x})", f"({st}{w})({int_literal(hi, st)})", f"isnan({x})", f, st, w)
             return v if st == t else f"convert_{t}{w}({v})"
         # clamp into range first (so the conversion is always defined), then lanes at or
         # above hi + 1 (beyond the clamp when hi + 1 is not representable below it) and
@@ -399,7 +409,7 @@ def step_vexpr(step: Step, x: str, w: int, sat: bool = False) -> str | None:
         top = _below(hi + 1, f)
         conv = f"convert_{t}{w}_rtz(clamp({x}, ({f}{w})({lo_f}), ({f}{w})({top})))"
         hot = f"((({x}) >= {float_literal(hi + 1, f)}) | isnan({x}))"
-        return f"select({conv}, ({t}{w})({int_literal(hi, t)}), {_mask(hot, f, t, w)})"
+        return _select(conv, f"({t}{w})({int_literal(hi, t)})", hot, f, t, w)
     if how.startswith("clamp"):
         if f == "long":
             return f"convert_int{w}(clamp({x}, (long{w})(-65536L), (long{w})(65536L)))"

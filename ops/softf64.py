@@ -178,7 +178,9 @@ ulong litecl_long_to_f64(long v)
     if (v == 0L) {
         return 0UL;
     }
-    ulong sign = v < 0L ? 0x8000000000000000UL : 0UL;
+    /* the sign bit itself, not v < 0L ? ...: Mesa's rusticl 22.3 compares a long
+       sign-extended from an int with 0 as if unsigned (int32 -1 -> +1.0, measured) */
+    ulong sign = as_ulong(v) & 0x8000000000000000UL;
     /* the builtin abs returns ulong: LONG_MIN -> 2^63, no overflow. (A hand-written
        v < 0 ? -v : v becomes llvm.abs.i64, which Oclgrind 21.10 cannot run.) */
     ulong mag = abs(v);

@@ -87,6 +87,7 @@ typedef struct lcl_cl {
     cl_int (*ReleaseKernel)(cl_kernel);                                                     /* 37 */
     cl_int (*SetKernelArg)(cl_kernel, cl_uint, size_t, const void *);                       /* 38 */
     cl_int (*GetKernelWorkGroupInfo)(cl_kernel, cl_device_id, cl_uint, size_t, void *, size_t *); /* 40 */
+    cl_int (*WaitForEvents)(cl_uint, const cl_event *);                                     /* 41 */
     cl_int (*GetEventInfo)(cl_event, cl_uint, size_t, void *, size_t *);                   /* 42 */
     cl_int (*ReleaseEvent)(cl_event);                                                       /* 44 */
     cl_int (*Flush)(cl_command_queue);                                                      /* 46 */

@@ -111,10 +111,25 @@ LCL_EXPORT int litecl_native_tiling(uint64_t n, int tile_bytes, int compute_unit
  * Never released: PoCL joins its worker threads a second time at exit once its last
  * context was released ("pocl_pthread_join: Invalid argument"), and a later delegate on
  * the same device reuses the context and every program built (construct + allocate). */
+/* The architecture whose LiteRT bits the kernels give (ops/add.py FLOAT_ADD_RULES: float
+ * ADD's default NaN, NaN choice and signed zero differ between x86-64 and aarch64): the
+ * one this library is compiled for, as LiteRT runs in the same process. Every program is
+ * built with its -D option (ops/add.py arch_source), and the exported binaries are used
+ * only where they were built for it (LCL_PLAN.binary_arch). */
+#if defined(__x86_64__)
+#define LCL_ARCH "x86_64"
+#define LCL_ARCH_OPTION "-DLITECL_ARCH_X86_64"
+#elif defined(__aarch64__)
+#define LCL_ARCH "aarch64"
+#define LCL_ARCH_OPTION "-DLITECL_ARCH_AARCH64"
+#else
+#error "litecl's native delegate has LiteRT's float rules for x86-64 and aarch64 only"
+#endif
+
 /* Long enough for any path (PATH_MAX) or OpenCL name, and for a message naming a few of
  * them whole: no message cuts a path or a name. */
 #define LCL_NAME_MAX 4096
-#define LCL_MSG_MAX 16384
+#define LCL_MSG_MAX 20480
 
 typedef struct device_entry {
     struct device_entry *next;
@@ -434,12 +449,12 @@ static cl_program program(delegate *d, TfLiteContext *ctx, int k) {
     const lcl_program *pg = &LCL_PROGRAMS[k];
     cl_int err = 0, status = 0;
     cl_program prg = NULL;
-    if (pg->binary && d->use_binaries) {
+    if (pg->binary && d->use_binaries && !strcmp(LCL_PLAN.binary_arch, LCL_ARCH)) {
         const unsigned char *bin = pg->binary;
         size_t len = pg->binary_len;
         prg = d->dev->cl.CreateProgramWithBinary(d->dev->context, 1, &d->dev->device_id, &len, &bin, &status, &err);
         if (prg && (err != CL_SUCCESS || status != CL_SUCCESS ||
-                    d->dev->cl.BuildProgram(prg, 1, &d->dev->device_id, "", NULL, NULL) != CL_SUCCESS)) {
+                    d->dev->cl.BuildProgram(prg, 1, &d->dev->device_id, LCL_ARCH_OPTION, NULL, NULL) != CL_SUCCESS)) {
             d->dev->cl.ReleaseProgram(prg);
             prg = NULL;
         }
@@ -461,7 +476,7 @@ static cl_program program(delegate *d, TfLiteContext *ctx, int k) {
             say(d, ctx, "litecl: cannot create program %s (OpenCL error %d)", pg->name, (int)err);
             return NULL;
         }
-        if (d->dev->cl.BuildProgram(prg, 1, &d->dev->device_id, "", NULL, NULL) != CL_SUCCESS) {
+        if (d->dev->cl.BuildProgram(prg, 1, &d->dev->device_id, LCL_ARCH_OPTION, NULL, NULL) != CL_SUCCESS) {
             char log[4096] = "";
             d->dev->cl.GetProgramBuildInfo(prg, d->dev->device_id, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
             const char *line = strstr(log, "error");
@@ -939,9 +954,13 @@ static cl_int wait_done(partition *p) {
                st > CL_COMPLETE && now_us() < until)
             sched_yield();
     }
+    /* the event waited for too: Mesa's rusticl 22.3 returns from clFinish before a
+     * non-blocking read has landed (runner.c wait_done, measured) */
+    cl_int e = p->done ? d->dev->cl.WaitForEvents(1, &p->done) : CL_SUCCESS;
     if (p->done) d->dev->cl.ReleaseEvent(p->done);
     p->done = NULL;
-    return d->dev->cl.Finish(d->dev->queue);
+    cl_int f = d->dev->cl.Finish(d->dev->queue);
+    return e != CL_SUCCESS ? e : f;
 }
 
 #define CHECK(call, what) do { cl_int e_ = (call); if (e_ != CL_SUCCESS) { \
@@ -1546,7 +1565,7 @@ static int open_device(device_entry *e, char *err, size_t len) {
     char pname[LCL_NAME_MAX] = "", dname[LCL_NAME_MAX] = "";
     /* the platforms and devices seen, quoted and comma-separated, for the error line:
      * a platform option that names no platform says which ones there are */
-    char seen_plats[LCL_MSG_MAX / 4] = "", seen_devs[LCL_MSG_MAX / 4] = "";
+    char seen_plats[LCL_NAME_MAX] = "", seen_devs[LCL_NAME_MAX] = "";
     int platform_found = 0;
     for (cl_uint i = 0; i < np && !e->device_id; i++) {
         pname[0] = 0;

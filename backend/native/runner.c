@@ -45,6 +45,7 @@ typedef struct {
     cl_int (*Finish)(void *q);
     cl_int (*GetEventInfo)(void *event, cl_uint param, size_t size, void *value, size_t *size_ret);
     cl_int (*ReleaseEvent)(void *event);
+    cl_int (*WaitForEvents)(cl_uint n, void *const *events);
 } lcl_cl;
 
 /* Commands, in order (runner.py OPS). PRE/POST copy host memory before the first enqueue
@@ -109,10 +110,14 @@ static double now_us(void) {
 }
 
 /* Wait for the list's commands: poll the last one's status for at most spin_us, yielding
- * the CPU to the runtime's threads, then clFinish (which also reports the runtime's
- * errors). As litecl_delegate.c wait_done: after milliseconds of LiteRT's own nodes a
- * sleeping clFinish waits for the OS to wake this thread as well as the runtime's. */
+ * the CPU to the runtime's threads, then wait for that event and clFinish (which also
+ * reports the runtime's errors). As litecl_delegate.c wait_done: after milliseconds of
+ * LiteRT's own nodes a sleeping clFinish waits for the OS to wake this thread as well as
+ * the runtime's. The event wait: Mesa's rusticl 22.3 returns from clFinish before a
+ * non-blocking read it holds has landed (its event not CL_COMPLETE; 19-20 of 20 reads of
+ * 1K to 4M uints, measured), while clWaitForEvents waits. */
 static cl_int wait_done(const lcl_part *p, void *event) {
+    cl_int e = 0;
     if (event && p->spin_us > 0) {
         cl_int st = 1;
         G.cl.Flush(p->queue);
@@ -121,8 +126,12 @@ static cl_int wait_done(const lcl_part *p, void *event) {
                st > CL_COMPLETE && now_us() < until)
             sched_yield();
     }
-    if (event) G.cl.ReleaseEvent(event);
-    return G.cl.Finish(p->queue);
+    if (event) {
+        e = G.cl.WaitForEvents(1, &event);
+        G.cl.ReleaseEvent(event);
+    }
+    cl_int f = G.cl.Finish(p->queue);
+    return e ? e : f;
 }
 
 static int run_list(lcl_part *p);
@@ -143,6 +152,9 @@ static int run_list(lcl_part *p) {
     void *event = NULL;
     cl_int e = 0;
     int i;
+    int last = -1; /* the last command enqueued: the only one whose event the wait needs */
+    for (i = 0; i < p->n_cmds; i++)
+        if (p->cmds[i].op != LCL_PRE && p->cmds[i].op != LCL_POST && !(p->cmds[i].once && p->ran)) last = i;
     for (i = 0; i < p->n_cmds && !e; i++) {
         const lcl_cmd *c = &p->cmds[i];
         if (c->once && p->ran) continue;
@@ -151,22 +163,23 @@ static int run_list(lcl_part *p) {
             continue;
         }
         if (c->op == LCL_POST) continue;
-        if (event) G.cl.ReleaseEvent(event);
-        event = NULL;
+        /* no event for the others: Mesa's rusticl (22.3) gave wrong results, now and
+         * then, where an earlier command's event was released while it was pending */
+        void **ev = i == last ? &event : NULL;
         switch (c->op) {
         case LCL_WRITE:
-            e = G.cl.EnqueueWriteBuffer(p->queue, c->a, 0, 0, c->bytes, c->b, 0, NULL, &event);
+            e = G.cl.EnqueueWriteBuffer(p->queue, c->a, 0, 0, c->bytes, c->b, 0, NULL, ev);
             break;
         case LCL_KERNEL:
             e = G.cl.EnqueueNDRangeKernel(p->queue, c->a, 1, NULL, &c->global, c->local ? &c->local : NULL, 0, NULL,
-                                          &event);
+                                          ev);
             p->launches += !e;
             break;
         case LCL_COPY:
-            e = G.cl.EnqueueCopyBuffer(p->queue, c->a, c->b, 0, 0, c->bytes, 0, NULL, &event);
+            e = G.cl.EnqueueCopyBuffer(p->queue, c->a, c->b, 0, 0, c->bytes, 0, NULL, ev);
             break;
         case LCL_READ:
-            e = G.cl.EnqueueReadBuffer(p->queue, c->a, 0, 0, c->bytes, c->b, 0, NULL, &event);
+            e = G.cl.EnqueueReadBuffer(p->queue, c->a, 0, 0, c->bytes, c->b, 0, NULL, ev);
             break;
         default:
             e = -30;  /* CL_INVALID_VALUE: a command runner.py does not write */
