@@ -370,6 +370,8 @@ def cmd_devices(args) -> int:
     chosen = auto_device()
     auto = [chosen is not None and d.int_ptr == chosen.int_ptr for d in raw]
     specs = [spec_of(d) for d in raw]
+    if args.check:
+        return _devices_check(args, [(s, f"{c.platform}: {c.name}", e) for s, c, e in zip(specs, devs, errors)])
     if args.json:
         print(json.dumps([{
             "platform": c.platform, "name": c.name, "driver": c.driver, "gpu": c.is_gpu,
@@ -395,6 +397,26 @@ def cmd_devices(args) -> int:
           "with '+') restricts a device to what mobile GPUs offer.")
     if any(s is None for s in specs):
         print("- marks a device no spec selects alone (an identical device of its platform comes first).")
+    return 0
+
+
+def _devices_check(args, devices) -> int:
+    """``devices --check``: every self-test family on every device (backend/selftest.py),
+    each device in a child process; one row per device, the failing families named."""
+    from .selftest import check_devices  # noqa: PLC0415
+
+    rows = check_devices([(s, d) for s, d, err in devices if s and not err])
+    rows += [{"spec": s, "device": d, "checked": 0, "failed": {}, "error": f"builds no kernel: {err}"}
+             for s, d, err in devices if s and err]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        state = r["error"] or (f"{len(r['failed'])} of {r['checked']} families computed wrong, kept on LiteRT"
+                               if r["failed"] else f"all {r['checked']} families give LiteRT's bits")
+        print(f"{r['spec']:<12} {r['device']}: {state}")
+        for name, why in r["failed"].items():
+            print(f"    {name}: {why}")
     return 0
 
 
@@ -1050,6 +1072,9 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("devices", help="list OpenCL devices and their capabilities")
     s.add_argument("--json", action="store_true", help="print the devices as a JSON list")
+    s.add_argument("--check", action="store_true",
+                   help="run litecl's self-test of every kernel family on every device (each in a child "
+                        "process) and say which families a device computes wrong")
     s.set_defaults(fn=cmd_devices)
 
     s = sub.add_parser("inspect", help="show where each CAST/ADD node runs (OpenCL or LiteRT) and why")

@@ -38,6 +38,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import abi
+from . import selftest as _selftest
 from .device import open_device, small_device, small_device_why
 from .errors import KernelBuildError, LiteclError, env_flag
 from .kernels import give_kernel, plan_partition, take_kernel
@@ -651,8 +652,11 @@ class Delegate:
             keys[i] = nk
             k = (nk, tuple(r[1] for _, r in ts), id(self.caps))  # one caps object per device and reference: _caps_for
             reason = _REASONS.get(k)
-            if reason is None:  # why_not, then the kernel generated at the declared shapes
-                reason = why_not(n, sg, self.caps) or _source_problem(n, sg, self.caps)
+            if reason is None:  # why_not, the kernel generated at the declared shapes, the
+                # family's self-test on each device a partition may run on
+                reason = (why_not(n, sg, self.caps) or _source_problem(n, sg, self.caps)
+                          or _selftest.refusal((self.device, self.small_device), n, sg,
+                                               [sg.tensors[t].shape for t in n.inputs], self.caps))
                 if len(_REASONS) >= 65536:
                     _REASONS.clear()
                 _REASONS[k] = reason
@@ -976,34 +980,69 @@ def _memory_policy(device) -> _Memory:
 _POLICY_OF: dict = {}  # id(Device) -> (that Device, its policy)
 
 
+#: The in-place probe's kernels: a copy out of a buffer, and a fill into one.
+_ALIAS_PROBE = ("__kernel void litecl_copy(__global const uint* a, __global uint* o) { o[get_global_id(0)] = a[get_global_id(0)]; }\n"
+                "__kernel void litecl_fill(__global uint* a, const uint v) { a[get_global_id(0)] = v; }\n")
+
+
 def _measure_memory(device) -> _Memory:
     """Measure, once per device: the smallest alignment (64, 128, 4096 bytes) at which a
-    USE_HOST_PTR buffer maps to the host pointer itself (a zero-copy device: CPU
-    runtimes). GPUs, host-unified or not, get copies (their USE_HOST_PTR caching is
-    allowed to keep a device-side copy)."""
+    USE_HOST_PTR buffer is the host memory itself (a zero-copy device: CPU runtimes):
+    a kernel reads what the host wrote after the buffer was made, and the host reads what
+    a kernel wrote, after clFinish, with no map in between. A map alone proves nothing:
+    the spec has it return the host pointer of every USE_HOST_PTR buffer, and Mesa's
+    rusticl 22.3 keeps a copy it writes back only at a map, or when the command's event is
+    queried or released (after clFinish, a kernel's output was stale in 100 of 100 runs).
+    GPUs, host-unified or not, get copies (their USE_HOST_PTR caching is allowed to keep
+    a device-side copy)."""
     caps = device.caps
     if caps.is_gpu:
         return _Memory(False, 0)
     q, ctx = device.queue, device.context
-    raw = np.zeros(3 * 4096, np.uint8)
+    try:
+        from .kernels import build_program  # noqa: PLC0415
+
+        prg = build_program(device, _ALIAS_PROBE)
+    except Exception:  # noqa: BLE001 (a device that cannot build: copies)
+        return _Memory(False, 0)
+    raw = np.zeros(3 * 4096, np.uint32)
     base = raw.ctypes.data
     for align in (64, 128, 4096):
         off = (-base) % 4096 + align if align < 4096 else (-base) % 4096
-        view = raw[off:off + 4096]
+        view = raw[off // 4:off // 4 + 1024]
         if view.ctypes.data % align or (align < 4096 and view.ctypes.data % (2 * align) == 0):
             continue
-        try:
-            buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR, hostbuf=view)
-            m, _ = cl.enqueue_map_buffer(q, buf, cl.map_flags.READ, 0, (4096,), np.uint8, is_blocking=True)
-            same = m.ctypes.data == view.ctypes.data
-            m.base.release(q)
-            q.finish()
-            buf.release()
-        except cl.Error:
-            same = False
-        if same:
+        if _aliases(ctx, q, prg, view):
             return _Memory(True, align)
     return _Memory(False, 0)
+
+
+def _aliases(ctx, q, prg, view: np.ndarray) -> bool:
+    """Whether a USE_HOST_PTR buffer over ``view`` (uint32) is ``view`` itself for kernels."""
+    n = view.size
+    try:
+        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR, hostbuf=view)
+        out = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, view.nbytes)
+        got = np.empty(n, np.uint32)
+        ok, events = True, []  # each event kept until after the check: rusticl wrote its
+        # copy back to the host memory when an event was queried or released (measured)
+        for pattern in (0x1234567, 0x89ABCDE):  # the host writes, a kernel reads
+            view[:] = np.arange(n, dtype=np.uint32) ^ pattern
+            events.append(cl.Kernel(prg, "litecl_copy")(q, (n,), None, buf, out))
+            events.append(cl.enqueue_copy(q, got, out, is_blocking=False))
+            cl.wait_for_events(events)
+            q.finish()
+            ok = ok and bool((got == view).all())
+        events.append(cl.Kernel(prg, "litecl_fill")(q, (n,), None, buf, np.uint32(0xC0FFEE)))  # a kernel writes
+        cl.wait_for_events(events)  # not clFinish alone: runner.c wait_done
+        q.finish()
+        ok = ok and bool((view == 0xC0FFEE).all())
+        del events
+        buf.release()
+        out.release()
+        return ok
+    except cl.Error:
+        return False
 
 
 def _host_view(ptr: int, nbytes: int):
@@ -1382,11 +1421,12 @@ class _Partition:
     def _run_commands(self, cmds, packs) -> None:
         d = self.delegate
         q = self.dev.queue
+        ev = None
         for op, once, a, b, n, ln in cmds:
             if op == _runner.PRE:
                 C.memmove(a, b, n)
             elif op == _runner.WRITE:
-                cl.enqueue_copy(q, a, _host_view(b, n), is_blocking=False)
+                ev = cl.enqueue_copy(q, a, _host_view(b, n), is_blocking=False)
             elif op == _runner.KERNEL:
                 ev = cl.enqueue_nd_range_kernel(q, a, ln.gsize, ln.lsize)
                 self._py_launches += 1
@@ -1394,15 +1434,17 @@ class _Partition:
                     ev.wait()
                     d.kernel_times_ns[(self.ctx_addr, ln.nodes)] = ev.profile.end - ev.profile.start
             elif op == _runner.COPY:
-                cl.enqueue_copy(q, b, a, byte_count=n)
+                ev = cl.enqueue_copy(q, b, a, byte_count=n)
             elif op == _runner.READ:
-                cl.enqueue_copy(q, np.frombuffer(_host_view(b, n), np.uint8), a, is_blocking=False)
+                ev = cl.enqueue_copy(q, np.frombuffer(_host_view(b, n), np.uint8), a, is_blocking=False)
         for t, ptr, n in packs:
             dt = self.sg.tensors[t].dtype
             v = np.empty(int(np.prod(self.plan.shapes[t], dtype=np.int64)), dt.np)
             cl.enqueue_copy(q, v, self._tensor_buffer(t))
             packed = _pack_bits(v, dt)
             C.memmove(ptr, packed.ctypes.data, min(n, packed.size))
+        if ev is not None:  # as runner.c wait_done: rusticl's clFinish returns early
+            ev.wait()
         q.finish()
         for op, once, a, b, n, ln in cmds:
             if op == _runner.POST:

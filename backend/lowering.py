@@ -7,10 +7,11 @@ on the device or a one-line reason (collected and reported in TFLite's log forma
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import InputError
 from .model import Node, Subgraph
+from .selftest import fault_family, faulty
 from .ops import add as add_ops
 from .ops.cast import cast_why_not
 from .ops.codegen import cast_kernel
@@ -192,9 +193,27 @@ def output_shapes(node: Node, sg: Subgraph, shapes) -> list[tuple]:
 
 
 def kernel_spec(node: Node, sg: Subgraph, shapes, caps) -> KernelSpec:
-    return LOWERINGS[node.op].kernel(node, sg, shapes, caps)
+    spec = LOWERINGS[node.op].kernel(node, sg, shapes, caps)
+    name = _faulted(node, sg, shapes, caps)
+    return replace(spec, source=faulty(name, spec.source)) if name else spec
 
 
 def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):
     """The node as a NodeOp (ops/codegen.py) named ``fn``, for fused kernels."""
-    return LOWERINGS[node.op].node_op(node, sg, shapes, caps, fn)
+    op = LOWERINGS[node.op].node_op(node, sg, shapes, caps, fn)
+    name = _faulted(node, sg, shapes, caps)
+    if not name:
+        return op
+    vec = op.vec
+    return replace(op, text=faulty(name, op.text), vec=vec and (lambda w: faulty(name, vec(w) or "") or None))
+
+
+def _faulted(node: Node, sg: Subgraph, shapes, caps) -> str:
+    """The node's self-test family name where the test-only fault switch names it
+    (selftest.FAULT_ENV: its kernels are generated wrong), else ""."""
+    if not fault_family():
+        return ""
+    from .selftest import family_name, family_of  # noqa: PLC0415
+
+    f = family_of(node, sg, shapes, caps)
+    return family_name(f) if f is not None and family_name(f) == fault_family() else ""

@@ -255,7 +255,7 @@ class _Graph:
         return y
 
     def binary(self, kind: str, a: int, b: int, name: str, activation: str = "NONE",
-               out_quant: tuple[float, int] | None = None) -> int:
+               out_quant: tuple[float, int] | None = None, pot_scale_int16: bool = False) -> int:
         dtype = self.dtype_of(a)
         shape = np.broadcast_shapes(self.shape_of(a), self.shape_of(b))
         y = self.tensor(name, dtype, shape, quant=out_quant)
@@ -265,7 +265,7 @@ class _Graph:
             opts.fusedActivationFunction = act
             # potScaleInt16 defaults to True in the object API; the general int16 kernel
             # (any scales, zero points 0) needs False, which is what the converter writes.
-            opts.potScaleInt16 = False
+            opts.potScaleInt16 = pot_scale_int16
             self.op(schema.BuiltinOperator.ADD, [a, b], [y], options_type=schema.BuiltinOptions.AddOptions,
                     options=opts, version=_add_version(dtype, opts.potScaleInt16))
         elif kind == "sub":
@@ -330,7 +330,7 @@ def cast_model(src: str, dst: str, shape, *, constant: np.ndarray | None = None,
 
 
 def add_model(dtype: str, shape1, shape2, *, activation: str = "NONE",
-              quant: tuple | None = None, const1=None, const2=None) -> bytes:
+              quant: tuple | None = None, const1=None, const2=None, pot_scale_int16: bool = False) -> bytes:
     """One ADD node ``output = act(input1 + input2)`` with numpy broadcasting.
 
     dtype: float32, int32, int64 (plain) or int8, uint8, int16 (quantized, ``quant``
@@ -338,7 +338,8 @@ def add_model(dtype: str, shape1, shape2, *, activation: str = "NONE",
     to 6-D. activation: NONE, RELU, RELU6 or RELU_N1_TO_1 (fused).
     quant: ``((scale1, zp1), (scale2, zp2), (scale_out, zp_out))``, per-tensor; int16
     needs zero points 0 (the kernel refuses others at allocate time). AddOptions has
-    pot_scale_int16 = False, as the converter writes it.
+    pot_scale_int16 = False, as the converter writes it, unless ``pot_scale_int16`` (int16 with
+    power-of-two scales then takes LiteRT's POT path).
     const1 / const2: make that operand a constant tensor holding the value (converted to
     ``dtype``, broadcast to ``shape1`` / ``shape2``) instead of a model input. The inputs
     that remain are named ``input1`` / ``input2``; the output is ``output``.
@@ -362,7 +363,8 @@ def add_model(dtype: str, shape1, shape2, *, activation: str = "NONE",
         else:
             operands.append(g.tensor(f"input{i}", dtype, shape, quant=qp))
             g.inputs.append(operands[-1])
-    y = g.binary("add", operands[0], operands[1], "output", activation, out_quant=q[2])
+    y = g.binary("add", operands[0], operands[1], "output", activation, out_quant=q[2],
+                 pot_scale_int16=pot_scale_int16)
     assert g.shape_of(y) == tuple(out_shape)
     g.outputs = [y]
     return g.finish()

@@ -12,6 +12,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # models/ (builders) is not an installed package
     sys.path.insert(0, str(ROOT))
 
+# Mesa's rusticl lists llvmpipe (its CPU driver, the stand-in for Mesa's GPU drivers) only
+# where RUSTICL_ENABLE names it: set before any OpenCL call, where the test leg did not
+os.environ.setdefault("RUSTICL_ENABLE", "llvmpipe")
+
 import litecl  # noqa: E402,F401  (wires the Intel ICD before pyopencl loads)
 from litecl.device import _all_devices, probe_compiler  # noqa: E402
 
@@ -19,10 +23,10 @@ SHARED_MODELS = Path(os.environ.get("LITECL_SHARED_MODELS", ROOT.parent / "share
 
 #: (spec, human name) of each platform litecl knows how to reach.
 KNOWN = [("pocl", "Portable Computing Language"), ("intel", "Intel(R) OpenCL"),
-         ("oclgrind", "Oclgrind"), ("nvidia", "NVIDIA CUDA")]
+         ("oclgrind", "Oclgrind"), ("nvidia", "NVIDIA CUDA"), ("rusticl", "rusticl")]
 
 #: The real devices device tests run on (each skipped with its reason when unusable).
-REAL_DEVICES = ["pocl", "intel", "nvidia"]
+REAL_DEVICES = ["pocl", "intel", "nvidia", "rusticl"]
 
 
 def _device_status() -> dict[str, str]:
