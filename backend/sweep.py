@@ -1,36 +1,26 @@
-"""``litecl sweep``: every model of a zoo on every device, each check in its own process,
-results kept as JSON lines so a rerun does only what is new or changed.
+"""``litecl sweep``: every model of a zoo on every device, each job in its own process,
+results kept as JSON lines so that a rerun does only what is new or changed.
 
-For each model x device (``--device`` repeats: a spec may hold commas) one job runs in a
-forked process with a time limit (``--timeout``): the model verifier, ``litecl compare
---json`` (every signature, against ``--reference``), then ``litecl inspect --json`` per
-compared signature (placement with reasons). With ``--bench`` each model that ran gets a
-``litecl bench --json`` row too, after the checks and one at a time, nothing else running
-(timings taken beside other jobs are not comparable), and the device's round-trip floor
-(a 16 KiB write, a copy kernel and a blocking read: benchmarks/bench_delegate.py's) to
-give the per-partition cost in floors.
+A check job (model x ``--device`` spec; the flag repeats, as a spec may hold commas) runs
+in a forked process with a time limit (``--timeout``): the model verifier, ``litecl compare
+--json`` (every signature, against ``--reference``), ``litecl inspect --json`` per compared
+signature (placement with reasons). Its ``status``: ``exact``, ``differs``, ``refused`` (the
+verifier refused the model, LiteRT alone cannot run it, or litecl cannot use the device)
+or ``error`` (litecl failed, or the process crashed, or hung past its limit and was
+killed), with the ``reason``. ``--bench`` adds, after the checks and one at a time with
+nothing beside it, a ``litecl bench --json`` row (``ok`` or ``error``) per model that ran,
+with the device's round-trip floor for the per-partition cost in floors.
 
-A row's ``status``: ``exact`` (every output bit for bit), ``differs``, ``refused`` (the
-verifier refused the model, LiteRT alone cannot run it, or litecl cannot use the device:
-the reason says which) or ``error`` (litecl failed, the job crashed, or it hung past its
-time limit and was killed). Bench rows: ``ok`` or ``error``.
+``DIR/results.jsonl`` gets each row as its job ends. A row's ``key`` holds what its result
+depends on: the model's SHA-256, the device spec and profile, the device's platform, name
+and driver version, the LiteRT version, reference, placement, litecl's version and a hash
+of its source (bench rows: the runs too); a job whose key a row of the same model path has
+is not run again unless ``--force``. At the end each model path x device x kind keeps its
+current row, and report.py writes the report.
 
-Results: ``DIR/results.jsonl``, one row a line, appended as each job ends (a sweep cut
-short keeps what it finished). A row's ``key`` holds what its result depends on: the
-model's SHA-256, the device spec and profile, the device's platform, name and driver
-version, the LiteRT version, reference, placement, litecl's version and a hash of its
-source (and for bench rows the number of runs); a job whose key a row of the same model
-path holds already is not run again unless ``--force``. At the end each model path x
-device x kind keeps one row (the current key's) and the report is written (report.py).
-
-Jobs run ``--jobs N`` at once (default: the cores divided by the threads one CPU device
-uses, its compute units, plus one per GPU), longest model first; the rows are the same
-as one at a time. Progress: a tqdm bar on a terminal (tqdm is in the ``bench`` extra),
-else one line per finished job on stderr.
-
-Test-only fault switch: ``LITECL_SWEEP_FAULT=crash:NAME,hang:NAME`` makes the job process
-of each model file named NAME die of SIGSEGV (a runtime crash) or sleep until its time
-limit (a hang) where it would run the model; a row made under it has ``fault`` in its key.
+Test-only fault switch: ``LITECL_SWEEP_FAULT=crash:NAME,hang:NAME`` makes the job of each
+model file named NAME die of SIGSEGV (a runtime crash) or sleep past its time limit (a
+hang) where it would run the model; such rows carry ``fault`` in their key.
 """
 from __future__ import annotations
 
@@ -67,37 +57,32 @@ def _is_model(p: Path) -> bool:
         return f.read(8)[4:8] == b"TFL3"
 
 
-def find_models(items: list[str]) -> list[tuple[Path, str]]:
+def _folder(p: Path) -> list:
+    return [(q, q.relative_to(p).as_posix()) for q in sorted(p.rglob("*.tflite")) if q.is_file()]
+
+
+def find_models(items: list, listed: bool = False) -> list[tuple[Path, str]]:
     """(path, name) of each model file MODELS name: a file (a .tflite name or a TFLite
-    flatbuffer), a folder (its ``*.tflite`` files, recursively, sorted; name: the path
-    under the folder) or a list file (UTF-8 text, one file or folder a line, relative to
-    the list's folder; blank lines and ``#`` comments skipped). Raises LiteclError for a
-    path that does not exist, is no regular file or folder, or a list that is not text."""
+    flatbuffer; any file a list names), a folder (its ``*.tflite`` files, recursively,
+    sorted; name: the path under it) or a list file (UTF-8, one file or folder a line,
+    relative to the list; blank lines and ``#`` comments skipped). Raises LiteclError for
+    a path that does not exist or is not a regular file or folder, or a list not text."""
     out = []
-    for item in items:
-        p = Path(item)
+    for p in map(Path, items):
         if p.is_dir():
-            out += [(q, q.relative_to(p).as_posix()) for q in sorted(p.rglob("*.tflite")) if q.is_file()]
+            out += _folder(p)
         elif not p.is_file():
-            raise LiteclError(f"model, folder or list not found: {item}" if not p.exists()
-                              else f"{item} is not a regular file or a folder")
-        elif _is_model(p):
+            raise LiteclError(f"model, folder or list not found: {p}" if not p.exists()
+                              else f"{p} is not a regular file or a folder")
+        elif listed or _is_model(p):
             out.append((p, p.name))
         else:
             try:
-                lines = p.read_text(encoding="utf-8").splitlines()
+                lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines()]
             except UnicodeDecodeError:
-                raise LiteclError(f"{item} is neither a model (.tflite, or 'TFL3' at byte 4) nor a "
+                raise LiteclError(f"{p} is neither a model (.tflite, or 'TFL3' at byte 4) nor a "
                                   "list of paths (UTF-8 text, one a line)") from None
-            entries = [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
-            for e in entries:
-                q = p.parent / e
-                if q.is_dir():
-                    out += [(r, r.relative_to(q).as_posix()) for r in sorted(q.rglob("*.tflite")) if r.is_file()]
-                elif q.is_file():
-                    out.append((q, q.name))
-                else:
-                    raise LiteclError(f"{item}: listed path not found: {e}")
+            out += find_models([p.parent / ln for ln in lines if ln and not ln.startswith("#")], True)
     return out
 
 
@@ -125,10 +110,9 @@ def _source_hash() -> str:
 def _litert_version() -> str:
     from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
 
-    try:
+    with contextlib.suppress(PackageNotFoundError):
         return version("ai-edge-litert")
-    except PackageNotFoundError:
-        return "unknown"
+    return "unknown"
 
 
 def _faults() -> dict:
@@ -242,13 +226,12 @@ def round_trip_us(spec: str, runs: int = 300) -> float:
     from .device import open_device  # noqa: PLC0415
 
     dev = open_device(spec)
-    q, ctx = dev.queue, dev.context
-    k = cl.Kernel(cl.Program(ctx, _FLOOR_KERNEL).build(), "c")
-    h = np.zeros(4096, np.float32)
-    a, b = (cl.Buffer(ctx, cl.mem_flags.READ_WRITE, h.nbytes) for _ in range(2))
+    q, h = dev.queue, np.zeros(4096, np.float32)
+    a, b = (cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, h.nbytes) for _ in range(2))
+    k = cl.Kernel(cl.Program(dev.context, _FLOOR_KERNEL).build(), "c")
     k.set_args(a, b)
     ts = []
-    for i in range(runs + 50):
+    for _ in range(runs + 50):
         t = time.perf_counter()
         cl.enqueue_copy(q, a, h, is_blocking=False)
         cl.enqueue_nd_range_kernel(q, k, (1024,), None)
@@ -392,15 +375,15 @@ def _pool(jobs: list, fn, n: int, limit_s: float, tmp: Path, done) -> None:
 def read_results(folder) -> list[dict]:
     """The rows of FOLDER/results.jsonl in file order ([] when there is none); a line that
     is not a JSON object (a write cut short) is skipped."""
+    try:
+        lines = (Path(folder) / RESULTS).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
     rows = []
-    with contextlib.suppress(FileNotFoundError):
-        with open(Path(folder) / RESULTS, encoding="utf-8") as f:
-            for line in f:
-                with contextlib.suppress(ValueError):
-                    row = json.loads(line)
-                    if isinstance(row, dict) and "key" in row:
-                        rows.append(row)
-    return rows
+    for line in lines:
+        with contextlib.suppress(ValueError):
+            rows.append(json.loads(line))
+    return [r for r in rows if isinstance(r, dict) and "key" in r]
 
 
 def identity(row: dict) -> tuple:
@@ -414,11 +397,11 @@ def _key_id(key: dict) -> str:
 
 
 class _Progress:
-    """A tqdm bar on a terminal, else one line per finished job on stderr."""
+    """A tqdm bar on a terminal (one that tells its width), else a line per finished job on stderr."""
 
     def __init__(self, total: int, what: str):
         self.n, self.total, self.bar = 0, total, None
-        if total and sys.stderr.isatty():
+        if total and sys.stderr.isatty() and os.get_terminal_size(sys.stderr.fileno()).columns:
             with contextlib.suppress(ImportError):
                 import tqdm  # noqa: PLC0415
 
@@ -452,141 +435,152 @@ def default_jobs(probes: dict) -> int:
     return max((cores // max(threads, 1) if threads else 0) + len(gpus), 1)
 
 
-def _preload() -> None:
-    """Import what jobs use before forking them (not opening any device): each job's
-    process then starts with it."""
-    from . import bench, cli, compare, export, interpreter  # noqa: F401, PLC0415
-
-
 def run(args) -> int:
-    """``litecl sweep`` (argparse namespace from cli.py). Returns the exit status: 0 when
-    every row of the models and devices swept is exact or refused (bench rows: ok), 1
-    otherwise. Raises LiteclError for bad input (cli prints one ``error:`` line, exit 2)."""
+    """``litecl sweep`` (cli.py's namespace). Returns the exit status: 0 when every row of
+    the models and devices swept is exact or refused (bench rows: ok), else 1. Raises
+    LiteclError for bad input (cli prints one ``error:`` line, exit 2)."""
     from .report import write_report  # noqa: PLC0415
 
     if args.report is not None:
         if args.models or args.device or args.out:
             raise LiteclError("--report DIR writes the report of DIR's results alone: give no MODELS, --device or --out")
-        md, html = write_report(args.report)
-        print(f"wrote {md} and {html}")
+        print("wrote {} and {}".format(*write_report(args.report)))
         return 0
     if not args.models or not args.device or not args.out:
-        raise LiteclError("litecl sweep needs MODELS, at least one --device SPEC and --out DIR "
-                          "(or --report DIR alone)")
+        raise LiteclError("litecl sweep needs MODELS, at least one --device SPEC and --out DIR (or --report DIR alone)")
     if not args.timeout > 0:
         raise LiteclError(f"--timeout must be more than 0 seconds, got {args.timeout:g}")
     faults = _faults()
     found = find_models(args.models)
     if not found:
         raise LiteclError(f"no model found in {', '.join(args.models)} (folders are searched for *.tflite)")
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        lock = open(out / ".lock", "a")  # noqa: SIM115  (held for the whole sweep)
-    except OSError as e:
-        raise LiteclError(f"cannot write to {args.out}: {e.strerror or e}") from None
     import fcntl  # noqa: PLC0415
 
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise LiteclError(f"another litecl sweep is writing {args.out}") from None
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        lock = open(Path(args.out) / ".lock", "a")  # noqa: SIM115  (held while the sweep runs)
+    except OSError as e:
+        raise LiteclError(f"cannot write to {args.out}: {e.strerror or e}") from None
     with lock:
-        return _sweep(args, found, faults, out, write_report)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LiteclError(f"another litecl sweep is writing {args.out}") from None
+        return _Sweep(args, found, faults).run(write_report)
 
 
-def _sweep(args, found: list, faults: dict, out: Path, write_report) -> int:
-    import tempfile  # noqa: PLC0415
+class _Sweep:
+    """One sweep: the models (one per content), the device probes, the jobs to run, the
+    rows found and made (``current``: identity -> row)."""
 
-    t0 = time.monotonic()
-    models, seen = [], set()
-    for path, name in found:  # the same content twice is swept once
-        sha = _sha256(path)
-        if sha not in seen:
-            seen.add(sha)
-            models.append({"path": str(path.resolve()), "name": name, "sha": sha, "size": path.stat().st_size})
-    devices = list(dict.fromkeys(args.device))
-    from . import __version__  # noqa: PLC0415
+    def __init__(self, args, found: list, faults: dict):
+        from . import __version__  # noqa: PLC0415
 
-    env = {"litert": _litert_version(), "litecl": __version__, "source": _source_hash()}
-    _preload()
-    rows = read_results(out)
-    have = {(r["path"], r["id"]) for r in rows}
-    results = out / RESULTS
-    current, counts = {}, {"run": 0, "kept": 0}
+        self.args, self.faults, self.t0 = args, faults, time.monotonic()
+        self.out = Path(args.out)
+        self.found, self.models, seen = len(found), [], set()
+        for path, name in found:  # the same content twice is swept once
+            sha = _sha256(path)
+            if sha not in seen:
+                seen.add(sha)
+                self.models.append({"path": str(path.resolve()), "name": name, "sha": sha,
+                                    "size": path.stat().st_size})
+        self.devices = list(dict.fromkeys(args.device))
+        self.env = {"litert": _litert_version(), "litecl": __version__, "source": _source_hash()}
+        self.old = {(r["path"], r["id"]): r for r in read_results(self.out)}
+        self.current, self.ran, self.kept, self.progress = {}, 0, 0, None
 
-    def keep(row):  # a row of this sweep, new or found
-        current[identity(row)] = row
+    def run(self, write_report) -> int:
+        import tempfile  # noqa: PLC0415
 
-    def add(job, fields, seconds):
-        row = {"id": job["id"], "key": job["key"], "path": job["path"], "name": job["name"],
-               "device": job["device"], "kind": job["key"]["kind"], "status": "error", "reason": "",
-               **fields, "seconds": round(seconds, 3), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        with open(results, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-        keep(row)
-        counts["run"] += 1
-        progress.step(row)
+        from . import bench, cli, compare, export, interpreter  # noqa: F401, PLC0415  (jobs fork with them)
 
-    def plan(kind, pairs, extra=None):
-        """The jobs of ``kind`` for (model, device spec) pairs whose key has no row yet."""
-        todo, by_id = [], {(r["path"], r["id"]): r for r in rows}
+        with tempfile.TemporaryDirectory(prefix="litecl-sweep-") as tmp:
+            self.tmp = Path(tmp)
+            self.probes = self._probe()
+            self.jobs = self.args.jobs or default_jobs(self.probes)
+            largest = sorted(self.models, key=lambda m: -m["size"])  # longest first: the pool packs better
+            todo = self._plan("check", [(m, d) for m in largest for d in self.devices])
+            self._run_all("sweep", todo, _check, self.jobs)
+            if self.args.bench:
+                ran = [(m, d) for m in self.models for d in self.devices
+                       if self.current[(m["path"], d, "check", self.args.reference, self.args.placement)]["status"]
+                       in ("exact", "differs")]
+                self._run_all("bench", self._plan("bench", ran, {"num_runs": self.args.num_runs}), _bench, 1)
+        self._compact()
+        return self._summary(*write_report(self.out))
+
+    def _probe(self) -> dict:
+        """Each spec opened in a child of its own (a runtime may crash on it)."""
+        probes = {}
+        for k, spec in enumerate(self.devices):
+            _pool([{"n": f"probe{k}", "device": spec}], _probe, 1, PROBE_TIMEOUT_S, self.tmp,
+                  lambda job, fields, _s: probes.__setitem__(job["device"], fields))
+            if "status" in probes[spec]:  # the probe itself crashed or hung
+                probes[spec] = {"error": f"device {spec}: opening it {probes[spec]['reason']}"}
+        return probes
+
+    def _plan(self, kind: str, pairs: list, extra: dict | None = None) -> list:
+        """The jobs of ``kind`` for (model, spec) pairs with no row of their key yet (or all, --force)."""
+        a, todo = self.args, []
         for m, spec in pairs:
-            p = probes[spec]
-            key = {"model_sha256": m["sha"], "device": spec, "profile": p.get("profile"),
-                   "platform": p.get("platform"), "device_name": p.get("name"), "driver": p.get("driver"),
-                   "litert": env["litert"], "reference": args.reference, "placement": args.placement,
-                   "litecl": env["litecl"], "source": env["source"], "kind": kind, **(extra or {})}
-            if faults.get(Path(m["path"]).name):
-                key["fault"] = faults[Path(m["path"]).name]
-            job = {"n": f"{kind}{len(todo)}", "id": _key_id(key), "key": key, **m,
-                   "device": spec, "reference": args.reference, "placement": args.placement,
-                   "fault": key.get("fault"), **(extra or {})}
-            if (m["path"], job["id"]) in have and not args.force:
-                keep(by_id[(m["path"], job["id"])])
-                counts["kept"] += 1
+            p = self.probes[spec]
+            key = {"model_sha256": m["sha"], "device": spec, "profile": p.get("profile"), "platform": p.get("platform"),
+                   "device_name": p.get("name"), "driver": p.get("driver"), "litert": self.env["litert"],
+                   "reference": a.reference, "placement": a.placement, "litecl": self.env["litecl"],
+                   "source": self.env["source"], "kind": kind, **(extra or {})}
+            fault = self.faults.get(Path(m["path"]).name)
+            key.update({"fault": fault} if fault else {})
+            job = {**m, **(extra or {}), "n": f"{kind}{len(todo)}", "id": _key_id(key), "key": key, "device": spec,
+                   "reference": a.reference, "placement": a.placement, "fault": fault}
+            if (m["path"], job["id"]) in self.old and not a.force:
+                row = self.old[(m["path"], job["id"])]
+                self.current[identity(row)] = row
+                self.kept += 1
             else:
                 todo.append(job)
         return todo
 
-    with tempfile.TemporaryDirectory(prefix="litecl-sweep-") as tmp:
-        tmp = Path(tmp)
-        probes = {}
-        for spec in devices:  # each spec opened in a child: a runtime may crash on it
-            _pool([{"n": f"probe{len(probes)}", "device": spec}], _probe, 1, PROBE_TIMEOUT_S, tmp,
-                  lambda job, f, s: probes.__setitem__(job["device"], f))
-            p = probes[spec]
-            if "status" in p:  # the probe itself crashed or hung
-                probes[spec] = {"error": f"device {spec}: opening it {p['reason']}"}
-        jobs = plan("check", [(m, d) for m in sorted(models, key=lambda m: -m["size"]) for d in devices])
-        n = args.jobs or default_jobs(probes)
-        progress = _Progress(len(jobs), "sweep")
-        for job in [j for j in jobs if probes[j["device"]]["error"]]:  # no process needed
-            add(job, {"status": "refused", "reason": probes[job["device"]]["error"]}, 0.0)
-        _pool([j for j in jobs if not probes[j["device"]]["error"]], _check, n, args.timeout, tmp, add)
-        progress.close()
-        if args.bench:
-            ran = [(m, d) for m in models for d in devices
-                   if current[(m["path"], d, "check", args.reference, args.placement)]["status"] in ("exact", "differs")]
-            jobs = plan("bench", ran, {"num_runs": args.num_runs})
-            progress = _Progress(len(jobs), "bench")
-            _pool(jobs, _bench, 1, args.timeout, tmp, add)  # one at a time: nothing beside it
-            progress.close()
-    mine = {(r["path"], r["id"]) for r in current.values()}
-    kept = [r for r in read_results(out) if identity(r) not in current or (r["path"], r["id"]) in mine]
-    last = {(r["path"], r["id"]): k for k, r in enumerate(kept)}  # one row per key: the latest
-    tmpfile = results.with_suffix(".tmp")
-    tmpfile.write_text("".join(json.dumps(r) + "\n" for k, r in enumerate(kept) if last[(r["path"], r["id"])] == k))
-    os.replace(tmpfile, results)
-    md, html = write_report(out)
-    tally = {s: sum(r["status"] == s for r in current.values() if r["kind"] == "check")
-             for s in ("exact", "differs", "error", "refused")}
-    benched = [r for r in current.values() if r["kind"] == "bench"]
-    print(f"swept {len(models)} model(s) x {len(devices)} device(s) in {time.monotonic() - t0:.1f} s "
-          f"with {n} job(s) at once: {counts['run']} run now, {counts['kept']} unchanged since an earlier sweep"
-          + (f"; {len(found) - len(models)} file(s) skipped, the same content as another" if len(found) > len(models) else ""))
-    print("checks: " + ", ".join(f"{k} {v}" for k, v in tally.items())
-          + (f"; bench: {sum(r['status'] == 'ok' for r in benched)} ok, {sum(r['status'] != 'ok' for r in benched)} error"
-             if args.bench else ""))
-    print(f"wrote {results}, {md} and {html}")
-    return 0 if tally["differs"] == tally["error"] == 0 and all(r["status"] == "ok" for r in benched) else 1
+    def _run_all(self, what: str, jobs: list, fn, n: int) -> None:
+        """Jobs on an unusable device become refused rows at once; the others run, ``n`` at a time."""
+        self.progress = _Progress(len(jobs), what)
+        try:
+            for job in jobs:
+                if self.probes[job["device"]]["error"]:
+                    self._add(job, {"status": "refused", "reason": self.probes[job["device"]]["error"]}, 0.0)
+            _pool([j for j in jobs if not self.probes[j["device"]]["error"]], fn, n, self.args.timeout, self.tmp,
+                  self._add)
+        finally:
+            self.progress.close()
+
+    def _add(self, job: dict, fields: dict, seconds: float) -> None:
+        row = {"id": job["id"], "key": job["key"], "path": job["path"], "name": job["name"], "device": job["device"],
+               "kind": job["key"]["kind"], "status": "error", "reason": "", **fields, "seconds": round(seconds, 3),
+               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        with open(self.out / RESULTS, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        self.current[identity(row)] = row
+        self.ran += 1
+        self.progress.step(row)
+
+    def _compact(self) -> None:
+        """results.jsonl rewritten: one row per key, and of each identity swept now only its current row."""
+        mine = {(r["path"], r["id"]) for r in self.current.values()}
+        rows = {(r["path"], r["id"]): r for r in read_results(self.out)
+                if identity(r) not in self.current or (r["path"], r["id"]) in mine}
+        tmp = self.out / (RESULTS + ".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows.values()), encoding="utf-8")
+        os.replace(tmp, self.out / RESULTS)
+
+    def _summary(self, md: Path, page: Path) -> int:
+        rows = list(self.current.values())
+        tally = {s: sum(r["status"] == s for r in rows if r["kind"] == "check") for s in ("exact", "differs", "error", "refused")}
+        bench = [r["status"] for r in rows if r["kind"] == "bench"]
+        dup = self.found - len(self.models)
+        print(f"swept {len(self.models)} model(s) x {len(self.devices)} device(s) in {time.monotonic() - self.t0:.1f} s "
+              f"with {self.jobs} job(s) at once: {self.ran} run now, {self.kept} unchanged since an earlier sweep"
+              + (f"; {dup} file(s) skipped, the same content as another" if dup else ""))
+        print("checks: " + ", ".join(f"{k} {v}" for k, v in tally.items())
+              + (f"; bench: {bench.count('ok')} ok, {len(bench) - bench.count('ok')} error" if self.args.bench else ""))
+        print(f"wrote {self.out / RESULTS}, {md} and {page}")
+        return 0 if tally["differs"] == tally["error"] == 0 and bench.count("ok") == len(bench) else 1
