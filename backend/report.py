@@ -32,7 +32,7 @@ td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}
 text-overflow:ellipsis;white-space:nowrap;font-weight:normal}.matrix thead th.m{z-index:3;background:#f4f4f4}
 .m small{color:#888;margin-left:.6em}.matrix td{text-align:center;white-space:nowrap}td a{color:inherit}
 .exact{background:#d9f0d3}.differs{background:#fdd49e}.error{background:#f4a582}.refused{background:#e0e0e0}
-tr:target td{outline:2px solid #0072B2}.why td{vertical-align:top}svg text{font:11px system-ui,sans-serif}
+tr:target td{outline:2px solid #0072B2}.matrix tbody tr{scroll-margin-top:26px}.why td{vertical-align:top}svg text{font:11px system-ui,sans-serif}
 """
 
 
@@ -55,7 +55,8 @@ def _kept(r: dict) -> list[str]:
 
 
 class _Data:
-    """The rows as a matrix: models (by name), device columns (first seen first), cells,
+    """The rows as a matrix: models (those with an error or a difference first, then by
+    name), device columns (first seen first), cells,
     bench rows, and each distinct reason with its anchor."""
 
     def __init__(self, rows: list[dict]):
@@ -63,8 +64,9 @@ class _Data:
         checks = [r for r in rows if r["kind"] == "check"]
         self.cols = list(dict.fromkeys(_column(r) for r in checks))
         self.names = {r["path"]: r["name"] for r in rows}
-        self.models = sorted(self.names, key=lambda p: (self.names[p], p))
         self.cell = {(r["path"], _column(r)): r for r in checks}
+        bad = {p for (p, _), r in self.cell.items() if r["status"] in ("error", "differs")}
+        self.models = sorted(self.names, key=lambda p: (p not in bad, self.names[p], p))  # trouble first
         self.bench = {(r["path"], _column(r)): r for r in rows if r["kind"] == "bench"}
         # table (anchor prefix) -> reason -> [anchor, count, {model names}]
         self.reasons: dict = {"why": {}, "kept": {}}
@@ -181,8 +183,8 @@ def _cell(d: _Data, r: dict | None) -> str:
 
 def _html(d: _Data) -> str:
     name = {m: f"{_e(d.names[m].rsplit('/', 1)[-1])}<small>{_e(d.names[m].rpartition('/')[0])}</small>" for m in d.models}
-    body = "".join(f'<tr><th class="m" title="{_e(m)}">{name[m]}</th>'
-                   + "".join(_cell(d, d.cell.get((m, c))) for c in d.cols) + "</tr>" for m in d.models)
+    body = "".join(f'<tr id="model-{i + 1}"><th class="m" title="{_e(m)}">{name[m]}</th>'
+                   + "".join(_cell(d, d.cell.get((m, c))) for c in d.cols) + "</tr>" for i, m in enumerate(d.models))
     counts = "".join(f"<tr><th>{_e(c)}</th>" + "".join(f'<td class="{s}">{v}</td>' for s, v in zip(STATUSES, d.tally(c)))
                      + "</tr>" for c in d.cols)
     parts = [f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>litecl sweep</title>'
@@ -222,9 +224,11 @@ def _ticks(lo: float, hi: float, log: bool) -> list[float]:
 
 def _dot_plot(series: dict, d: _Data, log: bool = False, line: float | None = None, bars: dict | None = None) -> str:
     """Inline SVG: a row per model (its name at the left), a dot per device column in that
-    column's colour on one x axis (``log``: log scale); ``bars`` (model -> value) grey
-    behind the dots; ``line``: a dashed vertical line at that x."""
+    column's colour on one x axis (``log``: log scale), each column 2 px lower than the one
+    before (equal values stay visible); ``bars`` (model -> value) grey behind the dots;
+    ``line``: a dashed vertical line at that x."""
     models = [m for m in d.models if m in series]
+    cols = [(k, c) for k, c in enumerate(d.cols) if any(c in series[m] for m in models)]  # colours stay put
     vals = [v for m in models for v in series[m].values()] + list((bars or {}).values()) + [line] * (line is not None)
     if log:
         vals = [v for v in vals if v > 0]
@@ -238,8 +242,8 @@ def _dot_plot(series: dict, d: _Data, log: bool = False, line: float | None = No
         f = math.log10(v / lo) / math.log10(hi / lo) if log else (v - lo) / (hi - lo)
         return left + f * (width - left - 20)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
-    out += [f'<circle cx="{left + 8 + 180 * k}" cy="12" r="4" fill="{PALETTE[k % len(PALETTE)]}"/>'
-            f'<text x="{left + 16 + 180 * k}" y="16">{_e(c[:26])}</text>' for k, c in enumerate(d.cols)]
+    out += [f'<circle cx="{left + 8 + 180 * i}" cy="12" r="4" fill="{PALETTE[k % len(PALETTE)]}"/>'
+            f'<text x="{left + 16 + 180 * i}" y="16">{_e(c[:26])}</text>' for i, (k, c) in enumerate(cols)]
     out += [f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top - 4}" y2="{height - 26}" stroke="#eee"/>'
             f'<text x="{x(t):.1f}" y="{height - 12}" text-anchor="middle">{t:g}</text>' for t in _ticks(lo, hi, log)]
     if line is not None and lo <= line <= hi:
@@ -251,7 +255,7 @@ def _dot_plot(series: dict, d: _Data, log: bool = False, line: float | None = No
         out.append(f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end"><title>{_e(m)}</title>{_e(short)}</text>')
         if bars and bars.get(m):
             out.append(f'<rect x="{x(0):.1f}" y="{y - 4:.1f}" width="{x(bars[m]) - x(0):.1f}" height="8" fill="#ddd"/>')
-        out += [f'<circle cx="{x(v):.1f}" cy="{y:.1f}" r="3.5" fill="{PALETTE[k % len(PALETTE)]}" fill-opacity="0.85">'
-                f"<title>{_e(name)} on {_e(c)}: {v:.3g}</title></circle>"
-                for k, c in enumerate(d.cols) if (v := series[m].get(c)) is not None and (v > 0 or not log)]
+        out += [f'<circle cx="{x(v):.1f}" cy="{y + 2 * i - len(cols) + 1:.1f}" r="3.5" fill="{PALETTE[k % len(PALETTE)]}" '
+                f'fill-opacity="0.85"><title>{_e(name)} on {_e(c)}: {v:.3g}</title></circle>'  # equal values: a column
+                for i, (k, c) in enumerate(cols) if (v := series[m].get(c)) is not None and (v > 0 or not log)]
     return "\n".join(out) + "</svg>"
