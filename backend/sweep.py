@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import io
 import json
+import math
 import os
 import select
 import signal
@@ -166,6 +167,21 @@ def _litert_alone(job: dict) -> str:
 _REFUSALS = ("LiteRT without the delegate cannot run the model", "random inputs need")
 
 
+def _placement(path: str, opts: list, signatures: list) -> tuple[dict, dict]:
+    """``litecl inspect --json`` of each signature: ({(subgraph, node): placement row},
+    {subgraph: graph_info row}), each once. Raises LiteclError with inspect's error line."""
+    nodes, graphs = {}, {}
+    for sig in signatures:
+        code, out, err = _cli(["inspect", path, "--json", *opts] + (["--signature", sig] if sig is not None else []))
+        if code:
+            raise LiteclError(err)
+        ins = json.loads(out)
+        graphs.update((g["subgraph"], g) for g in ins["graphs"])
+        nodes.update(((n["subgraph"], n["index"]), {k: n[k] for k in ("subgraph", "index", "op", "placement",
+                                                                     "partition", "reason")}) for n in ins["nodes"])
+    return nodes, graphs
+
+
 def _check(job: dict) -> dict:
     """The check row's fields: the verifier, compare (every signature), placement."""
     from .errors import ModelError  # noqa: PLC0415
@@ -186,22 +202,19 @@ def _check(job: dict) -> dict:
                 else {"status": "error", "reason": err})
     rep = json.loads(out)
     sigs = rep.get("signatures") or [rep]
-    nodes, graphs = {}, {}
-    for s in sigs:
-        code, out, err = _cli(["inspect", job["path"], "--json", *opts]
-                              + (["--signature", s["signature"]] if s["signature"] is not None else []))
-        if code:
-            return {"status": "error", "reason": f"inspect: {err}"}
-        ins = json.loads(out)
-        graphs.update((g["subgraph"], g) for g in ins["graphs"])
-        nodes.update(((n["subgraph"], n["index"]), {k: n[k] for k in ("subgraph", "index", "op", "placement",
-                                                                     "partition", "reason")}) for n in ins["nodes"])
+    try:
+        nodes, graphs = _placement(job["path"], opts, [s["signature"] for s in sigs])
+    except LiteclError as e:
+        return {"status": "error", "reason": f"inspect: {e}"}
     outs = [dict(o, signature=s["signature"]) for s in sigs for o in s["outputs"]]
     bad = [o for o in outs if not o["bit_exact"]]
-    diffs = [o["max_abs_diff"] for o in bad if o["max_abs_diff"] is not None and o["max_abs_diff"] == o["max_abs_diff"]]
-    return {"status": "differs" if bad else "exact",
-            "reason": "; ".join(f"output {o['name']!r} differs in {o['mismatched']} element(s), max abs "
-                                f"diff {o['max_abs_diff']}" for o in bad)[:500],
+    reason = "; ".join(f"output {o['name']!r} differs in {o['mismatched']} element(s), max abs diff "
+                       f"{o['max_abs_diff']}" for o in bad)[:500]
+    for o in outs:  # JSON has no NaN or inf (the reason names them)
+        mad = o["max_abs_diff"]
+        o["max_abs_diff"] = mad if isinstance(mad, (int, float)) and math.isfinite(mad) else None
+    diffs = [o["max_abs_diff"] for o in bad if o["max_abs_diff"] is not None]
+    return {"status": "differs" if bad else "exact", "reason": reason,
             "max_abs_diff": max(diffs, default=0.0 if not bad else None),
             "nodes": sum(g["nodes"] for g in graphs.values()),
             "opencl_nodes": sum(g["claimed"] for g in graphs.values()),
@@ -462,7 +475,10 @@ def run(args) -> int:
     if not args.timeout > 0:
         raise LiteclError(f"--timeout must be more than 0 seconds, got {args.timeout:g}")
     faults = _faults()
-    found = find_models(args.models)
+    try:
+        found = find_models(args.models)
+    except OSError as e:
+        raise LiteclError(f"cannot read {e.filename}: {e.strerror}") from None
     if not found:
         raise LiteclError(f"no model found in {', '.join(args.models)} (folders are searched for *.tflite)")
     import fcntl  # noqa: PLC0415
