@@ -1160,7 +1160,9 @@ def _parser() -> argparse.ArgumentParser:
                        "--bench timings), each in its own process, resumable; --report DIR: the report alone")
     s.add_argument("models", nargs="*", metavar="MODEL",
                    help="a .tflite file, a folder (searched for *.tflite) or a list file (one path a line)")
-    s.add_argument("--device", action="append", metavar="SPEC", help=dev_help + "; repeat for more devices")
+    s.add_argument("--device", action="append", metavar="SPEC", help="an OpenCL device spec as --device of the "
+                   "other commands (litecl devices lists them), :profile=NAME allowed; repeat the flag for more "
+                   "devices (a spec may hold commas); at least one")
     s.add_argument("--out", metavar="DIR", help="folder of results.jsonl, report.md and report.html")
     s.add_argument("--report", metavar="DIR", help="only write DIR/report.md and report.html from DIR's results")
     s.add_argument("--jobs", type=_POSITIVE, metavar="N", help="jobs at once (default: cores divided by the "

@@ -202,60 +202,75 @@ def _html(d: _Data) -> str:
     total = {p: max(r.get("cast_add_nodes", 0) for (q, _), r in d.cell.items() if q == p) for p in nodes}
     for title, series, opts in (
             ("litecl's median time over LiteRT's (bench rows; 1: as fast)",
-             d.series(d.bench, lambda r: r.get("ratio_median")), {"log": True, "line": 1.0}),
+             d.series(d.bench, lambda r: r.get("ratio_median")), {"scale": "log", "line": 1.0}),
             ("CAST/ADD nodes on OpenCL (dots), of the model's CAST/ADD nodes (grey bars)", nodes, {"bars": total}),
             ("per-partition cost in round-trip floors: (litecl - LiteRT median) / partitions / floor (bench rows)",
-             d.series(d.bench, lambda r: r.get("floors_per_partition")), {"line": 0.0})):
+             d.series(d.bench, lambda r: r.get("floors_per_partition")), {"scale": "symlog", "line": 0.0})):
         parts.append(f"<h2>{_e(title)}</h2>" + (_dot_plot(series, d, **opts) if series else "<p>No rows to plot "
                                                 "(time and floors come from bench rows: litecl sweep --bench).</p>"))
     return "\n".join(parts) + "\n</body></html>\n"
 
 
-def _ticks(lo: float, hi: float, log: bool) -> list[float]:
-    if log:
-        a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-        ts = [m * 10.0 ** e for e in range(a, b + 1) for m in ((1, 2, 5) if b - a <= 2 else (1,))]
-    else:
+#: value -> axis position of each plot scale; symlog: log10(1 + |v|) with v's sign (negatives
+#: and outliers of both signs on one readable axis)
+SCALES = {"linear": lambda v: v, "log": math.log10,
+          "symlog": lambda v: math.copysign(math.log10(1 + abs(v)), v)}
+
+
+def _ticks(lo: float, hi: float, scale: str, px) -> list[float]:
+    """Round values in [lo, hi] for the axis, at least 45 px apart (``px``: value -> x)."""
+    if scale == "linear":
         step = 10 ** math.floor(math.log10((hi - lo) / 4))
         step *= next(m for m in (1, 2, 5, 10) if (hi - lo) / (step * m) <= 8)
         ts = [k * step for k in range(math.ceil(lo / step), math.floor(hi / step) + 1)]
-    return [t for t in ts if lo <= t <= hi]
+    else:  # 1, 2, 5 times powers of ten (and 0, negatives on symlog); the powers alone where they are 3 or more
+        ts = sorted({g * m * 10.0 ** e for e in range(-4, 8) for m in (1, 2, 5) for g in (1, -1)} | {0.0})
+        ts = [t for t in ts if lo <= t <= hi and (t > 0 or scale == "symlog")]
+        ones = [t for t in ts if t == 0 or math.log10(abs(t)).is_integer()]
+        ts = ones if len(ones) >= 3 else ts
+    out: list = []
+    for t in ts:
+        if not out or px(t) - px(out[-1]) >= 45:
+            out.append(t)
+    return out
 
 
-def _dot_plot(series: dict, d: _Data, log: bool = False, line: float | None = None, bars: dict | None = None) -> str:
+def _dot_plot(series: dict, d: _Data, scale: str = "linear", line: float | None = None,
+              bars: dict | None = None) -> str:
     """Inline SVG: a row per model (its name at the left), a dot per device column in that
-    column's colour on one x axis (``log``: log scale), each column 2 px lower than the one
-    before (equal values stay visible); ``bars`` (model -> value) grey behind the dots;
-    ``line``: a dashed vertical line at that x."""
+    column's colour on one x axis (``scale``: a key of SCALES), each column 2 px lower than
+    the one before (equal values stay visible); ``bars`` (model -> value) grey behind the
+    dots; ``line``: a dashed vertical line at that x."""
     models = [m for m in d.models if m in series]
     cols = [(k, c) for k, c in enumerate(d.cols) if any(c in series[m] for m in models)]  # colours stay put
-    vals = [v for m in models for v in series[m].values()] + list((bars or {}).values()) + [line] * (line is not None)
-    if log:
-        vals = [v for v in vals if v > 0]
-        lo, hi = min(vals) / 1.25, max(vals) * 1.25
-    else:
-        lo, hi = min(min(vals), 0.0), max(max(vals), 1.0) * 1.05
+    f = SCALES[scale]
+    vals = [f(v) for v in [v for m in models for v in series[m].values()] + list((bars or {}).values())
+            + [line] * (line is not None) if v > 0 or scale != "log"]
+    pad = 0.05 * ((max(vals) - min(vals)) or 1.0)
+    lo, hi = min(vals) - pad, max(vals) + pad
     left, width, top, row = 300, 1200, 34, 14
     height = top + row * len(models) + 30
 
     def x(v):
-        f = math.log10(v / lo) / math.log10(hi / lo) if log else (v - lo) / (hi - lo)
-        return left + f * (width - left - 20)
+        return left + (f(v) - lo) / (hi - lo) * (width - left - 20)
+    inverse = {"linear": lambda t: t, "log": lambda t: 10 ** t,
+               "symlog": lambda t: math.copysign(10 ** abs(t) - 1, t)}[scale]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
     out += [f'<circle cx="{left + 8 + 180 * i}" cy="12" r="4" fill="{PALETTE[k % len(PALETTE)]}"/>'
             f'<text x="{left + 16 + 180 * i}" y="16">{_e(c[:26])}</text>' for i, (k, c) in enumerate(cols)]
     out += [f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top - 4}" y2="{height - 26}" stroke="#eee"/>'
-            f'<text x="{x(t):.1f}" y="{height - 12}" text-anchor="middle">{t:g}</text>' for t in _ticks(lo, hi, log)]
-    if line is not None and lo <= line <= hi:
+            f'<text x="{x(t):.1f}" y="{height - 12}" text-anchor="middle">{t:g}</text>'
+            for t in _ticks(inverse(lo), inverse(hi), scale, x)]
+    if line is not None:
         out.append(f'<line x1="{x(line):.1f}" x2="{x(line):.1f}" y1="{top - 4}" y2="{height - 26}" stroke="#555" '
                    'stroke-dasharray="4 3"/>')
     for i, m in enumerate(models):
         y, name = top + row * i + row / 2, d.names[m]
         short = name if len(name) <= 46 else "\u2026" + name[-45:]
         out.append(f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end"><title>{_e(m)}</title>{_e(short)}</text>')
-        if bars and bars.get(m):
+        if bars and bars.get(m):  # linear scale
             out.append(f'<rect x="{x(0):.1f}" y="{y - 4:.1f}" width="{x(bars[m]) - x(0):.1f}" height="8" fill="#ddd"/>')
         out += [f'<circle cx="{x(v):.1f}" cy="{y + 2 * i - len(cols) + 1:.1f}" r="3.5" fill="{PALETTE[k % len(PALETTE)]}" '
                 f'fill-opacity="0.85"><title>{_e(name)} on {_e(c)}: {v:.3g}</title></circle>'  # equal values: a column
-                for i, (k, c) in enumerate(cols) if (v := series[m].get(c)) is not None and (v > 0 or not log)]
+                for i, (k, c) in enumerate(cols) if (v := series[m].get(c)) is not None and (v > 0 or scale != "log")]
     return "\n".join(out) + "</svg>"

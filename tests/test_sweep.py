@@ -187,3 +187,31 @@ def test_default_jobs():
     assert default_jobs({"a": cpu, "b": gpu}) == max(cores // 2, 1) + 1
     assert default_jobs({"a": {"error": "no device"}}) == 1
     assert json.dumps(default_jobs({})) == "1"
+
+
+def test_report_from_results_alone(tmp_path):
+    """No device: hand-written rows of every status (a difference included) and a bench row."""
+    def row(name, device, status, reason="", kind="check", **extra):
+        key = {"device": device, "kind": kind, "reference": "builtin", "placement": "all", "litecl": "0",
+               "source": "s", "litert": "2.3.0"}
+        return {"id": f"{name}{device}{kind}", "key": key, "path": f"/z/{name}", "name": name, "device": device,
+                "kind": kind, "status": status, "reason": reason, "seconds": 0.5, **extra}
+    nodes = {"nodes": 9, "opencl_nodes": 1, "partitions": 1, "cast_add_nodes": 2,
+             "placement": [{"op": "ADD", "placement": "opencl", "reason": ""},
+                           {"op": "CAST", "placement": "litert", "reason": "int64 needs 64-bit integers"}]}
+    rows = [row("a.tflite", "d1", "exact", **nodes), row("a.tflite", "d2", "differs", "output 'y' differs", **nodes),
+            row("b.tflite", "d1", "error", "crashed (SIGSEGV)"), row("b.tflite", "d2", "refused", "verifier <x>"),
+            row("0.tflite", "d1", "exact", **nodes),
+            row("a.tflite", "d1", "ok", kind="bench", ratio_median=1.5, floors_per_partition=0.25,
+                litecl_median_us=15.0, litert_median_us=10.0, partitions=2, floor_us=10.0)]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "{cut sho")
+    r = sweep("--report", tmp_path)
+    assert r.returncode == 0, r.stderr
+    page, md = (tmp_path / "report.html").read_text(), (tmp_path / "report.md").read_text()
+    cells = dict(re.findall(r'<td class="(\w+)" title="[^"]*">(.*?)</td>', page))
+    assert set(cells) == {"exact", "differs", "error", "refused"}
+    assert 'href="#kept-1"' in cells["exact"] and "href=\"#why-" in cells["differs"]
+    assert "verifier &lt;x&gt;" in page and "<x>" not in page  # escaped
+    assert page.index(">b.tflite<") < page.index(">0.tflite<")  # rows with an error or a difference first
+    assert page.count("<svg") == 3 and "1.5" in page and "litecl median us" in md
+    assert "| b.tflite | [error](#why-" in md and "1.50 | 2 | 10.0 | 0.25 |" in md
