@@ -591,12 +591,15 @@ class _Sweep:
         self.progress.step(row)
 
     def _compact(self) -> None:
-        """results.jsonl rewritten: one row per key, and of each identity swept now only its current row."""
+        """results.jsonl rewritten: one row per key, of each identity swept now only its current
+        row, this sweep's rows last in --device order (the report's column order)."""
         mine = {(r["path"], r["id"]) for r in self.current.values()}
         rows = {(r["path"], r["id"]): r for r in read_results(self.out)
                 if identity(r) not in self.current or (r["path"], r["id"]) in mine}
+        order = {d: k for k, d in enumerate(self.devices)}
+        rows = sorted(rows.values(), key=lambda r: (identity(r) in self.current, order.get(r["device"], -1)))
         tmp = self.out / (RESULTS + ".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows.values()), encoding="utf-8")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         os.replace(tmp, self.out / RESULTS)
 
     def _summary(self, md: Path, page: Path) -> int:

@@ -100,6 +100,7 @@ def test_second_run_does_nothing_and_a_changed_model_only_its_rows(first, zoo):
     changed = {k for k in after if after[k]["id"] != before[k]["id"]}
     assert changed == {("alternating.tflite", d, "check") for d in devices}
     assert len(read_results(out)) == len(after)  # one row per model x device: the old ones went
+    assert list(dict.fromkeys(r["device"] for r in read_results(out))) == devices  # --device order
 
 
 def test_jobs_two_gives_the_rows_of_one(zoo, tmp_path):
