@@ -592,12 +592,13 @@ class _Sweep:
 
     def _compact(self) -> None:
         """results.jsonl rewritten: one row per key, of each identity swept now only its current
-        row, this sweep's rows last in --device order (the report's column order)."""
+        row, by device: those of earlier sweeps in their order, then new ones in --device order
+        (the report's column order; rows were appended as jobs ended)."""
         mine = {(r["path"], r["id"]) for r in self.current.values()}
         rows = {(r["path"], r["id"]): r for r in read_results(self.out)
                 if identity(r) not in self.current or (r["path"], r["id"]) in mine}
-        order = {d: k for k, d in enumerate(self.devices)}
-        rows = sorted(rows.values(), key=lambda r: (identity(r) in self.current, order.get(r["device"], -1)))
+        order = {d: k for k, d in enumerate(dict.fromkeys([r["device"] for r in self.old.values()] + self.devices))}
+        rows = sorted(rows.values(), key=lambda r: order.get(r["device"], len(order)))
         tmp = self.out / (RESULTS + ".tmp")
         tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         os.replace(tmp, self.out / RESULTS)

@@ -114,6 +114,13 @@ def test_jobs_two_gives_the_rows_of_one(zoo, tmp_path):
     assert outs[0] == outs[1]
 
 
+def test_columns_keep_their_order_when_fewer_devices_are_swept(first, zoo):
+    devices, out, _ = first
+    r = sweep(zoo / "alternating.tflite", "--device", devices[1], "--out", out)
+    assert " 0 run now" in r.stdout, r.stdout + r.stderr
+    assert list(dict.fromkeys(r["device"] for r in read_results(out))) == devices
+
+
 def test_report_matrix_anchors_and_plots(first):
     _, out, _ = first
     r = sweep("--report", out)
