@@ -1,4 +1,4 @@
-"""The ``litecl`` command line: devices, inspect, run, compare, bench, kernel, export, --version.
+"""The ``litecl`` command line: devices, inspect, run, compare, bench, kernel, export, sweep, --version.
 
 Every command that runs a model runs it in LiteRT's own Interpreter with litecl.Delegate
 (litecl.Interpreter) and reads the delegate's report (placement(), graph_info(),
@@ -1029,6 +1029,13 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    """Every model x device in its own process, results as JSON lines, and a report (backend/sweep.py)."""
+    from .sweep import run  # noqa: PLC0415
+
+    return run(args)
+
+
 def _parser() -> argparse.ArgumentParser:
     from . import __version__  # noqa: PLC0415
 
@@ -1173,6 +1180,27 @@ def _parser() -> argparse.ArgumentParser:
                    help="which nodes the delegate takes: all (every node litecl lowers; default) "
                    "or auto (only where the cost model expects OpenCL to be faster)")
     s.set_defaults(fn=cmd_export)
+
+    s = sub.add_parser("sweep", help="check many models on many devices (verifier, placement, compare; "
+                       "--bench timings), each in its own process, resumable; --report DIR: the report alone")
+    s.add_argument("models", nargs="*", metavar="MODEL",
+                   help="a .tflite file, a folder (searched for *.tflite) or a list file (one path a line)")
+    s.add_argument("--device", action="append", metavar="SPEC", help="an OpenCL device spec as --device of the "
+                   "other commands (litecl devices lists them), :profile=NAME allowed; repeat the flag for more "
+                   "devices (a spec may hold commas); at least one")
+    s.add_argument("--out", metavar="DIR", help="folder of results.jsonl, report.md and report.html")
+    s.add_argument("--report", metavar="DIR", help="only write DIR/report.md and report.html from DIR's results")
+    s.add_argument("--jobs", type=_POSITIVE, metavar="N", help="jobs at once (default: cores divided by the "
+                   "threads one CPU device uses, plus one per GPU)")
+    s.add_argument("--timeout", type=_arg_secs, default=600.0, metavar="SECS",
+                   help="time limit of each job's process (default 600): a job past it is killed, an error row")
+    s.add_argument("--reference", choices=ref_choices, default="builtin", help=reference_help)
+    add_placement(s)
+    s.add_argument("--bench", action="store_true", help="also time litecl against LiteRT (litecl bench) on each "
+                   "model that ran, one job at a time after the checks")
+    s.add_argument("--num_runs", type=_POSITIVE, default=50, metavar="N", help="--bench's timed runs (default 50)")
+    s.add_argument("--force", action="store_true", help="redo jobs whose results are already in DIR")
+    s.set_defaults(fn=cmd_sweep)
 
     s = sub.add_parser("kernel", help="print a generated kernel")
     ks = s.add_subparsers(dest="kind", metavar="KIND", parser_class=_Parser,

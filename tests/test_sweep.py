@@ -1,0 +1,225 @@
+"""``litecl sweep``: rows with reasons (crash, hang, corrupt file, unusable device), resume,
+--jobs, the report; on whichever fast device this machine has (conftest)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SHARED_MODELS, any_fast_device
+from litecl.sweep import FAULT_ENV, default_jobs, find_models, read_results
+from models.builders import chain_model, multi_op_model
+
+NO_DEVICE = "no-such-opencl-device"
+INT64 = ["int32", "int64", ("add", 2), "float32"]
+
+
+def sweep(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "litecl.cli", "sweep", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
+
+
+def rows_by(folder) -> dict:
+    """(model name, device, kind) -> row, without the fields that tell when and how fast."""
+    return {(r["name"], r["device"], r["kind"]): {k: v for k, v in r.items() if k not in ("seconds", "when")}
+            for r in read_results(folder)}
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("zoo")
+    (d / "int64_chain.tflite").write_bytes(chain_model(INT64, (4, 5)))
+    (d / "alternating.tflite").write_bytes(multi_op_model("alternating"))
+    (d / "crash.tflite").write_bytes(multi_op_model("cast_mul_cast"))
+    (d / "hang.tflite").write_bytes(multi_op_model("reshape_cast"))
+    (d / "corrupt.tflite").write_bytes(multi_op_model("fanout_mixed")[:150])
+    shared = SHARED_MODELS / "multi_signature_model.tflite"
+    if shared.exists():
+        (d / "sub").mkdir()
+        (d / "sub" / shared.name).write_bytes(shared.read_bytes())
+    return d
+
+
+@pytest.fixture(scope="module")
+def first(zoo, tmp_path_factory):
+    """One sweep with a crash, a hang (test-only fault switch), a corrupt file and a device
+    that does not exist; (devices, output folder, its process)."""
+    dev = any_fast_device()
+    devices = [dev, f"{dev}:profile=noint64", NO_DEVICE]
+    out = tmp_path_factory.mktemp("out")
+    r = sweep(zoo, *[x for d in devices for x in ("--device", d)], "--out", out, "--timeout", 4, "--jobs", 2,
+              env={FAULT_ENV: "crash:crash.tflite,hang:hang.tflite"})
+    return devices, out, r
+
+
+def test_rows_carry_their_reasons(first, zoo):
+    (dev, noint64, _), out, r = first
+    assert r.returncode == 1, r.stderr  # errors among the rows: 1, not the end of the run
+    rows = rows_by(out)
+    models = len(list(zoo.rglob("*.tflite")))
+    assert len(rows) == 3 * models
+    for d in (dev, noint64):
+        crash, hang = rows[("crash.tflite", d, "check")], rows[("hang.tflite", d, "check")]
+        assert crash["status"] == "error" and "crashed (SIGSEGV)" in crash["reason"], crash
+        assert hang["status"] == "error" and "hung: no result after 4 s" in hang["reason"], hang
+        bad = rows[("corrupt.tflite", d, "check")]
+        assert bad["status"] == "refused" and "verifier refused" in bad["reason"], bad
+        ok = rows[("alternating.tflite", d, "check")]
+        assert ok["status"] == "exact" and ok["opencl_nodes"] > 0 and ok["outputs"], ok
+        assert {n["placement"] for n in ok["placement"]} == {"opencl"}
+    assert all(r["status"] == "refused" and NO_DEVICE in r["reason"] for (_, d, _), r in rows.items() if d == NO_DEVICE)
+    # placement with reasons: int64 stays on LiteRT under noint64, and says why
+    full, cut = rows[("int64_chain.tflite", dev, "check")], rows[("int64_chain.tflite", noint64, "check")]
+    assert full["status"] == cut["status"] == "exact"
+    assert cut["opencl_nodes"] < full["opencl_nodes"]
+    assert any(n["placement"] == "litert" and "64-bit integers" in n["reason"] for n in cut["placement"]), cut
+    if (SHARED_MODELS / "multi_signature_model.tflite").exists():  # every signature compared
+        multi = rows[("sub/multi_signature_model.tflite", dev, "check")]
+        assert multi["status"] == "exact" and len(multi["signatures"]) >= 2, multi
+    assert "crash: exact" not in r.stderr and re.search(r"\[\d+/\d+\] ", r.stderr)  # plain progress lines
+
+
+def test_second_run_does_nothing_and_a_changed_model_only_its_rows(first, zoo):
+    devices, out, _ = first
+    args = [zoo, *[x for d in devices for x in ("--device", d)], "--out", out, "--timeout", 4]
+    env = {FAULT_ENV: "crash:crash.tflite,hang:hang.tflite"}
+    before = rows_by(out)
+    r = sweep(*args, env=env)
+    assert " 0 run now" in r.stdout, r.stdout + r.stderr
+    assert rows_by(out) == before
+    (zoo / "alternating.tflite").write_bytes(multi_op_model("alternating", (3, 5)))  # changed
+    r = sweep(*args, env=env)
+    assert f" {len(devices)} run now" in r.stdout, r.stdout + r.stderr
+    after = rows_by(out)
+    assert after.keys() == before.keys()
+    changed = {k for k in after if after[k]["id"] != before[k]["id"]}
+    assert changed == {("alternating.tflite", d, "check") for d in devices}
+    assert len(read_results(out)) == len(after)  # one row per model x device: the old ones went
+    assert list(dict.fromkeys(r["device"] for r in read_results(out))) == devices  # --device order
+
+
+def test_jobs_two_gives_the_rows_of_one(zoo, tmp_path):
+    dev = any_fast_device()
+    outs = []
+    for n in (1, 2):
+        out = tmp_path / f"j{n}"
+        r = sweep(zoo, "--device", dev, "--device", f"{dev}:profile=noint64", "--out", out, "--jobs", n)
+        assert r.returncode == 0 and f"with {n} job(s)" in r.stdout, r.stdout + r.stderr  # refused: still 0
+        outs.append(rows_by(out))
+    assert outs[0] == outs[1]
+
+
+def test_columns_keep_their_order_when_fewer_devices_are_swept(first, zoo):
+    devices, out, _ = first
+    r = sweep(zoo / "alternating.tflite", "--device", devices[1], "--out", out)
+    assert " 0 run now" in r.stdout, r.stdout + r.stderr
+    assert list(dict.fromkeys(r["device"] for r in read_results(out))) == devices
+
+
+def test_report_matrix_anchors_and_plots(first):
+    _, out, _ = first
+    r = sweep("--report", out)
+    assert r.returncode == 0, r.stderr
+    page = (out / "report.html").read_text()
+    md = (out / "report.md").read_text()
+    rows = read_results(out)
+    cells = re.findall(r'<td class="(exact|differs|error|refused)" title="([^"]*)">(.*?)</td>', page)
+    assert len(cells) == len(rows)
+    ids = set(re.findall(r'id="([\w-]+)"', page))
+    links = re.findall(r'href="#([\w-]+)"', page)
+    assert links and set(links) <= ids
+    assert all(t for _, t, _ in cells)  # every cell says why on hover
+    error_cells = [(t, body) for s, t, body in cells if s == "error"]
+    assert error_cells and all("href" in body for _, body in error_cells)
+    assert any("crashed (SIGSEGV)" in t for t, _ in error_cells)
+    assert "position:sticky" in page and "<thead>" in page
+    assert page.count("<svg") >= 1 and "<script" not in page and "http://" not in page.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+    assert "| model |" in md and "](#why-" in md and '<a id="kept-1"></a>' in md
+
+
+def test_bench_rows(zoo, tmp_path):
+    dev = any_fast_device()
+    r = sweep(zoo / "alternating.tflite", "--device", dev, "--out", tmp_path, "--bench", "--num-runs", 5)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (b,) = [x for x in read_results(tmp_path) if x["kind"] == "bench"]
+    assert b["status"] == "ok" and b["ratio_median"] > 0 and b["floor_us"] > 0 and b["partitions"] >= 1
+    assert b["floors_per_partition"] is not None
+    assert "<circle" in (tmp_path / "report.html").read_text()
+    r = sweep(zoo / "alternating.tflite", "--device", dev, "--out", tmp_path, "--bench", "--num-runs", 5)
+    assert " 0 run now" in r.stdout
+
+
+def test_bad_input_is_one_error_line(tmp_path, zoo):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for args, env, want in (
+            ([zoo, "--out", tmp_path], {}, "needs MODELS, at least one --device"),
+            ([tmp_path / "missing.tflite", "--device", "x", "--out", tmp_path], {}, "not found"),
+            ([empty, "--device", "x", "--out", tmp_path], {}, "no model found"),
+            ([zoo, "--device", "x", "--out", tmp_path], {FAULT_ENV: "explode:a"}, "test-only"),
+            (["--report", empty], {}, "no results"),
+            (["--report", empty, zoo], {}, "give no MODELS"),
+            ([zoo, "--device", "x", "--out", tmp_path, "--timeout", 0], {}, "--timeout")):
+        r = sweep(*args, env=env)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), (args, r.stderr)
+        assert want in r.stderr, (want, r.stderr)
+
+
+def test_find_models_files_folders_lists(tmp_path):
+    (tmp_path / "f").mkdir()
+    a = tmp_path / "f" / "a.tflite"
+    a.write_bytes(b"x")
+    b = tmp_path / "b.bin"
+    b.write_bytes(b"\0\0\0\0TFL3rest")  # a flatbuffer by its identifier
+    lst = tmp_path / "models.txt"
+    lst.write_text("# zoo\nf\n\nb.bin\n")
+    assert [n for _, n in find_models([str(lst)])] == ["a.tflite", "b.bin"]
+    assert [n for _, n in find_models([str(tmp_path / "f"), str(b)])] == ["a.tflite", "b.bin"]
+    (tmp_path / "junk").write_bytes(b"\xff\xfe\0")
+    with pytest.raises(ValueError, match="neither a model"):
+        find_models([str(tmp_path / "junk")])
+
+
+def test_default_jobs():
+    cpu = {"error": "", "gpu": False, "compute_units": 2, "platform": "P", "name": "c"}
+    gpu = {"error": "", "gpu": True, "compute_units": 132, "platform": "N", "name": "g"}
+    cores = len(os.sched_getaffinity(0))
+    assert default_jobs({"a": cpu}) == max(cores // 2, 1)
+    assert default_jobs({"a": gpu, "b": dict(gpu)}) == 1  # one job per GPU, the same GPU twice
+    assert default_jobs({"a": cpu, "b": gpu}) == max(cores // 2, 1) + 1
+    assert default_jobs({"a": {"error": "no device"}}) == 1
+    assert json.dumps(default_jobs({})) == "1"
+
+
+def test_report_from_results_alone(tmp_path):
+    """No device: hand-written rows of every status (a difference included) and a bench row."""
+    def row(name, device, status, reason="", kind="check", **extra):
+        key = {"device": device, "kind": kind, "reference": "builtin", "placement": "all", "litecl": "0",
+               "source": "s", "litert": "2.3.0"}
+        return {"id": f"{name}{device}{kind}", "key": key, "path": f"/z/{name}", "name": name, "device": device,
+                "kind": kind, "status": status, "reason": reason, "seconds": 0.5, **extra}
+    nodes = {"nodes": 9, "opencl_nodes": 1, "partitions": 1, "cast_add_nodes": 2,
+             "placement": [{"op": "ADD", "placement": "opencl", "reason": ""},
+                           {"op": "CAST", "placement": "litert", "reason": "int64 needs 64-bit integers"}]}
+    rows = [row("a.tflite", "d1", "exact", **nodes), row("a.tflite", "d2", "differs", "output 'y' differs", **nodes),
+            row("b.tflite", "d1", "error", "crashed (SIGSEGV)"), row("b.tflite", "d2", "refused", "verifier <x>"),
+            row("0.tflite", "d1", "exact", **nodes),
+            row("a.tflite", "d1", "ok", kind="bench", ratio_median=1.5, floors_per_partition=0.25,
+                litecl_median_us=15.0, litert_median_us=10.0, partitions=2, floor_us=10.0)]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "{cut sho")
+    r = sweep("--report", tmp_path)
+    assert r.returncode == 0, r.stderr
+    page, md = (tmp_path / "report.html").read_text(), (tmp_path / "report.md").read_text()
+    cells = dict(re.findall(r'<td class="(\w+)" title="[^"]*">(.*?)</td>', page))
+    assert set(cells) == {"exact", "differs", "error", "refused"}
+    assert 'href="#kept-1"' in cells["exact"] and "href=\"#why-" in cells["differs"]
+    assert "verifier &lt;x&gt;" in page and "<x>" not in page  # escaped
+    assert page.index(">b.tflite<") < page.index(">0.tflite<")  # rows with an error or a difference first
+    assert page.count("<svg") == 3 and "1.5" in page and "litecl median us" in md
+    assert "| b.tflite | [error](#why-" in md and "1.50 | 2 | 10.0 | 0.25 |" in md
