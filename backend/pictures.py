@@ -159,7 +159,7 @@ def _node(x: int, y: int, sg, i: int, rows: dict, kind: str, ins=(), outs=()) ->
     marks = " ".join(s for s in (f"\u2193{_size(sum(map(_nbytes, ins)))}" if ins else "",
                                  f"\u2191{_size(sum(map(_nbytes, outs)))}" if outs else "") if s)
     label = f"{i} {n.op}" + (f" {row['outputs'][0]['dtype']}" if row and row["outputs"] else "")
-    room = (COL_W - TAB - 12 - 6.2 * len(marks)) // 6.2
+    room = (COL_W - TAB - 12 - 6 * len(marks)) // 6  # 11-px text: about 6 px a character
     label = label if len(label) <= room else label[:max(int(room) - 1, 1)] + "\u2026"
     part = f' data-partition="{row["partition"]}"' if kind == "opencl" else ""
     w = COL_W - TAB
@@ -208,8 +208,8 @@ def _columns(heights: list) -> tuple[list, int, int]:
 def _svg(sg, si: int, steps: list, rows: dict, others: set) -> str:
     heights = [ROW if isinstance(s, int) else len(s[2]) * ROW + 4 for s in steps]
     places, ncols, cap = _columns(heights or [ROW])
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" data-subgraph="{si}" width="{ncols * (COL_W + GAP) - GAP}" '
-           f'height="{cap + 4}" role="img">']
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" data-subgraph="{si}" width="{ncols * (COL_W + GAP) - GAP + 2}" '
+           f'height="{cap + 6}" role="img"><g transform="translate(1,1)">']  # the boxes' strokes inside
     for s, (c, y) in zip(steps, places):
         x = c * (COL_W + GAP)
         if isinstance(s, int):
@@ -217,7 +217,7 @@ def _svg(sg, si: int, steps: list, rows: dict, others: set) -> str:
             out.append(_node(x, y, sg, s, rows, kind))
         else:
             out.append(_box(x, y, sg, s, rows, si))
-    return "\n".join(out) + "</svg>"
+    return "\n".join(out) + "</g></svg>"
 
 
 def write_graph_page(path, interp, nodes: list, keep: set, *, title: str, facts: list) -> None:
@@ -313,7 +313,7 @@ def trace_events(invokes: list, names: dict, alone: list = ()) -> list:
     def x(name, t0, t1, depth, pid=1, tid=1, **args):
         cut = min(SLACK_NS * depth, (t1 - t0) // 2)
         evs.append({"name": name, "ph": "X", "ts": (t0 + cut - origin) / 1e3, "dur": (t1 - t0 - 2 * cut) / 1e3,
-                    "pid": pid, "tid": tid, "args": args})
+                    "pid": pid, "tid": tid, **({"args": args} if args else {})})
 
     dev_end: dict = {}
     for k, ((t0, t1), recs) in enumerate(invokes):

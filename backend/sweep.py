@@ -4,7 +4,8 @@ results kept as JSON lines so that a rerun does only what is new or changed.
 A check job (model x ``--device`` spec; the flag repeats, as a spec may hold commas) runs
 in a forked process with a time limit (``--timeout``): the model verifier, ``litecl compare
 --json`` (every signature, against ``--reference``), ``litecl inspect --json`` per compared
-signature (placement with reasons). Its ``status``: ``exact``, ``differs``, ``refused`` (the
+signature (placement with reasons; its ``--html`` page into DIR/inspect/, which the report
+links). Its ``status``: ``exact``, ``differs``, ``refused`` (the
 verifier refused the model, LiteRT alone cannot run it, or litecl cannot use the device)
 or ``error`` (litecl failed, or the process crashed, or hung past its limit and was
 killed), with the ``reason``. ``--bench`` adds, after the checks and one at a time with

@@ -189,6 +189,19 @@ def test_another_delegate_is_coloured(capsys, tmp_path):
     assert kinds == {0: "opencl", 1: "delegate", 2: "opencl", 3: "opencl"}
 
 
+def test_inspect_html_of_a_while_loop(capsys, tmp_path):
+    """A WHILE model: a picture per subgraph inspect shows (the loop's body too), each
+    against its placement."""
+    from conftest import tf_model  # noqa: PLC0415
+
+    model = tmp_path / "w.tflite"
+    model.write_bytes(tf_model("while_cast"))
+    page = tmp_path / "w.html"
+    rep = _inspect(capsys, model, "--html", page)
+    svgs = _check_page(page.read_text(), rep)
+    assert len(svgs) == len(rep["graphs"]) >= 2 and sum(g["claimed"] for g in rep["graphs"]) >= 1
+
+
 @pytest.mark.parametrize("flag", ["--html", "--trace"])
 def test_an_output_in_a_missing_folder_is_one_error_line(capsys, tmp_path, flag):
     model = tmp_path / "m.tflite"
