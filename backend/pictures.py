@@ -60,6 +60,15 @@ def _size(n: int) -> str:
 
 # -- the graph ----------------------------------------------------------------------------
 
+#: LiteRT's own might_have_side_effect marks (subgraph.cc, OpMightHaveSideEffect): a node
+#: with a resource tensor, IF, WHILE, CALL_ONCE; its partitioner keeps those in plan order
+_SIDE_EFFECT_OPS = ("IF", "WHILE", "CALL_ONCE")
+
+
+def _side_effect(sg, n) -> bool:
+    return n.op in _SIDE_EFFECT_OPS or any(sg.tensors[t].type_name == "RESOURCE" for t in (*n.inputs, *n.outputs) if t >= 0)
+
+
 def graph_steps(sg, rows: dict, kept_order: bool) -> list:
     """Subgraph ``sg``'s nodes as LiteRT runs them with litecl's partitions: a node index
     for each node LiteRT runs (or another delegate), ("partition", number, [node indices])
@@ -67,7 +76,7 @@ def graph_steps(sg, rows: dict, kept_order: bool) -> list:
     (placement() with operands); ``kept_order``: the delegate kept LiteRT's nodes in the
     model's order (subgraph_records)."""
     mine = [rows.get(n.index, {}).get("partition") is not None for n in sg.nodes]
-    marked = [k for k, m in enumerate(mine) if not m] if kept_order else []
+    marked = [n.index for n in sg.nodes if (kept_order and not mine[n.index]) or _side_effect(sg, n)]
     _, order = _partition([(n.inputs, n.outputs) for n in sg.nodes], mine, marked)
     steps, boxes = [], {}
     for i in order:

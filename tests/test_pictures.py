@@ -104,6 +104,23 @@ def test_trace_events_nest_without_a_device():
 
 # -- the graph ----------------------------------------------------------------------------
 
+def test_graph_steps_follow_litert_partitioning_without_a_device():
+    """LiteRT's partitioner runs a LiteRT node that waits for no partition before the
+    first one (node 3 reads the input); keep_order keeps the model's order."""
+    from types import SimpleNamespace as NS  # noqa: PLC0415
+
+    from litecl.pictures import graph_steps  # noqa: PLC0415
+
+    wiring = [("MUL", (0,), (1,)), ("ADD", (1,), (2,)), ("MUL", (2,), (3,)), ("MUL", (0,), (4,))]
+    sg = NS(nodes=[NS(index=i, op=op, inputs=a, outputs=b) for i, (op, a, b) in enumerate(wiring)],
+            tensors=[NS(type_name="FLOAT32")] * 5)
+    rows = {1: {"partition": 0}}
+    assert graph_steps(sg, rows, kept_order=False) == [0, 3, ("partition", 0, [1]), 2]
+    assert graph_steps(sg, rows, kept_order=True) == [0, ("partition", 0, [1]), 2, 3]
+    sg.tensors = sg.tensors[:3] + [NS(type_name="RESOURCE")] * 2  # nodes 2 and 3: LiteRT chains them itself
+    assert graph_steps(sg, rows, kept_order=False) == [0, ("partition", 0, [1]), 2, 3]
+
+
 def _inspect(capsys, model, *more) -> dict:
     assert main(["inspect", str(model), "--device", any_fast_device(), "--json", *map(str, more)]) == 0
     return json.loads(capsys.readouterr().out)
