@@ -429,6 +429,8 @@ def cmd_inspect(args) -> int:
     then TFLite's delegate summary ("Replacing N out of M node(s) ...")."""
     from .export import allocate, delegated_partitions  # noqa: PLC0415
 
+    if args.html:
+        _check_writable(args.html, "HTML file")
     interp = _open(args)
     sig = _pick_signature(interp, args.signature)
     si = _subgraph_of(interp, sig)
@@ -443,6 +445,8 @@ def cmd_inspect(args) -> int:
     shown = sig if sig is not None else next(
         (s.key for s in interp._model.signatures if s.subgraph == si), None)
     others = [k for k in interp.get_signature_list() if k != shown]
+    if args.html:
+        _graph_page(args, interp, nodes, keep, shown, summary)
     if args.json:
         print(json.dumps({"model": args.model, "device": _device_json(interp.device),
                           "signature": shown, "subgraph": si, "other_signatures": others,
@@ -487,6 +491,18 @@ def cmd_inspect(args) -> int:
     for note in notes:
         print(f"note: {note}")
     return 0
+
+
+def _graph_page(args, interp, nodes, keep, shown, summary) -> None:
+    """inspect --html: the graph as litecl placed it (pictures.py)."""
+    from .pictures import write_graph_page  # noqa: PLC0415
+
+    facts = [f"device: {_device_line(interp.device)}; reference {args.reference}; placement {args.placement}"
+             + (f"; signature {shown}" if shown is not None else ""), *summary]
+    try:
+        write_graph_page(args.html, interp, nodes, keep, title=os.path.basename(args.model), facts=facts)
+    except OSError as e:
+        raise _Usage(f"cannot write HTML file {args.html}: {e.strerror or e}") from None
 
 
 def _node_runs(nodes) -> str:
@@ -752,8 +768,9 @@ def cmd_bench(args) -> int:
     from .compare import make_interpreter  # noqa: PLC0415
     from .export import allocate  # noqa: PLC0415
 
-    if args.json:
-        _check_writable(args.json, "JSON file")
+    for path, what in ((args.json, "JSON file"), (args.trace, "trace file")):
+        if path:
+            _check_writable(path, what)
     given = _load_npz(args.inputs) if args.inputs else None
     t0 = time.perf_counter()
     interp = _open(args)
@@ -826,6 +843,8 @@ def cmd_bench(args) -> int:
                           inference_ms=r["avg"] / 1e3) if args.profile_runs else []
     if rows:
         _print_run_order(rows)
+    if args.trace:
+        _trace(args, interp, run, ref_run, timed_path)
     if args.json:
         try:
             with open(args.json, "w") as f:
@@ -836,6 +855,22 @@ def cmd_bench(args) -> int:
         except OSError as e:
             raise _Usage(f"cannot write JSON file {args.json}: {e.strerror or e}") from None
     return 0
+
+
+def _trace(args, interp, run, ref_run, timed_path: str) -> None:
+    """bench --trace: a few profiled invokes, and LiteRT alone's, as Chrome trace JSON."""
+    from .pictures import TRACE_RUNS, write_trace  # noqa: PLC0415
+
+    names = {r["context"]: r["subgraph"] for r in interp.delegate.subgraph_records(id(interp))}
+    about = {"model": args.model, "device": _device_json(interp.device), "timed_invoke_path": timed_path,
+             "note": "profiled invokes: partitions run through pyopencl with OpenCL profiling events, each "
+                     "kernel waited for; timestamps in microseconds on the host's perf_counter clock"}
+    try:
+        n = write_trace(args.trace, interp.delegate, run, names=names, ref_run=ref_run, about=about)
+    except OSError as e:
+        raise _Usage(f"cannot write trace file {args.trace}: {e.strerror or e}") from None
+    print(f"INFO: wrote {n} trace events of {TRACE_RUNS} profiled invokes (and LiteRT alone's) to {args.trace}: "
+          "open it in Perfetto or chrome://tracing")
 
 
 def _print_run_order(rows: list) -> None:
@@ -1093,6 +1128,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="print JSON: model, device {platform, name, profile}, signature, nodes, "
                    "graphs, summary, fused, notes")
     s.add_argument("--reference", choices=ref_choices, default="builtin", help=reference_help)
+    s.add_argument("--html", metavar="FILE", help="also write the graph as litecl placed it to this HTML file "
+                   "(one offline file: nodes in execution order, coloured by where they run, partitions boxed)")
     add_placement(s)
     s.set_defaults(fn=cmd_inspect)
 
@@ -1161,6 +1198,8 @@ def _parser() -> argparse.ArgumentParser:
                    "0: no table; default 10)")
     s.add_argument("--json", metavar="FILE",
                    help="also write the results to this JSON file (checked before the benchmark runs)")
+    s.add_argument("--trace", metavar="FILE", help="also write a few profiled invokes as Chrome trace-event JSON "
+                   "(Perfetto, chrome://tracing): partitions, copies, kernels, waits, LiteRT's spans between")
     s.set_defaults(fn=cmd_bench)
 
     target_help = ("generate for this device type: its launch row (ops/tiling.py LAUNCH) and code "
@@ -1431,7 +1470,7 @@ def _dispatch(args) -> int:
     from .errors import LiteclError  # noqa: PLC0415
 
     warnings.showwarning = _one_line_warning
-    for flag in ("inputs", "output", "json"):  # an unset shell variable: not "no file"
+    for flag in ("inputs", "output", "json", "html", "trace"):  # an unset shell variable: not "no file"
         v = getattr(args, flag, None)
         if isinstance(v, str) and not v.strip():
             return _fail(f"--{flag} is empty: name the file (or leave the option out)")

@@ -24,12 +24,14 @@ litecl.Interpreter to raise as litecl's own error type.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes as C
 import itertools
 import os
 import sys
 import threading
+import time
 import types
 import weakref
 from dataclasses import replace
@@ -56,6 +58,8 @@ __all__ = ["Delegate", "REFERENCES", "DELEGATE_NAME"]
 #: LiteRT's builtin kernel (BUILTIN_WITHOUT_DEFAULT_DELEGATES / AUTO), "ref" BUILTIN_REF.
 REFERENCES = ("builtin", "ref")
 DELEGATE_NAME = "litecl OpenCL"
+#: partition invokes Delegate.profile_log keeps (the oldest go first)
+PROFILE_LOG_MAX = 10000
 _OPS = {abi.BUILTIN_ADD: "ADD", abi.BUILTIN_CAST: "CAST"}
 #: Delegate's keep_order default; the native delegate's too (litecl_delegate.c
 #: LCL_KEEP_ORDER_DEFAULT). Measured: docs/PERFORMANCE.md, benchmarks/bench_keep_order.py
@@ -318,6 +322,14 @@ class Delegate:
             self._invoke_path = _runner.status()
         self._profile = False
         self.kernel_times_ns: dict = {}
+        #: with ``profile`` on, one dict per partition invoke (the latest PROFILE_LOG_MAX), in
+        #: the order they ran: "ctx" (its TfLiteContext address), "partition" (its number),
+        #: "device" (name), "host" ((start, end) of its invoke, perf_counter_ns), "spans"
+        #: ([(what, start, end)] of the host's own work in it: "wait" for OpenCL, "stage in" /
+        #: "stage out" memcpys through pinned memory; perf_counter_ns), "commands" ([(kind "write" | "kernel" |
+        #: "copy" | "read", what, bytes, nodes, host ns just before the enqueue, and the
+        #: event's queued, start and end on the device's clock, ns)]). bench --trace reads it.
+        self.profile_log: collections.deque = collections.deque(maxlen=PROFILE_LOG_MAX)
         self._costs = None            # auto's device_costs, once looked up
         self._key = next(_KEYS)
         st = abi.TfLiteDelegate()
@@ -368,8 +380,9 @@ class Delegate:
 
     @property
     def profile(self) -> bool:
-        """Event-profile each launch into kernel_times_ns (bench's per-node table): partition
-        invokes then run through pyopencl, each kernel waited for."""
+        """Event-profile each launch into kernel_times_ns (bench's per-node table) and each
+        partition invoke into profile_log (bench --trace): partition invokes then run through
+        pyopencl, each kernel waited for."""
         return self._profile
 
     @profile.setter
@@ -1059,6 +1072,10 @@ def _pack_bits(v: np.ndarray, dt) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- partition kernel
+#: profile_log's name of each command list operation
+_KIND_NAMES = {_runner.WRITE: "write", _runner.KERNEL: "kernel", _runner.COPY: "copy", _runner.READ: "read"}
+
+
 def _record_order(rec: dict) -> dict:
     """node index -> its position in the execution plan, of a Prepare's record (made once
     per record: every partition of the subgraph asks)."""
@@ -1263,6 +1280,7 @@ class _Partition:
         """Bind LiteRT's tensors, write the invoke as a command list and run it: through
         runner.c (lcl_run; then armed, so that later invokes with the same bindings run in
         C without Python: runner.py), else through pyopencl (``_run_in_python``)."""
+        t0 = time.perf_counter_ns()  # profile_log's start of the partition invoke
         fast = self.fast
         if fast is not None:
             if fast.err:
@@ -1369,7 +1387,7 @@ class _Partition:
                 cmds.append((_runner.READ, False, b, ptr, n, None))
         self.python_why = why if fast is not None else ""
         if python_only:
-            self._run_in_python(cmds, packs)
+            self._run_in_python(cmds, packs, t0)
         else:
             self._run_native(cmds, checks)
         for k, v in counts.items():
@@ -1412,43 +1430,69 @@ class _Partition:
                 _runner.COPY: "clEnqueueCopyBuffer", _runner.READ: "clEnqueueReadBuffer"}.get(
                     listed[2][at][0], "a command")
 
-    def _run_in_python(self, cmds, packs) -> None:
+    def _run_in_python(self, cmds, packs, t0: int = 0) -> None:
         """Run a command list through pyopencl (no runner, event profiling, sub-byte
-        tensors packed or unpacked on the host)."""
+        tensors packed or unpacked on the host). ``t0``: the invoke's start
+        (perf_counter_ns), for profile_log."""
         with self._serial or contextlib.nullcontext():
-            self._run_commands(cmds, packs)
+            self._run_commands(cmds, packs, t0)
 
-    def _run_commands(self, cmds, packs) -> None:
+    def _run_commands(self, cmds, packs, t0: int = 0) -> None:
         d = self.delegate
         q = self.dev.queue
         ev = None
+        # profile: (kind, launch, bytes, event, host ns before its enqueue), the host's spans
+        log, spans = ([], []) if d.profile else (None, None)
         for op, once, a, b, n, ln in cmds:
+            t = time.perf_counter_ns()
             if op == _runner.PRE:
                 C.memmove(a, b, n)
-            elif op == _runner.WRITE:
+                if spans is not None:
+                    spans.append(("stage in", t, time.perf_counter_ns()))
+                continue
+            if op == _runner.WRITE:
                 ev = cl.enqueue_copy(q, a, _host_view(b, n), is_blocking=False)
             elif op == _runner.KERNEL:
                 ev = cl.enqueue_nd_range_kernel(q, a, ln.gsize, ln.lsize)
                 self._py_launches += 1
                 if d.profile:
+                    tw = time.perf_counter_ns()
                     ev.wait()
+                    spans.append(("wait", tw, time.perf_counter_ns()))
                     d.kernel_times_ns[(self.ctx_addr, ln.nodes)] = ev.profile.end - ev.profile.start
             elif op == _runner.COPY:
                 ev = cl.enqueue_copy(q, b, a, byte_count=n)
             elif op == _runner.READ:
                 ev = cl.enqueue_copy(q, np.frombuffer(_host_view(b, n), np.uint8), a, is_blocking=False)
+            else:
+                continue
+            if log is not None:
+                log.append((_KIND_NAMES[op], ln, n, ev, t))
         for t, ptr, n in packs:
             dt = self.sg.tensors[t].dtype
             v = np.empty(int(np.prod(self.plan.shapes[t], dtype=np.int64)), dt.np)
             cl.enqueue_copy(q, v, self._tensor_buffer(t))
             packed = _pack_bits(v, dt)
             C.memmove(ptr, packed.ctypes.data, min(n, packed.size))
+        tw = time.perf_counter_ns()
         if ev is not None:  # as runner.c wait_done: rusticl's clFinish returns early
             ev.wait()
         q.finish()
+        if spans is not None:
+            spans.append(("wait", tw, time.perf_counter_ns()))
         for op, once, a, b, n, ln in cmds:
             if op == _runner.POST:
+                t = time.perf_counter_ns()
                 C.memmove(a, b, n)
+                if spans is not None:
+                    spans.append(("stage out", t, time.perf_counter_ns()))
+        if log is not None:
+            d.profile_log.append({
+                "ctx": self.ctx_addr, "partition": self.number, "device": self.dev.caps.name,
+                "host": (t0, time.perf_counter_ns()), "spans": spans,
+                "commands": [(kind, ln.what if ln is not None else "", n, ln.nodes if ln is not None else (),
+                              t, e.profile.queued, e.profile.start, e.profile.end)
+                             for kind, ln, n, e, t in log]})
 
     @property
     def launches_run(self) -> int:

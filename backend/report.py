@@ -3,7 +3,8 @@
 The HTML is one offline file (inline CSS and SVG, no script): a model x device matrix
 (exact / differs / error / refused; the header row and the model column stay in view as
 it scrolls) whose cells give their reason on hover (title) and link to its row in the
-reasons table; then plots: litecl's median time over LiteRT's per model and device, the
+reasons table and to the model's inspect page (the graph as litecl placed it, written by
+the sweep); then plots: litecl's median time over LiteRT's per model and device, the
 CAST/ADD nodes on OpenCL, and the per-partition cost in round-trip floors (bench rows).
 The Markdown has the same tables, and the bench numbers as a table (no inline SVG there).
 """
@@ -31,7 +32,7 @@ td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}
 .matrix .m{position:sticky;left:0;background:#fff;z-index:1;max-width:30em;overflow:hidden;
 text-overflow:ellipsis;white-space:nowrap;font-weight:normal}.matrix thead th.m{z-index:3;background:#f4f4f4}
 .m small{color:#888;margin-left:.6em}.matrix td{text-align:center;white-space:nowrap}td a{color:inherit}
-.exact{background:#d9f0d3}.differs{background:#fdd49e}.error{background:#f4a582}.refused{background:#e0e0e0}
+a.g{font-size:11px;color:#0072B2}.exact{background:#d9f0d3}.differs{background:#fdd49e}.error{background:#f4a582}.refused{background:#e0e0e0}
 tr:target td{outline:2px solid #0072B2}.matrix tbody tr{scroll-margin-top:26px}.why td{vertical-align:top}svg text{font:11px system-ui,sans-serif}
 """
 
@@ -152,7 +153,8 @@ def _markdown(d: _Data) -> str:
     for m in d.models:
         rs = [d.cell.get((m, c)) for c in d.cols]
         out.append(f"| {_md(d.names[m])} | " + " | ".join(
-            "" if r is None else f"[{r['status']}](#{d.anchor(r)})" if d.anchor(r) else r["status"] for r in rs) + " |")
+            "" if r is None else (f"[{r['status']}](#{d.anchor(r)})" if d.anchor(r) else r["status"])
+            + "".join(f" [{_md(t)}]({p})" for t, p in _pages(r)) for r in rs) + " |")
     for title, rows in d.reason_rows(5):
         out += ["", f"## {title}", "", "| # | reason | count | models |", "|---|---|---:|---|"]
         out += [f'| <a id="{a}"></a>{a} | {_md(t)} | {n} | {_md(ms)} |' for a, t, n, ms in rows]
@@ -173,11 +175,18 @@ def _e(text) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _pages(r: dict) -> list[tuple[str, str]]:
+    """(label, path) of a check row's inspect pages (litecl inspect --html, one per signature)."""
+    pages = r.get("pages") or []
+    return [("graph" if len(pages) == 1 or sig is None else f"graph {sig}", path) for sig, path in pages]
+
+
 def _cell(d: _Data, r: dict | None) -> str:
     if r is None:
         return "<td></td>"
     a = d.anchor(r)
     label = f'<a href="#{a}">{r["status"]}</a>' if a else r["status"]
+    label += "".join(f' <a class="g" href="{_e(p)}" title="the graph as litecl placed it">{_e(t)}</a>' for t, p in _pages(r))
     return f'<td class="{r["status"]}" title="{_e(d.hover(r))}">{label}</td>'
 
 

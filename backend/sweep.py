@@ -4,7 +4,8 @@ results kept as JSON lines so that a rerun does only what is new or changed.
 A check job (model x ``--device`` spec; the flag repeats, as a spec may hold commas) runs
 in a forked process with a time limit (``--timeout``): the model verifier, ``litecl compare
 --json`` (every signature, against ``--reference``), ``litecl inspect --json`` per compared
-signature (placement with reasons). Its ``status``: ``exact``, ``differs``, ``refused`` (the
+signature (placement with reasons; its ``--html`` page into DIR/inspect/, which the report
+links). Its ``status``: ``exact``, ``differs``, ``refused`` (the
 verifier refused the model, LiteRT alone cannot run it, or litecl cannot use the device)
 or ``error`` (litecl failed, or the process crashed, or hung past its limit and was
 killed), with the ``reason``. ``--bench`` adds, after the checks and one at a time with
@@ -30,6 +31,7 @@ import io
 import json
 import math
 import os
+import re
 import select
 import signal
 import sys
@@ -41,6 +43,8 @@ from .errors import LiteclError
 __all__ = ["run", "find_models", "read_results", "RESULTS", "FAULT_ENV"]
 
 RESULTS = "results.jsonl"
+#: the folder, in the sweep's, of each check's inspect pages (litecl inspect --html)
+PAGES = "inspect"
 #: test-only: ``crash:NAME,hang:NAME`` (model file names) faults those models' jobs
 FAULT_ENV = "LITECL_SWEEP_FAULT"
 #: seconds a device probe (opening a spec in a child) may take
@@ -167,19 +171,31 @@ def _litert_alone(job: dict) -> str:
 _REFUSALS = ("LiteRT without the delegate cannot run the model", "random inputs need")
 
 
-def _placement(path: str, opts: list, signatures: list) -> tuple[dict, dict]:
-    """``litecl inspect --json`` of each signature: ({(subgraph, node): placement row},
-    {subgraph: graph_info row}), each once. Raises LiteclError with inspect's error line."""
-    nodes, graphs = {}, {}
+def _placement(job: dict, opts: list, signatures: list) -> tuple[dict, dict, list]:
+    """``litecl inspect --json --html`` of each signature: ({(subgraph, node): placement
+    row}, {subgraph: graph_info row}, [[signature, the inspect page's path in the sweep's
+    folder]]), each once. Raises LiteclError with inspect's error line."""
+    nodes, graphs, pages = {}, {}, []
     for sig in signatures:
-        code, out, err = _cli(["inspect", path, "--json", *opts] + (["--signature", sig] if sig is not None else []))
+        page = _page_name(job, sig)
+        code, out, err = _cli(["inspect", job["path"], "--json", *opts, "--html", Path(job["out"]) / page]
+                              + (["--signature", sig] if sig is not None else []))
         if code:
             raise LiteclError(err)
         ins = json.loads(out)
+        pages.append([sig, page])
         graphs.update((g["subgraph"], g) for g in ins["graphs"])
         nodes.update(((n["subgraph"], n["index"]), {k: n[k] for k in ("subgraph", "index", "op", "placement",
                                                                      "partition", "reason")}) for n in ins["nodes"])
-    return nodes, graphs
+    return nodes, graphs, pages
+
+
+def _page_name(job: dict, sig) -> str:
+    """Where a job's inspect page goes, in the sweep's folder: PAGES/ and a name telling
+    the model (file name and content), device, reference, placement and signature apart."""
+    parts = [Path(job["path"]).stem, job["sha"][:10], job["device"], job["reference"], job["placement"]]
+    name = "-".join(re.sub(r"[^A-Za-z0-9_.]+", "_", str(p)) for p in parts + ([sig] if sig is not None else []))
+    return f"{PAGES}/{name}.html"
 
 
 def _check(job: dict) -> dict:
@@ -203,7 +219,8 @@ def _check(job: dict) -> dict:
     rep = json.loads(out)
     sigs = rep.get("signatures") or [rep]
     try:
-        nodes, graphs = _placement(job["path"], opts, [s["signature"] for s in sigs])
+        (Path(job["out"]) / PAGES).mkdir(exist_ok=True)
+        nodes, graphs, pages = _placement(job, opts, [s["signature"] for s in sigs])
     except LiteclError as e:
         return {"status": "error", "reason": f"inspect: {e}"}
     outs = [dict(o, signature=s["signature"]) for s in sigs for o in s["outputs"]]
@@ -222,7 +239,7 @@ def _check(job: dict) -> dict:
             "cast_add_nodes": len(nodes), "signatures": [s["signature"] for s in sigs],
             "outputs": [{k: o[k] for k in ("signature", "name", "dtype", "shape", "bit_exact", "max_abs_diff",
                                            "mismatched")} for o in outs],
-            "placement": list(nodes.values()), "invoke_path": rep["invoke_path"]}
+            "placement": list(nodes.values()), "invoke_path": rep["invoke_path"], "pages": pages}
 
 
 _FLOOR_KERNEL = ("__kernel void c(__global const float4* a, __global float4* b) "
@@ -559,6 +576,7 @@ class _Sweep:
             fault = self.faults.get(Path(m["path"]).name)
             key.update({"fault": fault} if fault else {})
             job = {**m, **(extra or {}), "n": f"{kind}{len(todo)}", "id": _key_id(key), "key": key, "device": spec,
+                   "out": str(self.out.resolve()),
                    "reference": a.reference, "placement": a.placement, "fault": fault}
             if (m["path"], job["id"]) in self.old and not a.force:
                 row = self.old[(m["path"], job["id"])]

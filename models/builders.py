@@ -461,6 +461,22 @@ def multi_op_model(pattern: str = "cast_mul_cast", shape=(2, 3, 4)) -> bytes:
     return chain_model(MULTI_OP_PATTERNS[pattern], shape)
 
 
+def many_partitions_model(partitions: int = 214, shape=(1, 32, 32, 8)) -> bytes:
+    """A float32 chain that litecl splits into ``partitions`` partitions (a stand-in for
+    models such as dp_net, 214 partitions): per partition an ADD (every fifth also a CAST
+    to float16 and back: three nodes), then a MUL or SUB that stays on LiteRT; every
+    seventh MUL/SUB also feeds a branch (an extra output) through a MUL."""
+    steps: list = ["float32"]
+    for k in range(partitions):
+        steps.append(("add", 1.0 / (k + 1)))
+        if k % 5 == 0:
+            steps += ["float16", "float32"]
+        steps.append(("mul", 0.5) if k % 3 else ("sub", 0.25))
+        if k % 7 == 3:
+            steps.append([("mul", 2.0)])
+    return chain_model(steps, shape)
+
+
 # Reading models ---------------------------------------------------------------------------
 
 
