@@ -99,6 +99,7 @@ def family_of(node, sg, shapes, caps) -> Family | None:
         return None
     dt = sg.tensors[node.outputs[0]].dtype.name
     quant = AddLowering._quant_params(node, sg).path if AddLowering._quantized(node, sg) else ""
+    quant = "pot" if quant.startswith("pot") else quant  # add_quant's "pot_int16"
     a, b = (tuple(s) for s in shapes[:2])
     kind = "same" if a == b else "single" if math.prod(a) == 1 or math.prod(b) == 1 else "general"
     ref = getattr(caps, "reference", "builtin")

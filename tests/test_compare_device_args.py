@@ -103,7 +103,7 @@ def test_bit_equal_docstring_matches_behaviour():
 def test_empty_device_name_is_an_error(spec):
     for call in (D.parse_spec, litecl.open_device):
         with pytest.raises(DeviceError, match=r"^empty device spec .*use auto, gpu, cpu, pocl, intel, "
-                                              r"oclgrind, nvidia or a platform/device name"):
+                                              r"oclgrind, nvidia, rusticl or a platform/device name"):
             call(spec)
     if "profile=" in spec:
         with pytest.raises(DeviceError, match=r"e\.g\. auto:profile="):

@@ -43,6 +43,25 @@ def test_every_family_has_litert_bits_in_every_table():
         assert len(x86[S.family_name(f)]) == 2 * out_dt.itemsize * int(np.prod(shape)), S.family_name(f)
 
 
+def test_every_node_family_is_in_the_tables():
+    """The family a real node gets (family_of: quantization path, broadcast kind, reference)
+    is one the tables hold, for CASTs, plain, quantized (general and power-of-two) ADDs."""
+    from litecl.model import load_model
+    from models.builders import add_model, cast_model
+
+    caps = litecl.open_device(_any()).caps
+    models = [cast_model("float32", "int16", [5]), add_model("float32", [2, 3], [3], activation="RELU"),
+              add_model("int8", [4], [], quant=((0.05, 3), (0.07, -9), (0.11, 1))),
+              add_model("int16", [4], [4], quant=((2.0 ** -10, 0), (2.0 ** -12, 0), (2.0 ** -10, 0)),
+                        pot_scale_int16=True)]
+    names = set(S.table(caps.arch))
+    for m in models:
+        sg = load_model(model_content=m).subgraphs[0]
+        n = sg.nodes[0]
+        f = S.family_of(n, sg, [sg.tensors[t].shape for t in n.inputs], caps)
+        assert S.family_name(f) in names, S.family_name(f)
+
+
 def _any() -> str:
     return next(s for s in ("pocl", "intel", "oclgrind") if not DEVICE_STATUS.get(s))
 
