@@ -485,6 +485,11 @@ def cmd_inspect(args) -> int:
     print()
     for line in summary:
         print(line)
+    for g in graphs:
+        if g["kept_order"]:
+            dropped = "".join(f"; not around node {i} ({name}, a delegate applied before litecl)"
+                              for i, name in g["order_dropped"])
+            print(f"keep_order: subgraph {g['subgraph']}'s LiteRT nodes run in the model's order{dropped}.")
     for f in fused:
         print(f"Fused into one OpenCL kernel: subgraph {f['subgraph']} nodes "
               f"{', '.join(map(str, f['nodes']))} ({', '.join(f['ops'])}).")

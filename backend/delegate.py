@@ -239,6 +239,26 @@ def _immortal(obj):
     return obj
 
 
+def _takes(ops, nodes) -> tuple:
+    """``Delegate(ops=, nodes=)`` checked: (frozenset of op names or None, {subgraph:
+    frozenset of node indices} or None). Raises LiteclError naming what is wrong."""
+    if ops is not None:
+        if isinstance(ops, str) or not all(isinstance(o, str) for o in ops):
+            raise LiteclError(f"ops must be a sequence of operator names such as ('CAST',), got {ops!r}")
+        bad = sorted(set(ops) - set(_OPS.values()))
+        if bad:
+            raise LiteclError(f"ops names {', '.join(bad)}; litecl runs {', '.join(sorted(_OPS.values()))}")
+        ops = frozenset(ops)
+    if nodes is not None:
+        ok = isinstance(nodes, dict) and all(
+            isinstance(k, int) and not isinstance(k, bool) and k >= 0 and not isinstance(v, (str, bytes))
+            and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in v) for k, v in nodes.items())
+        if not ok:
+            raise LiteclError(f"nodes must map subgraph indices to node indices, e.g. {{0: [1, 5]}}, got {nodes!r}")
+        nodes = {k: frozenset(v) for k, v in nodes.items()}
+    return ops, nodes
+
+
 class Delegate:
     """A LiteRT delegate running CAST and ADD nodes on an OpenCL device.
 
@@ -268,13 +288,24 @@ class Delegate:
         flags back after it; "auto" does so only where the greedy order would make more
         per-invoke bytes live at once (order.keep_order_pays: pose_detection's
         dequantized weights, 0.8-1.9 ms per invoke faster on PoCL; docs/PERFORMANCE.md).
+        A delegate applied before litecl (LiteRT's GPU delegate) keeps its nodes: only
+        LiteRT's own are marked, and the order around the other's kernels is dropped
+        (subgraph_records' "order_dropped").
+      ops: the operators litecl may take, e.g. ("CAST",) (default: every one it lowers,
+        CAST and ADD).
+      nodes: {subgraph index: [node indices]}: litecl takes only these nodes (default:
+        every one); a subgraph not named gives none.
+    Placed anywhere in the delegate list: litecl claims from the nodes the delegates
+    before it left, in every subgraph; placement() names the CAST/ADD nodes another
+    delegate took ("placement": "delegate").
     Raises DeviceError (no such device), LiteclError (bad argument, a LITECL_QUIET that is
     no yes/no value, an untested LiteRT/TensorFlow version, a failed layout self-check):
     all ValueError.
     """
 
     def __init__(self, device=None, placement: str = "all", *, reference: str = "builtin",
-                 quiet=None, fuse: bool = True, keep_order=KEEP_ORDER_DEFAULT):
+                 quiet=None, fuse: bool = True, keep_order=KEEP_ORDER_DEFAULT, ops=None, nodes=None):
+        self.ops, self.nodes = _takes(ops, nodes)
         if placement not in PLACEMENTS:
             raise LiteclError(f"unknown placement {placement!r}; expected one of {', '.join(PLACEMENTS)}")
         if reference not in REFERENCES:
@@ -424,7 +455,8 @@ class Delegate:
     def placement(self, owner=None) -> list[dict]:
         """One dict per CAST/ADD node of the latest Prepare of each subgraph LiteRT gave
         this delegate: {"interpreter", "subgraph", "index", "op", "placement":
-        "opencl"|"litert", "reason" (why LiteRT keeps it; "" on OpenCL), "partition" (its
+        "opencl"|"litert"|"delegate" (another delegate, applied before litecl, took it),
+        "reason" (why litecl does not run it; "" on OpenCL), "partition" (its
         delegated partition's number in that subgraph, or None), "kernel" (what runs),
         "device" (the OpenCL device name its partition runs on: the delegate's device, or
         its small_device for a small partition; "" until planned and on LiteRT)}.
@@ -458,14 +490,17 @@ class Delegate:
         """Per subgraph, in placement()'s order: {"interpreter", "subgraph" (as
         placement() numbers them), "context" (the TfLiteContext address; a partition's
         ``ctx_addr``), "nodes" (M), "claimed" (N), "partitions" (P), "kept_order"
-        (whether keep_order kept LiteRT's nodes in the model's order), "rows"
-        (placement()'s rows of it, copies), "sg" (the tensor views Prepare read:
+        (whether keep_order kept LiteRT's nodes in the model's order), "order_dropped"
+        (then, the kernel nodes of delegates applied before litecl, around which LiteRT's
+        greedy order stays: [(node index, name)]), "rows" (placement()'s rows of it,
+        copies), "sg" (the tensor views Prepare read:
         ``sg.tensors[t]``)} of the latest Prepare of each context. export reads these
         with partitions(); a partition's ``plan`` is None until LiteRT prepared it (a
         node whose shapes are known only at invoke is planned there)."""
         with self._lock:
             return [{"interpreter": n, "subgraph": si, "context": a,
-                     **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "kept_order", "sg")},
+                     **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "kept_order",
+                                                         "order_dropped", "sg")},
                      "rows": [{**r, "interpreter": n, "subgraph": si} for r in self._records[a]["rows"]]}
                     for a, n, si in self._numbered(owner)]
 
@@ -479,10 +514,12 @@ class Delegate:
 
     def graph_info(self, owner=None) -> list[dict]:
         """Per subgraph, in placement()'s order and numbering: {"interpreter",
-        "subgraph", "nodes" (M), "claimed" (N), "partitions" (P)}."""
+        "subgraph", "nodes" (M), "claimed" (N), "partitions" (P), "kept_order",
+        "order_dropped" (subgraph_records says what they are)}."""
         with self._lock:
             return [{"interpreter": n, "subgraph": si,
-                     **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions")}}
+                     **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "kept_order",
+                                                         "order_dropped")}}
                     for a, n, si in self._numbered(owner)]
 
     def partitions(self, owner=None) -> list:
@@ -627,9 +664,11 @@ class Delegate:
             self._costs = _placement.device_costs(self.device)
         return self._costs
 
-    def _decide(self, ctx, plan) -> tuple:
+    def _decide(self, ctx, plan, si=None) -> tuple:
         """(sg, views, keys, rows, claim) of the CAST/ADD nodes of ``plan``: their node
-        views and keys by index, a placement row each, and the indices litecl takes."""
+        views and keys by index, a placement row each (also of those a delegate applied
+        before litecl took), and the indices litecl takes. ``si``: the subgraph's index
+        (for ``nodes``)."""
         c = ctx.contents
         tensors = _Tensors(ctx)
         sg = _Graph(tensors)
@@ -646,6 +685,8 @@ class Delegate:
             if wiring is not None:
                 nd = node_p.contents
                 wiring.append((i, abi.int_array(nd.inputs), abi.int_array(nd.outputs)))
+            if code == abi.BUILTIN_DELEGATE:
+                rows += _taken_by_other(ctx, node_p.contents, reg, C.addressof(self._struct))
             if code not in _OPS:
                 continue
             raw = _raw_node(i, node_p.contents, code, int(reg.version))
@@ -664,7 +705,7 @@ class Delegate:
             n, nk = hit
             keys[i] = nk
             k = (nk, tuple(r[1] for _, r in ts), id(self.caps))  # one caps object per device and reference: _caps_for
-            reason = _REASONS.get(k)
+            reason = self._not_asked(n, i, si) or _REASONS.get(k)
             if reason is None:  # why_not, the kernel generated at the declared shapes, the
                 # family's self-test on each device a partition may run on
                 reason = (why_not(n, sg, self.caps) or _source_problem(n, sg, self.caps)
@@ -702,7 +743,17 @@ class Delegate:
                 if r["index"] in keep:
                     r["placement"], r["reason"] = "litert", keep[r["index"]]
             claim = [i for i in claim if i not in keep]
+        rows.sort(key=lambda r: r["index"])
         return sg, views, keys, rows, claim
+
+    def _not_asked(self, n, i: int, si) -> str:
+        """Why ``ops``/``nodes`` keep node ``i`` (view ``n``) of subgraph ``si`` off
+        litecl; "" where they do not."""
+        if self.ops is not None and n.op not in self.ops:
+            return f"not among ops= ({', '.join(sorted(self.ops))})"
+        if self.nodes is not None and i not in self.nodes.get(si, ()):
+            return f"not among nodes= of subgraph {si}"
+        return ""
 
     def _prepare(self, ctx) -> int:
         c = ctx.contents
@@ -713,6 +764,7 @@ class Delegate:
         if plan and max(plan) >= len(plan) and self._already_delegated(ctx, plan):
             return abi.K_OK  # keep the first application's record (placement())
         size = c.tensors_size
+        si = None if self.nodes is None else _subgraph_index(C.addressof(c))
         model, declared = getattr(self._owner, "model", None), getattr(self._owner, "declared", False)
         mkey = costs = None
         if model is not None:
@@ -720,10 +772,11 @@ class Delegate:
                 costs = self._device_costs()
             # the entry holds ``costs``, so no other object takes its id while it lives
             mkey = (model, declared, plan, size, id(self.caps), id(costs), self.placement_mode,
-                    self.reference, self.fuse)
+                    self.reference, self.fuse, self.ops,
+                    None if self.nodes is None else (si, tuple(sorted(self.nodes.get(si, ())))))
         got = None if mkey is None else _recall(ctx, _PREPARES.get(mkey), declared)
         if got is None:
-            got = self._decide(ctx, plan)
+            got = self._decide(ctx, plan, si)
             if mkey is not None:
                 _memo_put(_PREPARES, mkey, (*_remember(*got), costs))
         sg, views, keys, rows, claim = got
@@ -737,7 +790,8 @@ class Delegate:
                 # resize's undo and redo ask for none), which says its line again
                 self._announced.discard(addr)
             rec = {"rows": rows, "views": views, "keys": keys, "nodes": len(plan), "claimed": len(claim),
-                   "partitions": 0, "kept_order": False, "sg": sg, "owner": getattr(self._owner, "key", None)}
+                   "partitions": 0, "kept_order": False, "order_dropped": [], "sg": sg,
+                   "owner": getattr(self._owner, "key", None)}
             self._record(addr, rec)
         if not claim:
             return abi.K_OK
@@ -755,6 +809,8 @@ class Delegate:
                     _memo_put(_ORDERS, okey, marked)
             _flag(ctx, marked, True)
         rec["kept_order"] = bool(marked)
+        if marked:
+            rec["order_dropped"] = _other_kernels(ctx, plan)
         try:
             reg = _REGISTRATION if self._runner is None else _native_registration(self._runner)
             status = c.ReplaceNodeSubsetsWithDelegateKernels(
@@ -793,7 +849,9 @@ class Delegate:
             codes.append(reg_p.contents.builtin_code)
         mine = [i in taken for i in plan]
         was = [k for k, f in enumerate(flagged) if f]
-        marks = [k for k in range(len(plan)) if flagged[k] or not mine[k]]
+        # LiteRT's own nodes only: a kernel node of a delegate applied before litecl is
+        # not marked, so the order around it is LiteRT's greedy one (order_dropped)
+        marks = [k for k in range(len(plan)) if flagged[k] or not (mine[k] or codes[k] == abi.BUILTIN_DELEGATE)]
         if len(marks) == len(was):
             return ()
         greedy, kept = _order.partition(wiring, mine, was), _order.partition(wiring, mine, marks)
@@ -827,6 +885,59 @@ class Delegate:
                                      "application claims none\n")
                 return True
         return False
+
+
+def _subgraph_index(addr: int) -> int:
+    """The index in its interpreter of the subgraph whose context is at ``addr``, read in
+    Prepare through LiteRT's AcquireSubgraphContext (Delegate._record says how). Raises
+    LiteclError where the context has none (``nodes=`` cannot be told apart)."""
+    c = abi.TfLiteContext.from_address(addr)
+    if c.AcquireSubgraphContext and c.ReleaseSubgraphContext:
+        acquire = C.CFUNCTYPE(C.c_int, abi.Ctx, C.c_int, C.POINTER(abi.Ctx))(c.AcquireSubgraphContext)
+        release = C.CFUNCTYPE(C.c_int, abi.Ctx, C.c_int)(c.ReleaseSubgraphContext)
+        ctx, got = C.cast(addr, abi.Ctx), abi.Ctx()
+        for k in range(1 << 16):
+            if acquire(ctx, k, C.byref(got)) != abi.K_OK:
+                break
+            if C.cast(got, C.c_void_p).value == addr:
+                return k
+            release(ctx, k)
+    raise LiteclError("nodes= needs LiteRT's AcquireSubgraphContext, which this LiteRT does not give "
+                      "(its subgraphs cannot be told apart)")
+
+
+def _taken_by_other(ctx, node, reg, mine: int) -> list:
+    """Placement rows of the CAST/ADD nodes a delegate kernel node of another delegate
+    (one applied before litecl) replaced: its TfLiteDelegateParams.nodes_to_replace."""
+    if not node.builtin_data or node.delegate == mine:
+        return []
+    name = reg.custom_name.decode("utf-8", "replace") if reg.custom_name else "another delegate"
+    params = C.cast(node.builtin_data, C.POINTER(abi.TfLiteDelegateParams)).contents
+    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+    rows = []
+    for j in abi.int_array(params.nodes_to_replace):
+        c = ctx.contents
+        if c.GetNodeAndRegistration(ctx, j, C.byref(node_p), C.byref(reg_p)) != abi.K_OK:
+            continue
+        op = _OPS.get(reg_p.contents.builtin_code)
+        if op is not None:
+            rows.append({"index": j, "op": op, "placement": "delegate", "reason": f"taken by {name}, a delegate "
+                         "applied before litecl", "partition": None, "kernel": "", "device": ""})
+    return rows
+
+
+def _other_kernels(ctx, plan) -> list:
+    """[(node index, name)] of the delegate kernel nodes in ``plan``, before litecl's own
+    replace any (another delegate's)."""
+    c = ctx.contents
+    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+    out = []
+    for i in plan:
+        if c.GetNodeAndRegistration(ctx, i, C.byref(node_p), C.byref(reg_p)) == abi.K_OK \
+                and reg_p.contents.builtin_code == abi.BUILTIN_DELEGATE:
+            name = reg_p.contents.custom_name
+            out.append((i, name.decode("utf-8", "replace") if name else "another delegate"))
+    return out
 
 
 def _flag(ctx, nodes, value: bool) -> None:

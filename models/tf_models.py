@@ -89,7 +89,31 @@ def dynamic_broadcast_add_model() -> bytes:
     return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
 
 
-MODELS = {"while_cast": while_cast_model, "variable_cast": variable_cast_model,
+def detector_head_model() -> bytes:
+    """A YOLO/MobileBERT-like mix: float32[1, 8, 8, 4] x -> CONV_2D -> CONV_2D -> residual
+    ADD of the two (LiteRT's GPU delegate takes these) -> ARG_MAX (int64 indices) -> CAST
+    int64 -> float32 -> ADD 0.5 -> CAST float32 -> int32; and a second head of the ADD:
+    CAST float32 -> int64 + int64 ADD (the GPU delegate refuses int64 CASTs and ADDs)."""
+    import numpy as np  # noqa: PLC0415
+    import tensorflow as tf  # noqa: PLC0415
+
+    w1 = tf.constant(np.linspace(-1, 1, 3 * 3 * 4 * 4, dtype=np.float32).reshape(3, 3, 4, 4))
+    w2 = tf.constant(np.linspace(-0.5, 0.7, 3 * 3 * 4 * 4, dtype=np.float32).reshape(3, 3, 4, 4))
+
+    @tf.function(input_signature=[tf.TensorSpec([1, 8, 8, 4], tf.float32)])
+    def f(x):
+        y = tf.nn.conv2d(x, w1, 1, "SAME")
+        z = tf.nn.conv2d(y, w2, 1, "SAME")
+        r = y + z
+        idx = tf.math.argmax(r, axis=-1)  # int64
+        score = tf.cast(idx, tf.float32) + 0.5
+        boxes = tf.cast(tf.cast(r * 100.0, tf.int64) + tf.constant(7, tf.int64), tf.float16)
+        return tf.cast(score, tf.int32), boxes
+
+    return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
+
+
+MODELS = {"detector_head": detector_head_model, "while_cast": while_cast_model, "variable_cast": variable_cast_model,
           "reshape_scalar": reshape_scalar_model, "dynamic_reshape": dynamic_reshape_model,
           "dynamic_broadcast_add": dynamic_broadcast_add_model}
 

@@ -152,7 +152,8 @@ def test_cli_inspect(fast_device, tmp_path):
     rep = json.loads(r.stdout)
     assert [(n["index"], n["op"], n["placement"], n["partition"]) for n in rep["nodes"]] == \
         [(0, "CAST", "opencl", 0), (2, "ADD", "opencl", 1), (3, "CAST", "opencl", 1)]
-    assert rep["graphs"] == [{"subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 2}]
+    assert rep["graphs"] == [{"subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 2, "kept_order": False,
+                              "order_dropped": []}]
 
 
 def test_cli_inspect_names_what_litert_keeps(fast_device, tmp_path):

@@ -235,7 +235,8 @@ def test_the_same_delegate_twice_keeps_its_report(fast_device, capfd):
     _same(run_outputs(it, x), run_outputs(ref, x))
     rows = d.placement()
     assert len(rows) == 3 and all(r["placement"] == "opencl" for r in rows), rows
-    assert d.graph_info() == [{"interpreter": 0, "subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 2}], d.graph_info()
+    assert d.graph_info() == [{"interpreter": 0, "subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 2,
+                               "kept_order": False, "order_dropped": []}], d.graph_info()
     err = capfd.readouterr().err
     assert err.count("Replacing 3 out of 4 node(s)") == 1 and err.count("already given to this litecl") == 1, err
 
@@ -447,7 +448,8 @@ def test_a_second_interpreter_of_a_model_recalls_prepare_and_stays_exact(fast_de
     buf = add_model("float32", [4, 1], [1, 5])
     decided = []
     orig = dm.Delegate._decide
-    monkeypatch.setattr(dm.Delegate, "_decide", lambda self, ctx, plan: (decided.append(1), orig(self, ctx, plan))[1])
+    monkeypatch.setattr(dm.Delegate, "_decide",
+                        lambda self, ctx, plan, si=None: (decided.append(1), orig(self, ctx, plan, si))[1])
 
     def check(it, shapes):
         ref = make_interpreter(buf)

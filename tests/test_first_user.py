@@ -57,7 +57,10 @@ def test_further_delegates_come_after_litecl_s(fast_device):
     second = litecl.Delegate(fast_device, quiet=True)
     it = litecl.Interpreter(model_content=m, experimental_delegates=[second], device=fast_device, quiet=True)
     assert it.delegate.graph_info()[0]["claimed"] == 3
-    assert second.graph_info()[0]["claimed"] == 0 and not second.placement()  # only delegate nodes left
+    # only delegate nodes left: the second names the first's CAST/ADD nodes as another delegate's
+    assert second.graph_info()[0]["claimed"] == 0
+    assert second.placement() and all(r["placement"] == "delegate" and r["reason"].startswith("taken by litecl OpenCL")
+                                      for r in second.placement())
     it.allocate_tensors()
     with pytest.raises(RuntimeError, match="Null delegate"):
         litecl.Interpreter(model_content=m, experimental_delegates=[_FakeDelegate()], device=fast_device)
@@ -144,7 +147,8 @@ def test_litert_positional_arguments(fast_device):
     m = multi_op_model("cast_mul_cast")
     it = litecl.Interpreter(None, m, None, 2, OpResolverType.BUILTIN_REF, True, device=fast_device)
     assert it._reference == "ref" and it.delegate.reference == "ref"
-    assert it.delegate.graph_info() == [{"interpreter": 0, "subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 3}]
+    assert it.delegate.graph_info() == [{"interpreter": 0, "subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 3,
+                                         "kept_order": False, "order_dropped": []}]
     plain = litecl.Interpreter(model_content=m, device=fast_device)
     assert plain.delegate.graph_info()[0]["partitions"] == 2  # ADD and CAST share one
 
@@ -417,7 +421,8 @@ def test_inspect_shows_types_shapes_kernel_and_partition(fast_device, tmp_path):
     assert cast["fused_with"] == [0, 1]  # CAST + ADD, then MUL on LiteRT
     assert nodes[1]["inputs"][1]["shape"] == [] and "ADD float32 NONE" in nodes[1]["kernel"]
     assert nodes[2]["fused_with"] is None and nodes[2]["kernel"].startswith("CAST float32->float16")
-    assert rep["graphs"] == [{"subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 2}]
+    assert rep["graphs"] == [{"subgraph": 0, "nodes": 4, "claimed": 3, "partitions": 2, "kept_order": False,
+                              "order_dropped": []}]
     assert rep["fused"] == [{"subgraph": 0, "nodes": [0, 1], "ops": ["CAST", "ADD"]}]
     text = _cli("inspect", p, "--device", fast_device).stdout
     assert "uint8[4096] -> float32[4096]" in text

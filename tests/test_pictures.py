@@ -171,7 +171,8 @@ def test_inspect_html_of_movenet(capsys, tmp_path, shared_models):
     rep = _inspect(capsys, shared_models / "movenet_singlepose_lightning_int8.tflite", "--html", page)
     text = page.read_text()
     (svg,) = _check_page(text, rep)
-    assert rep["graphs"][0] == {"subgraph": 0, "nodes": 157, "claimed": 24, "partitions": 20}
+    assert {k: rep["graphs"][0][k] for k in ("subgraph", "nodes", "claimed", "partitions")} == {
+        "subgraph": 0, "nodes": 157, "claimed": 24, "partitions": 20}
     _no_overlap(svg)
     first = svg.find(f".//{SVG}g[@data-index='0']")
     assert "\u2193108 KiB \u2191432 KiB" in "".join(first.itertext())  # uint8 [1,192,192,3] in, float32 out

@@ -131,6 +131,9 @@ LCL_EXPORT int litecl_native_tiling(uint64_t n, int tile_bytes, int compute_unit
 #define LCL_NAME_MAX 4096
 #define LCL_MSG_MAX 20480
 
+#define LCL_OP_CAST 1
+#define LCL_OP_ADD 2
+
 typedef struct device_entry {
     struct device_entry *next;
     char library[LCL_NAME_MAX], platform[LCL_NAME_MAX], device[LCL_NAME_MAX]; /* as asked (options) */
@@ -153,6 +156,8 @@ typedef struct {
     int use_binaries, quiet;
     long spin_us;                      /* polling before a blocking clFinish ("spin_us") */
     int keep_order;                    /* LiteRT's own nodes in the model's order ("keep_order": LCL_KEEP_*) */
+    int ops;                           /* the operators it may take ("ops"): LCL_OP_CAST | LCL_OP_ADD */
+    int *nodes, n_nodes;               /* "nodes": (subgraph, node index) pairs it may take; NULL: any */
     TfLiteContext **announced;         /* contexts whose Replacing line was printed */
     int n_announced, cap_announced;
     int partitions_made;               /* partition kernels init'ed in the current Prepare */
@@ -256,26 +261,25 @@ static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, c
         snprintf(why, why_len, "%d tensors exported, %d here", (int)n_tensors, (int)ctx->tensors_size);
         return 0;
     }
-    /* a delegate applied before this one replaced nodes with its own kernels: the graph
-     * is no longer the model's, whatever else matches (LiteRT gives a later delegate the
-     * graph its earlier delegates left) */
-    int foreign = 0;
-    for (int k = 0; k < plan->size && !foreign; k++) {
-        TfLiteNode *node;
-        TfLiteRegistration *reg;
-        if (ctx->GetNodeAndRegistration(ctx, plan->data[k], &node, &reg) != kTfLiteOk) continue;
-        if (!node_plausible(ctx, plan->data[k], node, reg, why, why_len)) return -1;
-        foreign = reg->builtin_code == kTfLiteBuiltinDelegate;
-    }
+    /* the model's nodes by index, 0 .. N-1, whatever delegates applied before this one
+     * took: their kernels replace nodes in the execution plan, while LiteRT keeps every
+     * node of the model at its index (the kernels come after them, from N on) */
     int32_t want_nodes = c.len > 1 ? c.want[1] : 0;
-    if (foreign || plan->size != want_nodes) {
-        snprintf(why, why_len, "%d nodes exported, %d here%s", (int)want_nodes, plan->size,
-                 foreign ? ": a delegate applied before litecl's changed it; load litecl's delegate first" : "");
+    TfLiteNode *last = NULL, *next = NULL;
+    TfLiteRegistration *last_reg = NULL, *next_reg = NULL;
+    int has_last = want_nodes == 0 ||
+                   ctx->GetNodeAndRegistration(ctx, want_nodes - 1, &last, &last_reg) == kTfLiteOk;
+    int has_next = ctx->GetNodeAndRegistration(ctx, want_nodes, &next, &next_reg) == kTfLiteOk;
+    if (!has_last || (has_last && last_reg && last_reg->builtin_code == kTfLiteBuiltinDelegate) ||
+        (has_next && (!next_reg || next_reg->builtin_code != kTfLiteBuiltinDelegate))) {
+        snprintf(why, why_len, "%d nodes exported, %s here", (int)want_nodes,
+                 has_last ? "more" : "fewer");
         return 0;
     }
+    (void)plan;
     c.pos = 2;
-    for (int k = 0; k < plan->size; k++) {
-        int i = plan->data[k];
+    for (int k = 0; k < want_nodes; k++) {
+        int i = k;
         TfLiteNode *node;
         TfLiteRegistration *reg;
         if (ctx->GetNodeAndRegistration(ctx, i, &node, &reg) != kTfLiteOk) {
@@ -1341,8 +1345,9 @@ static int *keep_order_begin(TfLiteContext *ctx, const TfLiteIntArray *plan, con
         else {
             mine[i] = claimed[plan->data[i]];
             was[i] = nodes[i]->might_have_side_effect;
-            marked[i] = was[i] || !mine[i];
             codes[i] = reg->builtin_code;
+            /* LiteRT's own nodes only: a kernel of a delegate applied before keeps its flag */
+            marked[i] = was[i] || (!mine[i] && codes[i] != kTfLiteBuiltinDelegate);
         }
     }
     same = same && !partitions(nodes, n, nt, mine, was, e0, o0) && !partitions(nodes, n, nt, mine, marked, e1, o1);
@@ -1365,7 +1370,7 @@ static int *keep_order_begin(TfLiteContext *ctx, const TfLiteIntArray *plan, con
     if (same) {
         saved[0] = 0;
         for (int i = 0; i < n; i++) {
-            if (mine[i] || was[i]) continue;
+            if (mine[i] || was[i] || codes[i] == kTfLiteBuiltinDelegate) continue;
             saved[1 + 2 * saved[0]] = plan->data[i];
             saved[2 + 2 * saved[0]] = 0;
             saved[0]++;
@@ -1390,6 +1395,27 @@ static void keep_order_end(TfLiteContext *ctx, int *saved) {
             node->might_have_side_effect = saved[2 + 2 * i] != 0;
     }
     free(saved);
+}
+
+/* Whether the delegate may take exported node ``n`` of subgraph ``sgi``: it is still in
+ * LiteRT's execution plan (no delegate applied before took it: ``*other`` counts those),
+ * its op is among the "ops" option's and it is among the "nodes" option's. */
+static int asked(const delegate *d, TfLiteContext *ctx, const TfLiteIntArray *plan, int sgi, int n, int *other) {
+    int in_plan = 0;
+    for (int k = 0; k < plan->size && !in_plan; k++) in_plan = plan->data[k] == n;
+    if (!in_plan) {
+        (*other)++;
+        return 0;
+    }
+    TfLiteNode *node;
+    TfLiteRegistration *reg;
+    if (ctx->GetNodeAndRegistration(ctx, n, &node, &reg) != kTfLiteOk || !reg) return 0;
+    int op = reg->builtin_code == kTfLiteBuiltinCast ? LCL_OP_CAST : reg->builtin_code == kTfLiteBuiltinAdd ? LCL_OP_ADD : 0;
+    if (!(d->ops & op)) return 0;
+    if (!d->nodes) return 1;
+    for (int k = 0; k < d->n_nodes; k++)
+        if (d->nodes[2 * k] == sgi && d->nodes[2 * k + 1] == n) return 1;
+    return 0;
 }
 
 static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
@@ -1426,8 +1452,10 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
     TfLiteIntArray *claim = malloc(sizeof(TfLiteIntArray) + (size_t)(sg->claimed.len + 1) * sizeof(int));
     if (!claim) { say(d, ctx, "litecl: out of memory"); return kTfLiteError; }
     claim->size = 0;
+    int sgi = (int)(sg - LCL_SUBGRAPHS), other = 0;
     for (int i = 0; i < sg->claimed.len; i++) {
         int n = LCL_INTS[sg->claimed.off + i];
+        if (!asked(d, ctx, plan, sgi, n, &other)) continue;
         /* a node whose kernel bakes the exported shapes (broadcast) is left to LiteRT
          * when LiteRT already knows other shapes for its inputs (a resized input) */
         const lcl_launch *ln = &LCL_LAUNCHES[sg->first_single + i];
@@ -1496,6 +1524,9 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
         preparing = NULL;
         if (st != kTfLiteOk) say(d, ctx, "litecl: LiteRT refused litecl's node subsets");
     }
+    if (other && !d->quiet)
+        fprintf(stderr, "INFO: litecl: %d of the exported CAST/ADD nodes were taken by a delegate applied before "
+                "litecl's\n", other);
     int seen = 0;
     for (int i = 0; i < d->n_announced; i++) seen |= d->announced[i] == ctx;
     if (st == kTfLiteOk && claim->size && !seen) {
@@ -1526,6 +1557,7 @@ static void free_handle(TfLiteContext *ctx, TfLiteDelegate *dl, int *h) { (void)
 static void delegate_free(delegate *d) {
     if (!d) return;
     free(d->announced);
+    free(d->nodes);
     free(d); /* the device (context, queue, programs) stays for the process: device_entry */
 }
 
@@ -1691,6 +1723,43 @@ static int env_flag(const char *name, int dflt) {
     return flag_value(word);
 }
 
+/* The "ops" option ("CAST", "ADD", "CAST,ADD") as LCL_OP_* bits; -1 when it names another. */
+static int parse_ops(const char *v) {
+    int ops = 0;
+    while (*v) {
+        size_t n = strcspn(v, ",");
+        if (n == 4 && !strncmp(v, "CAST", 4)) ops |= LCL_OP_CAST;
+        else if (n == 3 && !strncmp(v, "ADD", 3)) ops |= LCL_OP_ADD;
+        else return -1;
+        v += n + (v[n] == ',');
+    }
+    return ops ? ops : -1;
+}
+
+/* The "nodes" option, "SUBGRAPH=NODE,NODE;SUBGRAPH=NODE" ("0=1,5;1=2"), into (subgraph,
+ * node) pairs; -1 when malformed. */
+static int parse_nodes(delegate *d, const char *v) {
+    size_t cap = strlen(v) + 1;
+    d->nodes = malloc(2 * cap * sizeof(int));
+    if (!d->nodes) return -1;
+    d->n_nodes = 0;
+    while (*v) {
+        char *end;
+        long sg = strtol(v, &end, 10);
+        if (end == v || *end != '=' || sg < 0 || sg > 1 << 20) return -1;
+        v = end + 1;
+        do {
+            long n = strtol(v, &end, 10);
+            if (end == v || n < 0 || n > 1 << 24) return -1;
+            d->nodes[2 * d->n_nodes] = (int)sg, d->nodes[2 * d->n_nodes + 1] = (int)n, d->n_nodes++;
+            v = end;
+        } while (*v == ',' && *++v);
+        if (*v == ';') v++;
+        else if (*v) return -1;
+    }
+    return 0;
+}
+
 /* TFLite's external delegate entry point (delegates/external/external_delegate_interface.h).
  * Options: library (the OpenCL library: a path, or a name the dynamic loader finds),
  * platform and device (substrings of their names, case-insensitive), memory ("auto",
@@ -1700,7 +1769,10 @@ static int env_flag(const char *name, int dflt) {
  * that is no yes/no word refused), an empty value for any option is refused, spin_us (how long an invoke polls for its commands,
  * yielding the CPU, before it blocks in clFinish: default 1000; 0 blocks at once), keep_order (yes/no
  * or auto, default auto: LiteRT's own nodes run in the model's order, keep_order_begin; auto only
- * where LiteRT's greedy order makes more bytes live at once). Defaults: delegate_options.json's, baked into plan.c.
+ * where LiteRT's greedy order makes more bytes live at once), ops ("CAST", "ADD" or "CAST,ADD":
+ * the operators it may take), nodes ("0=1,5;1=2": only these nodes of these subgraphs, as
+ * placement() numbers them). Defaults: delegate_options.json's, baked into plan.c.
+ * It may follow other delegates: it claims the exported nodes they left (asked).
  * Returns NULL after one line to report_error (or stderr) on any failure; an untested
  * LiteRT / TensorFlow version (litert_check.h) is also said on stderr. */
 LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **values, size_t n,
@@ -1716,13 +1788,14 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
     d->use_binaries = 1;
     d->spin_us = LCL_SPIN_US;
     d->keep_order = LCL_KEEP_ORDER_DEFAULT;
+    d->ops = LCL_OP_CAST | LCL_OP_ADD;
     int env_quiet = env_flag("LITECL_QUIET", 0), quiet_given = 0; /* the quiet option wins over it */
     d->quiet = env_quiet > 0;
     for (size_t i = 0; i < n; i++) {
         const char *k = keys[i], *v = values[i] ? values[i] : "";
         int known = !strcmp(k, "library") || !strcmp(k, "platform") || !strcmp(k, "device") ||
                     !strcmp(k, "memory") || !strcmp(k, "binaries") || !strcmp(k, "quiet") || !strcmp(k, "spin_us") ||
-                    !strcmp(k, "keep_order");
+                    !strcmp(k, "keep_order") || !strcmp(k, "ops") || !strcmp(k, "nodes");
         if (known && !*v) { /* every option the same way: an empty value is no value */
             snprintf(err, sizeof err, "litecl: the %s option is empty; %s", k,
                      !strcmp(k, "library") ? "name the OpenCL library (a path, or a name the dynamic loader finds)"
@@ -1731,6 +1804,8 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
                      : !strcmp(k, "memory") ? "expected auto, in_place or copy"
                      : !strcmp(k, "spin_us") ? "expected a whole number of microseconds from 0 to 1000000"
                      : !strcmp(k, "keep_order") ? "expected " LCL_FLAG_VALUES ", or auto"
+                     : !strcmp(k, "ops") ? "expected CAST, ADD or CAST,ADD"
+                     : !strcmp(k, "nodes") ? "expected SUBGRAPH=NODE,NODE;SUBGRAPH=NODE, e.g. 0=1,5;1=2"
                      : "expected " LCL_FLAG_VALUES);
             goto fail;
         }
@@ -1763,9 +1838,23 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
                          "to 1000000", v);
                 goto fail;
             }
+        } else if (!strcmp(k, "ops")) {
+            if ((d->ops = parse_ops(v)) < 0) {
+                snprintf(err, sizeof err, "litecl: ops \"%s\" names no operator litecl runs; expected CAST, ADD "
+                         "or CAST,ADD", v);
+                goto fail;
+            }
+        } else if (!strcmp(k, "nodes")) {
+            free(d->nodes);
+            d->nodes = NULL;
+            if (parse_nodes(d, v)) {
+                snprintf(err, sizeof err, "litecl: nodes \"%s\" is not SUBGRAPH=NODE,NODE;SUBGRAPH=NODE "
+                         "(e.g. 0=1,5;1=2)", v);
+                goto fail;
+            }
         } else {
             snprintf(err, sizeof err, "litecl: unknown option \"%s\"; expected library, platform, device, "
-                     "memory, binaries, quiet, spin_us, keep_order", k);
+                     "memory, binaries, quiet, spin_us, keep_order, ops, nodes", k);
             goto fail;
         }
     }
