@@ -72,6 +72,7 @@ def test_a_thousand_models_in_one_process(rusticl):
                        text=True, timeout=1500)
     assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
     got = json.loads(r.stdout.strip().splitlines()[-1])
+    print(got)
     assert got["cycles"] == 1000 and not got["bad"] and got["on_opencl"] >= 1000, got
 
 
