@@ -96,18 +96,18 @@ def _reachable(address: str, timeout_s: float = 10.0) -> None:
 
 # -- on the node ------------------------------------------------------------------------
 
-_NODE = {}  # this worker's probe of each spec and its LiteRT and litecl, made once
+_PROBES, _ENV = {}, {}  # this worker's probe of each spec, its LiteRT and litecl: made once
 
 
 def _node_probe(spec: str, tmp: Path) -> dict:
     """sweep._probe of ``spec`` on this node, in a child of its own as the local sweep does
     (this process opens no device: the jobs fork from it), cached in this worker."""
-    if spec not in _NODE:
+    if spec not in _PROBES:
         got = {}
         sweep._pool([{"n": "probe", "device": spec}], sweep._probe, 1, sweep.PROBE_TIMEOUT_S, tmp,
                     lambda _j, f, _s: got.update(f))
-        _NODE[spec] = got if "status" not in got else {"error": f"device {spec}: opening it {got['reason']}"}
-    return _NODE[spec]
+        _PROBES[spec] = got if "status" not in got else {"error": f"device {spec}: opening it {got['reason']}"}
+    return _PROBES[spec]
 
 
 def _differs(job: dict, tmp: Path) -> str:
@@ -117,10 +117,10 @@ def _differs(job: dict, tmp: Path) -> str:
     p, k = _node_probe(job["device"], tmp), job["key"]
     if p["error"]:
         return f"on node {socket.gethostname()}: {p['error']}"
-    if "env" not in _NODE:
-        _NODE["env"] = {"litert": sweep._litert_version(), "litecl": __version__, "source": sweep._source_hash()}
+    if not _ENV:
+        _ENV.update(litert=sweep._litert_version(), litecl=__version__, source=sweep._source_hash())
     here = {"profile": p["profile"], "platform": p["platform"], "device_name": p["name"], "driver": p["driver"],
-            **_NODE["env"]}
+            **_ENV}
     bad = [f"{f} {v!r} (the key's: {k.get(f)!r})" for f, v in here.items() if v != k.get(f)]
     return "" if not bad else (f"node {socket.gethostname()} differs from where {job['device']} was probed: "
                                + ", ".join(bad) + "; give every node the same drivers and litecl, or sweep a spec "

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DEVICE_STATUS, ROOT, any_fast_device
+from litecl import __version__
 from litecl.sweep import FAULT_ENV, read_results
 from litecl.sweep_ray import INSTALL, resource_of
 from models.builders import chain_model, multi_op_model
@@ -261,3 +262,19 @@ def test_ray_resources_name_this_machines_devices():
     dev = any_fast_device()
     assert resource_of(dev) in res and all(k.startswith("litecl_device:") and v >= 1 for k, v in res.items())
     assert resource_of(" Intel:profile=mobile+noint64") == "litecl_device:intel"
+
+
+def test_a_node_unlike_the_key_gives_an_error_row_saying_how(tmp_path):
+    """No device: the worker's cached probe of a spec stands in for the node's."""
+    from litecl import sweep, sweep_ray  # noqa: PLC0415
+
+    probe = {"error": "", "profile": None, "platform": "P", "name": "D", "driver": "2.0"}
+    key = {"profile": None, "platform": "P", "device_name": "D", "driver": "1.0", "litert": sweep._litert_version(),
+           "litecl": __version__, "source": sweep._source_hash()}
+    sweep_ray._PROBES["fake-spec"] = probe
+    try:
+        why = sweep_ray._differs({"device": "fake-spec", "key": key}, tmp_path)
+        assert "differs from where fake-spec was probed: driver '2.0' (the key's: '1.0')" in why, why
+        assert sweep_ray._differs({"device": "fake-spec", "key": {**key, "driver": "2.0"}}, tmp_path) == ""
+    finally:
+        del sweep_ray._PROBES["fake-spec"]
