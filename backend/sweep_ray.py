@@ -1,23 +1,15 @@
 """``litecl sweep --ray [ADDRESS]``: the sweep's model x device jobs as Ray tasks, each on a
-node that has the job's device.
+node that offers the job's device (README: "On a Ray cluster").
 
-A node says which OpenCL devices it has as Ray custom resources: ``litecl devices
---ray-resources`` prints the ``ray start --resources`` argument, one ``litecl_device:SPEC``
-(lower case) for each spec that selects a device there (alias, gpu/cpu, device name,
-platform name, auto), with as many units as jobs the device takes at once (a GPU 1, a CPU
-device the cores over its compute units, at least 1). A task asks for one unit of its
-spec's resource (the profile aside) and one CPU, so ``ray start --num-cpus N`` bounds the
-jobs a node runs at once.
-
-On the node a task runs its job as the local sweep does, in a forked process with the time
-limit (sweep._pool), on a copy of the model from Ray's object store; first the node's
-device, driver, LiteRT and litecl source are compared with the row's key (a node that
-differs gives an error row saying how). Rows go to the same results.jsonl with the same
-keys, plus ``ray_node``, ``host`` and ``attempts``: local and Ray sweeps resume each other.
-
-A spec no node offers is a refused row, found from the cluster's resources before anything
-is submitted. A task whose node (or worker) dies is submitted again, up to MAX_ATTEMPTS; a
-task whose device left the cluster with its node becomes an error row instead of waiting.
+A node offers its OpenCL devices as Ray resources (node_resources, ``litecl devices
+--ray-resources``): ``litecl_device:SPEC`` for each spec that selects one there, as many units
+as jobs the device takes at once. A task asks for one unit of its spec's (resource_of) and one
+CPU. On the node it runs its job as the local sweep does (sweep._pool: forked, time limit) on
+a copy of the model from the object store, once the node's device, driver, LiteRT and litecl
+match the row's key. Rows are the local sweep's, plus ``ray_node``, ``host``, ``attempts``. A
+spec no node offers is a refused row before anything is submitted; a task lost with its node or
+worker is submitted again (MAX_ATTEMPTS in all); one whose device left with its node is an
+error row, not a wait.
 """
 from __future__ import annotations
 
