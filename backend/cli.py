@@ -359,6 +359,11 @@ def cmd_devices(args) -> int:
     ``auto`` picks, its capabilities, and whether it builds kernels."""
     import shlex  # noqa: PLC0415
 
+    if args.ray_resources:
+        from .sweep_ray import node_resources  # noqa: PLC0415
+
+        print(json.dumps(node_resources()))
+        return 0
     from .device import (PROFILES, _all_devices, _type_name, auto_device, probe_compiler,  # noqa: PLC0415
                          read_caps, spec_of)
 
@@ -1122,6 +1127,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--check", action="store_true",
                    help="run litecl's self-test of every kernel family on every device (each in a child "
                         "process) and say which families a device computes wrong")
+    s.add_argument("--ray-resources", action="store_true",
+                   help="print this node's devices as Ray custom resources, the argument of ray start "
+                        "--resources for litecl sweep --ray (one litecl_device:SPEC per spec that selects a device)")
     s.set_defaults(fn=cmd_devices)
 
     s = sub.add_parser("inspect", help="show where each CAST/ADD node runs (OpenCL or LiteRT) and why")
@@ -1244,6 +1252,10 @@ def _parser() -> argparse.ArgumentParser:
                    "model that ran, one job at a time after the checks")
     s.add_argument("--num_runs", type=_POSITIVE, default=50, metavar="N", help="--bench's timed runs (default 50)")
     s.add_argument("--force", action="store_true", help="redo jobs whose results are already in DIR")
+    s.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                   help="run the jobs on a Ray cluster (default ADDRESS: auto, the one this machine is a node of; "
+                        "else HOST:PORT or ray://HOST:PORT), each on a node whose ray start --resources offers its "
+                        "device (litecl devices --ray-resources); needs pip install 'litecl[cluster]'")
     s.set_defaults(fn=cmd_sweep)
 
     s = sub.add_parser("kernel", help="print a generated kernel")

@@ -1547,19 +1547,26 @@ def spec_of(d: "cl.Device") -> str | None:
     """The first spec that selects ``d``, tried in the order: an alias, ``gpu``/``cpu``,
     its device name, its platform name; None when none does (an identical device of the
     same platform comes first and is always taken)."""
+    return next(iter(specs_of(d)), None)
+
+
+def specs_of(d: "cl.Device") -> list[str]:
+    """Every spec of spec_of's candidates that selects ``d``, in its order (``auto`` not
+    among them): what a node offers a Ray sweep (sweep_ray.node_resources)."""
     platform, name = d.platform.name.strip(), d.name.strip()
     candidates = [a for a in _ALIASES if _ALIASES[a] in platform.lower()]
     candidates += [t for t in _TYPE_SPECS if (_is_gpu(d) if t == "gpu" else _is_cpu(d))]
     candidates += [name, platform]
-    for c in candidates:
+    out = []
+    for c in dict.fromkeys(candidates):
         if ":" in c or not c:
             continue  # the spec syntax reserves ':'
         try:
             if _same(_select(c), d):
-                return c
+                out.append(c)
         except DeviceError:
             continue
-    return None
+    return out
 
 
 def _select(base: str) -> "cl.Device":

@@ -483,10 +483,16 @@ def run(args) -> int:
     from .report import write_report  # noqa: PLC0415
 
     if args.report is not None:
-        if args.models or args.device or args.out:
-            raise LiteclError("--report DIR writes the report of DIR's results alone: give no MODELS, --device or --out")
+        if args.models or args.device or args.out or getattr(args, "ray", None) is not None:
+            raise LiteclError("--report DIR writes the report of DIR's results alone: give no MODELS, --device, "
+                              "--out or --ray")
         print("wrote {} and {}".format(*write_report(args.report)))
         return 0
+    sweep = _Sweep
+    if getattr(args, "ray", None) is not None:
+        from .sweep_ray import ray_sweep  # noqa: PLC0415
+
+        sweep = ray_sweep(args)  # the address checked and Ray imported, or one error line
     if not args.models or not args.device or not args.out:
         raise LiteclError("litecl sweep needs MODELS, at least one --device SPEC and --out DIR (or --report DIR alone)")
     if not args.timeout > 0:
@@ -510,7 +516,7 @@ def run(args) -> int:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise LiteclError(f"another litecl sweep is writing {args.out}") from None
-        return _Sweep(args, found, faults).run(write_report)
+        return sweep(args, found, faults).run(write_report)
 
 
 class _Sweep:
@@ -542,7 +548,7 @@ class _Sweep:
         with tempfile.TemporaryDirectory(prefix="litecl-sweep-") as tmp:
             self.tmp = Path(tmp)
             self.probes = self._probe()
-            self.jobs = self.args.jobs or default_jobs(self.probes)
+            self.jobs = self._jobs()
             largest = sorted(self.models, key=lambda m: -m["size"])  # longest first: the pool packs better
             todo = self._plan("check", [(m, d) for m in largest for d in self.devices])
             self._run_all("sweep", todo, _check, self.jobs)
@@ -563,6 +569,17 @@ class _Sweep:
             if "status" in probes[spec]:  # the probe itself crashed or hung
                 probes[spec] = {"error": f"device {spec}: opening it {probes[spec]['reason']}"}
         return probes
+
+    def _jobs(self) -> int:
+        """How many jobs run at once: --jobs, else default_jobs."""
+        return self.args.jobs or default_jobs(self.probes)
+
+    def _at_once(self) -> str:
+        return f"with {self.jobs} job(s) at once"
+
+    def _execute(self, jobs: list, fn, n: int) -> None:
+        """``fn`` on each job, ``n`` at a time, each row to _add as it ends (sweep_ray's seam)."""
+        _pool(jobs, fn, n, self.args.timeout, self.tmp, self._add)
 
     def _plan(self, kind: str, pairs: list, extra: dict | None = None) -> list:
         """The jobs of ``kind`` for (model, spec) pairs with no row of their key yet (or all, --force)."""
@@ -593,8 +610,7 @@ class _Sweep:
             for job in jobs:
                 if self.probes[job["device"]]["error"]:
                     self._add(job, {"status": "refused", "reason": self.probes[job["device"]]["error"]}, 0.0)
-            _pool([j for j in jobs if not self.probes[j["device"]]["error"]], fn, n, self.args.timeout, self.tmp,
-                  self._add)
+            self._execute([j for j in jobs if not self.probes[j["device"]]["error"]], fn, n)
         finally:
             self.progress.close()
 
@@ -627,7 +643,7 @@ class _Sweep:
         bench = [r["status"] for r in rows if r["kind"] == "bench"]
         dup = self.found - len(self.models)
         print(f"swept {len(self.models)} model(s) x {len(self.devices)} device(s) in {time.monotonic() - self.t0:.1f} s "
-              f"with {self.jobs} job(s) at once: {self.ran} run now, {self.kept} unchanged since an earlier sweep"
+              f"{self._at_once()}: {self.ran} run now, {self.kept} unchanged since an earlier sweep"
               + (f"; {dup} file(s) skipped, the same content as another" if dup else ""))
         print("checks: " + ", ".join(f"{k} {v}" for k, v in tally.items())
               + (f"; bench: {bench.count('ok')} ok, {len(bench) - bench.count('ok')} error" if self.args.bench else ""))
