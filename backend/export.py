@@ -244,15 +244,28 @@ SO_NAME = "liblitecl_delegate.so"
 #: build.sh: the only dependencies are libc and libdl (OpenCL is dlopen'ed at run time)
 BUILD_SH = """#!/bin/sh
 # Builds liblitecl_delegate.so, litecl's TFLite delegate for {model}
-# (exported by litecl {version} for {where}).
+# (exported by litecl {version} for {where}), into build/<abi>/ (Android's jniLibs
+# names: x86_64, arm64-v8a, ...; the ABI is CC's target), and links {so} here to a build
+# for this machine's own architecture.
 # Cross builds: CC=aarch64-linux-gnu-gcc sh build.sh; Android: CC=<NDK clang for the ABI> sh build.sh
 # Your flags: CFLAGS="-O0 -g" sh build.sh (they come after litecl's, so they win; to build
 # with warnings that are not errors: CFLAGS=-Wno-error sh build.sh)
 set -e
 cd "$(dirname "$0")"
-${{CC:-cc}} -std=c99 -Wall -Wextra -Werror -O2 -fPIC -shared -fvisibility=hidden -Isrc ${{CFLAGS:-}} \\
-    -o {so} src/litecl_delegate.c src/cl_loader.c src/litert_check.c plan.c -ldl
-echo "built $(pwd)/{so}"
+cc=${{CC:-cc}}
+target=$($cc -dumpmachine)
+case "$target" in
+    x86_64-*) abi=x86_64 ;;
+    aarch64-*|arm64-*) abi=arm64-v8a ;;
+    *) echo "build.sh: CC's target $target is not x86_64 or aarch64 (litecl's native delegate is LP64)" >&2; exit 2 ;;
+esac
+mkdir -p "build/$abi"
+$cc -std=c99 -Wall -Wextra -Werror -O2 -fPIC -shared -fvisibility=hidden -Isrc ${{CFLAGS:-}} \\
+    -o "build/$abi/{so}" src/litecl_delegate.c src/cl_loader.c src/litert_check.c plan.c -ldl
+case "$(uname -m)-$abi" in
+    x86_64-x86_64|aarch64-arm64-v8a) ln -sf "build/$abi/{so}" {so} ;;
+esac
+echo "built $(pwd)/build/$abi/{so}"
 """
 
 
@@ -592,6 +605,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         return f"{{{off}, {len(values)}}}"
 
     programs: dict = {}  # source (every architecture's: arch_source) -> (index, name)
+    blobs: list = []  # C arrays of the self-test families' inputs and expected bits
     launches_c, parts_c, subs_c = [], [], []
     portable: dict = {}  # id(Launch) -> its program text for every architecture
 
@@ -609,14 +623,52 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
             programs[src] = (len(programs), ln.name)
         return programs[src][0]
 
-    def launch_c(ln, shapes, generic, dynamic=False, fixed=0) -> str:
+    needs = {"local": 1, "alloc": 0}  # the largest work-group and buffer the launches use
+
+    families: dict = {}  # family -> (index, C initializer): the self-tests of the single launches
+
+    def family(node, shapes) -> int:
+        """LCL_FAMILIES index of ``node``'s self-test family (its canonical kernel a program of
+        its own, its edge inputs and both architectures' LiteRT bits), or -1."""
+        from . import selftest as S  # noqa: PLC0415
+        from .ops.add import FLOAT_ADD_RULES, arch_source  # noqa: PLC0415
+
+        f = S.family_of(node, sg, [shapes[t] for t in node.inputs if t >= 0], caps)
+        if f is None or any(S.family_name(f) not in S.table(a) for a in FLOAT_ADD_RULES):
+            return -1
+        if f not in families:
+            texts = {a: S.canonical_kernel(f, replace(caps, arch=a))[0] for a in FLOAT_ADD_RULES}
+            _, name, n, tile, args, out_dt, _ = S.canonical_kernel(f, caps)
+            src = arch_source(texts)
+            if src not in programs:
+                programs[src] = (len(programs), name)
+            ins = [np.ascontiguousarray(x).tobytes() for x in S.canonical_inputs(f)]
+            exp = [bytes.fromhex(S.table(a)[S.family_name(f)]) for a in ("x86_64", "aarch64")]
+            k = len(families)
+            blobs.extend([f"static const unsigned char F{k}I{j}[{max(len(b), 1)}] = {_c_bytes(b or bytes(1))};"
+                          for j, b in enumerate(ins)] +
+                         [f"static const unsigned char F{k}E{j}[{max(len(b), 1)}] = {_c_bytes(b or bytes(1))};"
+                          for j, b in enumerate(exp)])
+            kind = {"float16": 2, "bfloat16": 3, "float32": 4, "complex64": 4, "float64": 8}.get(out_dt.name, 0)
+            inputs = ", ".join(f"F{k}I{j}" for j in range(len(ins))) or "NULL"
+            sizes = ", ".join(str(len(b)) for b in ins) or "0"
+            families[f] = (k, f"{{{_q(S.family_name(f))}, {programs[src][0]}, {n}, {tile}, "
+                              f"{span([v for _, v in args])}, {len(ins)}, {{{inputs}}}, {{{sizes}}}, "
+                              f"{{F{k}E0, F{k}E1}}, {len(exp[0])}, {kind}}}")
+        return families[f][0]
+
+    def launch_c(ln, shapes, generic, dynamic=False, fixed=0, fam=-1) -> str:
+        needs["local"] = max(needs["local"], *(int(x) for x in ln.lsize or (1,)))
+        needs["alloc"] = max(needs["alloc"], *(_numel(shapes[t]) * sg.tensors[t].dtype.itemsize
+                                                for t in (*ln.inputs, *ln.outputs) if t in shapes))
         # shape_fixed: 0 elementwise, 1 the exported shapes compiled in, 2 the same but the
         # Python delegate planned it only at invoke (shapes unknown at allocate): declined;
         # fixed: why (_fixed_elements)
         tile = 32 // ln.tiling.align_num
         shp = [x for t in ln.inputs for x in (len(shapes[t]), *shapes[t])]
         launches_c.append(f"{{{prog(ln)}, {tile}, {0 if generic else 2 if dynamic else 1}, {span(ln.nodes)}, {span(ln.inputs)}, "
-                          f"{span(ln.outputs)}, {span(shp)}, {0 if generic else fixed}, {span([v for _, v in ln.args])}}}")
+                          f"{span(ln.outputs)}, {span(shp)}, {0 if generic else fixed}, {span([v for _, v in ln.args])}, "
+                          f"{fam}}}")
         return launches_c[-1]
 
     from .abi import ALLOW_DYNAMIC_TENSORS  # noqa: PLC0415
@@ -669,7 +721,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
                 generic = False
             fixed = 0 if generic else _fixed_elements(ln, [n], sg, plan.shapes, caps, set(n.outputs), consts, False)
             dynamic = i in dynamic_nodes and not generic
-            launch_c(ln, plan.shapes, generic, dynamic=dynamic, fixed=fixed)
+            launch_c(ln, plan.shapes, generic, dynamic=dynamic, fixed=fixed, fam=family(n, plan.shapes))
             if dynamic and flags & ALLOW_DYNAMIC_TENSORS:  # litecl_delegate.c delegate_prepare declines it
                 at_invoke.append(i)
         subs_c.append(f"{{{span(fp)}, {span(claimed)}, {rec['nodes']}, {first_part}, "
@@ -707,7 +759,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         f" * (backend/export.py native_plan) for {caps.platform}: {caps.name}"
         f"{' (profile ' + caps.profile + ')' if caps.profile else ''}, target {target}. Do not edit. */",
         '#include "litecl_plan.h"', "",
-        *bins, "",
+        *bins, *blobs, "",
         f"const int32_t LCL_INTS[{max(1, len(ints))}] = {{{', '.join(map(str, ints)) or '0'}}};",
         f"static const int32_t SIZES[{len(sizes)}] = {{{', '.join(map(str, sizes))}}};",
         f"static const int32_t PACKED[{max(1, len(packed))}] = {{{', '.join(map(str, packed)) or '0'}}};",
@@ -717,8 +769,11 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         "const lcl_program LCL_PROGRAMS[] = {\n    " + (",\n    ".join(prog_c) or '{"", "", 0, NULL, 0}')
         + "\n};",
         "const lcl_launch LCL_LAUNCHES[] = {\n    " + (",\n    ".join(launches_c) or
-                                                    "{0, 1, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0, {0, 0}}") + "\n};",
+                                                    "{0, 1, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0, {0, 0}, -1}") + "\n};",
         "const lcl_partition LCL_PARTITIONS[] = {\n    " + (",\n    ".join(parts_c) or "{{0, 0}, 0, 0}")
+        + "\n};",
+        "const lcl_family LCL_FAMILIES[] = {\n    " + (",\n    ".join(v[1] for v in families.values()) or
+                                                  '{"", 0, 0, 1, {0, 0}, 0, {NULL, NULL}, {0, 0}, {NULL, NULL}, 0, 0}')
         + "\n};",
         "const lcl_subgraph LCL_SUBGRAPHS[] = {\n    " + (",\n    ".join(subs_c) or
                                                       "{{0, 0}, {0, 0}, 0, 0, 0, 0}") + "\n};",
@@ -729,11 +784,19 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         f"    {row.local_size}, {row.groups_per_cu}, {row.vec_bytes}, {caps.compute_units}, "
         f"{caps.max_work_group_size},",
         f"    {len(subs_c)}, {len(prog_c)}, PACKED, {len(packed) // 3}, SIZES, {len(sizes)},",
-        f"    {int(flags)}, TESTED, {len(tested) // 2}, {_q(caps.arch)}",
+        f"    {int(flags)}, TESTED, {len(tested) // 2},",
+        f"    {', '.join(str(int(any(_USES[k].search(p) for p in programs))) for k in ('fp16', 'fp64', 'int64'))}, "
+        f"{needs['local']}, {float(needs['alloc'])!r},",
+        f"    {len(families)}, {_q(caps.arch)}",
         "};", ""])
     summary.update(programs=len(prog_c), binaries=len(bins), launches=len(launches_c), delegate_flags=int(flags),
                    tested_versions=tested_versions())
     return text, summary
+
+
+#: what a kernel's text uses that a device may lack (litecl_delegate.c device_lacks)
+_USES = {"fp16": re.compile(r"cl_khr_fp16 : enable"), "fp64": re.compile(r"cl_khr_fp64 : enable"),
+         "int64": re.compile(r"\bu?long\d*\b")}
 
 
 def _arch_texts(plan, nodes, sg, shapes, caps, keep, consts, fuse) -> list[str]:
@@ -777,7 +840,7 @@ def write_native(out: Path, plan_c: str, options: dict, *, model: str, where: st
 
 
 #: the files ``export`` writes besides k*.cl and t*.bin (and the library build.sh makes)
-EXPORT_FILES = ("manifest.json", "plan.c", "build.sh", "delegate_options.json", SO_NAME,
+EXPORT_FILES = ("manifest.json", "plan.c", "build.sh", "delegate_options.json", "exported_device.json", SO_NAME,
                 *(f"src/{n}" for n in NATIVE_SOURCES))
 #: the kernel sources' and constants' names (``build_manifest``): with EXPORT_FILES, the
 #: only names a later export removes, whatever a manifest.json lists
@@ -898,8 +961,13 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         interp.close()
     if not manifest["launches"]:
         manifest["note"] = "litecl's delegate takes no node of this subgraph: nothing to export"
-    options = {"library": library, "platform": caps.platform, "device": caps.name}
-    manifest["native"] = {**native, "options": options, "build": "sh build.sh", "library": SO_NAME,
+    # delegate_options.json holds no option: the delegate finds OpenCL and a device that can
+    # run its kernels where it is loaded (litecl_delegate.c open_device); the exporting
+    # machine's library and device, which pin it, go to exported_device.json
+    options: dict = {}
+    exported = {"library": library, "platform": caps.platform, "device": caps.name}
+    manifest["native"] = {**native, "options": options, "exported_device": exported, "build": "sh build.sh",
+                          "library": SO_NAME,
                           "sources": ["plan.c", *(f"src/{n}" for n in NATIVE_SOURCES)]}
     # what this export writes, and the library its build.sh writes: what the next export
     # into out_dir replaces (_previous_export)
@@ -917,6 +985,7 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
             (out / f"t{t}.bin").write_bytes(data)
         where = f"{caps.platform}: {caps.name}" + (f" (profile {caps.profile})" if caps.profile else "")
         write_native(out, plan_c, options, model=model, where=where)
+        (out / "exported_device.json").write_text(json.dumps(exported, indent=1) + "\n")
     except OSError as e:
         raise InputError(f"cannot write to {out_dir}: {e.strerror or e}") from None
     return manifest

@@ -11,7 +11,7 @@ For every ``*.tflite`` under the folders (duplicates by content skipped; models 
 alone cannot run at their declared shapes skipped): ``litecl export`` for the device,
 ``sh build.sh``, then a child process (``sys.modules['litecl'] = None``,
 ``sys.modules['pyopencl'] = None`` before anything; only ai_edge_litert and numpy) that
-loads the .so with ``load_delegate(so, delegate_options.json)`` into an Interpreter with
+loads the .so with ``load_delegate(so, exported_device.json)`` into an Interpreter with
 BUILTIN_WITHOUT_DEFAULT_DELEGATES and measures:
 
 - bit-exact: every output against LiteRT alone on the same seeded inputs
@@ -500,7 +500,7 @@ def main(argv=None) -> int:
             # partition (the Python delegate's partitions, which the native ones match)
             p_exp = max(1, sum(s["partitions"] for s in nat["subgraphs"]))
             cold = [] if a.check_only else [cold_round_trip_us(dev)]
-            res = run_child(d / "liblitecl_delegate.so", f, d / "delegate_options.json", d / "inputs.npz",
+            res = run_child(d / "liblitecl_delegate.so", f, d / "exported_device.json", d / "inputs.npz",
                             0 if a.check_only else a.secs, timeout=max(300.0, 3 * a.max_secs + 120),
                             floor=floor_us, partitions=p_exp, tol_floors=a.tol_floors,
                             max_secs=max(a.secs, a.max_secs), no_clustering=a.disable_delegate_clustering)

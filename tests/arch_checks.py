@@ -313,7 +313,7 @@ def check_native(dirs: list) -> dict:
     for d in map(Path, dirs):
         m = (d / "model").read_text().strip()
         opts = json.loads((d / "delegate_options.json").read_text())
-        dlg = load_delegate(str(d / "liblitecl_delegate.so"), opts)
+        dlg = load_delegate(str(d / "build" / "arm64-v8a" / "liblitecl_delegate.so"), opts)
         it = Interpreter(model_path=m, experimental_delegates=[dlg],
                          experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
         it.allocate_tensors()

@@ -178,7 +178,7 @@ def _native(tmp_path, m: bytes, device: str, opts_extra: dict, standin: bool) ->
         assert main(["export", str(p), "--out", str(out), "--device", device]) == 0
         r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
-    opts = {**json.loads((out / "delegate_options.json").read_text()), **opts_extra}
+    opts = {**json.loads((out / "exported_device.json").read_text()), **opts_extra}
     r = subprocess.run([sys.executable, "-c", _NATIVE, str(p), str(out / "liblitecl_delegate.so"), json.dumps(opts),
                         f"{ROOT}:{ROOT / 'tests'}", "standin" if standin else "-"],
                        capture_output=True, text=True, timeout=300)

@@ -358,7 +358,7 @@ def test_export_without_lowered_node_writes_empty_manifest(fast_device, tmp_path
     assert m["launches"] == [] and m["tensors"] == [] and m["lowered_nodes"] == [] and "note" in m
     assert m["kept_on_litert"] == []
     assert m["partitions"] == []
-    assert sorted(p.name for p in out.iterdir()) == ["build.sh", "delegate_options.json", "manifest.json",
+    assert sorted(p.name for p in out.iterdir()) == ["build.sh", "delegate_options.json", "exported_device.json", "manifest.json",
                                                      "plan.c", "src"]
     assert m["native"]["programs"] == 0 and m["native"]["subgraphs"][0]["claimed"] == 0
 
@@ -438,7 +438,7 @@ def test_export_again_removes_the_earlier_export_s_files_only(fast_device, tmp_p
     p = tmp_path / "mul.tflite"
     p.write_bytes(chain_model(["float32", ("mul", 2.0)], [4]))  # nothing lowered: no k*.cl
     assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
-    assert sorted(f.name for f in out.iterdir()) == ["build.sh", "delegate_options.json", "manifest.json",
+    assert sorted(f.name for f in out.iterdir()) == ["build.sh", "delegate_options.json", "exported_device.json", "manifest.json",
                                                      "notes.txt", "plan.c", "src", "t999.bin"]
     assert (out / "src" / "notes.txt").read_text() == "mine" and (out / "t999.bin").read_bytes() == b"my constant"
     m = json.loads((out / "manifest.json").read_text())

@@ -47,6 +47,13 @@ typedef struct _cl_event *cl_event;
 #define CL_DEVICE_MAX_COMPUTE_UNITS 0x1002
 #define CL_DEVICE_MAX_WORK_GROUP_SIZE 0x1004
 #define CL_DEVICE_NAME 0x102B
+#define CL_DEVICE_MAX_MEM_ALLOC_SIZE 0x1010
+#define CL_DEVICE_PROFILE 0x102E
+#define CL_DEVICE_VERSION 0x102F
+#define CL_DRIVER_VERSION 0x102D
+#define CL_DEVICE_EXTENSIONS 0x1030
+#define CL_PROGRAM_BINARY_SIZES 0x1165
+#define CL_PROGRAM_BINARIES 0x1166
 #define CL_CONTEXT_PLATFORM 0x1084
 #define CL_MEM_READ_WRITE (1 << 0)
 #define CL_MEM_READ_ONLY (1 << 2)
@@ -82,6 +89,7 @@ typedef struct lcl_cl {
     cl_int (*ReleaseProgram)(cl_program);                                                   /* 29 */
     cl_int (*BuildProgram)(cl_program, cl_uint, const cl_device_id *, const char *,
                            void (*)(cl_program, void *), void *);                           /* 30 */
+    cl_int (*GetProgramInfo)(cl_program, cl_uint, size_t, void *, size_t *);                  /* 32 */
     cl_int (*GetProgramBuildInfo)(cl_program, cl_device_id, cl_uint, size_t, void *, size_t *); /* 33 */
     cl_kernel (*CreateKernel)(cl_program, const char *, cl_int *);                          /* 34 */
     cl_int (*ReleaseKernel)(cl_kernel);                                                     /* 37 */

@@ -24,8 +24,11 @@
  * Every failure is one line (context->ReportError, and stderr for the delegate's own
  * errors) and kTfLiteError; nothing aborts. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,7 +132,7 @@ LCL_EXPORT int litecl_native_tiling(uint64_t n, int tile_bytes, int compute_unit
 /* Long enough for any path (PATH_MAX) or OpenCL name, and for a message naming a few of
  * them whole: no message cuts a path or a name. */
 #define LCL_NAME_MAX 4096
-#define LCL_MSG_MAX 20480
+#define LCL_MSG_MAX 32768
 
 #define LCL_OP_CAST 1
 #define LCL_OP_ADD 2
@@ -137,6 +140,9 @@ LCL_EXPORT int litecl_native_tiling(uint64_t n, int tile_bytes, int compute_unit
 typedef struct device_entry {
     struct device_entry *next;
     char library[LCL_NAME_MAX], platform[LCL_NAME_MAX], device[LCL_NAME_MAX]; /* as asked (options) */
+    char device_type[8];               /* as asked: "gpu", "cpu", "any", or "" (the export's, then any) */
+    char opened[LCL_NAME_MAX];         /* the library that gave the device */
+    char platform_name[LCL_NAME_MAX], device_name[LCL_NAME_MAX], driver[256];
     pthread_mutex_t lock;              /* recursive: Prepare -> Replace -> init */
     lcl_cl cl;
     void *lib;
@@ -145,6 +151,8 @@ typedef struct device_entry {
     cl_context context;
     cl_command_queue queue;
     cl_program *programs;              /* LCL_PROGRAMS, built on first use */
+    char **family_why;                 /* LCL_FAMILIES' self-test verdicts: NULL not run yet,
+                                          "" LiteRT's bits, else why not (self_test) */
     int compute_units, max_wg;
 } device_entry;
 
@@ -154,6 +162,7 @@ typedef struct {
     pthread_mutex_t *lockp;            /* the device's */
     int in_place, align;               /* memory policy (LCL_PLAN, option "memory") */
     int use_binaries, quiet;
+    char cache_dir[LCL_NAME_MAX];      /* compiled programs kept between processes ("" none: program_cache) */
     long spin_us;                      /* polling before a blocking clFinish ("spin_us") */
     int keep_order;                    /* LiteRT's own nodes in the model's order ("keep_order": LCL_KEEP_*) */
     int ops;                           /* the operators it may take ("ops"): LCL_OP_CAST | LCL_OP_ADD */
@@ -161,6 +170,7 @@ typedef struct {
     TfLiteContext **announced;         /* contexts whose Replacing line was printed */
     int n_announced, cap_announced;
     int partitions_made;               /* partition kernels init'ed in the current Prepare */
+    int hush;                          /* say() keeps its line in ``error`` only (self_test) */
     char error[512];                   /* the last error, one line */
 } delegate;
 
@@ -177,6 +187,7 @@ static void say(delegate *d, TfLiteContext *ctx, const char *fmt, ...) {
     for (char *p = buf; *p; p++)
         if (*p == '\n') *p = ' ';
     if (d) snprintf(d->error, sizeof d->error, "%s", buf);
+    if (d && d->hush) return;
     if (ctx && ctx->ReportError)
         ctx->ReportError(ctx, "%s", buf);
     else
@@ -265,15 +276,16 @@ static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, c
      * took: their kernels replace nodes in the execution plan, while LiteRT keeps every
      * node of the model at its index (the kernels come after them, from N on) */
     int32_t want_nodes = c.len > 1 ? c.want[1] : 0;
-    TfLiteNode *last = NULL, *next = NULL;
-    TfLiteRegistration *last_reg = NULL, *next_reg = NULL;
-    int has_last = want_nodes == 0 ||
-                   ctx->GetNodeAndRegistration(ctx, want_nodes - 1, &last, &last_reg) == kTfLiteOk;
-    int has_next = ctx->GetNodeAndRegistration(ctx, want_nodes, &next, &next_reg) == kTfLiteOk;
-    if (!has_last || (has_last && last_reg && last_reg->builtin_code == kTfLiteBuiltinDelegate) ||
-        (has_next && (!next_reg || next_reg->builtin_code != kTfLiteBuiltinDelegate))) {
-        snprintf(why, why_len, "%d nodes exported, %s here", (int)want_nodes,
-                 has_last ? "more" : "fewer");
+    int here = 0; /* the model's nodes: those before the first delegate kernel */
+    for (;; here++) {
+        TfLiteNode *node;
+        TfLiteRegistration *reg;
+        if (ctx->GetNodeAndRegistration(ctx, here, &node, &reg) != kTfLiteOk || !reg ||
+            reg->builtin_code == kTfLiteBuiltinDelegate)
+            break;
+    }
+    if (here != want_nodes) {
+        snprintf(why, why_len, "%d nodes exported, %d here", (int)want_nodes, here);
         return 0;
     }
     (void)plan;
@@ -448,34 +460,213 @@ static void partition_free(partition *p) {
  * runtime takes it and it holds the kernel (backend/kernels.py build_program: a binary of
  * another runtime or version fails, or names a kernel it lacks), else the source. Built
  * once per delegate. Returns NULL with the error said. */
+/* ----------------------------------------------------------------- program cache */
+/* Compiled programs kept between processes in the "cache_dir" option's folder (default
+ * $XDG_CACHE_HOME/litecl/native or ~/.cache/litecl/native on Linux; none on Android unless
+ * given, as the GPU delegate's serialization_dir): one file per program, named by a hash
+ * of the platform, device, driver version, build options and source, holding a magic, the
+ * length and a checksum of the binary. A binary the runtime refuses, or a damaged file,
+ * is removed and the source built again, with one INFO line per process. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static int cache_file(const delegate *d, const lcl_program *pg, char *path, size_t len) {
+    if (!d->cache_dir[0]) return 0;
+    const device_entry *e = d->dev;
+    uint64_t h = 1469598103934665603ull;
+    const char *parts[] = {e->platform_name, e->device_name, e->driver, LCL_ARCH_OPTION};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) h = fnv(h, parts[i], strlen(parts[i]) + 1);
+    h = fnv(h, pg->source, pg->source_len);
+    return snprintf(path, len, "%s/litecl-%016llx.bin", d->cache_dir, (unsigned long long)h) < (int)len;
+}
+
+static int said_refused; /* the INFO line about a refused binary: once per process */
+
+static void refused(const delegate *d, const char *what, const char *path, int code) {
+    if (path && path[0] == '/') unlink(path);
+    if (d->quiet || __sync_lock_test_and_set(&said_refused, 1)) return;
+    fprintf(stderr, "INFO: litecl: %s %s refused by %s (OpenCL error %d): building from source\n", what,
+            path ? path : "", d->dev->device_name, code);
+}
+
+static cl_program from_binary(delegate *d, const lcl_program *pg, const unsigned char *bin, size_t len,
+                              cl_int *code) {
+    cl_int err = 0, status = 0;
+    cl_program prg = d->dev->cl.CreateProgramWithBinary(d->dev->context, 1, &d->dev->device_id, &len, &bin, &status,
+                                                        &err);
+    *code = err ? err : status;
+    if (prg && (err != CL_SUCCESS || status != CL_SUCCESS ||
+                (*code = d->dev->cl.BuildProgram(prg, 1, &d->dev->device_id, LCL_ARCH_OPTION, NULL, NULL)) != CL_SUCCESS)) {
+        d->dev->cl.ReleaseProgram(prg);
+        return NULL;
+    }
+    if (prg) { /* it holds the kernel (another program's binary would not) */
+        cl_kernel probe = d->dev->cl.CreateKernel(prg, pg->name, code);
+        if (!probe || *code != CL_SUCCESS) {
+            d->dev->cl.ReleaseProgram(prg);
+            return NULL;
+        }
+        d->dev->cl.ReleaseKernel(probe);
+    }
+    return prg;
+}
+
+static cl_program cached_program(delegate *d, const lcl_program *pg, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char head[24];
+    cl_program prg = NULL;
+    uint64_t n = 0, sum = 0;
+    unsigned char *bin = NULL;
+    if (fread(head, 1, sizeof head, f) == sizeof head && !memcmp(head, "LCLBIN1\n", 8)) {
+        memcpy(&n, head + 8, 8), memcpy(&sum, head + 16, 8);
+        bin = n && n < (1ull << 31) ? malloc((size_t)n) : NULL;
+    }
+    int ok = bin && fread(bin, 1, (size_t)n, f) == n && fnv(1469598103934665603ull, bin, (size_t)n) == sum;
+    fclose(f);
+    cl_int code = 0;
+    if (ok) prg = from_binary(d, pg, bin, (size_t)n, &code);
+    free(bin);
+    if (!prg) refused(d, ok ? "the cached program" : "the damaged cache file", path, code);
+    return prg;
+}
+
+static int make_dirs(const char *dir) {
+    char p[LCL_NAME_MAX];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *c = p + 1; *c; c++)
+        if (*c == '/') {
+            *c = 0;
+            if (mkdir(p, 0700) && errno != EEXIST) return -1;
+            *c = '/';
+        }
+    return mkdir(p, 0700) && errno != EEXIST ? -1 : 0;
+}
+
+static void store_program(delegate *d, cl_program prg, const char *path) {
+    size_t n = 0;
+    if (d->dev->cl.GetProgramInfo(prg, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || !n) return;
+    unsigned char *bin = malloc(n);
+    if (!bin) return;
+    unsigned char *bins[1] = {bin};
+    char tmp[LCL_NAME_MAX + 128];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = NULL;
+    if (d->dev->cl.GetProgramInfo(prg, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS &&
+        !make_dirs(d->cache_dir) && (f = fopen(tmp, "wb"))) {
+        uint64_t len = n, sum = fnv(1469598103934665603ull, bin, n);
+        int ok = fwrite("LCLBIN1\n", 1, 8, f) == 8 && fwrite(&len, 8, 1, f) == 1 && fwrite(&sum, 8, 1, f) == 1 &&
+                 fwrite(bin, 1, n, f) == n;
+        ok = !fclose(f) && ok;
+        if (!ok || rename(tmp, path)) unlink(tmp);
+    }
+    free(bin);
+}
+
+/* ----------------------------------------------------------------- test-only fault */
+#ifdef LITECL_TEST_WRONG_FAMILY
+/* Built with -DLITECL_TEST_WRONG_FAMILY=K (tests only; never an option of a shipped
+ * library): the programs of family LCL_FAMILIES[K] (its self-test's and its nodes' single
+ * launches) compute it wrong, as backend/selftest.py faulty() makes a family's kernels:
+ * each "TYPE f(...)\n{\n...    return EXPR;\n}" without inner braces whose TYPE is an
+ * integer type returns (EXPR) ^ (TYPE)(1). Those programs are built from this text, never
+ * from a binary or the cache. */
+static int faulty_program(int k) {
+    int w = LITECL_TEST_WRONG_FAMILY;
+    if (w < 0 || w >= LCL_PLAN.n_families) return 0;
+    if (LCL_FAMILIES[w].program == k) return 1;
+    for (int s = 0; s < LCL_PLAN.n_subgraphs; s++)
+        for (int i = 0; i < LCL_SUBGRAPHS[s].claimed.len; i++) {
+            const lcl_launch *ln = &LCL_LAUNCHES[LCL_SUBGRAPHS[s].first_single + i];
+            if (ln->family == w && ln->program == k) return 1;
+        }
+    return 0;
+}
+
+static size_t word_len(const char *p, const char *end) {
+    size_t n = 0;
+    while (p + n < end && (p[n] == '_' || (p[n] >= '0' && p[n] <= '9') || ((p[n] | 32) >= 'a' && (p[n] | 32) <= 'z')))
+        n++;
+    return n;
+}
+
+static char *faulty_source(const char *src, size_t len, size_t *out_len) {
+    char *out = malloc(2 * len + 64), *o = out;
+    const char *p = src, *end = src + len;
+    if (!out) return NULL;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p)), *eol = nl ? nl : end;
+        /* "TYPE NAME(ARGS)\n{\n" */
+        size_t t = word_len(p, eol), f = t && p + t < eol && p[t] == ' ' ? word_len(p + t + 1, eol) : 0;
+        const char *args = p + t + 1 + f, *expr = NULL, *semi = NULL;
+        int header = f && args < eol && *args == '(' && eol[-1] == ')' &&
+                     !memchr(args + 1, ')', (size_t)(eol - args - 2)) && end - eol >= 3 && !memcmp(eol, "\n{\n", 3);
+        int integer = !(t >= 5 && !memcmp(p, "float", 5)) && !(t >= 4 && !memcmp(p, "half", 4)) &&
+                      !(t >= 6 && !memcmp(p, "double", 6));
+        /* then a body without braces up to "    return EXPR;\n}" (EXPR without ';') */
+        for (const char *r = header ? eol + 3 : NULL; r && !semi;) {
+            const char *ret = memmem(r, (size_t)(end - r), "    return ", 11);
+            if (!ret || memchr(eol + 3, '{', (size_t)(ret - eol - 3)) || memchr(eol + 3, '}', (size_t)(ret - eol - 3)))
+                break;
+            const char *sc = memchr(ret + 11, ';', (size_t)(end - ret - 11));
+            if (sc && sc > ret + 11 && end - sc >= 3 && !memcmp(sc, ";\n}", 3)) expr = ret + 11, semi = sc;
+            r = ret + 1;
+        }
+        if (semi && integer) {
+            memcpy(o, p, (size_t)(expr - p)), o += expr - p;
+            o += sprintf(o, "(");
+            memcpy(o, expr, (size_t)(semi - expr)), o += semi - expr;
+            o += sprintf(o, ") ^ (%.*s)(1)", (int)t, p);
+            p = semi; /* ";\n}" onwards as it is */
+            continue;
+        }
+        size_t n = (size_t)(eol - p) + (nl ? 1 : 0);
+        memcpy(o, p, n), o += n;
+        p += n;
+    }
+    *out_len = (size_t)(o - out);
+    return out;
+}
+#endif
+
+/* ----------------------------------------------------------------- programs */
 static cl_program program(delegate *d, TfLiteContext *ctx, int k) {
     if (d->dev->programs[k]) return d->dev->programs[k];
     const lcl_program *pg = &LCL_PROGRAMS[k];
-    cl_int err = 0, status = 0;
+    cl_int err = 0;
     cl_program prg = NULL;
-    if (pg->binary && d->use_binaries && !strcmp(LCL_PLAN.binary_arch, LCL_ARCH)) {
-        const unsigned char *bin = pg->binary;
-        size_t len = pg->binary_len;
-        prg = d->dev->cl.CreateProgramWithBinary(d->dev->context, 1, &d->dev->device_id, &len, &bin, &status, &err);
-        if (prg && (err != CL_SUCCESS || status != CL_SUCCESS ||
-                    d->dev->cl.BuildProgram(prg, 1, &d->dev->device_id, LCL_ARCH_OPTION, NULL, NULL) != CL_SUCCESS)) {
-            d->dev->cl.ReleaseProgram(prg);
-            prg = NULL;
-        }
-        if (prg) {
-            cl_kernel probe = d->dev->cl.CreateKernel(prg, pg->name, &err);
-            if (!probe || err != CL_SUCCESS) {
-                d->dev->cl.ReleaseProgram(prg);
-                prg = NULL;
-            } else {
-                d->dev->cl.ReleaseKernel(probe);
-            }
-        }
+    char path[LCL_NAME_MAX + 64];
+    int cached = cache_file(d, pg, path, sizeof path);
+#ifdef LITECL_TEST_WRONG_FAMILY
+    char *wrong = NULL;
+    size_t wrong_len = 0;
+    if (faulty_program(k)) {
+        cached = 0;
+        if (!(wrong = faulty_source(pg->source, pg->source_len, &wrong_len))) return NULL;
+    }
+#define LCL_NO_BINARY wrong
+#else
+#define LCL_NO_BINARY 0
+#endif
+    if (cached) prg = cached_program(d, pg, path);
+    if (!prg && !LCL_NO_BINARY && pg->binary && d->use_binaries && !strcmp(LCL_PLAN.binary_arch, LCL_ARCH) &&
+        !strcmp(d->dev->device_name, LCL_PLAN.device)) { /* the exporting device's binary, on that device */
+        prg = from_binary(d, pg, pg->binary, pg->binary_len, &err);
+        if (!prg) refused(d, "the exported binary of", pg->name, err);
     }
     if (!prg) { /* from source */
         const char *src = pg->source;
         size_t len = pg->source_len;
+#ifdef LITECL_TEST_WRONG_FAMILY
+        if (wrong) src = wrong, len = wrong_len;
+#endif
         prg = d->dev->cl.CreateProgramWithSource(d->dev->context, 1, &src, &len, &err);
+#ifdef LITECL_TEST_WRONG_FAMILY
+        free(wrong);
+#endif
         if (!prg || err != CL_SUCCESS) {
             say(d, ctx, "litecl: cannot create program %s (OpenCL error %d)", pg->name, (int)err);
             return NULL;
@@ -493,9 +684,184 @@ static cl_program program(delegate *d, TfLiteContext *ctx, int k) {
             d->dev->cl.ReleaseProgram(prg);
             return NULL;
         }
+        if (cached) store_program(d, prg, path);
     }
     d->dev->programs[k] = prg;
     return prg;
+}
+
+/* ----------------------------------------------------------------- self-test */
+/* litecl's self-test (backend/selftest.py) in the native delegate: a kernel family's
+ * canonical kernel (LCL_FAMILIES, written by export from the Python self-test) run once
+ * on its edge values (NaN of both signs, infinities, -0.0, subnormals, values beyond
+ * the narrower types' ranges) and compared with LiteRT's bits for the architecture this
+ * library is built for. A family the device computes wrong is refused: delegate_prepare
+ * leaves its nodes to LiteRT with the reason, and open_device passes over a device that
+ * fails one when another can run them. The verdict is kept per device for the process,
+ * and in cache_dir per driver (self_test_file). */
+static int is_nan(const unsigned char *p, int kind, int *neg) {
+    uint64_t v = 0;
+    memcpy(&v, p, kind == 3 ? 2 : (size_t)kind); /* little-endian hosts: x86-64, aarch64 */
+    switch (kind) {
+    case 2: *neg = (int)(v >> 15 & 1); return (v & 0x7C00) == 0x7C00 && (v & 0x3FF);
+    case 3: *neg = (int)(v >> 15 & 1); return (v & 0x7F80) == 0x7F80 && (v & 0x7F);
+    case 4: *neg = (int)(v >> 31 & 1); return (v & 0x7F800000u) == 0x7F800000u && (v & 0x7FFFFFu);
+    default: *neg = (int)(v >> 63); return (v & 0x7FF0000000000000ull) == 0x7FF0000000000000ull &&
+                                          (v & 0xFFFFFFFFFFFFFull);
+    }
+}
+
+/* Elements of ``got`` that differ from ``want`` (backend/compare.py mismatches: the bits,
+ * except that NaNs of one sign are equal). */
+static int mismatches(const lcl_family *f, const unsigned char *got, const unsigned char *want) {
+    int bad = 0, n = f->n > 0 ? f->n : 1;
+    size_t item = (size_t)f->out_bytes / (size_t)n, lane = f->out_float == 3 ? 2 : f->out_float ? (size_t)f->out_float
+                                                                                                 : item;
+    for (int i = 0; i < f->n; i++) {
+        int differ = 0;
+        for (size_t off = 0; off + lane <= item && lane; off += lane) {
+            const unsigned char *a = got + (size_t)i * item + off, *b = want + (size_t)i * item + off;
+            if (!memcmp(a, b, lane)) continue;
+            int na = 0, nb = 0;
+            differ |= !(f->out_float && is_nan(a, f->out_float, &na) && is_nan(b, f->out_float, &nb) && na == nb);
+        }
+        bad += differ;
+    }
+    return bad;
+}
+
+/* Runs family ``k`` on the delegate's device: 0 with the elements that differ in ``bad``,
+ * or -1 with why it could not run in ``why``. */
+static int run_family(delegate *d, int k, int *bad, char *why, size_t len) {
+    const lcl_family *f = &LCL_FAMILIES[k];
+    device_entry *e = d->dev;
+    cl_mem bufs[3] = {NULL, NULL, NULL};
+    cl_kernel kern = NULL;
+    cl_event ev[2] = {NULL, NULL};
+    unsigned char *got = malloc((size_t)(f->out_bytes > 0 ? f->out_bytes : 1));
+    cl_int err = 0;
+    int rc = -1, nb = f->n_inputs;
+    lcl_tiling t;
+    d->hush = 1;
+    cl_program prg = got ? program(d, NULL, f->program) : NULL;
+    d->hush = 0;
+    if (!prg) {
+        snprintf(why, len, "%s", got ? d->error : "out of memory");
+        goto out;
+    }
+    if (tiling((uint64_t)f->n, f->tile_bytes, e->compute_units, e->max_wg, LCL_PLAN.local_size, LCL_PLAN.groups_per_cu,
+               LCL_PLAN.vec_bytes, &t)) {
+        snprintf(why, len, "no tiling for %d elements of %d bytes", (int)f->n, (int)f->tile_bytes);
+        goto out;
+    }
+    kern = e->cl.CreateKernel(prg, LCL_PROGRAMS[f->program].name, &err);
+    if (!kern || err) goto cl_failed;
+    size_t kwg = 0;
+    if (e->cl.GetKernelWorkGroupInfo(kern, e->device_id, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) ==
+            CL_SUCCESS && kwg && kwg < t.lsize)
+        t.gsize = t.gsize / t.lsize * kwg, t.lsize = kwg; /* as kernel_init */
+    for (int a = 0; a <= nb; a++) {
+        size_t n = a < nb ? (size_t)f->input_bytes[a] : (size_t)f->out_bytes;
+        bufs[a] = e->cl.CreateBuffer(e->context, a < nb ? CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR : CL_MEM_READ_WRITE,
+                                     n ? n : 1, a < nb && n ? (void *)f->inputs[a] : NULL, &err);
+        if (!bufs[a] || err) goto cl_failed;
+        if ((err = e->cl.SetKernelArg(kern, (cl_uint)a, sizeof(cl_mem), &bufs[a]))) goto cl_failed;
+    }
+    cl_uint targs[4] = {(cl_uint)t.n, (cl_uint)t.former_num, (cl_uint)t.former_len, (cl_uint)t.tail_len};
+    for (int a = 0; a < 4 + f->args.len; a++) {
+        cl_int v = a < 4 ? 0 : (cl_int)LCL_INTS[f->args.off + a - 4];
+        if ((err = e->cl.SetKernelArg(kern, (cl_uint)(nb + 1 + a), a < 4 ? sizeof(cl_uint) : sizeof(cl_int),
+                                      a < 4 ? (const void *)&targs[a] : (const void *)&v)))
+            goto cl_failed;
+    }
+    size_t g = (size_t)t.gsize, l = (size_t)t.lsize;
+    if ((err = e->cl.EnqueueNDRangeKernel(e->queue, kern, 1, NULL, &g, &l, 0, NULL, &ev[0])) ||
+        (err = e->cl.EnqueueReadBuffer(e->queue, bufs[nb], CL_FALSE, 0, (size_t)f->out_bytes, got, 0, NULL, &ev[1])))
+        goto cl_failed;
+    /* the events waited for, not clFinish alone: rusticl's returns early (wait_done) */
+    if ((err = e->cl.WaitForEvents(2, ev)) || (err = e->cl.Finish(e->queue))) goto cl_failed;
+    *bad = mismatches(f, got, f->expected[strcmp(LCL_ARCH, "aarch64") ? 0 : 1]);
+    rc = 0;
+    goto out;
+cl_failed:
+    snprintf(why, len, "OpenCL error %d", (int)err);
+out:
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) e->cl.ReleaseEvent(ev[i]);
+    for (int a = 0; a < 3; a++)
+        if (bufs[a]) e->cl.ReleaseMemObject(bufs[a]);
+    if (kern) e->cl.ReleaseKernel(kern);
+    free(got);
+    return rc;
+}
+
+/* The file in cache_dir holding family ``k``'s verdict on this device and driver: named
+ * by a hash of the platform, device, driver version, architecture, the family's program,
+ * inputs and LiteRT's bits. 0 when there is no cache_dir. */
+static int self_test_file(const delegate *d, int k, char *path, size_t len) {
+    if (!d->cache_dir[0]) return 0;
+#ifdef LITECL_TEST_WRONG_FAMILY
+    return 0; /* its programs are not the exported ones */
+#endif
+    const device_entry *e = d->dev;
+    const lcl_family *f = &LCL_FAMILIES[k];
+    const lcl_program *pg = &LCL_PROGRAMS[f->program];
+    uint64_t h = 1469598103934665603ull;
+    const char *parts[] = {e->platform_name, e->device_name, e->driver, LCL_ARCH_OPTION, f->name};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) h = fnv(h, parts[i], strlen(parts[i]) + 1);
+    h = fnv(h, pg->source, pg->source_len);
+    for (int a = 0; a < f->n_inputs; a++) h = fnv(h, f->inputs[a], (size_t)f->input_bytes[a]);
+    h = fnv(h, f->expected[strcmp(LCL_ARCH, "aarch64") ? 0 : 1], (size_t)f->out_bytes);
+    h = fnv(h, LCL_INTS + f->args.off, (size_t)f->args.len * sizeof(int32_t));
+    return snprintf(path, len, "%s/litecl-selftest-%016llx.txt", d->cache_dir, (unsigned long long)h) < (int)len;
+}
+
+/* Family ``k``'s verdict on the delegate's device: "" when it gives LiteRT's bits, else
+ * why not (one line). Run once per device and process, and read from cache_dir after. */
+static const char *self_test(delegate *d, int k) {
+    device_entry *e = d->dev;
+    if (k < 0 || k >= LCL_PLAN.n_families) return "";
+    if (!e->family_why && !(e->family_why = calloc((size_t)LCL_PLAN.n_families, sizeof *e->family_why)))
+        return "";
+    if (e->family_why[k]) return e->family_why[k];
+    const lcl_family *f = &LCL_FAMILIES[k];
+    char path[LCL_NAME_MAX + 64], line[2 * LCL_NAME_MAX + 1200] = "";
+    int stored = self_test_file(d, k, path, sizeof path);
+    FILE *fp = stored ? fopen(path, "r") : NULL;
+    if (fp) {
+        if (!fgets(line, sizeof line, fp) || strncmp(line, "litecl-selftest 1 ", 18)) line[0] = 0;
+        fclose(fp);
+        line[strcspn(line, "\n")] = 0;
+        if (line[0]) memmove(line, line + 18, strlen(line + 18) + 1);
+        else stored = 2; /* damaged: run it again */
+    }
+    if (!fp || stored == 2) {
+        int bad = 0;
+        char why[520] = "";
+        if (run_family(d, k, &bad, why, sizeof why))
+            snprintf(line, sizeof line, "its self-test kernel for %s could not run on %s: %s", f->name,
+                     e->device_name, why);
+        else if (bad)
+            snprintf(line, sizeof line, "%s computes %s wrong: %d of %d edge values differ from LiteRT's "
+                     "(litecl's self-test)", e->device_name, f->name, bad, (int)f->n);
+        else
+            snprintf(line, sizeof line, "ok");
+        char tmp[LCL_NAME_MAX + 128];
+        snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+        if (stored && !make_dirs(d->cache_dir) && (fp = fopen(tmp, "w"))) {
+            int ok = fprintf(fp, "litecl-selftest 1 %s\n", line) > 0;
+            if (fclose(fp) || !ok || rename(tmp, path)) unlink(tmp);
+        }
+    }
+    e->family_why[k] = strdup(strcmp(line, "ok") ? line : "");
+    return e->family_why[k] ? e->family_why[k] : "";
+}
+
+/* The first family of LCL_FAMILIES that the delegate's device computes wrong, or -1. */
+static int first_wrong_family(delegate *d) {
+    for (int k = 0; k < LCL_PLAN.n_families; k++)
+        if (self_test(d, k)[0]) return k;
+    return -1;
 }
 
 /* ----------------------------------------------------------------- kernel: init */
@@ -1460,6 +1826,15 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
          * when LiteRT already knows other shapes for its inputs (a resized input) */
         const lcl_launch *ln = &LCL_LAUNCHES[sg->first_single + i];
         int keep = 1;
+        if (ln->family >= 0) { /* a family this device computes wrong stays on LiteRT */
+            pthread_mutex_lock(d->lockp);
+            const char *wrong = self_test(d, ln->family);
+            pthread_mutex_unlock(d->lockp);
+            if (wrong[0]) {
+                if (!d->quiet) fprintf(stderr, "INFO: litecl: node %d left to LiteRT: %s\n", n, wrong);
+                continue;
+            }
+        }
         if (ln->shape_fixed) {
             const int32_t *sh = LCL_INTS + ln->shapes.off;
             /* shapes the Python delegate knew only at invoke (shape_fixed 2): LiteRT prepares
@@ -1585,65 +1960,124 @@ static int contains(const char *hay, const char *needle) {
     return 0;
 }
 
-/* Open ``library``, find the first device whose platform and device names contain
- * ``platform`` and ``device``, make its context and in-order queue. 0, or -1 with ``err``. */
-static int open_device(device_entry *e, char *err, size_t len) {
-    cl_platform_id *plats = NULL;
-    cl_uint np = 0;
-    if (lcl_cl_open(e->library, &e->cl, &e->lib, &plats, &np, err, len)) {
-        free(plats);
-        return -1;
-    }
-    char pname[LCL_NAME_MAX] = "", dname[LCL_NAME_MAX] = "";
-    /* the platforms and devices seen, quoted and comma-separated, for the error line:
-     * a platform option that names no platform says which ones there are */
-    char seen_plats[LCL_NAME_MAX] = "", seen_devs[LCL_NAME_MAX] = "";
-    int platform_found = 0;
-    for (cl_uint i = 0; i < np && !e->device_id; i++) {
-        pname[0] = 0;
+/* Where OpenCL is looked for when no "library" option names one, in order: what TFLite's
+ * GPU delegate opens (delegates/gpu/cl/opencl_wrapper.cc LoadOpenCL: libOpenCL.so, then on
+ * Android libOpenCL-pixel.so), the ICD loader's versioned name on Linux, the paths Android
+ * vendors install their OpenCL at (Qualcomm, Mali, PowerVR), and, last, the library the
+ * export reached its device through (LCL_PLAN.library: the exporting machine's). */
+static const char *const LCL_LIBRARIES[] = {
+    "libOpenCL.so", "libOpenCL.so.1",
+#ifdef __ANDROID__
+    "libOpenCL-pixel.so", "/vendor/lib64/libOpenCL.so", "/system/vendor/lib64/libOpenCL.so",
+    "/system/lib64/libOpenCL.so", "/vendor/lib64/egl/libGLES_mali.so", "/system/vendor/lib64/egl/libGLES_mali.so",
+    "libGLES_mali.so", "libmali.so", "/vendor/lib64/libPVROCL.so",
+#endif
+    NULL};
+
+/* Why device ``dev`` cannot run the exported kernels ("" when it can): the extensions,
+ * 64-bit integers, work-group size and allocation size they use (LCL_PLAN.needs_*). */
+static void device_lacks(const lcl_cl *cl, cl_device_id dev, char *why, size_t len) {
+    char ext[LCL_NAME_MAX * 2] = "", profile[64] = "";
+    cl->GetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL);
+    cl->GetDeviceInfo(dev, CL_DEVICE_PROFILE, sizeof profile - 1, profile, NULL);
+    size_t wg = 0;
+    cl_ulong alloc = 0;
+    cl->GetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+    cl->GetDeviceInfo(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof alloc, &alloc, NULL);
+    why[0] = 0;
+    if (LCL_PLAN.needs_fp16 && !strstr(ext, "cl_khr_fp16")) snprintf(why, len, "no cl_khr_fp16");
+    else if (LCL_PLAN.needs_fp64 && !strstr(ext, "cl_khr_fp64")) snprintf(why, len, "no cl_khr_fp64");
+    else if (LCL_PLAN.needs_int64 && strncmp(profile, "FULL_PROFILE", 12) && !strstr(ext, "cles_khr_int64"))
+        snprintf(why, len, "no 64-bit integers (%s)", profile);
+    else if ((long long)wg < LCL_PLAN.max_local_size)
+        snprintf(why, len, "work-groups of at most %zu, the kernels use %d", wg, (int)LCL_PLAN.max_local_size);
+    else if ((double)alloc < LCL_PLAN.max_alloc_bytes)
+        snprintf(why, len, "allocations of at most %llu bytes, the kernels use %.0f", (unsigned long long)alloc,
+                 LCL_PLAN.max_alloc_bytes);
+}
+
+static int type_matches(const lcl_cl *cl, cl_device_id dev, const char *type) {
+    cl_device_type t = 0;
+    cl->GetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof t, &t, NULL);
+    return !strcmp(type, "any") || (!strcmp(type, "gpu") && (t & CL_DEVICE_TYPE_GPU)) ||
+           (!strcmp(type, "cpu") && (t & CL_DEVICE_TYPE_CPU));
+}
+
+#define LCL_MAX_CANDIDATES 16
+
+typedef struct {
+    cl_platform_id platform;
+    cl_device_id device;
+    char platform_name[LCL_NAME_MAX], device_name[LCL_NAME_MAX];
+} candidate;
+
+/* In the library opened into ``e``: appends to ``out`` (``*n`` of them so far) each device
+ * not there yet whose platform and device names contain the options' (when given), of
+ * ``type``, that can run the kernels (device_lacks). Notes each device passed over in
+ * ``seen`` (name: why) and each platform in ``platforms``. */
+static void pick_devices(device_entry *e, cl_platform_id *plats, cl_uint np, const char *type, candidate *out, int *n,
+                         char *seen, size_t len, char *platforms, size_t plen) {
+    for (cl_uint i = 0; i < np; i++) {
+        char pname[LCL_NAME_MAX] = "";
         e->cl.GetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL);
-        append_quoted(seen_plats, sizeof seen_plats, pname);
+        if (!strstr(platforms, pname)) append_quoted(platforms, plen, pname);
         if (!contains(pname, e->platform)) continue;
-        platform_found = 1;
         cl_device_id devs[16];
         cl_uint nd = 0;
         if (e->cl.GetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, 16, devs, &nd) != CL_SUCCESS) continue;
         for (cl_uint j = 0; j < nd && j < 16; j++) {
-            dname[0] = 0;
+            char dname[LCL_NAME_MAX] = "", lack[256] = "", note[LCL_NAME_MAX + 300];
+            int dup = 0;
+            for (int c = 0; c < *n; c++) dup |= out[c].device == devs[j];
+            if (dup) continue;
             e->cl.GetDeviceInfo(devs[j], CL_DEVICE_NAME, sizeof dname - 1, dname, NULL);
-            append_quoted(seen_devs, sizeof seen_devs, dname);
-            if (contains(dname, e->device)) {
-                e->platform_id = plats[i];
-                e->device_id = devs[j];
-                break;
+            if (!contains(dname, e->device) || !type_matches(&e->cl, devs[j], type)) {
+                snprintf(note, sizeof note, "%s: %s", dname, contains(dname, e->device) ? "not of device_type" :
+                         "not the device option's");
+                if (!strstr(seen, dname)) append_quoted(seen, len, note);
+                continue;
+            }
+            device_lacks(&e->cl, devs[j], lack, sizeof lack);
+            if (lack[0]) {
+                snprintf(note, sizeof note, "%s: %s", dname, lack);
+                append_quoted(seen, len, note);
+            } else if (*n < LCL_MAX_CANDIDATES) {
+                candidate *c = &out[(*n)++];
+                c->platform = plats[i], c->device = devs[j];
+                snprintf(c->device_name, sizeof c->device_name, "%s", dname);
+                snprintf(c->platform_name, sizeof c->platform_name, "%s", pname);
             }
         }
     }
-    free(plats);
-    if (!platform_found) {
-        snprintf(err, len, "no OpenCL platform \"%s\" in %s; its platforms: %s (set the platform "
-                 "option to one of them)", e->platform, e->library, seen_plats);
-        return -1;
-    }
-    if (!e->device_id) {
-        snprintf(err, len, "no OpenCL device \"%s\" on platform \"%s\" in %s; its devices: %s",
-                 e->device, e->platform, e->library, seen_devs[0] ? seen_devs : "none");
+}
+
+/* The context and in-order queue of candidate ``c`` in ``e``, and the device's numbers. */
+static int use_candidate(device_entry *e, const candidate *c, char *err, size_t len) {
+    e->platform_id = c->platform, e->device_id = c->device;
+    snprintf(e->device_name, sizeof e->device_name, "%s", c->device_name);
+    snprintf(e->platform_name, sizeof e->platform_name, "%s", c->platform_name);
+    e->programs = calloc((size_t)(LCL_PLAN.n_programs ? LCL_PLAN.n_programs : 1), sizeof(cl_program));
+    e->family_why = NULL;
+    if (!e->programs) {
+        snprintf(err, len, "out of memory");
         return -1;
     }
     cl_int st = 0;
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)e->platform_id, 0};
     e->context = e->cl.CreateContext(props, 1, &e->device_id, NULL, NULL, &st);
     if (!e->context || st != CL_SUCCESS) {
-        snprintf(err, len, "clCreateContext failed on %s (OpenCL error %d)", dname, (int)st);
+        snprintf(err, len, "clCreateContext failed on %s (OpenCL error %d)", e->device_name, (int)st);
         return -1;
     }
     e->queue = e->cl.CreateCommandQueue(e->context, e->device_id, 0, &st);
     if (!e->queue || st != CL_SUCCESS) {
-        snprintf(err, len, "clCreateCommandQueue failed on %s (OpenCL error %d)", dname, (int)st);
+        snprintf(err, len, "clCreateCommandQueue failed on %s (OpenCL error %d)", e->device_name, (int)st);
         return -1;
     }
     cl_uint cu = 0;
     size_t wg = 0;
+    e->driver[0] = 0;
+    e->cl.GetDeviceInfo(e->device_id, CL_DRIVER_VERSION, sizeof e->driver - 1, e->driver, NULL);
     /* the device's own numbers, as the Python delegate's caps read them (ops/tiling.py
      * launch: compute_units, max_work_group_size); the exporting device's otherwise */
     e->compute_units = e->cl.GetDeviceInfo(e->device_id, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL)
@@ -1653,31 +2087,102 @@ static int open_device(device_entry *e, char *err, size_t len) {
     return 0;
 }
 
+/* Open OpenCL and its device for the options: the "library" option's library, else the
+ * first of LCL_LIBRARIES that opens and has a device for the kernels; in it, by
+ * pick_devices, devices of the "device_type" option's type, or (its default) of the
+ * exported target's type, then of any. Where no device was named and several can run the
+ * kernels, the first whose self-test passes every exported family (self_test; ``d``'s
+ * options build its programs); the first of them when none does (the failing families'
+ * nodes are then left to LiteRT). Makes the context and in-order queue. 0, or -1 with
+ * ``err`` naming each library and device tried. */
+static int open_device(device_entry *e, delegate *d, char *err, size_t len) {
+    const char *libs[sizeof LCL_LIBRARIES / sizeof *LCL_LIBRARIES + 1];
+    int n_libs = 0;
+    if (e->library[0]) libs[n_libs++] = e->library;
+    else {
+        for (int k = 0; LCL_LIBRARIES[k]; k++) libs[n_libs++] = LCL_LIBRARIES[k];
+        if (LCL_PLAN.library[0]) libs[n_libs++] = LCL_PLAN.library;
+    }
+    char tried[LCL_NAME_MAX] = "", seen[LCL_NAME_MAX] = "", platforms[LCL_NAME_MAX] = "";
+    static candidate cands[LCL_MAX_CANDIDATES]; /* under DEVICES_LOCK */
+    int n = 0;
+    for (int k = 0; k < n_libs && !n; k++) {
+        const char *lib = libs[k];
+        cl_platform_id *plats = NULL;
+        cl_uint np = 0;
+        char why[LCL_NAME_MAX + 200];
+        if (lcl_cl_open(lib, &e->cl, &e->lib, &plats, &np, why, sizeof why)) {
+            append_quoted(tried, sizeof tried, why);
+            free(plats);
+            continue;
+        }
+        if (e->device_type[0])
+            pick_devices(e, plats, np, e->device_type, cands, &n, seen, sizeof seen, platforms, sizeof platforms);
+        else {
+            pick_devices(e, plats, np, LCL_PLAN.target, cands, &n, seen, sizeof seen, platforms, sizeof platforms);
+            pick_devices(e, plats, np, "any", cands, &n, seen, sizeof seen, platforms, sizeof platforms);
+        }
+        free(plats);
+        if (n) snprintf(e->opened, sizeof e->opened, "%s", lib);
+        else append_quoted(tried, sizeof tried, lib);
+    }
+    if (!n) {
+        snprintf(err, len, "no OpenCL device for litecl's kernels%s%s%s%s (libraries tried: %s; platforms: %s; "
+                 "devices passed over: %s; set the library, platform, device or device_type option)",
+                 e->platform[0] ? " on platform " : "", e->platform, e->device[0] ? ", device " : "", e->device,
+                 tried[0] ? tried : "none", platforms[0] ? platforms : "none", seen[0] ? seen : "none");
+        return -1;
+    }
+    /* the first candidate that opens and passes the self-test (when there is a choice) */
+    int chosen = -1, first = -1;
+    for (int c = 0; c < n && chosen < 0; c++) {
+        char why[LCL_NAME_MAX + 200];
+        if (use_candidate(e, &cands[c], why, sizeof why)) {
+            if (n == 1) { snprintf(err, len, "%s", why); return -1; }
+            if (!d->quiet) fprintf(stderr, "INFO: litecl: passed over %s: %s\n", cands[c].device_name, why);
+            continue; /* its context, if any, is kept (never released: device_entry) */
+        }
+        if (first < 0) first = c;
+        int wrong = e->device[0] || n == 1 ? -1 : (d->dev = e, first_wrong_family(d));
+        d->dev = NULL;
+        if (wrong < 0) chosen = c;
+        else if (!d->quiet)
+            fprintf(stderr, "INFO: litecl: passed over %s: %s\n", cands[c].device_name, e->family_why[wrong]);
+    }
+    if (chosen < 0 && first < 0) {
+        snprintf(err, len, "no OpenCL device for litecl's kernels could be opened (see the lines above)");
+        return -1;
+    }
+    if (chosen < 0 && first != n - 1) { /* none passes: the first that opened, its wrong families refused */
+        char why[LCL_NAME_MAX + 200];
+        if (use_candidate(e, &cands[first], why, sizeof why)) { snprintf(err, len, "%s", why); return -1; }
+    }
+    return 0;
+}
+
 static pthread_mutex_t DEVICES_LOCK = PTHREAD_MUTEX_INITIALIZER;
 static device_entry *DEVICES;
 
 /* The process's entry for (library, platform, device), opened on first use. */
-static device_entry *device_for(const char *library, const char *platform, const char *device, char *err,
-                                size_t len) {
+static device_entry *device_for(const char *library, const char *platform, const char *device, const char *type,
+                                delegate *d, char *err, size_t len) {
     pthread_mutex_lock(&DEVICES_LOCK);
     device_entry *e = DEVICES;
     for (; e; e = e->next)
-        if (!strcmp(e->library, library) && !strcmp(e->platform, platform) && !strcmp(e->device, device))
+        if (!strcmp(e->library, library) && !strcmp(e->platform, platform) && !strcmp(e->device, device) &&
+            !strcmp(e->device_type, type))
             break;
     if (!e) {
         e = calloc(1, sizeof *e);
-        if (e) e->programs = calloc((size_t)(LCL_PLAN.n_programs ? LCL_PLAN.n_programs : 1), sizeof(cl_program));
-        if (!e || !e->programs) {
+        if (!e) {
             snprintf(err, len, "out of memory");
-            if (e) free(e);
-            e = NULL;
         } else {
             snprintf(e->library, sizeof e->library, "%s", library);
             snprintf(e->platform, sizeof e->platform, "%s", platform);
             snprintf(e->device, sizeof e->device, "%s", device);
-            if (open_device(e, err, len)) {
-                free(e->programs);
-                free(e); /* the library stays loaded: a runtime may have started threads */
+            snprintf(e->device_type, sizeof e->device_type, "%s", type);
+            if (open_device(e, d, err, len)) {
+                free(e); /* the library, any context and programs stay: a runtime may have started threads */
                 e = NULL;
             } else {
                 pthread_mutexattr_t attr;
@@ -1783,19 +2288,23 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
         snprintf(err, sizeof err, "litecl: out of memory");
         goto fail;
     }
-    const char *library = LCL_PLAN.library, *platform = LCL_PLAN.platform, *device = LCL_PLAN.device;
+    /* OpenCL and its device are found on the machine that loads this (open_device): the
+     * exporting machine's library and device names are not defaults */
+    const char *library = "", *platform = "", *device = "", *device_type = "";
     const char *memory = "auto";
     d->use_binaries = 1;
     d->spin_us = LCL_SPIN_US;
     d->keep_order = LCL_KEEP_ORDER_DEFAULT;
     d->ops = LCL_OP_CAST | LCL_OP_ADD;
     int env_quiet = env_flag("LITECL_QUIET", 0), quiet_given = 0; /* the quiet option wins over it */
+    int cache_given = 0;
     d->quiet = env_quiet > 0;
     for (size_t i = 0; i < n; i++) {
         const char *k = keys[i], *v = values[i] ? values[i] : "";
         int known = !strcmp(k, "library") || !strcmp(k, "platform") || !strcmp(k, "device") ||
                     !strcmp(k, "memory") || !strcmp(k, "binaries") || !strcmp(k, "quiet") || !strcmp(k, "spin_us") ||
-                    !strcmp(k, "keep_order") || !strcmp(k, "ops") || !strcmp(k, "nodes");
+                    !strcmp(k, "keep_order") || !strcmp(k, "ops") || !strcmp(k, "nodes") || !strcmp(k, "device_type") ||
+                    !strcmp(k, "cache_dir");
         if (known && !*v) { /* every option the same way: an empty value is no value */
             snprintf(err, sizeof err, "litecl: the %s option is empty; %s", k,
                      !strcmp(k, "library") ? "name the OpenCL library (a path, or a name the dynamic loader finds)"
@@ -1805,6 +2314,8 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
                      : !strcmp(k, "spin_us") ? "expected a whole number of microseconds from 0 to 1000000"
                      : !strcmp(k, "keep_order") ? "expected " LCL_FLAG_VALUES ", or auto"
                      : !strcmp(k, "ops") ? "expected CAST, ADD or CAST,ADD"
+                     : !strcmp(k, "device_type") ? "expected gpu, cpu or any"
+                     : !strcmp(k, "cache_dir") ? "name a folder for compiled programs, or leave the option out"
                      : !strcmp(k, "nodes") ? "expected SUBGRAPH=NODE,NODE;SUBGRAPH=NODE, e.g. 0=1,5;1=2"
                      : "expected " LCL_FLAG_VALUES);
             goto fail;
@@ -1815,7 +2326,21 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
                      LCL_NAME_MAX - 1);
             goto fail;
         }
-        if (!strcmp(k, "library")) library = v;
+        if (!strcmp(k, "device_type")) {
+            if (strcmp(v, "gpu") && strcmp(v, "cpu") && strcmp(v, "any")) {
+                snprintf(err, sizeof err, "litecl: device_type \"%s\" is not gpu, cpu or any", v);
+                goto fail;
+            }
+            device_type = v;
+        } else if (!strcmp(k, "cache_dir")) {
+            if (strlen(v) >= sizeof d->cache_dir) {
+                snprintf(err, sizeof err, "litecl: the cache_dir option is %zu bytes long; at most %zu are taken",
+                         strlen(v), sizeof d->cache_dir - 1);
+                goto fail;
+            }
+            snprintf(d->cache_dir, sizeof d->cache_dir, "%s", strcmp(v, "none") ? v : "");
+            cache_given = 1;
+        } else if (!strcmp(k, "library")) library = v;
         else if (!strcmp(k, "platform")) platform = v;
         else if (!strcmp(k, "device")) device = v;
         else if (!strcmp(k, "memory")) memory = v;
@@ -1854,7 +2379,7 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
             }
         } else {
             snprintf(err, sizeof err, "litecl: unknown option \"%s\"; expected library, platform, device, "
-                     "memory, binaries, quiet, spin_us, keep_order, ops, nodes", k);
+                     "device_type, cache_dir, memory, binaries, quiet, spin_us, keep_order, ops, nodes", k);
             goto fail;
         }
     }
@@ -1863,6 +2388,15 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
                  getenv("LITECL_QUIET"));
         goto fail;
     }
+#ifndef __ANDROID__ /* Linux: the XDG cache folder; an Android app names its own (cache_dir) */
+    if (!cache_given) {
+        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+        if (xdg && xdg[0] == '/') snprintf(d->cache_dir, sizeof d->cache_dir, "%s/litecl/native", xdg);
+        else if (home && home[0] == '/') snprintf(d->cache_dir, sizeof d->cache_dir, "%s/.cache/litecl/native", home);
+    }
+#else
+    (void)cache_given;
+#endif
     if (!strcmp(memory, "auto")) d->in_place = LCL_PLAN.in_place;
     else if (!strcmp(memory, "in_place")) d->in_place = 1;
     else if (!strcmp(memory, "copy")) d->in_place = 0;
@@ -1886,7 +2420,7 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
     if (version == 0 && !d->quiet)
         fprintf(stderr, "INFO: litecl: %s: litecl relies on each Prepare's check that LiteRT's TfLiteContext "
                 "reads as its structs expect\n", why);
-    d->dev = device_for(library, platform, device, why, sizeof why);
+    d->dev = device_for(library, platform, device, device_type, d, why, sizeof why);
     if (!d->dev) {
         snprintf(err, sizeof err, "litecl: %s", why);
         goto fail;

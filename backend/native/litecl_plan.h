@@ -41,7 +41,24 @@ typedef struct {
                                          depend on it); -1 other shape arithmetic */
     lcl_span args;                    /* int32 values set after the tiling's four uints
                                          (a quantized ADD's constants: Launch.args) */
+    int32_t family;                   /* a single launch's self-test family (LCL_FAMILIES), or -1 */
 } lcl_launch;
+
+/* One kernel family's self-test (backend/selftest.py): its canonical kernel run on edge
+ * values and compared with LiteRT's bits for the architecture this library is built for. */
+typedef struct {
+    const char *name;                 /* selftest.family_name */
+    int32_t program;                  /* LCL_PROGRAMS index of the canonical kernel */
+    int32_t n, tile_bytes;            /* its elements; the smallest itemsize it touches */
+    lcl_span args;                    /* int32 args after the tiling's four */
+    int32_t n_inputs;
+    const unsigned char *inputs[2];   /* each operand's bytes */
+    int32_t input_bytes[2];
+    const unsigned char *expected[2]; /* LiteRT's output bytes: x86_64, aarch64 */
+    int32_t out_bytes;
+    int32_t out_float;                /* how to compare: 0 bytes; 2 float16, 3 bfloat16, 4
+                                         float32, 8 float64 (any NaN equals a NaN of its sign) */
+} lcl_family;
 
 typedef struct {
     lcl_span nodes;                   /* the nodes LiteRT gives the partition kernel, sorted */
@@ -79,6 +96,11 @@ typedef struct {
                                           TensorFlow versions the structs were checked
                                           against (backend/abi.py TESTED, written by export) */
     int32_t n_tested;                  /* pairs */
+    /* what the kernels use, for finding a device that can run them (open_device): */
+    int32_t needs_fp16, needs_fp64, needs_int64;  /* cl_khr_fp16, cl_khr_fp64, 64-bit integers */
+    int32_t max_local_size;            /* the largest work-group a launch asks for */
+    double max_alloc_bytes;            /* the largest buffer */
+    int32_t n_families;                /* LCL_FAMILIES */
     const char *binary_arch;           /* the architecture the binaries were built for
                                           (-DLITECL_ARCH_...: ops/add.py arch_source); used
                                           only by a library compiled for it (LCL_ARCH) */
@@ -90,5 +112,6 @@ extern const lcl_program LCL_PROGRAMS[];
 extern const lcl_launch LCL_LAUNCHES[];
 extern const lcl_partition LCL_PARTITIONS[];
 extern const lcl_subgraph LCL_SUBGRAPHS[];
+extern const lcl_family LCL_FAMILIES[];
 
 #endif
