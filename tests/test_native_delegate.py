@@ -803,3 +803,95 @@ def test_llvm_exporters_are_the_python_side_s():
     src = (ROOT / "backend" / "native" / "cl_loader.c").read_text()
     block = src[src.index("LLVM_EXPORTERS[] = {"):].split("};", 1)[0]
     assert tuple(re.findall(r'"([^"]+)"', block)) == device._LLVM_EXPORTERS
+
+
+
+def _family_index(out: Path, name: str) -> int:
+    """LCL_FAMILIES index of family ``name`` in an export's plan.c."""
+    rows = (out / "plan.c").read_text().split("const lcl_family LCL_FAMILIES[] = {\n", 1)[1].split("\n};", 1)[0]
+    names = [ln.strip().split('"')[1] for ln in rows.splitlines() if ln.strip().startswith('{"')]
+    return names.index(name)
+
+
+START_CHILD = r"""
+import ctypes, sys, json
+import numpy as np
+sys.modules["litecl"] = None
+from ai_edge_litert.interpreter import Interpreter, load_delegate
+so, model = sys.argv[1], sys.argv[2]
+d = load_delegate(so, json.loads(sys.argv[3]))
+it = Interpreter(model_path=model, experimental_delegates=[d])
+ref = Interpreter(model_path=model)
+it.allocate_tensors(); ref.allocate_tensors()
+x = np.concatenate([np.array([np.nan, -np.nan, np.inf, -np.inf, -0.0, 1e-40, 4e4, -4e4, 3e9], np.float32),
+                    np.random.default_rng(0).normal(0, 3e4, 1990).astype(np.float32)])
+for i in (it, ref):
+    i.set_tensor(i.get_input_details()[0]["index"], x); i.invoke()
+same = all(np.array_equal(it.get_tensor(o["index"]).view(np.uint8), ref.get_tensor(o["index"]).view(np.uint8))
+           for o in it.get_output_details())
+print("EXACT" if same else "DIFFER", "BUILT", ctypes.CDLL(so).litecl_native_programs_built())
+"""
+
+
+def _start(out: Path, model: Path, options: dict, cache: Path) -> tuple[bool, int, str]:
+    """(bit-exact, programs built from source, stderr) of one process that loads the
+    exported library with ``options`` and runs ``model`` beside LiteRT alone."""
+    r = subprocess.run([sys.executable, "-c", START_CHILD, str(out / "liblitecl_delegate.so"), str(model),
+                        json.dumps(options)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "XDG_CACHE_HOME": str(cache)}, cwd=out)
+    assert r.returncode == 0 and "BUILT" in r.stdout, r.stderr[-800:]
+    return "EXACT" in r.stdout, int(r.stdout.split("BUILT")[1]), r.stderr
+
+
+def _int16_chain(tmp: Path) -> Path:
+    m = tmp / "chain.tflite"
+    m.write_bytes(chain_model(["float32", "int16", "int32"], [1999]))
+    return m
+
+
+def test_a_family_made_wrong_at_build_time_is_declined_and_the_model_stays_exact(tmp_path, fast_device):
+    """Built with -DLITECL_TEST_WRONG_FAMILY=K (test-only, never an option): the family's
+    programs return their integer results with the low bit flipped; the native self-test
+    finds it, leaves that node to LiteRT with the reason, keeps the other node, and the
+    outputs stay LiteRT's bit for bit. Built without it, both nodes are claimed."""
+    _need(CC)
+    m = _int16_chain(tmp_path)
+    out = tmp_path / "e"
+    _export_build(m, out, fast_device)
+    k = _family_index(out, "CAST float32->int16")
+    exact, _, err = _start(out, m, {}, tmp_path / "cache")
+    assert exact and "Replacing 2 out of 2" in err and "left to LiteRT" not in err, err
+    r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True,
+                       env={**os.environ, "CFLAGS": f"-DLITECL_TEST_WRONG_FAMILY={k}"})
+    assert r.returncode == 0, r.stderr
+    exact, _, err = _start(out, m, {}, tmp_path / "cache")
+    lines = [ln for ln in err.splitlines() if "left to LiteRT" in ln]
+    assert exact and "Replacing 1 out of 2" in err, err
+    assert len(lines) == 1 and "node 0 left to LiteRT" in lines[0], err
+    assert "computes CAST float32->int16 wrong" in lines[0] and "of 77 edge values" in lines[0], lines
+
+
+def test_the_second_start_compiles_nothing_and_a_damaged_cache_file_is_rebuilt(tmp_path, fast_device):
+    """binaries off (as on a device that is not the exporting one): the first start builds
+    its programs from source and keeps them in cache_dir; a second process builds none; a
+    damaged cache file is said in one INFO line, removed and built again; bit-exact each
+    time."""
+    _need(CC)
+    m = _int16_chain(tmp_path)
+    out = tmp_path / "e"
+    _export_build(m, out, fast_device)
+    cache = tmp_path / "cache"
+    opts = {"binaries": "0", "cache_dir": str(cache)}
+    exact, first, _ = _start(out, m, opts, cache)
+    assert exact and first >= 1 and list(cache.glob("litecl-*.bin")), first
+    exact, second, err = _start(out, m, opts, cache)
+    assert exact and second == 0 and "refused" not in err, err
+    for victim in cache.glob("litecl-*.bin"):  # every one: the self-tests' verdicts are cached too
+        data = victim.read_bytes()
+        victim.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    exact, third, err = _start(out, m, opts, cache)
+    lines = [ln for ln in err.splitlines() if "refused" in ln]
+    assert exact and third >= 1 and len(lines) == 1, err  # one line per process
+    assert "the damaged cache file" in lines[0] and str(cache) in lines[0], lines
+    exact, fourth, err = _start(out, m, opts, cache)
+    assert exact and fourth == 0 and "refused" not in err, err

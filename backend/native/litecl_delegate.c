@@ -633,6 +633,12 @@ static char *faulty_source(const char *src, size_t len, size_t *out_len) {
 #endif
 
 /* ----------------------------------------------------------------- programs */
+static int built_from_source; /* programs this process built from source (tests read it) */
+
+/* For tests: how many programs this process has built from source (a second start with
+ * the cache, or on the exporting device with its binaries, builds none). */
+LCL_EXPORT int litecl_native_programs_built(void) { return built_from_source; }
+
 static cl_program program(delegate *d, TfLiteContext *ctx, int k) {
     if (d->dev->programs[k]) return d->dev->programs[k];
     const lcl_program *pg = &LCL_PROGRAMS[k];
@@ -684,6 +690,7 @@ static cl_program program(delegate *d, TfLiteContext *ctx, int k) {
             d->dev->cl.ReleaseProgram(prg);
             return NULL;
         }
+        __sync_fetch_and_add(&built_from_source, 1);
         if (cached) store_program(d, prg, path);
     }
     d->dev->programs[k] = prg;
