@@ -498,6 +498,12 @@ def test_cross_build_for_arm64_is_warning_free(models, tmp_path, fast_device):
     _export_build(models["fused_chain"], out, fast_device, cc=CROSS)
     head = (out / "build" / "arm64-v8a" / "liblitecl_delegate.so").read_bytes()[:20]
     assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == 183  # EM_AARCH64
+    if shutil.which("readelf"):  # what an Android or arm64 board needs beside it: libc and libdl only
+        r = subprocess.run(["readelf", "-d", str(out / "build" / "arm64-v8a" / "liblitecl_delegate.so")],
+                           capture_output=True, text=True)
+        needed = sorted(ln.split("[")[1].rstrip("]") for ln in r.stdout.splitlines() if "(NEEDED)" in ln)
+        # (glibc 2.34+ holds dlopen in libc: -ldl adds no libdl entry there)
+        assert needed and {n.split(".so")[0] for n in needed} <= {"libc", "libdl"}, needed
     # a cross build leaves the host's: only a build for this machine links DIR/liblitecl_delegate.so
     assert not (out / "liblitecl_delegate.so").exists()
     _export_build(models["fused_chain"], out, fast_device)
