@@ -489,7 +489,8 @@ def test_built_library_needs_only_libc(models, tmp_path, fast_device):
     r = subprocess.run(["readelf", "--dyn-syms", "-W", str(out / "liblitecl_delegate.so")], capture_output=True,
                        text=True)
     exported = {ln.split()[-1] for ln in r.stdout.splitlines() if " GLOBAL " in ln and " UND " not in ln}
-    assert exported == {"tflite_plugin_create_delegate", "tflite_plugin_destroy_delegate", "litecl_native_tiling"}
+    assert exported == {"tflite_plugin_create_delegate", "tflite_plugin_destroy_delegate", "litecl_native_tiling",
+                        "litecl_native_programs_built"}  # the last two for tests
 
 
 def test_cross_build_for_arm64_is_warning_free(models, tmp_path, fast_device):
