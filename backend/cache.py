@@ -220,7 +220,7 @@ def forget_binary(identity: str, source: str) -> None:
 
 def forget_blob(kind: str, key: str) -> None:
     """Remove the entry store_blob wrote under ``kind`` and ``key`` (its contents proved
-    unusable: runner.py's build that does not load)."""
+    unusable: runtime.py's build that does not load)."""
     _unlink(_entry(kind, "", key))
 
 

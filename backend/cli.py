@@ -456,7 +456,6 @@ def cmd_inspect(args) -> int:
         print(json.dumps({"model": args.model, "device": _device_json(interp.device),
                           "signature": shown, "subgraph": si, "other_signatures": others,
                           "reference": args.reference, "placement": args.placement,
-                          "invoke_path": interp.delegate.invoke_path,
                           "small_partitions": interp.delegate.small_partitions or None, "nodes": nodes, "graphs": graphs, "summary": summary, "fused": fused,
                           "notes": notes}, indent=2))
         return 0
@@ -464,7 +463,7 @@ def cmd_inspect(args) -> int:
           + f"  (subgraph {si})")
     if others:
         print(f"other signatures: {', '.join(others)} (pass --signature KEY to inspect one)")
-    print(f"device: {_device_line(interp.device)}  partition invokes: {interp.delegate.invoke_path}")
+    print(f"device: {_device_line(interp.device)}")
     if interp.delegate.small_partitions:
         print(f"        {interp.delegate.small_partitions}")
     print(f"{'subgraph':>8} {'node':>5}  {'op':<5} {'placement':<9} {'partition':>9}  inputs -> outputs")
@@ -730,7 +729,6 @@ def cmd_compare(args) -> int:
     others = ", ".join(r for r in _REFERENCE_TEXT if r != args.reference)
     if args.json:
         head = {"model": args.model, "device": _device_json(interp.device),
-                "invoke_path": interp.delegate.invoke_path,
                 "small_partitions": interp.delegate.small_partitions or None}
         rows = [{k: v for k, v in r.items() if k != "notes"} for r in results]
         if len(rows) == 1:  # one signature (or subgraph 0): its fields at the top
@@ -808,7 +806,6 @@ def cmd_bench(args) -> int:
     if sig is not None:
         print(f"INFO: signature: {sig}")
     print(f"INFO: litecl device: {_device_line(interp.device)}")
-    print(f"INFO: partition invokes: {interp.delegate.invoke_path}")
     if interp.delegate.small_partitions:
         print(f"INFO: {interp.delegate.small_partitions}")
     _, graphs, keep = _report(interp, sig)
@@ -848,18 +845,16 @@ def cmd_bench(args) -> int:
     ratio = f"{res['ratio_median']:.2f}x" if res["ratio_median"] is not None else "-"
     avg = f"{r['avg'] / lr['avg']:.2f}x" if lr["avg"] else "-"
     print(f"INFO: litecl / LiteRT: median {r['median']:.0f} / {lr['median']:.0f} us = {ratio}, avg {avg}")
-    timed_path = interp.delegate.invoke_path  # the timed runs' (profiled runs go through pyopencl)
     rows = launch_profile(interp.delegate, run, runs=args.profile_runs, subgraphs=keep,
                           inference_ms=r["avg"] / 1e3) if args.profile_runs else []
     if rows:
         _print_run_order(rows)
     if args.trace:
-        _trace(args, interp, run, ref_run, timed_path)
+        _trace(args, interp, run, ref_run)
     if args.json:
         try:
             with open(args.json, "w") as f:
                 json.dump({"model": args.model, "device": _device_json(interp.device),
-                           "invoke_path": timed_path,
                            "small_partitions": interp.delegate.small_partitions or None,
                            "signature": sig, "init_ms": init_ms, **res, "launches": rows}, f, indent=2)
         except OSError as e:
@@ -867,14 +862,14 @@ def cmd_bench(args) -> int:
     return 0
 
 
-def _trace(args, interp, run, ref_run, timed_path: str) -> None:
+def _trace(args, interp, run, ref_run) -> None:
     """bench --trace: a few profiled invokes, and LiteRT alone's, as Chrome trace JSON."""
     from .pictures import TRACE_RUNS, write_trace  # noqa: PLC0415
 
     names = {r["context"]: r["subgraph"] for r in interp.delegate.subgraph_records(id(interp))}
-    about = {"model": args.model, "device": _device_json(interp.device), "timed_invoke_path": timed_path,
-             "note": "profiled invokes: partitions run through pyopencl with OpenCL profiling events, each "
-                     "kernel waited for; timestamps in microseconds on the host's perf_counter clock"}
+    about = {"model": args.model, "device": _device_json(interp.device),
+             "note": "profiled invokes: every command's OpenCL profiling event read after the invoke's wait; "
+                     "timestamps in microseconds on the host's perf_counter clock"}
     try:
         n = write_trace(args.trace, interp.delegate, run, names=names, ref_run=ref_run, about=about)
     except OSError as e:

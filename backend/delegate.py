@@ -4,11 +4,12 @@ generated OpenCL kernels inside the user's own LiteRT Interpreter.
 LiteRT owns the graph, the memory, the shapes and every other node; this module answers
 "which nodes, and why not" at the delegate's Prepare (lowering.why_not on a node view
 read from TfLiteContext; placement.py's cost model under ``placement="auto"``), and runs
-one kernel plan per delegated partition (backend/kernels.py), shaped like TFLite's
-SimpleDelegate: init (the nodes to replace), prepare (shapes -> plan, output resizes,
-programs from the cache), invoke (bind LiteRT's tensor memory, write the launches and the
-wait as a command list; backend/runner.py runs it in C, and runs it again without Python
-while LiteRT's pointers stay put).
+each delegated partition on litecl's C runtime (backend/runtime.py: the native delegate's
+litecl_delegate.c, loaded in process), shaped like TFLite's SimpleDelegate: init (the
+nodes to replace: ``_Planner`` and the runtime's partition), prepare (the runtime asks
+``_Planner.plan_for`` for the kernel plan at new input shapes, backend/kernels.py, with
+its programs from the cache; it resizes the outputs), invoke (the runtime binds LiteRT's
+tensor memory, launches and waits, with no Python).
 
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
     import litecl
@@ -25,13 +26,11 @@ litecl.Interpreter to raise as litecl's own error type.
 from __future__ import annotations
 
 import collections
-import contextlib
 import ctypes as C
 import itertools
 import os
 import sys
 import threading
-import time
 import types
 import weakref
 from dataclasses import replace
@@ -43,11 +42,11 @@ from . import abi
 from . import selftest as _selftest
 from .device import open_device, small_device, small_device_why
 from .errors import KernelBuildError, LiteclError, env_flag
-from .kernels import give_kernel, plan_partition, take_kernel
+from .kernels import build_program, plan_partition
 from .lowering import why_not
-from .model import Node, Tensor, unpack_bits
+from .model import Node, Tensor
 from . import order as _order
-from . import runner as _runner
+from . import runtime
 from . import placement as _placement
 from .placement import PLACEMENTS
 from .ops.dtypes import BY_C_TYPE, C_TYPE_SCHEMA
@@ -66,15 +65,6 @@ _OPS = {abi.BUILTIN_ADD: "ADD", abi.BUILTIN_CAST: "CAST"}
 KEEP_ORDER_DEFAULT = "auto"
 #: TfLiteAllocationType values whose memory holds a value fixed for the interpreter's life
 _CONSTANT_ALLOC = (abi.MMAP_RO, abi.PERSISTENT_RO)
-#: in-place buffers kept per partition (LiteRT's pointers change on resize; bounded)
-_MAX_BOUND = 64
-#: on a copy device (a discrete GPU) a tensor of at most this many bytes goes through
-#: litecl's pinned staging memory (an ALLOC_HOST_PTR buffer mapped once: a memcpy, then the
-#: DMA from it); a larger one is copied from LiteRT's pageable memory directly. NVIDIA
-#: H200 (benchmarks/h200_staging.py, results/h200/staging.json; a write and a read each):
-#: staged 1.4-1.6x faster from 16 to 576 KiB, 1.05x at 1152 KiB; direct 1.07-1.10x faster
-#: from 2.3 MiB.
-STAGE_MAX = 3 << 19
 #: a partition whose kernels read and write at most this many bytes runs on the
 #: delegate's small_device (device.py: PoCL's basic device beside its pthread one: a
 #: kernel runs in the thread that enqueues it instead of waking worker threads); a larger
@@ -87,26 +77,7 @@ STAGE_MAX = 3 << 19
 SMALL_PARTITION_BYTES = 2 << 20
 
 
-def _serial(dev) -> "_runner.Mutex | None":
-    """The lock every command list on ``dev`` runs under (runner.c lcl_run takes it too),
-    one per device and process, where the device takes one thread at a time
-    (Device.one_thread: PoCL's basic device deadlocked with 4 threads invoking
-    interpreters on it through runner.c, measured); None elsewhere."""
-    if not dev.one_thread:
-        return None
-    with _SERIAL_LOCK:
-        m = _SERIAL.get(id(dev))
-        if m is None:
-            m = _SERIAL[id(dev)] = _runner.Mutex()
-        return m
-
-
-#: id(Device) -> its Mutex (_serial); devices live for the process
-_SERIAL: dict = {}
-_SERIAL_LOCK = threading.Lock()
-
-
-#: how long runner.c polls for an invoke's commands before clFinish (us): the native
+#: how long the runtime polls for an invoke's commands before clFinish (us): the native
 #: delegate's default (litecl_delegate.c LCL_SPIN_US, wait_done says why)
 _SPIN_US = 1000
 
@@ -223,7 +194,8 @@ def _node_view(raw: tuple) -> Node:
 # ---------------------------------------------------------------------- the delegate
 _STRUCTS: list = []          # every TfLiteDelegate made: kept for the process's life
 _LIVE: dict = {}             # delegate key -> weakref to its Delegate
-_KERNELS: dict = {}          # kernel key -> _Partition (removed by the kernel's free)
+_KERNELS: dict = {}          # the runtime's partition (kernel user data) -> its planner key
+_PLANNERS: dict = {}         # planner key -> _Planner (removed by the kernel's free)
 _MAX_RECORDS = 4096          # Prepare records a Delegate keeps of contexts no owner names
 _KEYS = itertools.count(1)
 _EVENTS = itertools.count(1)  # orders partition frees and pointer fetches (Delegate._freed)
@@ -333,7 +305,7 @@ class Delegate:
         self._lock = threading.RLock()
         self._records: dict = {}      # context address -> its latest Prepare's record, in order of first Prepare
         self._owned: dict = {}        # owner (Delegate.owning) -> {context address: None}, in that order
-        self._parts: dict = {}        # context address -> {kernel key: live _Partition} (under _LOCK)
+        self._parts: dict = {}        # context address -> {planner key: live _Planner} (under _LOCK)
         self._announced: set = set()  # context addresses whose Replacing line was said
         # context address -> the _EVENTS count when its last partition kernel was freed (under
         # _LOCK): LiteRT frees them when the interpreter goes, or when a resize undoes the
@@ -342,15 +314,8 @@ class Delegate:
         # per thread: litecl.Interpreter's key while it drives LiteRT (owning), and the last
         # error a callback raised (take_error); one object: each costs ~1 us to make
         self._owner = self._errors = threading.local()
-        # Delegate.stats less the invokes runner.c ran without Python (_Partition.add_direct)
+        # Delegate.stats of partitions already freed (live ones are read from the runtime)
         self._stats = {"in_place": 0, "copied": 0, "staged": 0, "partition_invokes": 0}
-        # the partition runner (runner.py): invokes in C while LiteRT's pointers hold, else
-        # the same command lists through pyopencl
-        if env_flag("LITECL_NO_NATIVE_INVOKE"):
-            self._runner, self._invoke_path = None, "python: LITECL_NO_NATIVE_INVOKE is set"
-        else:
-            self._runner = _runner.runner(_KINVOKE)
-            self._invoke_path = _runner.status()
         self._profile = False
         self.kernel_times_ns: dict = {}
         #: with ``profile`` on, one dict per partition invoke (the latest PROFILE_LOG_MAX), in
@@ -363,6 +328,14 @@ class Delegate:
         self.profile_log: collections.deque = collections.deque(maxlen=PROFILE_LOG_MAX)
         self._costs = None            # auto's device_costs, once looked up
         self._key = next(_KEYS)
+        # the runtime that runs the partitions (runtime.py: litecl_delegate.c in process)
+        self._rt = runtime.load()
+        self._native = self._rt.lcl_inprocess_new(self._key, C.cast(_PLAN, C.c_void_p), C.cast(_REPORT, C.c_void_p),
+                                                  C.cast(_PROFILE, C.c_void_p), _SPIN_US)
+        if not self._native:
+            raise LiteclError("out of memory for litecl's runtime")
+        weakref.finalize(self, self._rt.lcl_inprocess_free, self._native)
+        self._devices: dict = {}      # id(Device) -> its index in the runtime (_device_index)
         st = abi.TfLiteDelegate()
         st.data_ = self._key
         st.Prepare = _DELEGATE_PREPARE
@@ -389,7 +362,9 @@ class Delegate:
         with _LOCK:
             parts = [p for mine in self._parts.values() for p in mine.values()]
         for p in parts:
-            p.add_direct(out)
+            for k, v in p.counts().items():
+                if k in out:
+                    out[k] += v
         return out
 
     @property
@@ -412,8 +387,8 @@ class Delegate:
     @property
     def profile(self) -> bool:
         """Event-profile each launch into kernel_times_ns (bench's per-node table) and each
-        partition invoke into profile_log (bench --trace): partition invokes then run through
-        pyopencl, each kernel waited for."""
+        partition invoke into profile_log (bench --trace): the runtime keeps every
+        command's event and reads its times after the invoke's wait."""
         return self._profile
 
     @profile.setter
@@ -421,28 +396,32 @@ class Delegate:
         if not isinstance(on, (bool, np.bool_)):
             raise LiteclError(f"profile must be True or False, got {on!r}")
         self._profile = bool(on)
-        if on:  # runner.c's lists would run unprofiled
-            with _LOCK:
-                parts = [p for mine in self._parts.values() for p in mine.values()]
-            for p in parts:
-                p._disarm()
+        self._rt.lcl_inprocess_profile(self._native, int(self._profile))
 
-    @property
-    def invoke_path(self) -> str:
-        """How partition invokes run: "native" (runner.c, compiled once per machine and
-        cached) or "python: WHY" (pyopencl; no C compiler, LITECL_NO_NATIVE_INVOKE, ...);
-        where runner.c is built but live partitions ran their latest invoke through
-        pyopencl, "native; K of P partitions through pyopencl (WHY)" (``profile`` set, or
-        a packed sub-byte tensor packed or unpacked on the host)."""
-        if self._runner is None:
-            return self._invoke_path
-        with _LOCK:
-            parts = [p for mine in self._parts.values() for p in mine.values()]
-        whys = [p.python_why for p in parts if p.python_why]
-        if not whys:
-            return self._invoke_path
-        return (f"{self._invoke_path}; {len(whys)} of {len(parts)} partitions through pyopencl "
-                f"({'; '.join(dict.fromkeys(whys))})")
+    def _device_index(self, dev) -> int:
+        """``dev``'s index in the runtime (lcl_inprocess_device), registered on first use.
+        Raises LiteclError where the runtime cannot reach it."""
+        got = self._devices.get(id(dev))
+        if got is not None:
+            return got[1]
+        from .device import FORK_MESSAGE  # noqa: PLC0415
+        from .ops.tiling import launch_config  # noqa: PLC0415
+
+        loader = runtime.opencl_loader()
+        if loader is None:
+            raise LiteclError("the OpenCL loader pyopencl uses was not found in the process")
+        caps = self.caps if dev is self.device else dev.caps
+        row = launch_config(caps)
+        err = C.create_string_buffer(1024)
+        fork = FORK_MESSAGE.format(device=f"{dev.caps.platform}: {dev.caps.name}")
+        i = self._rt.lcl_inprocess_device(
+            self._native, loader.encode(), dev.context.int_ptr, dev.queue.int_ptr, dev.device.int_ptr,
+            caps.compute_units, caps.max_work_group_size, row.local_size, row.groups_per_cu, row.vec_bytes,
+            int(dev.one_thread), fork.encode(), err, len(err))
+        if i < 0:
+            raise LiteclError(f"litecl's runtime cannot use {dev.caps.name}: {err.value.decode(errors='replace')}")
+        self._devices[id(dev)] = (dev, i)
+        return i
 
     def _get_native_delegate_pointer(self) -> int:
         """The TfLiteDelegate* LiteRT's Interpreter takes (its experimental_delegates API).
@@ -523,7 +502,7 @@ class Delegate:
                     for a, n, si in self._numbered(owner)]
 
     def partitions(self, owner=None) -> list:
-        """The live partition kernels (_Partition) of every interpreter using this
+        """The live partition kernels (_Planner) of every interpreter using this
         delegate (or of ``owner``'s), with their current plans (export and bench read these)."""
         with self._lock:
             addrs = self._addrs(owner)
@@ -812,7 +791,7 @@ class Delegate:
         if marked:
             rec["order_dropped"] = _other_kernels(ctx, plan)
         try:
-            reg = _REGISTRATION if self._runner is None else _native_registration(self._runner)
+            reg = _registration(self._rt)
             status = c.ReplaceNodeSubsetsWithDelegateKernels(
                 ctx, reg, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), C.cast(C.addressof(self._struct), abi.Dlg))
         finally:
@@ -1158,7 +1137,7 @@ def _aliases(ctx, q, prg, view: np.ndarray) -> bool:
             q.finish()
             ok = ok and bool((got == view).all())
         events.append(cl.Kernel(prg, "litecl_fill")(q, (n,), None, buf, np.uint32(0xC0FFEE)))  # a kernel writes
-        cl.wait_for_events(events)  # not clFinish alone: runner.c wait_done
+        cl.wait_for_events(events)  # not clFinish alone: litecl_delegate.c wait_done
         q.finish()
         ok = ok and bool((view == 0xC0FFEE).all())
         del events
@@ -1169,22 +1148,10 @@ def _aliases(ctx, q, prg, view: np.ndarray) -> bool:
         return False
 
 
-def _host_view(ptr: int, nbytes: int):
-    return (C.c_char * nbytes).from_address(ptr)
-
-
-def _pack_bits(v: np.ndarray, dt) -> np.ndarray:
-    """unpack_bits' inverse: one sub-byte value per element -> bytes, low bits first
-    (LiteRT holds int4/uint4/int2 tensors packed at run time: 16 bytes for 31 int4)."""
-    per, bits = 8 // dt.packed_bits, dt.packed_bits
-    u = (v.astype(np.int16) & ((1 << bits) - 1)).astype(np.uint8)
-    u = np.concatenate([u, np.zeros(-u.size % per, np.uint8)]).reshape(-1, per)
-    return np.bitwise_or.reduce(u << (np.arange(per, dtype=np.uint8) * bits), axis=1)
-
-
 # ---------------------------------------------------------------------- partition kernel
-#: profile_log's name of each command list operation
-_KIND_NAMES = {_runner.WRITE: "write", _runner.KERNEL: "kernel", _runner.COPY: "copy", _runner.READ: "read"}
+#: profile_log's name of each command kind (litecl_plan.h lcl_profile_cmd.kind) and host span
+_KIND_NAMES = ("write", "kernel", "copy", "read")
+_SPAN_NAMES = ("stage in", "wait", "stage out")
 
 
 def _record_order(rec: dict) -> dict:
@@ -1204,9 +1171,35 @@ def _record_rows(rec: dict) -> dict:
     return got
 
 
-class _Partition:
-    """One delegated partition of one interpreter: its nodes, its current plan and the
-    device memory it binds."""
+def _c_plan(plan, programs: list, device: int, memory: "_Memory"):
+    """``plan`` (kernels.PartitionPlan) on runtime device ``device`` with ``memory`` as
+    litecl_plan.h's lcl_inprocess_plan: (the Plan struct, what it points into, kept alive
+    while the runtime may read it)."""
+    ints: list = []
+
+    def span(values) -> "runtime.Span":
+        off = len(ints)
+        ints.extend(int(v) for v in values)
+        return runtime.Span(off, len(values))
+
+    launches = (runtime.Launch * max(1, len(plan.launches)))()
+    for i, ln in enumerate(plan.launches):
+        launches[i] = runtime.Launch(i, 32 // ln.tiling.align_num, 0, span(ln.nodes), span(ln.inputs),
+                                     span(ln.outputs), span(()), 0, span([v for _, v in ln.args]), -1)
+    arr = (C.c_int32 * max(1, len(ints)))(*ints)
+    progs = (C.c_void_p * max(1, len(programs)))(*[p.int_ptr for p in programs])
+    names = (C.c_char_p * max(1, len(plan.launches)))(*[ln.name.encode() for ln in plan.launches])
+    out = runtime.Plan(C.cast(arr, C.POINTER(C.c_int32)), C.cast(launches, C.POINTER(runtime.Launch)),
+                       len(plan.launches), C.cast(progs, C.POINTER(C.c_void_p)),
+                       C.cast(names, C.POINTER(C.c_char_p)), device, int(memory.in_place), int(memory.align or 0))
+    return out, (arr, launches, progs, names, programs)
+
+
+class _Planner:
+    """One delegated partition of one interpreter, as litecl's C runtime asks for it: its
+    nodes (in the execution plan's order), and at each change of its input shapes the
+    plan (kernels.plan_partition), its programs and its device (``plan``). The runtime
+    (litecl_delegate.c kernel_prepare / kernel_invoke) does the rest."""
 
     def __init__(self, delegate: Delegate, ctx, params):
         self.delegate = delegate
@@ -1225,8 +1218,6 @@ class _Partition:
             r = rows.get(i)
             if r is not None:
                 r["partition"] = self.number
-        # inputs: every tensor read before a node of the partition writes it (a tensor
-        # read, then overwritten, is an input and an output)
         produced, inputs = set(), []
         for n in self.nodes:
             inputs += [t for t in n.inputs if t >= 0 and t not in produced]
@@ -1235,473 +1226,77 @@ class _Partition:
         self.outputs = [t for t in abi.int_array(params.output_tensors) if t >= 0]
         self.key = tuple(rec["keys"][n.index] for n in self.nodes)
         self.plan = None
-        self._plan_key = None
-        self._kernels: dict = {}      # launch index -> cl.Kernel
-        self._own: dict = {}          # tensor -> (device buffer, nbytes): internal/folded/staging
-        self._bound: dict = {}        # (ptr, nbytes) -> in-place buffer over LiteRT memory
-        self._folded_done = False
-        self._last_args: dict = {}    # launch index -> the buffers its kernel was given
-        # (ptr, nbytes[, type]) -> device copy of a read-only input: per partition, as a
-        # pointer names a value only within its interpreter's life
-        self._consts: dict = {}
-        # ("in" | "out", tensor) -> (pinned buffer, its mapped bytes): staging on copy devices
-        self._pinned: dict = {}
-        # runner.c's list for this partition (runner.Part; its address is the kernel's
-        # user_data), or None without the runner; what one invoke counts in Delegate.stats
-        self.fast = None
-        self._py_launches = 0         # kernels enqueued through pyopencl (launches_run)
-        self.python_why = ""          # why the latest invoke ran through pyopencl with runner.c built
-        self._direct_counts: dict = {}
-        self._listed = None
-        if delegate._runner is not None:
-            self.fast = _runner.Part()
-            self.fast.spin_us = _SPIN_US
-        self.dev = None
-        self._use(delegate.device)
+        self.dev = delegate.device
+        self.handle = None            # the runtime's partition (lcl_partition_new)
+        self._c = None                # the current plan as the runtime reads it (_c_plan)
 
-    def _use(self, dev) -> None:
-        """Run on ``dev`` from now on: what is bound to another device's context goes."""
-        if dev is self.dev:
-            return
-        if self.dev is not None:
-            self._disarm()
-            self._listed = None
-            self._release_memory()
-            self._give_kernels()
-            self._last_args = {}
-            self._folded_done = False
-        self.dev = dev
-        self._serial = _serial(dev)
-        if self.fast is not None:
-            self.fast.queue = dev.queue.int_ptr
-            self.fast.lock = self._serial.address if self._serial is not None else None
-
-    # -- prepare: shapes -> plan, output resizes, programs
-    def prepare(self, ctx) -> None:
-        self._disarm()
+    def plan_for(self, ctx, out) -> None:
+        """Fill ``out`` (a pointer to runtime.Plan) with the launches for the context's current input
+        shapes. Raises LiteclError (a plan or a kernel build that fails)."""
         c = ctx.contents
         d = self.delegate
         tensors = c.tensors
-        shapes, consts, computed = {}, set(), False
+        shapes, consts = {}, set()
         for t in self.inputs:
             ts = tensors[t]
             shapes[t] = abi.int_array(ts.dims)
-            alloc = ts.allocation_type
-            if alloc in _CONSTANT_ALLOC:
+            if ts.allocation_type in _CONSTANT_ALLOC:
                 consts.add(t)
-                computed = computed or alloc == abi.PERSISTENT_RO
-        key = tuple(sorted(shapes.items()))
-        if computed:
-            # their values are computed at Prepare (SHAPE's output): upload them again
-            # and recompute what depends only on them
-            self._release_consts()
-            self._folded_done = False
-        if key != self._plan_key:
-            fuse = d.fuse
-            while True:
-                plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
-                                      constants=consts, fuse=fuse, key=self.key)
-                dev = d.device
-                if d.small_device is not None and plan.bytes_moved <= SMALL_PARTITION_BYTES:
-                    dev = d.small_device
-                try:
-                    kernels = self._take_kernels(plan, dev)
-                    break
-                except KernelBuildError:  # a fused kernel the compiler refuses: unfused
-                    if not fuse or not any(len(ln.nodes) > 1 for ln in plan.launches):
-                        raise
-                    fuse = False
-            self._give_kernels()
-            self._use(dev)
-            self.plan, self._kernels, self._plan_key = plan, kernels, key
-            self._last_args = {}
-            self._folded_t = {t for ln in plan.launches if ln.folded for t in ln.outputs}
-            self._folded_done = False
-            rec = d._records.get(self.ctx_addr)
-            rows = _record_rows(rec) if rec is not None else {}
-            for ln in plan.launches:
-                for i in ln.nodes:
-                    if i in rows:
-                        rows[i]["kernel"] = ln.what + (" (constant inputs: computed once)" if ln.folded else "")
-                        rows[i]["device"] = dev.caps.name
-        for t in self.outputs:
-            want = self.plan.shapes[t]
-            if abi.int_array(c.tensors[t].dims) != want:
-                arr = abi.new_int_array(want, owned_by_litert=True)
-                if c.ResizeTensor(ctx, C.pointer(c.tensors[t]), arr) != abi.K_OK:
-                    raise LiteclError(f"LiteRT could not resize tensor {t} to {list(want)}")
+        fuse = d.fuse
+        while True:
+            plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
+                                  constants=consts, fuse=fuse, key=self.key)
+            dev = d.device
+            if d.small_device is not None and plan.bytes_moved <= SMALL_PARTITION_BYTES:
+                dev = d.small_device
+            try:
+                programs = [build_program(dev, ln.source) for ln in plan.launches]
+                break
+            except KernelBuildError:  # a fused kernel the compiler refuses: unfused
+                if not fuse or not any(len(ln.nodes) > 1 for ln in plan.launches):
+                    raise
+                fuse = False
+        self.plan, self.dev = plan, dev
+        mem = d.memory if dev is d.device else _memory_policy(dev)
+        struct, keep = _c_plan(plan, programs, d._device_index(dev), mem)
+        self._c = keep
+        C.memmove(out, C.byref(struct), C.sizeof(struct))
+        rec = d._records.get(self.ctx_addr)
+        rows = _record_rows(rec) if rec is not None else {}
+        for ln in plan.launches:
+            for i in ln.nodes:
+                if i in rows:
+                    rows[i]["kernel"] = ln.what + (" (constant inputs: computed once)" if ln.folded else "")
+                    rows[i]["device"] = dev.caps.name
 
-    def _take_kernels(self, plan, dev) -> dict:
-        out = {}
-        try:
-            for i, ln in enumerate(plan.launches):
-                out[i] = take_kernel(dev, ln.source, ln.name)
-        except BaseException:
-            for i, k in out.items():
-                give_kernel(dev, plan.launches[i].source, plan.launches[i].name, k)
-            raise
-        return out
-
-    def _give_kernels(self) -> None:
-        if self.plan is not None:
-            for i, k in self._kernels.items():
-                ln = self.plan.launches[i]
-                give_kernel(self.dev, ln.source, ln.name, k)
-        self._kernels = {}
-
-    # -- memory
-    def _own_buffer(self, t: int, nbytes: int):
-        b = self._own.get(t)
-        if b is None or b[1] < nbytes:
-            if b is not None:
-                b[0].release()
-            b = self._own[t] = (cl.Buffer(self.dev.context, cl.mem_flags.READ_WRITE,
-                                          max(nbytes, 1)), nbytes)
-        return b[0]
-
-    def _const_buffer(self, ptr: int, nbytes: int):
-        k = (ptr, nbytes)
-        b = self._consts.get(k)
-        if b is None:
-            b = self._consts[k] = cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                                            hostbuf=_host_view(ptr, nbytes))
-        return b
-
-    def _release_consts(self) -> None:
-        for b in self._consts.values():
-            b.release()
-        self._consts.clear()
-
-    def _in_place(self, ptr: int, nbytes: int):
-        mem = self.delegate.memory
-        if not (mem.in_place and ptr and ptr % mem.align == 0):
-            return None
-        k = (ptr, nbytes)
-        b = self._bound.get(k)
-        if b is None:
-            if len(self._bound) >= _MAX_BOUND:
-                self._bound.clear()
-            b = self._bound[k] = cl.Buffer(self.dev.context,
-                                           cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR,
-                                           hostbuf=_host_view(ptr, nbytes))
-        return b
-
-    # -- invoke
-    def invoke(self, ctx) -> None:
-        """Bind LiteRT's tensors, write the invoke as a command list and run it: through
-        runner.c (lcl_run; then armed, so that later invokes with the same bindings run in
-        C without Python: runner.py), else through pyopencl (``_run_in_python``)."""
-        t0 = time.perf_counter_ns()  # profile_log's start of the partition invoke
-        fast = self.fast
-        if fast is not None:
-            if fast.err:
-                err, at = fast.err, fast.err_cmd
-                fast.err = 0
-                raise LiteclError(f"{self._what_failed(at)} failed (OpenCL error {err})")
-            self._disarm()
-        c = ctx.contents
-        d = self.delegate
-        bufs, packs, checks, cmds, posts = {}, [], [], [], []
-        counts = {"in_place": 0, "copied": 0, "staged": 0, "partition_invokes": 1}
-        python_only = fast is None or d.profile
-        why = "profile is set" if fast is not None and d.profile else ""
-        for t in self.inputs:
-            ts = c.tensors[t]
-            n = int(ts.bytes)
-            checks.append((t, ts.data, n))
-            if n == 0:
-                bufs[t] = self._own_buffer(t, 1)
-            elif self.sg.tensors[t].dtype.packed_bits:  # LiteRT's packed bytes, unpacked
-                bufs[t] = self._unpacked(t, ts, n, counts)
-                if ts.allocation_type not in _CONSTANT_ALLOC:
-                    python_only = True
-                    why = why or "a packed sub-byte input unpacked on the host"
-            elif ts.allocation_type in _CONSTANT_ALLOC:
-                bufs[t] = self._const_buffer(ts.data, n)
-            else:
-                b = self._in_place(ts.data, n)
-                if b is None:
-                    b = self._own_buffer(t, n)
-                    if not d.memory.in_place and n <= STAGE_MAX:
-                        pin = self._pinned_view(("in", t), n)
-                        cmds.append((_runner.PRE, False, pin.ctypes.data, ts.data, n, None))
-                        cmds.append((_runner.WRITE, False, b, pin.ctypes.data, n, None))
-                        counts["staged"] += 1
-                    else:
-                        cmds.append((_runner.WRITE, False, b, ts.data, n, None))
-                    counts["copied"] += 1
-                else:
-                    counts["in_place"] += 1
-                bufs[t] = b
-        reads = []
-        for t in self.outputs:
-            ts = c.tensors[t]
-            n = int(ts.bytes)
-            checks.append((t, ts.data, n))
-            if not ts.data or n == 0:
-                if n:
-                    raise LiteclError(f"tensor {t} has no memory at invoke")
-                bufs[t] = self._own_buffer(t, 1)
-                continue
-            if self.sg.tensors[t].dtype.packed_bits:  # packed into LiteRT's memory after
-                bufs[t] = self._tensor_buffer(t)
-                packs.append((t, ts.data, n))
-                counts["copied"] += 1
-                python_only = True
-                why = why or "a packed sub-byte output packed on the host"
-                continue
-            b = self._in_place(ts.data, n)
-            if b is None:
-                b = self._own_buffer(t, n)
-                reads.append((t, b, ts.data, n))
-                counts["copied"] += 1
-            else:
-                counts["in_place"] += 1
-            bufs[t] = b
-        plan = self.plan
-        last = self._last_args
-        for i, ln in enumerate(plan.launches):
-            args = []
-            for t in ln.inputs:
-                args.append(bufs[t] if t in bufs and t not in self._folded_t else self._tensor_buffer(t))
-            for t in ln.outputs:
-                if ln.folded:
-                    args.append(self._tensor_buffer(t))
-                    if t in bufs and bufs[t] is not args[-1]:
-                        # LiteRT's copy of a folded result, refreshed every invoke
-                        nbytes = int(c.tensors[t].bytes)
-                        if nbytes:
-                            posts.append((_runner.COPY, False, args[-1], bufs[t], nbytes, None))
-                else:
-                    args.append(bufs[t] if t in bufs else self._tensor_buffer(t))
-            if ln.folded and self._folded_done:
-                continue
-            if ln.n:
-                k = self._kernels[i]
-                prev = last.get(i)
-                # a cl_kernel keeps its arguments: set them only when a buffer changed
-                # (pyopencl's set_args costs ~20 us a launch on Intel's CPU runtime)
-                if prev is None or len(prev) != len(args) or any(a is not b for a, b in zip(args, prev)):
-                    k.set_args(*args, *(np.uint32(v) for v in ln.tiling.kernel_args()),
-                               *(np.int32(v) for _, v in ln.args))
-                    last[i] = args
-                cmds.append((_runner.KERNEL, ln.folded, k, None, 0, ln))
-        self._folded_done = True
-        cmds += posts
-        for t, b, ptr, n in reads:
-            if not d.memory.in_place and n <= STAGE_MAX:
-                pin = self._pinned_view(("out", t), n)
-                cmds.append((_runner.READ, False, b, pin.ctypes.data, n, None))
-                cmds.append((_runner.POST, False, ptr, pin.ctypes.data, n, None))
-                counts["staged"] += 1
-            else:
-                cmds.append((_runner.READ, False, b, ptr, n, None))
-        self.python_why = why if fast is not None else ""
-        if python_only:
-            self._run_in_python(cmds, packs, t0)
-        else:
-            self._run_native(cmds, checks)
-        for k, v in counts.items():
-            d._stats[k] += v
-        if fast is not None and not python_only:
-            self._direct_counts = counts
-            fast.armed = 1
-
-    def _run_native(self, cmds, checks) -> None:
-        """Write ``cmds`` and ``checks`` into this partition's runner.c list and run it
-        once (lcl_run, GIL released). Raises LiteclError on an OpenCL error."""
-        fast = self.fast
-        arr = (_runner.Cmd * max(len(cmds), 1))()
-        for j, (op, once, a, b, n, ln) in enumerate(cmds):
-            e = arr[j]
-            e.op, e.once, e.bytes = op, bool(once), n
-            e.a = a if isinstance(a, int) else a.int_ptr
-            if b is not None:
-                e.b = b if isinstance(b, int) else b.int_ptr
-            if ln is not None:
-                e.global_, e.local = ln.gsize[0], (ln.lsize[0] if ln.lsize else 0)
-        chk = (_runner.Check * max(len(checks), 1))()
-        for j, (t, ptr, n) in enumerate(checks):
-            chk[j].tensor, chk[j].data, chk[j].bytes = t, ptr, n
-        fast.cmds, fast.n_cmds = arr, len(cmds)
-        fast.checks, fast.n_checks = chk, len(checks)
-        fast.ran = 0
-        # what the list names by handle stays alive while it may run
-        self._listed = (arr, chk, cmds)
-        if self.delegate._runner.lcl_run(C.byref(fast)):
-            err, at = fast.err, fast.err_cmd
-            fast.err = 0
-            raise LiteclError(f"{self._what_failed(at)} failed (OpenCL error {err})")
-
-    def _what_failed(self, at: int) -> str:
-        listed = self._listed
-        if at < 0 or listed is None or at >= len(listed[2]):
-            return "clFinish"
-        return {_runner.WRITE: "clEnqueueWriteBuffer", _runner.KERNEL: "clEnqueueNDRangeKernel",
-                _runner.COPY: "clEnqueueCopyBuffer", _runner.READ: "clEnqueueReadBuffer"}.get(
-                    listed[2][at][0], "a command")
-
-    def _run_in_python(self, cmds, packs, t0: int = 0) -> None:
-        """Run a command list through pyopencl (no runner, event profiling, sub-byte
-        tensors packed or unpacked on the host). ``t0``: the invoke's start
-        (perf_counter_ns), for profile_log."""
-        with self._serial or contextlib.nullcontext():
-            self._run_commands(cmds, packs, t0)
-
-    def _run_commands(self, cmds, packs, t0: int = 0) -> None:
-        d = self.delegate
-        q = self.dev.queue
-        ev = None
-        # profile: (kind, launch, bytes, event, host ns before its enqueue), the host's spans
-        log, spans = ([], []) if d.profile else (None, None)
-        for op, once, a, b, n, ln in cmds:
-            t = time.perf_counter_ns()
-            if op == _runner.PRE:
-                C.memmove(a, b, n)
-                if spans is not None:
-                    spans.append(("stage in", t, time.perf_counter_ns()))
-                continue
-            if op == _runner.WRITE:
-                ev = cl.enqueue_copy(q, a, _host_view(b, n), is_blocking=False)
-            elif op == _runner.KERNEL:
-                ev = cl.enqueue_nd_range_kernel(q, a, ln.gsize, ln.lsize)
-                self._py_launches += 1
-                if d.profile:
-                    tw = time.perf_counter_ns()
-                    ev.wait()
-                    spans.append(("wait", tw, time.perf_counter_ns()))
-                    d.kernel_times_ns[(self.ctx_addr, ln.nodes)] = ev.profile.end - ev.profile.start
-            elif op == _runner.COPY:
-                ev = cl.enqueue_copy(q, b, a, byte_count=n)
-            elif op == _runner.READ:
-                ev = cl.enqueue_copy(q, np.frombuffer(_host_view(b, n), np.uint8), a, is_blocking=False)
-            else:
-                continue
-            if log is not None:
-                log.append((_KIND_NAMES[op], ln, n, ev, t))
-        for t, ptr, n in packs:
-            dt = self.sg.tensors[t].dtype
-            v = np.empty(int(np.prod(self.plan.shapes[t], dtype=np.int64)), dt.np)
-            cl.enqueue_copy(q, v, self._tensor_buffer(t))
-            packed = _pack_bits(v, dt)
-            C.memmove(ptr, packed.ctypes.data, min(n, packed.size))
-        tw = time.perf_counter_ns()
-        if ev is not None:  # as runner.c wait_done: rusticl's clFinish returns early
-            ev.wait()
-        q.finish()
-        if spans is not None:
-            spans.append(("wait", tw, time.perf_counter_ns()))
-        for op, once, a, b, n, ln in cmds:
-            if op == _runner.POST:
-                t = time.perf_counter_ns()
-                C.memmove(a, b, n)
-                if spans is not None:
-                    spans.append(("stage out", t, time.perf_counter_ns()))
-        if log is not None:
-            d.profile_log.append({
-                "ctx": self.ctx_addr, "partition": self.number, "device": self.dev.caps.name,
-                "host": (t0, time.perf_counter_ns()), "spans": spans,
-                "commands": [(kind, ln.what if ln is not None else "", n, ln.nodes if ln is not None else (),
-                              t, e.profile.queued, e.profile.start, e.profile.end)
-                             for kind, ln, n, e, t in log]})
+    def counts(self) -> dict:
+        """What the runtime counted for this partition (runtime.COUNTS)."""
+        got = (C.c_int64 * len(runtime.COUNTS))()
+        if self.handle:
+            self.delegate._rt.lcl_partition_counts(self.handle, got)
+        return dict(zip(runtime.COUNTS, got))
 
     @property
     def launches_run(self) -> int:
-        """Kernels this partition has enqueued, through runner.c and pyopencl."""
-        return self._py_launches + (self.fast.launches if self.fast is not None else 0)
+        """Kernels this partition has enqueued."""
+        return self.counts()["launches"]
 
-    def _fold_direct(self) -> None:
-        """Move the invokes runner.c ran without Python into the delegate's counts."""
-        fast, counts = self.fast, self._direct_counts
-        if fast is not None and fast.direct:
-            for k, v in counts.items():
-                self.delegate._stats[k] += v * fast.direct
-            fast.direct = 0
-
-    def add_direct(self, out: dict) -> None:
-        """Add the invokes runner.c ran without Python since the list was written to
-        ``out`` (Delegate.stats)."""
-        fast = self.fast
-        if fast is not None and fast.direct:
-            for k, v in self._direct_counts.items():
-                out[k] += v * fast.direct
-
-    def _unpacked(self, t: int, ts, n: int, counts: dict):
-        """A device buffer holding sub-byte tensor ``t`` one value per byte (as the kernels
-        read it) from LiteRT's packed bytes; a constant's is made once (_consts)."""
-        d = self.delegate
-        dt = self.sg.tensors[t].dtype
-        count = int(np.prod(self.plan.shapes[t], dtype=np.int64))
-        const = ts.allocation_type in _CONSTANT_ALLOC
-        k = (ts.data, n, dt.name)
-        if const and k in self._consts:
-            return self._consts[k]
-        v = unpack_bits(bytes(_host_view(ts.data, n)), dt, count)
-        if const:
-            b = self._consts[k] = cl.Buffer(self.dev.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                                            hostbuf=v)
-            return b
-        b = self._own_buffer(t, count)
-        with self._serial or contextlib.nullcontext():
-            cl.enqueue_copy(self.dev.queue, b, v)  # blocking: ``v`` is a temporary
-        counts["copied"] += 1
-        return b
-
-    def _pinned_view(self, key, nbytes: int) -> np.ndarray:
-        """The mapped bytes (uint8, at least ``nbytes``) of litecl's pinned staging buffer
-        for ``key`` (("in" | "out", tensor)): allocated and mapped once, grown when a
-        resize needs more (STAGE_MAX says when staging pays)."""
-        p = self._pinned.get(key)
-        if p is None or p[1].size < nbytes:
-            if p is not None:
-                self._unmap(p)
-            buf = cl.Buffer(self.dev.context, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, max(nbytes, 1))
-            arr, _ = cl.enqueue_map_buffer(self.dev.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0,
-                                           (max(nbytes, 1),), np.uint8)
-            p = self._pinned[key] = (buf, arr)
-        return p[1]
-
-    @staticmethod
-    def _unmap(p) -> None:
-        buf, arr = p
-        try:
-            arr.base.release()  # pyopencl's MemoryMap (enqueue_map_buffer's array base): unmaps
-        except cl.Error:
-            # a context already torn down (interpreter deleted at exit): the buffer's own
-            # release below frees the mapping with it; partition teardown must not raise
-            # into LiteRT's free callback
-            buf.release()
-            return
-        buf.release()
-
-    def _tensor_buffer(self, t: int):
-        """litecl's own buffer for a tensor inside the partition (or a folded result)."""
-        shape = self.plan.shapes[t]
-        nbytes = int(np.prod(shape, dtype=np.int64)) * self.sg.tensors[t].dtype.itemsize
-        return self._own_buffer(t, nbytes)
-
-    def _disarm(self) -> None:
-        """Stop runner.c from running the list without Python (its buffers or kernels may
-        change), counting what it ran."""
-        if self.fast is not None:
-            self.fast.armed = 0
-            self._fold_direct()
-
-    def release(self) -> None:
-        self._disarm()
-        self._listed = None
-        self._release_memory()
-        self._give_kernels()
-
-    def _release_memory(self) -> None:
-        for b, _ in self._own.values():
-            b.release()
-        self._own.clear()
-        self._bound.clear()
-        for p in self._pinned.values():
-            self._unmap(p)
-        self._pinned.clear()
-        self._release_consts()
+    def profiled(self, cmds, n: int, spans, n_spans: int, t0: int, t1: int) -> None:
+        """One profiled invoke (the runtime's profiler callback) into Delegate.profile_log
+        and kernel_times_ns."""
+        d, plan = self.delegate, self.plan
+        commands = []
+        for c in cmds[:n]:
+            ln = plan.launches[c.launch] if c.kind == 1 and plan is not None and c.launch < len(plan.launches) else None
+            if ln is not None and c.end:
+                d.kernel_times_ns[(self.ctx_addr, ln.nodes)] = c.end - c.start
+            commands.append((_KIND_NAMES[c.kind], ln.what if ln is not None else "", int(c.bytes),
+                             ln.nodes if ln is not None else (), int(c.host_ns), int(c.queued), int(c.start),
+                             int(c.end)))
+        d.profile_log.append({
+            "ctx": self.ctx_addr, "partition": self.number, "device": self.dev.caps.name, "host": (t0, t1),
+            "spans": [(_SPAN_NAMES[s.kind], int(s.t0), int(s.t1)) for s in spans[:n_spans]],
+            "commands": commands})
 
 
 # ---------------------------------------------------------------------- callbacks
@@ -1743,13 +1338,23 @@ def _INIT(ctx, buffer, length):  # noqa: N802
     try:
         params = abi.TfLiteDelegateParams.from_address(buffer)
         d = _delegate_of(params.delegate.contents.data_ or 0)
-        part = _Partition(d, ctx, params)
-        # runner.c's lcl_invoke reads its list from the user data
-        key = C.addressof(part.fast) if part.fast is not None else next(_KEYS)
+        part = _Planner(d, ctx, params)
+        key = next(_KEYS)
+        order = [n.index for n in part.nodes]
+        arr = (C.c_int * max(1, len(order)))(*order)
         with _LOCK:
-            _KERNELS[key] = part
+            _PLANNERS[key] = part
+        handle = d._rt.lcl_partition_new(d._native, C.cast(ctx, C.c_void_p), key, arr, len(order),
+                                         C.cast(params.output_tensors, C.c_void_p), d._device_index(d.device))
+        if not handle:
+            with _LOCK:
+                _PLANNERS.pop(key, None)
+            raise d.take_error() or LiteclError("litecl's runtime could not make the partition")
+        part.handle = handle
+        with _LOCK:
+            _KERNELS[handle] = key
             d._parts.setdefault(part.ctx_addr, {})[key] = part
-        return key
+        return handle
     except BaseException as e:  # noqa: BLE001
         _report_unowned(ctx, e)
         return None  # LiteRT then fails the kernel's prepare (no user data)
@@ -1760,47 +1365,69 @@ def _INIT(ctx, buffer, length):  # noqa: N802
 def _FREE(ctx, buffer):  # noqa: N802
     try:
         with _LOCK:
-            part = _KERNELS.pop(buffer or 0, None)
+            key = _KERNELS.pop(buffer or 0, None)
+            part = _PLANNERS.pop(key, None)
             if part is not None:
-                mine = part.delegate._parts.get(part.ctx_addr)
+                d = part.delegate
+                for k, v in part.counts().items():
+                    if k in d._stats:
+                        d._stats[k] += v
+                mine = d._parts.get(part.ctx_addr)
                 if mine is not None:
-                    mine.pop(buffer, None)
+                    mine.pop(key, None)
                     if not mine:
-                        del part.delegate._parts[part.ctx_addr]
-                        freed = part.delegate._freed  # newest last, oldest dropped past the bound
+                        del d._parts[part.ctx_addr]
+                        freed = d._freed  # newest last, oldest dropped past the bound
                         freed.pop(part.ctx_addr, None)
                         freed[part.ctx_addr] = next(_EVENTS)
                         if len(freed) > _MAX_RECORDS:
                             del freed[next(iter(freed))]
-        if part is not None and not part.delegate.device.forked:  # in a fork()ed child an
-            part.release()                                          # OpenCL call would hang
+        if part is not None:
+            part.handle = None
+            if not part.delegate.device.forked:  # in a fork()ed child an OpenCL call would hang
+                part.delegate._rt.lcl_partition_free(buffer)
     except BaseException:  # noqa: BLE001 (free returns nothing: LiteRT cannot be told; the
         pass                # device buffers then go with the process)
 
 
-def _kernel_call(ctx, node_p, what: str) -> int:
+@_immortal
+@runtime.PLANNER
+def _PLAN(key, ctx, out):  # noqa: N802
     part = None
     try:
-        part = _KERNELS.get(node_p.contents.user_data or 0)
+        part = _PLANNERS.get(key)
         if part is None:
             raise LiteclError("litecl partition kernel missing (its init failed)")
-        part.delegate.device.check_usable()  # a fork()ed child: an OpenCL call would hang
-        getattr(part, what)(ctx)
-        return abi.K_OK
+        part.plan_for(ctx, out)
+        return 0
     except BaseException as e:  # noqa: BLE001
-        return part.delegate._fail(ctx, e) if part is not None else _report_unowned(ctx, e)
+        if part is not None:
+            part.delegate._fail(ctx, e)
+        else:
+            _report_unowned(ctx, e)
+        return 1
 
 
 @_immortal
-@abi.PREPARE
-def _KPREPARE(ctx, node_p):  # noqa: N802
-    return _kernel_call(ctx, node_p, "prepare")
+@runtime.REPORTER
+def _REPORT(key, ctx, message):  # noqa: N802
+    try:
+        d = _delegate_of(key)
+        text = (message or b"").decode("utf-8", "replace")
+        d._fail(ctx, LiteclError(text[len("litecl: "):] if text.startswith("litecl: ") else text))
+    except BaseException:  # noqa: BLE001
+        pass
 
 
 @_immortal
-@abi.INVOKE
-def _KINVOKE(ctx, node_p):  # noqa: N802
-    return _kernel_call(ctx, node_p, "invoke")
+@runtime.PROFILER
+def _PROFILE(key, cmds, n, spans, n_spans, t0, t1):  # noqa: N802
+    try:
+        part = _PLANNERS.get(key)
+        if part is not None:
+            part.profiled(cmds, n, spans, n_spans, t0, t1)
+    except BaseException:  # noqa: BLE001
+        pass
 
 
 @_immortal
@@ -1817,43 +1444,26 @@ def _FREE_HANDLE(ctx, dlg, handle):  # noqa: N802
     return None
 
 
-def _registration() -> "abi.TfLiteRegistration":
-    """The partition kernel's registration. LiteRT copies it, but keeps pointing at
-    ``custom_name`` (its error messages name the node by it): one object for the
-    process's life."""
-    reg = abi.TfLiteRegistration()
-    reg.init, reg.free, reg.prepare, reg.invoke = _INIT, _FREE, _KPREPARE, _KINVOKE
-    reg.builtin_code = abi.BUILTIN_DELEGATE
-    reg.custom_name = _NAME_BYTES
-    reg.version = 1
-    return reg
+_REGISTRATIONS: list = []
+
+
+def _registration(lib) -> "abi.TfLiteRegistration":
+    """The partition kernel's registration: init and free here (the planner's side), prepare
+    and invoke the runtime's. LiteRT copies it, but keeps pointing at ``custom_name`` (its
+    error messages name the node by it): one object for the process's life."""
+    if not _REGISTRATIONS:
+        reg = abi.TfLiteRegistration()
+        reg.init, reg.free = _INIT, _FREE
+        reg.prepare = abi.PREPARE(C.cast(lib.lcl_kernel_prepare, C.c_void_p).value)
+        reg.invoke = abi.INVOKE(C.cast(lib.lcl_kernel_invoke, C.c_void_p).value)
+        reg.builtin_code = abi.BUILTIN_DELEGATE
+        reg.custom_name = _NAME_BYTES
+        reg.version = 1
+        _REGISTRATIONS.append(_immortal(reg))
+    return _REGISTRATIONS[0]
 
 
 _NAME_BYTES = DELEGATE_NAME.encode()
-_REGISTRATION = _registration()
-
-
-def _disarm_in_child() -> None:
-    """os.register_at_fork hook: no runner.c list runs in a fork()ed child (its OpenCL
-    calls would never return); the Python invoke then refuses with the fork error."""
-    for part in list(_KERNELS.values()):
-        if part.fast is not None:
-            part.fast.armed = 0
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_disarm_in_child)
-_NATIVE: list = []
-
-
-def _native_registration(lib) -> "abi.TfLiteRegistration":
-    """The registration whose invoke is runner.c's lcl_invoke (it calls _KINVOKE when a
-    partition's command list is not armed); one for the process's life, as _REGISTRATION."""
-    if not _NATIVE:
-        reg = _registration()
-        reg.invoke = abi.INVOKE(C.cast(lib.lcl_invoke, C.c_void_p).value)
-        _NATIVE.append(reg)
-    return _NATIVE[0]
 
 
 # ---------------------------------------------------------------------- self-check

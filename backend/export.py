@@ -585,7 +585,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
 
     from .kernels import build_program, plan_partition  # noqa: PLC0415
     from .ops.add import arch_define  # noqa: PLC0415
-    from .ops.dtypes import DTYPES  # noqa: PLC0415
+    from .runtime import type_tables_c  # noqa: PLC0415
     from .ops.tiling import launch_config  # noqa: PLC0415
 
     d = interp.delegate
@@ -748,10 +748,6 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         prog_c.append(f"{{{_q(name)}, {_c_string(source)},\n     {len(source.encode())}, "
                       f"{f'BIN{k}' if binary else 'NULL'}, {len(binary) if binary else 0}}}")
     row = launch_config(caps)
-    packed = [x for dt in DTYPES if dt.packed_bits for x in (dt.c_type, dt.packed_bits, int(dt.kind == "int"))]
-    sizes = [0] * (max(dt.c_type for dt in DTYPES) + 1)
-    for dt in DTYPES:
-        sizes[dt.c_type] = dt.itemsize
     mem = d.memory
     tested = [x for dist, prefixes in tested_versions().items() for v in prefixes for x in (dist, v)]
     text = "\n".join([
@@ -761,8 +757,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         '#include "litecl_plan.h"', "",
         *bins, *blobs, "",
         f"const int32_t LCL_INTS[{max(1, len(ints))}] = {{{', '.join(map(str, ints)) or '0'}}};",
-        f"static const int32_t SIZES[{len(sizes)}] = {{{', '.join(map(str, sizes))}}};",
-        f"static const int32_t PACKED[{max(1, len(packed))}] = {{{', '.join(map(str, packed)) or '0'}}};",
+        *type_tables_c(),
         "/* (distribution, version prefix): the LiteRT / TensorFlow versions the structs were checked",
         " * against (backend/abi.py TESTED); tflite_plugin_create_delegate refuses any other */",
         f"static const char *const TESTED[{max(1, len(tested))}] = {{{', '.join(map(_q, tested)) or 'NULL'}}};",
@@ -783,7 +778,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         f"    {int(mem.in_place)}, {int(mem.align or 0)},",
         f"    {row.local_size}, {row.groups_per_cu}, {row.vec_bytes}, {caps.compute_units}, "
         f"{caps.max_work_group_size},",
-        f"    {len(subs_c)}, {len(prog_c)}, PACKED, {len(packed) // 3}, SIZES, {len(sizes)},",
+        f"    {len(subs_c)}, {len(prog_c)}, PACKED, LCL_N_PACKED, SIZES, LCL_N_SIZES,",
         f"    {int(flags)}, TESTED, {len(tested) // 2},",
         f"    {', '.join(str(int(any(_USES[k].search(p) for p in programs))) for k in ('fp16', 'fp64', 'int64'))}, "
         f"{needs['local']}, {float(needs['alloc'])!r},",

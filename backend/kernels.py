@@ -22,8 +22,7 @@ from .lowering import kernel_spec, node_op, output_shapes
 from .ops.tiling import launch as tiling_launch
 from .ops.tiling import streams
 
-__all__ = ["Launch", "PartitionPlan", "plan_partition", "build_program", "launch_geometry",
-           "take_kernel", "give_kernel"]
+__all__ = ["Launch", "PartitionPlan", "plan_partition", "build_program", "launch_geometry"]
 
 # litecl reports build failures itself (KernelBuildError, reasons in placement()); pyopencl's
 # warning about compiler chatter (Intel prints remarks) would only be noise
@@ -74,23 +73,6 @@ def build_program(device, source: str) -> "cl.Program":
                                    source=source, log=log) from None
     _PROGRAMS[key] = prg
     return prg
-
-
-_POOL: dict = {}
-
-
-def take_kernel(device, source: str, name: str) -> "cl.Kernel":
-    """A kernel object for ``name`` in ``source``'s program: a free one from the pool, else
-    a new one (pyopencl's set-up of a kernel object costs ~0.2 ms). Each partition holds
-    its own (arguments are state), and gives it back with ``give_kernel``."""
-    free = _POOL.get((device.context.int_ptr, source, name))
-    if free:
-        return free.pop()
-    return cl.Kernel(build_program(device, source), name)
-
-
-def give_kernel(device, source: str, name: str, kernel) -> None:
-    _POOL.setdefault((device.context.int_ptr, source, name), []).append(kernel)
 
 
 def launch_geometry(caps, n: int, tile_bytes: int, block_dim: int | None = None):

@@ -239,7 +239,7 @@ def _check(job: dict) -> dict:
             "cast_add_nodes": len(nodes), "signatures": [s["signature"] for s in sigs],
             "outputs": [{k: o[k] for k in ("signature", "name", "dtype", "shape", "bit_exact", "max_abs_diff",
                                            "mismatched")} for o in outs],
-            "placement": list(nodes.values()), "invoke_path": rep["invoke_path"], "pages": pages}
+            "placement": list(nodes.values()), "pages": pages}
 
 
 _FLOOR_KERNEL = ("__kernel void c(__global const float4* a, __global float4* b) "
@@ -292,7 +292,7 @@ def _bench(job: dict) -> dict:
     return {"status": "ok", "reason": "", "litecl_median_us": lit, "litert_median_us": ref,
             "ratio_median": rep["ratio_median"], "partitions": parts, "floor_us": floor,
             "floors_per_partition": (lit - ref) / parts / floor if parts and floor else None,
-            "init_ms": rep["init_ms"], "litert_init_ms": rep["litert_init_ms"], "invoke_path": rep["invoke_path"]}
+            "init_ms": rep["init_ms"], "litert_init_ms": rep["litert_init_ms"]}
 
 
 def _probe(job: dict) -> dict:

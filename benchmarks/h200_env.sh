@@ -6,6 +6,14 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target $T/site .wh
 mkdir -p $T/icd $T/shim/litecl
 echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > $T/icd/nvidia.icd
 export OCL_ICD_VENDORS=$T/icd
+# litecl's C runtime, built as an install builds it (setup.py, backend/native/build.py)
+python3 - <<'PY' || exit 1
+import importlib.util, platform
+spec = importlib.util.spec_from_file_location("build", "backend/native/build.py")
+build = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(build)
+build.compile_library(["cc"], "backend/native", "backend/native/" + build.library(platform.machine()))
+PY
 for f in backend/*.py; do ln -sfn "$PWD/$f" $T/shim/litecl/; done
 ln -sfn "$PWD/backend/native" $T/shim/litecl/native  # the native delegate's C sources (export)
 ln -sfn "$PWD/ops" $T/shim/litecl/ops

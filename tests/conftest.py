@@ -131,8 +131,8 @@ def launches(it) -> list:
 
 
 class _Launches:
-    """len(): the kernel launches of a delegate's partitions since it was made (runner.c's
-    and pyopencl's: _Partition.launches_run)."""
+    """len(): the kernel launches of a delegate's partitions since it was made (the
+    runtime's counts: _Planner.launches_run)."""
 
     def __init__(self, d):
         self.d = d

@@ -69,9 +69,21 @@ def test_kernels_bit_exact_on_arm64_pocl(userland):
     assert got["arch"] == "aarch64" and len(got["devices"]) == 2, got
 
 
+def _arm64_runtime() -> None:
+    """litecl's C runtime for aarch64, cross-built here beside the x86-64 one (the
+    userland has no C compiler; backend/native/build.py names one file per architecture)."""
+    if shutil.which(CROSS) is None:
+        pytest.skip(f"no {CROSS} (Debian's gcc-aarch64-linux-gnu): litecl's runtime cannot be built for arm64")
+    from litecl.native import build  # noqa: PLC0415
+
+    native = ROOT / "backend" / "native"
+    build.compile_library([CROSS], str(native), str(native / build.library("aarch64")))
+
+
 def test_shared_models_through_litecl_on_arm64(userland, shared_models):
     """Every shared model, and float ADD edge models, through litecl.Interpreter on arm64
     PoCL (the delegate itself: the small device and pthread), against arm64 LiteRT."""
+    _arm64_runtime()
     models = sorted(f"/shared/models/{p.name}" for p in shared_models.glob("*.tflite"))
     got = in_arm64("models", *models)
     assert got["checked"] == len(models) + 5 and not got["bad"], got

@@ -269,29 +269,30 @@ def test_untested_version_refused_at_delegate_construction():
 
 
 def test_callback_error_reaches_the_user(fast_device, monkeypatch):
+    """An error in the planner the C runtime calls back (at a partition's prepare) reaches
+    the user as litecl's own error, and LiteRT's RuntimeError carries its message."""
     from litecl import delegate as D
 
     m = cast_model("int32", "float32", [8])
 
-    def boom(self, ctx):
+    def boom(self, ctx, out):
         raise litecl.KernelBuildError("simulated: the device lost its kernel")
 
+    monkeypatch.setattr(D._Planner, "plan_for", boom)
     it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
-    it.allocate_tensors()
-    it.set_tensor(it.get_input_details()[0]["index"], np.arange(8, dtype=np.int32))
-    monkeypatch.setattr(D._Partition, "invoke", boom)
     with pytest.raises(litecl.KernelBuildError, match="simulated: the device lost its kernel"):
-        it.invoke()
+        it.allocate_tensors()
     # LiteRT's own Interpreter: its RuntimeError carries litecl's message (ReportError)
     d = litecl.Delegate(fast_device, quiet=True)
     raw = make_interpreter(m, delegates=[d])
-    raw.allocate_tensors()
     with pytest.raises(RuntimeError, match="simulated: the device lost its kernel"):
-        raw.invoke()
+        raw.allocate_tensors()
     assert isinstance(d.take_error(), litecl.KernelBuildError)
     monkeypatch.undo()
-    raw.invoke()  # the interpreter still works once the cause is gone
-    it.invoke()
+    raw.allocate_tensors()  # the interpreter works once the cause is gone
+    raw.set_tensor(raw.get_input_details()[0]["index"], np.arange(8, dtype=np.int32))
+    raw.invoke()
+    assert raw.get_tensor(raw.get_output_details()[0]["index"]).tolist() == list(range(8))
 
 
 def test_error_in_prepare_is_an_error_not_a_crash(fast_device, monkeypatch):

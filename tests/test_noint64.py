@@ -7,7 +7,7 @@ OpenCL 1.2 section 6.1.1), and many mobile GPUs run them slowly. Under ``noint64
 built from ``mul_hi`` and 32-bit parts (ops/add_quant.py), and every node that needs 64-bit
 values (int64 CAST/ADD, float64 without cl_khr_fp64) stays on LiteRT with a reason.
 
-Every kernel the delegate runs is made by ``litecl.kernels.take_kernel`` from its source;
+Every kernel the delegate runs is built by ``litecl.kernels.build_program`` from its source;
 the tests record the sources there and scan them for 64-bit type names and literals.
 """
 from __future__ import annotations
@@ -47,13 +47,13 @@ def sixty_four_bit_tokens(source: str) -> list[str]:
 def sources(monkeypatch) -> list[str]:
     """Every kernel source the delegate takes a kernel of during the test."""
     seen: list[str] = []
-    take = delegate_mod.take_kernel
+    build = delegate_mod.build_program
 
-    def record(device, source, name):
+    def record(device, source):
         seen.append(source)
-        return take(device, source, name)
+        return build(device, source)
 
-    monkeypatch.setattr(delegate_mod, "take_kernel", record)
+    monkeypatch.setattr(delegate_mod, "build_program", record)
     return seen
 
 

@@ -83,7 +83,7 @@ def test_edge_values_and_tails_on_both_devices(n, threads, monkeypatch):
     for m, xs in models:
         it = litecl.Interpreter(model_content=m, delegate=d)
         it.allocate_tensors()
-        for _ in range(2):  # the second through runner.c where it is built
+        for _ in range(2):
             assert same_outputs(invoke_with(it, xs), litert_outputs(m, xs)), n
         parts = [p for p in d.partitions() if p.plan is not None]
         assert parts or n == 0
@@ -228,14 +228,14 @@ print(done, bad, devs, flush=True)
 def test_threads_share_the_basic_device_without_deadlock():
     """Six threads invoking interpreters of one Delegate, most partitions on PoCL's basic
     device and one on pthread: every invoke returns and results stay exact. Through
-    runner.c, 4 threads on basic deadlocked inside PoCL within a few hundred invokes
-    (measured); every command list on it now runs under one lock (delegate.py _serial).
-    Both invoke paths, in a child process so that a deadlock fails instead of hanging."""
+    the C runtime, 4 threads on basic deadlocked inside PoCL within a few hundred
+    invokes (measured); every invoke on it now runs under the device's lock
+    (litecl_delegate.c kernel_invoke: Device.one_thread). In a child process so that a
+    deadlock fails instead of hanging."""
     _pocl_delegate()
-    for env in ({}, {"LITECL_NO_NATIVE_INVOKE": "1"}):
-        e = {k: v for k, v in os.environ.items() if k not in ("POCL_DEVICES", "LITECL_NO_POCL_BASIC")}
-        e.update(env, PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
-        r = subprocess.run([sys.executable, "-c", _THREADS, "400"], capture_output=True, text=True,
-                           timeout=150, cwd=ROOT, env=e)
-        assert r.returncode == 0, r.stderr[-2000:]
-        assert r.stdout.strip() == "[400, 400, 400, 400, 400, 400] [] ['basic', 'pthread']", (env, r.stdout)
+    e = {k: v for k, v in os.environ.items() if k not in ("POCL_DEVICES", "LITECL_NO_POCL_BASIC")}
+    e.update(PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    r = subprocess.run([sys.executable, "-c", _THREADS, "400"], capture_output=True, text=True,
+                       timeout=150, cwd=ROOT, env=e)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[400, 400, 400, 400, 400, 400] [] ['basic', 'pthread']", r.stdout

@@ -65,6 +65,9 @@ typedef struct _cl_event *cl_event;
 #define CL_PROGRAM_BUILD_LOG 0x1183
 #define CL_KERNEL_WORK_GROUP_SIZE 0x11B0
 #define CL_EVENT_COMMAND_EXECUTION_STATUS 0x11D3
+#define CL_PROFILING_COMMAND_QUEUED 0x1280
+#define CL_PROFILING_COMMAND_START 0x1282
+#define CL_PROFILING_COMMAND_END 0x1283
 #define CL_COMPLETE 0x0
 
 /* The entry points litecl uses; each field's comment is its _cl_icd_dispatch index. */
@@ -97,7 +100,9 @@ typedef struct lcl_cl {
     cl_int (*GetKernelWorkGroupInfo)(cl_kernel, cl_device_id, cl_uint, size_t, void *, size_t *); /* 40 */
     cl_int (*WaitForEvents)(cl_uint, const cl_event *);                                     /* 41 */
     cl_int (*GetEventInfo)(cl_event, cl_uint, size_t, void *, size_t *);                   /* 42 */
+    cl_int (*RetainEvent)(cl_event);                                                        /* 43 */
     cl_int (*ReleaseEvent)(cl_event);                                                       /* 44 */
+    cl_int (*GetEventProfilingInfo)(cl_event, cl_uint, size_t, void *, size_t *);           /* 45 */
     cl_int (*Flush)(cl_command_queue);                                                      /* 46 */
     cl_int (*Finish)(cl_command_queue);                                                     /* 47 */
     cl_int (*EnqueueReadBuffer)(cl_command_queue, cl_mem, cl_uint, size_t, size_t, void *, cl_uint,

@@ -46,6 +46,13 @@
 #define LCL_BLOCK_BYTES 32          /* ops/tiling.py BLOCK_BYTES */
 #define LCL_MAX_ELEMENTS (1ull << 31) /* ops/tiling.py MAX_ELEMENTS */
 #define LCL_SPIN_US 1000            /* default of the "spin_us" option (kernel_invoke's wait) */
+/* On a copy device (a discrete GPU) a tensor of at most this many bytes goes through a
+ * pinned staging buffer (ALLOC_HOST_PTR, mapped once: a memcpy, then the DMA from it); a
+ * larger one is copied from LiteRT's pageable memory directly. NVIDIA H200
+ * (benchmarks/h200_staging.py, results/h200/staging.json; a write and a read each): staged
+ * 1.4-1.6x faster from 16 to 576 KiB, 1.05x at 1152 KiB; direct 1.07-1.10x faster from 2.3 MiB. */
+#define LCL_STAGE_MAX (3 << 19)
+#define LCL_PROFILE_MAX 256         /* commands a profiled invoke records */
 
 #if defined(__GNUC__)
 #define LCL_EXPORT __attribute__((visibility("default")))
@@ -137,6 +144,9 @@ LCL_EXPORT int litecl_native_tiling(uint64_t n, int tile_bytes, int compute_unit
 #define LCL_OP_CAST 1
 #define LCL_OP_ADD 2
 
+/* a partition's counts (lcl_partition_counts; backend/delegate.py Delegate.stats) */
+enum { LCL_IN_PLACE, LCL_COPIED, LCL_STAGED, LCL_INVOKES, LCL_LAUNCHED, LCL_BUFFERS, LCL_UPLOADS, LCL_N_COUNTS };
+
 typedef struct device_entry {
     struct device_entry *next;
     char library[LCL_NAME_MAX], platform[LCL_NAME_MAX], device[LCL_NAME_MAX]; /* as asked (options) */
@@ -151,6 +161,11 @@ typedef struct device_entry {
     cl_context context;
     cl_command_queue queue;
     cl_program *programs;              /* LCL_PROGRAMS, built on first use */
+    int local_size, groups_per_cu, vec_bytes;  /* ops/tiling.py LAUNCH row for it */
+    int serial;                        /* 1: kernels' prepare and invoke hold ``lock`` (exported:
+                                          always; in process: Device.one_thread) */
+    pid_t pid;                         /* the process that opened it (fork check) */
+    char fork_message[1024];           /* in process: what an invoke after fork() says (device.py) */
     char **family_why;                 /* LCL_FAMILIES' self-test verdicts: NULL not run yet,
                                           "" LiteRT's bits, else why not (self_test) */
     int compute_units, max_wg;
@@ -172,6 +187,15 @@ typedef struct {
     int partitions_made;               /* partition kernels init'ed in the current Prepare */
     int hush;                          /* say() keeps its line in ``error`` only (self_test) */
     char error[512];                   /* the last error, one line */
+    /* in process (litecl.Delegate: lcl_inprocess_new); planner NULL in an export */
+    int64_t key;                       /* the Python Delegate's */
+    int (*planner)(int64_t partition, TfLiteContext *ctx, lcl_inprocess_plan *out); /* 0: planned */
+    void (*reporter)(int64_t delegate_key, TfLiteContext *ctx, const char *message);
+    void (*profiler)(int64_t partition, const lcl_profile_cmd *cmds, int32_t n, const lcl_profile_span *spans,
+                     int32_t n_spans, int64_t t0, int64_t t1);
+    device_entry **devices;            /* lcl_inprocess_device */
+    int n_devices;
+    int profile;                       /* event-profile each partition invoke (Delegate.profile) */
 } delegate;
 
 static void say(delegate *d, TfLiteContext *ctx, const char *fmt, ...) LCL_PRINTF(3, 4);
@@ -188,6 +212,10 @@ static void say(delegate *d, TfLiteContext *ctx, const char *fmt, ...) {
         if (*p == '\n') *p = ' ';
     if (d) snprintf(d->error, sizeof d->error, "%s", buf);
     if (d && d->hush) return;
+    if (d && d->reporter) { /* in process: litecl.Delegate keeps it and reports it through LiteRT */
+        d->reporter(d->key, ctx, buf);
+        return;
+    }
     if (ctx && ctx->ReportError)
         ctx->ReportError(ctx, "%s", buf);
     else
@@ -357,8 +385,23 @@ typedef struct {
 
 typedef struct { void *ptr; size_t bytes; int type; cl_mem mem; } cached_mem;
 
+/* What a partition's launches come from: the exported tables (LCL_*), or, in process,
+ * the planner's plan for its current shapes (lcl_inprocess_plan). */
+typedef struct {
+    const int32_t *ints;                   /* spans index it */
+    const lcl_launch *launches;
+    int n_launches;                        /* in process: the plan's; exported: unused */
+    void *const *programs;                 /* in process: cl_program built by the planner, by lcl_launch.program */
+    const char *const *names;              /* in process: kernel names, by lcl_launch.program */
+} launch_source;
+
 typedef struct {
     delegate *d;
+    device_entry *dev;                     /* where it runs (in process: the plan's device) */
+    int in_place, align;                   /* memory policy of ``dev`` */
+    launch_source src;
+    int64_t key;                           /* in process: the planner's name for it */
+    int64_t counts[LCL_N_COUNTS];          /* lcl_partition_counts */
     int n_nodes, *nodes;                   /* execution order */
     int *ops, (*node_io)[2];               /* per node: builtin code; first slot of ins/outs */
     int *node_ins, *node_outs;             /* per node: input / output count */
@@ -377,6 +420,11 @@ typedef struct {
     cached_mem *consts;
     int n_consts, cap_consts;
     cl_event done;                         /* the invoke's last non-blocking command */
+    lcl_profile_cmd *prof;                 /* a profiled invoke's commands (Delegate.profile) */
+    cl_event *prof_ev;
+    int n_prof;
+    lcl_profile_span spans[64];
+    int n_spans;
 } partition;
 
 static int slot_of(partition *p, int tensor) {
@@ -402,24 +450,24 @@ static void shape_text(const slot *s, char *buf, size_t len) {
     if (k < len) snprintf(buf + k, len - k, "]");
 }
 
-static void release_mem(delegate *d, cl_mem *m) {
-    if (*m) d->dev->cl.ReleaseMemObject(*m);
+static void release_mem(device_entry *dev, cl_mem *m) {
+    if (*m) dev->cl.ReleaseMemObject(*m);
     *m = NULL;
 }
 
 static void release_consts(partition *p) {
-    for (int i = 0; i < p->n_consts; i++) release_mem(p->d, &p->consts[i].mem);
+    for (int i = 0; i < p->n_consts; i++) release_mem(p->dev, &p->consts[i].mem);
     p->n_consts = 0;
 }
 
 static void release_bound(partition *p) {
-    for (int i = 0; i < p->n_bound; i++) release_mem(p->d, &p->bound[i].mem);
+    for (int i = 0; i < p->n_bound; i++) release_mem(p->dev, &p->bound[i].mem);
     p->n_bound = 0;
 }
 
 static void release_runs(partition *p) {
     for (int i = 0; i < p->n_runs; i++) {
-        if (p->runs[i].kernel) p->d->dev->cl.ReleaseKernel(p->runs[i].kernel);
+        if (p->runs[i].kernel) p->dev->cl.ReleaseKernel(p->runs[i].kernel);
         free(p->runs[i].bufs);
         free(p->runs[i].last);
     }
@@ -428,22 +476,34 @@ static void release_runs(partition *p) {
     p->n_runs = 0;
 }
 
-static void partition_free(partition *p) {
-    if (!p) return;
-    delegate *d = p->d;
+/* every kernel and buffer of the partition's device (its plan moves it to another, or it goes) */
+static void release_device_memory(partition *p) {
     release_runs(p);
     release_bound(p);
     release_consts(p);
-    free(p->consts);
     for (int i = 0; i < p->n_slots; i++) {
         slot *s = &p->slots[i];
         if (s->pinned && s->pinned_ptr)
-            d->dev->cl.EnqueueUnmapMemObject(d->dev->queue, s->pinned, s->pinned_ptr, 0, NULL, NULL);
-        release_mem(d, &s->pinned);
-        release_mem(d, &s->own);
+            p->dev->cl.EnqueueUnmapMemObject(p->dev->queue, s->pinned, s->pinned_ptr, 0, NULL, NULL);
+        release_mem(p->dev, &s->pinned);
+        s->pinned_ptr = NULL;
+        s->pinned_bytes = 0;
+        release_mem(p->dev, &s->own);
+        s->own_bytes = 0;
+        s->bound = NULL;
     }
-    if (p->n_slots) d->dev->cl.Finish(d->dev->queue);
-    if (p->done) d->dev->cl.ReleaseEvent(p->done);
+    if (p->n_slots) p->dev->cl.Finish(p->dev->queue);
+    if (p->done) p->dev->cl.ReleaseEvent(p->done);
+    p->done = NULL;
+    p->folded_done = 0;
+}
+
+static void partition_free(partition *p) {
+    if (!p) return;
+    release_device_memory(p);
+    free(p->consts);
+    free(p->prof);
+    free(p->prof_ev);
     free(p->slots);
     free(p->last_key);
     free(p->nodes);
@@ -888,34 +948,28 @@ static int add_slot(partition *p, int tensor) {
     return p->n_slots++;
 }
 
-static void *kernel_init(TfLiteContext *ctx, const char *buffer, size_t length) {
-    (void)length;
-    const TfLiteDelegateParams *params = (const TfLiteDelegateParams *)buffer;
-    delegate *d = (delegate *)params->delegate;
-    const lcl_subgraph *sg = subgraph_for_context(d, ctx);
+/* A partition of ``n`` nodes run in the order ``order``, whose tensors ``outputs`` LiteRT
+ * reads after it: its slots (every tensor a node reads or writes; inputs are those read
+ * before a node of the partition writes them). NULL after saying why. */
+static partition *partition_make(delegate *d, device_entry *dev, TfLiteContext *ctx, const int *order, int n,
+                                 const TfLiteIntArray *outputs) {
     partition *p = calloc(1, sizeof *p);
-    if (!p || !sg) {
-        say(d, ctx, "litecl: partition kernel: %s", p ? "no exported subgraph for this context" : "out of memory");
-        free(p);
+    if (!p) {
+        say(d, ctx, "litecl: out of memory");
         return NULL;
     }
     p->d = d;
-    p->sg = sg;
-    d->partitions_made++;
-    int n = params->nodes_to_replace->size;
+    p->dev = dev;
     p->n_nodes = n;
-    p->nodes = malloc((size_t)n * sizeof(int));
-    p->ops = calloc((size_t)n, sizeof(int));
-    p->node_io = calloc((size_t)n, sizeof *p->node_io);
-    p->node_ins = calloc((size_t)n, sizeof(int));
-    p->node_outs = calloc((size_t)n, sizeof(int));
+    p->nodes = malloc((size_t)(n ? n : 1) * sizeof(int));
+    p->ops = calloc((size_t)(n ? n : 1), sizeof(int));
+    p->node_io = calloc((size_t)(n ? n : 1), sizeof *p->node_io);
+    p->node_ins = calloc((size_t)(n ? n : 1), sizeof(int));
+    p->node_outs = calloc((size_t)(n ? n : 1), sizeof(int));
     int total = 0;
     if (!p->nodes || !p->ops || !p->node_io || !p->node_ins || !p->node_outs) goto oom;
-    memcpy(p->nodes, params->nodes_to_replace->data, (size_t)n * sizeof(int));
-    /* execution order: the plan of a graph no delegate changed before litecl's (the
-     * fingerprint checked it) runs nodes in index order */
-    qsort(p->nodes, (size_t)n, sizeof(int), cmp_int);
-    TfLiteNode **nodes = calloc((size_t)n, sizeof *nodes);
+    memcpy(p->nodes, order, (size_t)n * sizeof(int));
+    TfLiteNode **nodes = calloc((size_t)(n ? n : 1), sizeof *nodes);
     if (!nodes) goto oom;
     for (int j = 0; j < n; j++) {
         TfLiteRegistration *reg;
@@ -931,8 +985,6 @@ static void *kernel_init(TfLiteContext *ctx, const char *buffer, size_t length) 
     p->io = malloc((size_t)(total ? total : 1) * sizeof(int));
     p->slots = calloc((size_t)(total ? total : 1), sizeof(slot));
     if (!p->io || !p->slots) { free(nodes); goto oom; }
-    /* slots: every tensor a node reads or writes; inputs are read before a node of the
-     * partition writes them (delegate.py _Partition.__init__) */
     int k = 0;
     for (int j = 0; j < n; j++) {
         p->node_io[j][0] = k;
@@ -951,8 +1003,8 @@ static void *kernel_init(TfLiteContext *ctx, const char *buffer, size_t length) 
         }
     }
     free(nodes);
-    for (int q = 0; q < params->output_tensors->size; q++) {
-        int s = slot_of(p, params->output_tensors->data[q]);
+    for (int q = 0; q < outputs->size; q++) {
+        int s = slot_of(p, outputs->data[q]);
         if (s >= 0) p->slots[s].is_out = 1;
     }
     for (int s = 0; s < p->n_slots; s++) {
@@ -961,6 +1013,40 @@ static void *kernel_init(TfLiteContext *ctx, const char *buffer, size_t length) 
         p->slots[s].pbits = packed_bits(ts->type, &p->slots[s].psigned);
         p->slots[s].itemsize = type_size(ts->type);
     }
+    return p;
+oom:
+    say(d, ctx, "litecl: out of memory");
+    partition_free(p);
+    return NULL;
+}
+
+static void *kernel_init(TfLiteContext *ctx, const char *buffer, size_t length) {
+    (void)length;
+    const TfLiteDelegateParams *params = (const TfLiteDelegateParams *)buffer;
+    delegate *d = (delegate *)params->delegate;
+    const lcl_subgraph *sg = subgraph_for_context(d, ctx);
+    if (!sg) {
+        say(d, ctx, "litecl: partition kernel: no exported subgraph for this context");
+        return NULL;
+    }
+    int n = params->nodes_to_replace->size;
+    int *order = malloc((size_t)(n ? n : 1) * sizeof(int));
+    if (!order) {
+        say(d, ctx, "litecl: out of memory");
+        return NULL;
+    }
+    memcpy(order, params->nodes_to_replace->data, (size_t)n * sizeof(int));
+    /* execution order: the plan of a graph no delegate changed before litecl's (the
+     * fingerprint checked it) runs nodes in index order */
+    qsort(order, (size_t)n, sizeof(int), cmp_int);
+    partition *p = partition_make(d, d->dev, ctx, order, n, params->output_tensors);
+    free(order);
+    if (!p) return NULL;
+    p->sg = sg;
+    p->in_place = d->in_place;
+    p->align = d->align;
+    p->src.ints = LCL_INTS;
+    d->partitions_made++;
     /* the exported partition with exactly these nodes whose launches write every tensor
      * LiteRT reads after it; else one unfused launch per node */
     for (int i = 0; i < sg->n_partitions && !p->part; i++) {
@@ -982,10 +1068,6 @@ static void *kernel_init(TfLiteContext *ctx, const char *buffer, size_t length) 
     }
     p->single = p->part == NULL;
     return p;
-oom:
-    say(d, ctx, "litecl: out of memory");
-    partition_free(p);
-    return NULL;
 }
 
 static void kernel_free(TfLiteContext *ctx, void *buffer) {
@@ -1029,7 +1111,10 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
     }
     delegate *d = p->d;
     TfLiteStatus status = kTfLiteError;
-    pthread_mutex_lock(d->lockp);
+    const int inproc = d->planner != NULL;
+    /* in process, Prepare does not hold the device's lock: the planner takes Python's GIL,
+     * which a thread waiting for the lock may hold */
+    if (!inproc) pthread_mutex_lock(d->lockp);
     int recompute = 0;
     /* shapes: partition inputs from LiteRT, node outputs inferred in order */
     for (int s = 0; s < p->n_slots; s++) {
@@ -1069,6 +1154,23 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
         if (p->last_key) memcpy(p->last_key, key, (size_t)nk * sizeof(int));
         p->n_last_key = p->last_key ? nk : 0;
     }
+    if (inproc) { /* the in-process planner's launches for these shapes */
+        lcl_inprocess_plan pl;
+        memset(&pl, 0, sizeof pl);
+        if (d->planner(p->key, ctx, &pl) != 0) goto out; /* it reported why */
+        device_entry *dev = pl.device >= 0 && pl.device < d->n_devices ? d->devices[pl.device] : NULL;
+        if (!dev || pl.n_launches < 0 || (pl.n_launches && (!pl.launches || !pl.ints || !pl.programs || !pl.names))) {
+            say(d, ctx, "litecl: the planner gave no usable plan for node %d's partition", p->nodes[0]);
+            goto out;
+        }
+        if (dev != p->dev) { /* its buffers and kernels belong to the other device's context */
+            release_device_memory(p);
+            p->dev = dev;
+        }
+        p->in_place = pl.in_place;
+        p->align = pl.align > 0 ? pl.align : 64;
+        p->src = (launch_source){pl.ints, pl.launches, pl.n_launches, pl.programs, pl.names};
+    }
     for (int j = 0; j < p->n_nodes; j++) {
         int *io = p->io + p->node_io[j][0];
         int nin = p->node_ins[j];
@@ -1091,13 +1193,14 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
     }
     /* the launches and their geometry at these shapes */
     release_runs(p);
-    p->n_runs = p->single ? p->n_nodes : p->part->n_launches;
+    p->n_runs = inproc ? p->src.n_launches : p->single ? p->n_nodes : p->part->n_launches;
     p->runs = calloc((size_t)p->n_runs, sizeof(run));
     if (!p->runs) { say(d, ctx, "litecl: out of memory"); p->n_runs = 0; goto out; }
     for (int s = 0; s < p->n_slots; s++) p->slots[s].folded = p->slots[s].is_in && p->slots[s].constant;
     for (int r = 0; r < p->n_runs; r++) {
         run *rn = &p->runs[r];
-        rn->ln = p->single ? single_launch(p, p->nodes[r]) : &LCL_LAUNCHES[p->part->first_launch + r];
+        rn->ln = inproc ? &p->src.launches[r] : p->single ? single_launch(p, p->nodes[r])
+                                                           : &LCL_LAUNCHES[p->part->first_launch + r];
         if (!rn->ln) { say(d, ctx, "litecl: node %d has no exported kernel", p->nodes[r]); goto out; }
         const lcl_launch *ln = rn->ln;
         rn->n_bufs = ln->inputs.len + ln->outputs.len;
@@ -1105,18 +1208,18 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
         rn->last = calloc((size_t)rn->n_bufs, sizeof(cl_mem));
         if (!rn->bufs || !rn->last) { say(d, ctx, "litecl: out of memory"); goto out; }
         for (int a = 0; a < rn->n_bufs; a++) {
-            int t = a < ln->inputs.len ? LCL_INTS[ln->inputs.off + a]
-                                       : LCL_INTS[ln->outputs.off + a - ln->inputs.len];
+            int t = a < ln->inputs.len ? p->src.ints[ln->inputs.off + a]
+                                       : p->src.ints[ln->outputs.off + a - ln->inputs.len];
             rn->bufs[a] = slot_of(p, t);
             if (rn->bufs[a] < 0) { say(d, ctx, "litecl: launch tensor %d is not in its partition", t); goto out; }
         }
         const slot *o = &p->slots[rn->bufs[ln->inputs.len]];
-        int node0 = LCL_INTS[ln->nodes.off];
+        int node0 = p->src.ints[ln->nodes.off];
         /* per input: the shape it was exported at; a shape-fixed kernel (broadcast strides
          * compiled in) runs at exactly those, an elementwise one with every operand at the
          * output's shape or one element as exported (a splatted scalar) */
-        const int32_t *sh = LCL_INTS + ln->shapes.off;
-        for (int a = 0; a < rn->n_bufs; a++) {
+        const int32_t *sh = p->src.ints + ln->shapes.off;
+        for (int a = 0; a < rn->n_bufs && !inproc; a++) { /* the planner planned these shapes */
             const slot *in = &p->slots[rn->bufs[a]];
             int ok = same_shape(in, o);
             if (a < ln->inputs.len) {
@@ -1139,8 +1242,8 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
                 goto out;
             }
         }
-        if (tiling(numel(o), ln->tile_bytes, d->dev->compute_units, d->dev->max_wg, LCL_PLAN.local_size,
-                   LCL_PLAN.groups_per_cu, LCL_PLAN.vec_bytes, &rn->t)) {
+        if (tiling(numel(o), ln->tile_bytes, p->dev->compute_units, p->dev->max_wg, p->dev->local_size,
+                   p->dev->groups_per_cu, p->dev->vec_bytes, &rn->t)) {
             say(d, ctx, "litecl: node %d: %zu elements: tiled kernels index with uint, at most %llu",
                 node0, numel(o), LCL_MAX_ELEMENTS);
             goto out;
@@ -1151,16 +1254,17 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
         if (rn->folded)
             for (int a = ln->inputs.len; a < rn->n_bufs; a++) p->slots[rn->bufs[a]].folded = 1;
         rn->program = ln->program;
-        cl_program prg = program(d, ctx, ln->program);
+        const char *kname = inproc ? p->src.names[ln->program] : LCL_PROGRAMS[ln->program].name;
+        cl_program prg = inproc ? (cl_program)p->src.programs[ln->program] : program(d, ctx, ln->program);
         if (!prg) goto out;
         cl_int err = 0;
-        rn->kernel = d->dev->cl.CreateKernel(prg, LCL_PROGRAMS[ln->program].name, &err);
+        rn->kernel = p->dev->cl.CreateKernel(prg, kname, &err);
         if (!rn->kernel || err != CL_SUCCESS) {
-            say(d, ctx, "litecl: clCreateKernel(%s) failed (OpenCL error %d)", LCL_PROGRAMS[ln->program].name, (int)err);
+            say(d, ctx, "litecl: clCreateKernel(%s) failed (OpenCL error %d)", kname, (int)err);
             goto out;
         }
         size_t kwg = 0;
-        if (d->dev->cl.GetKernelWorkGroupInfo(rn->kernel, d->dev->device_id, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL)
+        if (p->dev->cl.GetKernelWorkGroupInfo(rn->kernel, p->dev->device_id, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL)
                 == CL_SUCCESS && kwg && kwg < rn->t.lsize) {
             /* the kernels stride by their local size: fewer work-items, same groups */
             rn->t.gsize = rn->t.gsize / rn->t.lsize * kwg;
@@ -1171,11 +1275,11 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
         for (int a = 0; a < 4 + ln->args.len; a++) {
             /* the tiling's four uints, then the ops' int32 arguments (a quantized ADD's
              * constants: backend/kernels.py Launch.args) */
-            cl_int v = a < 4 ? 0 : (cl_int)LCL_INTS[ln->args.off + a - 4];
+            cl_int v = a < 4 ? 0 : (cl_int)p->src.ints[ln->args.off + a - 4];
             const void *val = a < 4 ? (const void *)&args[a] : (const void *)&v;
-            if (d->dev->cl.SetKernelArg(rn->kernel, (cl_uint)(rn->n_bufs + a), a < 4 ? sizeof(cl_uint) : sizeof(cl_int),
+            if (p->dev->cl.SetKernelArg(rn->kernel, (cl_uint)(rn->n_bufs + a), a < 4 ? sizeof(cl_uint) : sizeof(cl_int),
                                         val) != CL_SUCCESS) {
-                say(d, ctx, "litecl: clSetKernelArg failed for %s", LCL_PROGRAMS[ln->program].name);
+                say(d, ctx, "litecl: clSetKernelArg failed for %s", kname);
                 goto out;
             }
         }
@@ -1206,7 +1310,7 @@ bad_node:
     say(d, ctx, "litecl: a node of the partition is not a CAST or ADD litecl exported");
 out:
     if (status != kTfLiteOk) p->prepared = 0;
-    pthread_mutex_unlock(d->lockp);
+    if (!inproc) pthread_mutex_unlock(d->lockp);
     return status;
 }
 
@@ -1214,9 +1318,10 @@ out:
 static cl_mem own_buffer(partition *p, slot *s, size_t bytes) {
     if (bytes < 1) bytes = 1;
     if (s->own && s->own_bytes >= bytes) return s->own;
-    release_mem(p->d, &s->own);
+    release_mem(p->dev, &s->own);
     cl_int err = 0;
-    s->own = p->d->dev->cl.CreateBuffer(p->d->dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    s->own = p->dev->cl.CreateBuffer(p->dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    p->counts[LCL_BUFFERS]++;
     s->own_bytes = s->own && err == CL_SUCCESS ? bytes : 0;
     return err == CL_SUCCESS ? s->own : NULL;
 }
@@ -1225,19 +1330,19 @@ static size_t slot_bytes(const slot *s) { return numel(s) * (size_t)s->itemsize;
 
 /* a pinned host buffer (CL_MEM_ALLOC_HOST_PTR, mapped once) to stage copies through */
 static void *pinned(partition *p, slot *s, size_t bytes) {
-    delegate *d = p->d;
     if (s->pinned && s->pinned_bytes >= bytes) return s->pinned_ptr;
     if (s->pinned) {
-        d->dev->cl.EnqueueUnmapMemObject(d->dev->queue, s->pinned, s->pinned_ptr, 0, NULL, NULL);
-        d->dev->cl.Finish(d->dev->queue);
-        release_mem(d, &s->pinned);
+        p->dev->cl.EnqueueUnmapMemObject(p->dev->queue, s->pinned, s->pinned_ptr, 0, NULL, NULL);
+        p->dev->cl.Finish(p->dev->queue);
+        release_mem(p->dev, &s->pinned);
     }
     cl_int err = 0;
-    s->pinned = d->dev->cl.CreateBuffer(d->dev->context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
+    s->pinned = p->dev->cl.CreateBuffer(p->dev->context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes, NULL, &err);
+    p->counts[LCL_BUFFERS]++;
     if (!s->pinned || err != CL_SUCCESS) return NULL;
-    s->pinned_ptr = d->dev->cl.EnqueueMapBuffer(d->dev->queue, s->pinned, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+    s->pinned_ptr = p->dev->cl.EnqueueMapBuffer(p->dev->queue, s->pinned, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
                                            bytes, 0, NULL, NULL, &err);
-    if (!s->pinned_ptr || err != CL_SUCCESS) { release_mem(d, &s->pinned); return NULL; }
+    if (!s->pinned_ptr || err != CL_SUCCESS) { release_mem(p->dev, &s->pinned); return NULL; }
     s->pinned_bytes = bytes;
     return s->pinned_ptr;
 }
@@ -1245,19 +1350,21 @@ static void *pinned(partition *p, slot *s, size_t bytes) {
 /* a USE_HOST_PTR buffer over LiteRT's memory (the same memory on host-unified devices at
  * the measured alignment: delegate.py _measure_memory), cached per pointer and size */
 static cl_mem in_place(partition *p, void *ptr, size_t bytes) {
-    delegate *d = p->d;
-    if (!d->in_place || !ptr || (uintptr_t)ptr % (uintptr_t)d->align) return NULL;
+    if (!p->in_place || !ptr || (uintptr_t)ptr % (uintptr_t)p->align) return NULL;
     for (int i = 0; i < p->n_bound; i++)
         if (p->bound[i].ptr == ptr && p->bound[i].bytes == bytes) return p->bound[i].mem;
     if (p->n_bound >= LCL_MAX_BOUND) release_bound(p);
     cl_int err = 0;
-    cl_mem m = d->dev->cl.CreateBuffer(d->dev->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, ptr, &err);
+    cl_mem m = p->dev->cl.CreateBuffer(p->dev->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, ptr, &err);
+    p->counts[LCL_BUFFERS]++;
     if (!m || err != CL_SUCCESS) return NULL;
     p->bound[p->n_bound++] = (cached_mem){ptr, bytes, 0, m};
     return m;
 }
 
-static cl_mem const_buffer(partition *p, void *ptr, size_t bytes, int type, const void *host) {
+/* a device copy of a constant input, made once per (LiteRT pointer, its bytes, type):
+ * ``host`` holds ``host_bytes`` (a sub-byte constant's values unpacked, one per byte) */
+static cl_mem const_buffer(partition *p, void *ptr, size_t bytes, int type, const void *host, size_t host_bytes) {
     for (int i = 0; i < p->n_consts; i++)
         if (p->consts[i].ptr == ptr && p->consts[i].bytes == bytes && p->consts[i].type == type)
             return p->consts[i].mem;
@@ -1268,8 +1375,10 @@ static cl_mem const_buffer(partition *p, void *ptr, size_t bytes, int type, cons
         p->consts = c, p->cap_consts = cap;
     }
     cl_int err = 0;
-    cl_mem m = p->d->dev->cl.CreateBuffer(p->d->dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                                     bytes ? bytes : 1, (void *)host, &err);
+    cl_mem m = p->dev->cl.CreateBuffer(p->dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                     host_bytes ? host_bytes : 1, (void *)host, &err);
+    p->counts[LCL_BUFFERS]++;
+    p->counts[LCL_UPLOADS]++;
     if (!m || err != CL_SUCCESS) return NULL;
     p->consts[p->n_consts++] = (cached_mem){ptr, bytes, type, m};
     return m;
@@ -1296,7 +1405,7 @@ static void pack(const int8_t *src, size_t count, int bits, uint8_t *dst, size_t
 /* where the next non-blocking command of an invoke leaves its event: the queue is in
  * order, so the last one done means every one is */
 static cl_event *track(partition *p) {
-    if (p->done) p->d->dev->cl.ReleaseEvent(p->done);
+    if (p->done) p->dev->cl.ReleaseEvent(p->done);
     p->done = NULL;
     return &p->done;
 }
@@ -1325,23 +1434,83 @@ static cl_int wait_done(partition *p) {
     delegate *d = p->d;
     if (p->done && d->spin_us > 0) {
         cl_int st = 1;
-        d->dev->cl.Flush(d->dev->queue);
+        p->dev->cl.Flush(p->dev->queue);
         double until = now_us() + (double)d->spin_us;
-        while (d->dev->cl.GetEventInfo(p->done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) == CL_SUCCESS &&
+        while (p->dev->cl.GetEventInfo(p->done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) == CL_SUCCESS &&
                st > CL_COMPLETE && now_us() < until)
             sched_yield();
     }
     /* the event waited for too: Mesa's rusticl 22.3 returns from clFinish before a
      * non-blocking read has landed (runner.c wait_done, measured) */
-    cl_int e = p->done ? d->dev->cl.WaitForEvents(1, &p->done) : CL_SUCCESS;
-    if (p->done) d->dev->cl.ReleaseEvent(p->done);
+    cl_int e = p->done ? p->dev->cl.WaitForEvents(1, &p->done) : CL_SUCCESS;
+    if (p->done) p->dev->cl.ReleaseEvent(p->done);
     p->done = NULL;
-    cl_int f = d->dev->cl.Finish(d->dev->queue);
+    cl_int f = p->dev->cl.Finish(p->dev->queue);
     return e != CL_SUCCESS ? e : f;
 }
 
 #define CHECK(call, what) do { cl_int e_ = (call); if (e_ != CL_SUCCESS) { \
     say(d, ctx, "litecl: %s failed (OpenCL error %d)", what, (int)e_); goto fail; } } while (0)
+
+/* ---- profiling (Delegate.profile: its profile_log and kernel_times_ns) */
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);  /* Python's perf_counter_ns on Linux */
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void profile_begin(partition *p) {
+    p->n_prof = p->n_spans = 0;
+    if (!p->d->profile || !p->d->profiler) return;
+    if (!p->prof) {
+        p->prof = calloc(LCL_PROFILE_MAX, sizeof *p->prof);
+        p->prof_ev = calloc(LCL_PROFILE_MAX, sizeof *p->prof_ev);
+        if (!p->prof || !p->prof_ev) { free(p->prof); free(p->prof_ev); p->prof = NULL; p->prof_ev = NULL; }
+    }
+}
+
+static int profiling(const partition *p) { return p->prof && p->d->profile && p->d->profiler; }
+
+/* before an enqueue: what it is and when */
+static void noted(partition *p, int kind, int launch, size_t bytes) {
+    if (!profiling(p) || p->n_prof >= LCL_PROFILE_MAX) return;
+    lcl_profile_cmd *c = &p->prof[p->n_prof];
+    memset(c, 0, sizeof *c);
+    c->kind = kind, c->launch = launch, c->bytes = (int64_t)bytes, c->host_ns = now_ns();
+    p->prof_ev[p->n_prof] = NULL;
+}
+
+/* after it: its event kept for its times */
+static void kept(partition *p) {
+    if (!profiling(p) || p->n_prof >= LCL_PROFILE_MAX) return;
+    if (p->done && p->dev->cl.RetainEvent && p->dev->cl.RetainEvent(p->done) == CL_SUCCESS)
+        p->prof_ev[p->n_prof] = p->done;
+    p->n_prof++;
+}
+
+static void span(partition *p, int kind, int64_t t0) {
+    if (!profiling(p) || p->n_spans >= (int)(sizeof p->spans / sizeof p->spans[0])) return;
+    p->spans[p->n_spans++] = (lcl_profile_span){kind, 0, t0, now_ns()};
+}
+
+/* after the wait: the events' times to the profiler (t_invoke 0: a failed invoke, dropped) */
+static void profile_end(partition *p, int64_t t_invoke) {
+    if (!profiling(p)) return;
+    for (int i = 0; i < p->n_prof; i++) {
+        cl_event ev = p->prof_ev[i];
+        if (!ev) continue;
+        lcl_profile_cmd *c = &p->prof[i];
+        if (p->dev->cl.GetEventProfilingInfo) {
+            p->dev->cl.GetEventProfilingInfo(ev, CL_PROFILING_COMMAND_QUEUED, sizeof c->queued, &c->queued, NULL);
+            p->dev->cl.GetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof c->start, &c->start, NULL);
+            p->dev->cl.GetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof c->end, &c->end, NULL);
+        }
+        p->dev->cl.ReleaseEvent(ev);
+        p->prof_ev[i] = NULL;
+    }
+    if (t_invoke) p->d->profiler(p->key, p->prof, p->n_prof, p->spans, p->n_spans, t_invoke, now_ns());
+    p->n_prof = p->n_spans = 0;
+}
 
 static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
     partition *p = node->user_data;
@@ -1351,6 +1520,15 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
     }
     delegate *d = p->d;
     int8_t *tmp = NULL;
+    if (p->dev->fork_message[0] && p->dev->pid != getpid()) { /* an OpenCL context does not survive fork() */
+        say(d, ctx, "%s", p->dev->fork_message);
+        return kTfLiteError;
+    }
+    const int serial = d->planner && p->dev->serial;
+    if (serial) pthread_mutex_lock(&p->dev->lock);
+    const int64_t t_invoke = now_ns();
+    profile_begin(p);
+    p->counts[LCL_INVOKES]++;
     /* inputs: constants uploaded once, LiteRT's memory in place or copied in */
     for (int i = 0; i < p->n_slots; i++) {
         slot *s = &p->slots[i];
@@ -1362,6 +1540,7 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
         if (n == 0) {
             s->bound = own_buffer(p, s, 1);
         } else if (s->pbits) {
+            if (!s->constant) p->counts[LCL_COPIED]++;
             size_t count = numel(s);
             if (s->constant)
                 for (int c = 0; c < p->n_consts && !s->bound; c++)
@@ -1372,32 +1551,39 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
                 if (!tmp) { say(d, ctx, "litecl: out of memory"); goto fail; }
                 unpack(ts->data, n, s->pbits, s->psigned, tmp, count);
                 if (s->constant) {
-                    s->bound = const_buffer(p, ts->data, n, -1, tmp);
+                    s->bound = const_buffer(p, ts->data, n, -1, tmp, count);
                 } else {
                     s->bound = own_buffer(p, s, count);
                     if (s->bound)
-                        CHECK(d->dev->cl.EnqueueWriteBuffer(d->dev->queue, s->bound, CL_TRUE, 0, count ? count : 1, tmp, 0,
+                        CHECK(p->dev->cl.EnqueueWriteBuffer(p->dev->queue, s->bound, CL_TRUE, 0, count ? count : 1, tmp, 0,
                                                        NULL, NULL), "clEnqueueWriteBuffer");
                 }
                 free(tmp);
                 tmp = NULL;
             }
         } else if (s->constant) {
-            s->bound = const_buffer(p, ts->data, n, 0, ts->data);
+            s->bound = const_buffer(p, ts->data, n, 0, ts->data, n);
         } else if ((s->bound = in_place(p, ts->data, n)) != NULL) {
             s->host = 1;
+            p->counts[LCL_IN_PLACE]++;
         } else {
+            p->counts[LCL_COPIED]++;
             s->bound = own_buffer(p, s, n);
             if (!s->bound) goto nomem;
             const void *src = ts->data;
-            if (!d->in_place) { /* staging through pinned memory (discrete GPUs) */
+            if (!p->in_place && n <= LCL_STAGE_MAX) { /* staging through pinned memory (discrete GPUs) */
                 void *pin = pinned(p, s, n);
                 if (!pin) goto nomem;
+                int64_t t0 = now_ns();
                 memcpy(pin, src, n);
+                span(p, 0, t0);
                 src = pin;
+                p->counts[LCL_STAGED]++;
             }
-            CHECK(d->dev->cl.EnqueueWriteBuffer(d->dev->queue, s->bound, CL_FALSE, 0, n, src, 0, NULL, track(p)),
+            noted(p, 0, -1, n);
+            CHECK(p->dev->cl.EnqueueWriteBuffer(p->dev->queue, s->bound, CL_FALSE, 0, n, src, 0, NULL, track(p)),
                   "clEnqueueWriteBuffer");
+            kept(p);
         }
         if (!s->bound) goto nomem;
     }
@@ -1408,7 +1594,12 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
         TfLiteTensor *ts = &ctx->tensors[s->tensor];
         size_t n = ts->bytes;
         if (n && !ts->data) { say(d, ctx, "litecl: tensor %d has no memory at invoke", s->tensor); goto fail; }
-        if (n && !s->pbits && (s->bound = in_place(p, ts->data, n)) != NULL) s->host = 1;
+        if (n && !s->pbits && (s->bound = in_place(p, ts->data, n)) != NULL) {
+            s->host = 1;
+            p->counts[LCL_IN_PLACE]++;
+        } else if (n) {
+            p->counts[LCL_COPIED]++;
+        }
     }
     for (int r = 0; r < p->n_runs; r++) {
         run *rn = &p->runs[r];
@@ -1426,14 +1617,17 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
                 m = own_buffer(p, s, slot_bytes(s));
             if (!m) goto nomem;
             if (m != rn->last[a]) {
-                CHECK(d->dev->cl.SetKernelArg(rn->kernel, (cl_uint)a, sizeof(cl_mem), &m), "clSetKernelArg");
+                CHECK(p->dev->cl.SetKernelArg(rn->kernel, (cl_uint)a, sizeof(cl_mem), &m), "clSetKernelArg");
                 rn->last[a] = m;
             }
         }
         if (rn->t.n) {
             size_t g = (size_t)rn->t.gsize, l = (size_t)rn->t.lsize;
-            CHECK(d->dev->cl.EnqueueNDRangeKernel(d->dev->queue, rn->kernel, 1, NULL, &g, &l, 0, NULL, track(p)),
+            noted(p, 1, r, 0);
+            CHECK(p->dev->cl.EnqueueNDRangeKernel(p->dev->queue, rn->kernel, 1, NULL, &g, &l, 0, NULL, track(p)),
                   "clEnqueueNDRangeKernel");
+            kept(p);
+            p->counts[LCL_LAUNCHED]++;
         }
     }
     p->folded_done = 1;
@@ -1447,16 +1641,25 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
         cl_mem src = s->folded || !s->bound ? own_buffer(p, s, slot_bytes(s)) : s->bound;
         if (!src) goto nomem;
         if (s->host) {
-            CHECK(d->dev->cl.EnqueueCopyBuffer(d->dev->queue, src, s->bound, 0, 0, n, 0, NULL, track(p)),
+            noted(p, 2, -1, n);
+            CHECK(p->dev->cl.EnqueueCopyBuffer(p->dev->queue, src, s->bound, 0, 0, n, 0, NULL, track(p)),
                   "clEnqueueCopyBuffer");
+            kept(p);
             continue;
         }
-        void *dst = d->in_place ? ts->data : pinned(p, s, n);
+        void *dst = p->in_place || n > LCL_STAGE_MAX ? ts->data : pinned(p, s, n);
         if (!dst) goto nomem;
-        CHECK(d->dev->cl.EnqueueReadBuffer(d->dev->queue, src, CL_FALSE, 0, n, dst, 0, NULL, track(p)),
+        if (dst != ts->data) p->counts[LCL_STAGED]++;
+        noted(p, 3, -1, n);
+        CHECK(p->dev->cl.EnqueueReadBuffer(p->dev->queue, src, CL_FALSE, 0, n, dst, 0, NULL, track(p)),
               "clEnqueueReadBuffer");
+        kept(p);
     }
-    CHECK(wait_done(p), "clFinish");
+    {
+        int64_t t0 = now_ns();
+        CHECK(wait_done(p), "clFinish");
+        span(p, 1, t0);
+    }
     for (int i = 0; i < p->n_slots; i++) {
         slot *s = &p->slots[i];
         TfLiteTensor *ts = &ctx->tensors[s->tensor];
@@ -1466,21 +1669,27 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
             size_t count = numel(s);
             tmp = malloc(count ? count : 1);
             if (!tmp) goto nomem;
-            CHECK(d->dev->cl.EnqueueReadBuffer(d->dev->queue, own_buffer(p, s, slot_bytes(s)), CL_TRUE, 0, count ? count : 1,
+            CHECK(p->dev->cl.EnqueueReadBuffer(p->dev->queue, own_buffer(p, s, slot_bytes(s)), CL_TRUE, 0, count ? count : 1,
                                           tmp, 0, NULL, NULL), "clEnqueueReadBuffer");
             pack(tmp, count, s->pbits, ts->data, n);
             free(tmp);
             tmp = NULL;
-        } else if (!d->in_place && !s->host) {
+        } else if (!p->in_place && !s->host && n <= LCL_STAGE_MAX) {
+            int64_t t0 = now_ns();
             memcpy(ts->data, s->pinned_ptr, n);
+            span(p, 2, t0);
         }
     }
+    profile_end(p, t_invoke);
+    if (serial) pthread_mutex_unlock(&p->dev->lock);
     return kTfLiteOk;
 nomem:
     say(d, ctx, "litecl: cannot allocate OpenCL memory");
 fail:
     free(tmp);
     wait_done(p);
+    profile_end(p, 0);
+    if (serial) pthread_mutex_unlock(&p->dev->lock);
     return kTfLiteError;
 }
 
@@ -2197,6 +2406,11 @@ static device_entry *device_for(const char *library, const char *platform, const
                 pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
                 pthread_mutex_init(&e->lock, &attr);
                 pthread_mutexattr_destroy(&attr);
+                e->local_size = LCL_PLAN.local_size;
+                e->groups_per_cu = LCL_PLAN.groups_per_cu;
+                e->vec_bytes = LCL_PLAN.vec_bytes;
+                e->serial = 1;
+                e->pid = getpid();
                 e->next = DEVICES;
                 DEVICES = e;
             }
@@ -2452,3 +2666,136 @@ fail:
 LCL_EXPORT void tflite_plugin_destroy_delegate(TfLiteDelegate *delegate_) {
     delegate_free((delegate *)delegate_);
 }
+
+#ifdef LITECL_IN_PROCESS /* backend/runtime.py builds the library with it; an export without */
+/* ----------------------------------------------------------------- in process */
+/* litecl.Delegate (backend/delegate.py) runs its partitions on this runtime, loaded with
+ * ctypes (backend/runtime.py): the Python delegate's Prepare claims the nodes and makes
+ * each partition (lcl_partition_new, from its kernel's init); the partition kernel's
+ * prepare and invoke are kernel_prepare and kernel_invoke, which ask the planner (a
+ * Python callback) for the launches whenever the input shapes change. OpenCL is reached
+ * through the ICD loader pyopencl uses, on pyopencl's context and queue. */
+
+/* A delegate with no exported plan: its partitions' launches come from ``planner``; its
+ * errors go to ``reporter``; profiled invokes to ``profiler``. */
+LCL_EXPORT void *lcl_inprocess_new(int64_t key, void *planner, void *reporter, void *profiler, int spin_us) {
+    delegate *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->key = key;
+    memcpy(&d->planner, &planner, sizeof planner);
+    memcpy(&d->reporter, &reporter, sizeof reporter);
+    memcpy(&d->profiler, &profiler, sizeof profiler);
+    d->spin_us = spin_us;
+    d->quiet = 1;
+    return d;
+}
+
+LCL_EXPORT void lcl_inprocess_free(void *d_) {
+    delegate *d = d_;
+    if (!d) return;
+    free(d->devices);
+    free(d);
+}
+
+LCL_EXPORT void lcl_inprocess_profile(void *d_, int on) { ((delegate *)d_)->profile = on; }
+
+static pthread_mutex_t INPROCESS_LOCK = PTHREAD_MUTEX_INITIALIZER;
+static device_entry *INPROCESS;
+
+/* The device (pyopencl's context, queue and device handles, reached through the OpenCL
+ * library ``library``) a partition of ``d`` may run on: its index for the planner's
+ * lcl_inprocess_plan.device, or -1 with ``err``. One entry per queue and process. */
+LCL_EXPORT int lcl_inprocess_device(void *d_, const char *library, void *context, void *queue, void *device,
+                                    int compute_units, int max_wg, int local_size, int groups_per_cu,
+                                    int vec_bytes, int serial,
+                                    const char *fork_message, char *err, size_t err_len) {
+    delegate *d = d_;
+    pthread_mutex_lock(&INPROCESS_LOCK);
+    device_entry *e = INPROCESS;
+    while (e && e->queue != (cl_command_queue)queue) e = e->next;
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        cl_platform_id *plats = NULL;
+        cl_uint np = 0;
+        if (!e) {
+            snprintf(err, err_len, "out of memory");
+        } else if (lcl_cl_open(library, &e->cl, &e->lib, &plats, &np, err, err_len)) {
+            free(e);
+            e = NULL;
+        } else {
+            free(plats);
+            snprintf(e->opened, sizeof e->opened, "%s", library);
+            e->context = context;
+            e->queue = queue;
+            e->device_id = device;
+            pthread_mutexattr_t attr;
+            pthread_mutexattr_init(&attr);
+            pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+            pthread_mutex_init(&e->lock, &attr);
+            pthread_mutexattr_destroy(&attr);
+            e->pid = getpid();
+            e->next = INPROCESS;
+            INPROCESS = e;
+        }
+    }
+    if (e) {
+        e->compute_units = compute_units, e->max_wg = max_wg;
+        e->local_size = local_size, e->groups_per_cu = groups_per_cu, e->vec_bytes = vec_bytes;
+        e->serial = serial;
+        snprintf(e->fork_message, sizeof e->fork_message, "%s", fork_message ? fork_message : "");
+    }
+    pthread_mutex_unlock(&INPROCESS_LOCK);
+    if (!e) return -1;
+    for (int i = 0; i < d->n_devices; i++)
+        if (d->devices[i] == e) return i;
+    device_entry **grown = realloc(d->devices, (size_t)(d->n_devices + 1) * sizeof *grown);
+    if (!grown) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    d->devices = grown;
+    d->devices[d->n_devices] = e;
+    return d->n_devices++;
+}
+
+/* The partition kernel's user data for nodes ``order`` (execution order) writing
+ * ``outputs`` that LiteRT reads; ``key``: the planner's name for it. NULL after
+ * reporting why. */
+LCL_EXPORT void *lcl_partition_new(void *d_, TfLiteContext *ctx, int64_t key, const int *order, int n,
+                                   const TfLiteIntArray *outputs, int device) {
+    delegate *d = d_;
+    if (device < 0 || device >= d->n_devices) {
+        say(d, ctx, "litecl: partition kernel: no device %d", device);
+        return NULL;
+    }
+    device_entry *dev = d->devices[device];
+    partition *p = partition_make(d, dev, ctx, order, n, outputs);
+    if (!p) return NULL;
+    p->key = key;  /* its memory policy comes with each plan */
+    return p;
+}
+
+LCL_EXPORT void lcl_partition_free(void *p) { partition_free(p); }
+
+/* what the partition counted: in place, copied, staged, invokes, launches (LCL_N_COUNTS) */
+LCL_EXPORT void lcl_partition_counts(const void *p_, int64_t *out) {
+    const partition *p = p_;
+    memcpy(out, p->counts, sizeof p->counts);
+}
+
+LCL_EXPORT int lcl_kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) { return kernel_prepare(ctx, node); }
+LCL_EXPORT int lcl_kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) { return kernel_invoke(ctx, node); }
+
+#ifndef LITECL_RUNTIME_DIGEST
+#define LITECL_RUNTIME_DIGEST ""
+#endif
+/* what the library was built from (backend/native/build.py digest): runtime.py loads an
+ * installed library only while it matches the installed sources */
+LCL_EXPORT const char *lcl_runtime_digest(void) { return LITECL_RUNTIME_DIGEST; }
+
+/* the sizes of the structs backend/runtime.py mirrors, for its check */
+LCL_EXPORT int64_t lcl_inprocess_sizes(void) {
+    return (int64_t)sizeof(lcl_launch) * 1000000 + (int64_t)sizeof(lcl_inprocess_plan) * 1000 +
+           (int64_t)sizeof(lcl_profile_cmd);
+}
+#endif /* LITECL_IN_PROCESS */

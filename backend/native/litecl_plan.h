@@ -106,6 +106,33 @@ typedef struct {
                                           only by a library compiled for it (LCL_ARCH) */
 } lcl_plan_info;
 
+/* ---- in process: litecl.Delegate's partitions (backend/runtime.py mirrors these) ---- */
+/* A partition's plan at its current shapes, from the in-process planner
+ * (backend/delegate.py _Planner.plan): its launches in order, their spans indexing
+ * ``ints``; ``programs`` and ``names`` are indexed by lcl_launch.program. */
+typedef struct {
+    const int32_t *ints;
+    const lcl_launch *launches;
+    int32_t n_launches;
+    void *const *programs;            /* cl_program, built by the planner (pyopencl) */
+    const char *const *names;         /* kernel names */
+    int32_t device;                   /* lcl_inprocess_device index it runs on */
+    int32_t in_place, align;          /* memory: USE_HOST_PTR over LiteRT's memory at this
+                                         pointer alignment, else copies (delegate.py _Memory) */
+} lcl_inprocess_plan;
+
+/* One command of a profiled partition invoke (Delegate.profile): OpenCL's event times. */
+typedef struct {
+    int32_t kind;                     /* 0 write, 1 kernel, 2 copy, 3 read */
+    int32_t launch;                   /* kernel: index into the plan's launches; else -1 */
+    int64_t bytes;
+    int64_t host_ns;                  /* CLOCK_MONOTONIC before its enqueue (perf_counter_ns) */
+    uint64_t queued, start, end;      /* CL_PROFILING_COMMAND_*; 0 where the queue does not profile */
+} lcl_profile_cmd;
+
+/* The host's own work in a profiled invoke: 0 stage in, 1 wait, 2 stage out. */
+typedef struct { int32_t kind, pad; int64_t t0, t1; } lcl_profile_span;
+
 extern const lcl_plan_info LCL_PLAN;
 extern const int32_t LCL_INTS[];
 extern const lcl_program LCL_PROGRAMS[];

@@ -1,0 +1,272 @@
+"""litecl's one C runtime (backend/runtime.py, backend/native/litecl_delegate.c) under
+litecl.Delegate: every partition invoke in C with the same results as LiteRT, the planner
+asked again when shapes change, the runtime's errors as litecl's, threads, copies with
+staging, fork(), and how the library is built (at install, or again after an edit)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import litecl
+from litecl import delegate as D
+from litecl import runtime as R
+from litecl.compare import make_interpreter
+
+from conftest import ROOT, assert_on_opencl, invoke_with, litert_outputs, same_outputs
+from models.builders import cast_model, chain_model
+
+HAVE_CC = shutil.which(os.environ.get("CC") or "cc") is not None
+
+_litert = litert_outputs
+_invoke = invoke_with
+_same = same_outputs
+
+
+def _model():
+    """CAST f32 -> i32, ADD of a constant, CAST i32 -> f16 over 757 values: one partition,
+    three launches unfused (fuse=False), fewer fused."""
+    return chain_model(["float32", "int32", ("add", np.full(757, 7, np.int32)), "float16"], (757,))
+
+
+def _inputs(m: bytes, seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    ref = make_interpreter(m)
+    out = []
+    for d in ref.get_input_details():
+        if np.dtype(d["dtype"]).kind == "f":
+            out.append((rng.standard_normal(d["shape"]) * 1e3).astype(d["dtype"]))
+        else:
+            out.append(rng.integers(-1000, 1000, d["shape"]).astype(d["dtype"]))
+    return out
+
+
+def test_the_in_process_plan_is_the_generators():
+    """native/inprocess_plan.c (compiled at install, without litecl's Python) is what
+    runtime.inprocess_plan_c writes from ops/dtypes.py's table."""
+    with open(os.path.join(ROOT, "backend", "native", "inprocess_plan.c")) as f:
+        assert f.read() == R.inprocess_plan_c()
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_every_invoke_runs_in_c_and_stays_exact(fast_device, fuse, monkeypatch):
+    """Invokes enter no Python: the planner runs once (at allocate), then five invokes with
+    new inputs each are exact and counted by the runtime."""
+    m = _model()
+    d = litecl.Delegate(fast_device, quiet=True, fuse=fuse)
+    it = litecl.Interpreter(model_content=m, delegate=d)
+    it.allocate_tensors()
+    assert_on_opencl(it)
+    (part,) = d.partitions()
+    planned = []
+    real = D._Planner.plan_for
+    monkeypatch.setattr(D._Planner, "plan_for", lambda self, ctx, out: planned.append(1) or real(self, ctx, out))
+    for k in range(5):  # new inputs every invoke: an invoke that ran nothing would fail here
+        ins = _inputs(m, k)
+        assert _same(_invoke(it, ins), _litert(m, ins)), k
+    assert planned == []
+    assert d.stats["partition_invokes"] == 5
+    assert part.launches_run == 5 * len(part.plan.launches)
+
+
+def test_resize_and_reallocate_plan_again(fast_device):
+    m = cast_model("float32", "int32", [4])
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    for n in (4, 1999, 33, 0, 81):
+        i = it.get_input_details()[0]["index"]
+        it.resize_tensor_input(i, [n])
+        it.allocate_tensors()
+        for seed in range(3):
+            x = (np.random.default_rng(seed).standard_normal(n) * 1e9).astype(np.float32)
+            got = _invoke(it, [x])
+            ref = make_interpreter(m)
+            ref.resize_tensor_input(ref.get_input_details()[0]["index"], [n])
+            ref.allocate_tensors()
+            ref.set_tensor(ref.get_input_details()[0]["index"], x)
+            ref.invoke()
+            assert _same(got, [ref.get_tensor(ref.get_output_details()[0]["index"])]), (n, seed)
+
+
+def test_an_opencl_error_in_the_runtime_is_litecls_error_then_recovers(fast_device, monkeypatch):
+    """An OpenCL error inside the C runtime (here clCreateKernel on a name the program
+    lacks) reaches the user as litecl's error naming the call and the OpenCL code; once
+    the cause is gone the next allocate plans again and the model is exact."""
+    m = cast_model("float32", "int32", [1999])
+    real = D._c_plan
+
+    def wrong_name(plan, programs, device, memory):
+        struct, keep = real(plan, programs, device, memory)
+        struct.names[0] = b"litecl_no_such_kernel"
+        return struct, keep
+
+    monkeypatch.setattr(D, "_c_plan", wrong_name)
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    with pytest.raises(litecl.LiteclError, match=r"clCreateKernel\(litecl_no_such_kernel\) failed "
+                                                 r"\(OpenCL error -?\d+\)"):
+        it.allocate_tensors()
+    monkeypatch.undo()
+    it.allocate_tensors()
+    x = np.arange(1999, dtype=np.float32)[::-1].copy()
+    assert _same(_invoke(it, [x]), _litert(m, [x]))
+
+
+def test_threads_share_one_delegate(fast_device):
+    """Four threads, four interpreters, one Delegate: every invoke exact while the
+    runtime runs them concurrently (one queue, each partition its own kernels)."""
+    m = _model()
+    d = litecl.Delegate(fast_device, quiet=True)
+    wants = {k: _litert(m, _inputs(m, k)) for k in range(6)}
+    bad, its = [], []
+
+    def work(seed):
+        it = litecl.Interpreter(model_content=m, delegate=d)
+        its.append(it)
+        it.allocate_tensors()
+        for r in range(30):
+            k = (seed + r) % 6
+            if not _same(_invoke(it, _inputs(m, k)), wants[k]):
+                bad.append((seed, r))
+
+    ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad
+    parts = d.partitions()  # every interpreter's (all four are alive in ``its``)
+    assert len(its) == 4 and [p.counts()["partition_invokes"] for p in parts] == [30] * 4
+
+
+def test_staged_copies(fast_device):
+    """The copy path (a discrete GPU's: device buffers, pinned staging) forced on a CPU
+    device: host copies before the writes and after the wait, all exact."""
+    m = _model()
+    d = litecl.Delegate(fast_device, quiet=True)
+    d.memory = D._Memory(False, 0)
+    it = litecl.Interpreter(model_content=m, delegate=d)
+    it.allocate_tensors()
+    for k in range(4):
+        ins = _inputs(m, k)
+        assert _same(_invoke(it, ins), _litert(m, ins)), k
+    assert d.stats["staged"] == 8 and d.stats["copied"] == 8 and d.stats["in_place"] == 0
+
+
+def test_profile_reads_every_commands_event(fast_device):
+    """profile=True: each partition invoke in profile_log with its commands' event times
+    (ordered: queued <= start <= end) and the host's wait; kernel_times_ns per launch."""
+    m = _model()
+    d = litecl.Delegate(fast_device, quiet=True, fuse=False)
+    it = litecl.Interpreter(model_content=m, delegate=d)
+    it.allocate_tensors()
+    d.profile = True
+    _invoke(it, _inputs(m, 0))
+    (entry,) = d.profile_log
+    kinds = [c[0] for c in entry["commands"]]
+    assert kinds.count("kernel") == 3, kinds
+    assert all(c[5] <= c[6] <= c[7] and c[7] > 0 for c in entry["commands"] if c[0] == "kernel")
+    assert [s[0] for s in entry["spans"]] == ["wait"] and entry["host"][0] <= entry["spans"][0][1]
+    assert len(d.kernel_times_ns) == 3
+    d.profile = False
+    _invoke(it, _inputs(m, 1))
+    assert len(d.profile_log) == 1
+
+
+_CHILD = r"""
+import json, sys
+import litecl
+try:
+    d = litecl.Delegate(sys.argv[1], quiet=True)
+    print(json.dumps({"ok": True}))
+except litecl.LiteclError as e:
+    print(json.dumps({"error": str(e)}))
+"""
+
+
+def _child(env: dict, device: str) -> dict:
+    r = subprocess.run([sys.executable, "-c", _CHILD, device], env=env, capture_output=True,
+                       text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _edited_checkout(tmp_path):
+    """A copy of the package whose C runtime sources differ from what any library was
+    built from (a comment added): as after editing the C in a checkout."""
+    pkg = tmp_path / "pkg" / "litecl"
+    shutil.copytree(ROOT / "backend", pkg, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copytree(ROOT / "ops", pkg / "ops", ignore=shutil.ignore_patterns("__pycache__"))
+    src = pkg / "native" / "litecl_delegate.c"
+    src.write_text(src.read_text() + f"\n/* edited {tmp_path.name} */\n")
+    return tmp_path / "pkg"
+
+
+def test_after_an_edit_the_runtime_is_built_once_then_cached(fast_device, tmp_path):
+    """Sources no installed library was built from: built with CC once, kept in litecl's
+    cache (kind "runtime"); a second process loads it from there with no compiler."""
+    if not HAVE_CC:
+        pytest.skip("no C compiler")
+    cache = tmp_path / "cache"
+    env = dict(os.environ, LITECL_CACHE_DIR=str(cache),
+               PYTHONPATH=os.pathsep.join([str(_edited_checkout(tmp_path)), str(ROOT)]))
+    env.pop("CC", None)
+    assert _child(env, fast_device) == {"ok": True}
+    assert list((cache / "runtime").rglob("*.bin"))
+    assert _child(dict(env, CC=str(tmp_path / "no-such-cc")), fast_device) == {"ok": True}
+
+
+def test_without_a_built_runtime_or_a_compiler_one_error(fast_device, tmp_path):
+    env = dict(os.environ, LITECL_CACHE_DIR=str(tmp_path / "cache"), CC=str(tmp_path / "no-such-cc"),
+               PYTHONPATH=os.pathsep.join([str(_edited_checkout(tmp_path)), str(ROOT)]))
+    got = _child(env, fast_device)["error"]
+    assert got.startswith("litecl's C runtime (backend/native) is not built for these sources and no C "
+                          f"compiler was found ({str(tmp_path / 'no-such-cc')!r})"), got
+    assert "\n" not in got
+
+
+def test_a_compiler_that_fails_is_named(fast_device, tmp_path):
+    env = dict(os.environ, LITECL_CACHE_DIR=str(tmp_path / "cache"), CC="/bin/false",
+               PYTHONPATH=os.pathsep.join([str(_edited_checkout(tmp_path)), str(ROOT)]))
+    assert _child(env, fast_device)["error"] == ("/bin/false could not build litecl's C runtime (backend/native): "
+                                                 "it exited 1; set CC to this machine's C compiler")
+
+
+_FORK = r"""
+import os, sys
+import numpy as np
+import litecl
+from litecl.compare import make_interpreter
+from models.builders import cast_model
+d = litecl.Delegate(sys.argv[1], quiet=True)
+it = make_interpreter(cast_model("float32", "int32", [33]), delegates=[d])
+it.allocate_tensors(); it.invoke(); it.invoke()
+pid = os.fork()
+if pid == 0:
+    try:
+        it.invoke()
+        os.write(1, b"child: invoked\n")
+    except RuntimeError as e:
+        os.write(1, ("child: " + str(e)[:60] + "\n").encode())
+    os._exit(0)
+os.waitpid(pid, 0)
+it.invoke()
+print("parent: invoked")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork()")
+def test_a_forked_child_gets_the_fork_error_not_a_hang(fast_device):
+    """LiteRT's own Interpreter with the Delegate, invoked in a fork()ed child: the
+    runtime refuses with litecl's fork message (an OpenCL call there never returned);
+    the parent goes on."""
+    r = subprocess.run([sys.executable, "-c", _FORK, fast_device], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT,
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                           [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "child: this process was fork()ed after" in r.stdout and "parent: invoked" in r.stdout, r.stdout
