@@ -12,11 +12,12 @@ Usage::
 - start-up: construct + allocate_tensors after a first one of each (on-disk and in-process
   caches warm), ``--init-rounds`` rounds alternating LiteRT and litecl, the per-model
   medians summed over the models LiteRT runs;
-- invoke: set every input + invoke + read every output, alternating LiteRT / litecl for
-  ``--secs`` per model after 3 warm-up rounds, medians; (litecl - LiteRT) / partitions in
-  round-trip floors;
-- large: invoke + reading the outputs of the five 16M-element models (inputs set once),
-  7 alternating rounds, medians, with the placement litecl chose.
+- invoke: rounds of set every input + invoke + read every output, alternating LiteRT /
+  litecl for ``--secs`` per model after 3 warm-up rounds; the medians of invoke alone
+  ((litecl - LiteRT) / partitions in round-trip floors) and of the API's copies
+  (set_tensor + get_tensor) apart;
+- large: the five 16M-element models (inputs set once), 7 alternating rounds, medians:
+  invoke alone and reading the outputs apart, with the placement litecl chose and why.
 """
 from __future__ import annotations
 
@@ -72,14 +73,22 @@ def round_trip_us(device, gap_us: float = 0.0, runs: int = 300) -> float:
 
 
 def _runner(it, ins):
+    """A function running one round: set every input, invoke, read every output; it
+    returns (copies s, invoke s): the API's copies (set_tensor, get_tensor) apart from
+    the invoke."""
     det, outs = it.get_input_details(), it.get_output_details()
 
     def once():
+        t0 = time.perf_counter()
         for d in det:
             it.set_tensor(d["index"], ins[d["name"]])
+        t1 = time.perf_counter()
         it.invoke()
+        t2 = time.perf_counter()
         for o in outs:
             it.get_tensor(o["index"])
+        t3 = time.perf_counter()
+        return (t1 - t0) + (t3 - t2), t2 - t1
     return once
 
 
@@ -151,7 +160,9 @@ def main(argv=None) -> int:
               f"{tot['litecl'] / tot['litert']:.2f}x")
     if ms and not a.skip_models:
         rows = []
-        print(f"{'model':40s} {'LiteRT us':>10s} {'litecl us':>10s} {'ratio':>6s} {'P':>3s} {'(d/P)/floor':>11s}")
+        print("invoke alone (the API's copies apart, in the last two columns), medians:")
+        print(f"{'model':40s} {'LiteRT us':>10s} {'litecl us':>10s} {'ratio':>6s} {'P':>3s} {'(d/P)/floor':>11s} "
+              f"{'copies LiteRT':>13s} {'copies litecl':>13s}")
         for name, raw in ms:
             ref = make_interpreter(raw)
             ref.allocate_tensors()
@@ -166,20 +177,17 @@ def main(argv=None) -> int:
             ta, tb = [], []
             end = time.perf_counter() + a.secs
             while (time.perf_counter() < end or len(ta) < 10) and len(ta) < 5000:
-                t = time.perf_counter()
-                fa()
-                ta.append(time.perf_counter() - t)
-                t = time.perf_counter()
-                fb()
-                tb.append(time.perf_counter() - t)
-            A, B = float(np.median(ta)) * 1e6, float(np.median(tb)) * 1e6
+                ta.append(fa())
+                tb.append(fb())
+            A, B = (float(np.median([t[1] for t in ts])) * 1e6 for ts in (ta, tb))
+            CA, CB = (float(np.median([t[0] for t in ts])) * 1e6 for ts in (ta, tb))
             P = sum(g["partitions"] for g in it.delegate.graph_info())
             per = (B - A) / P / floor if P else None
             rows.append({"model": name, "litert_us": A, "litecl_us": B, "ratio": B / A, "partitions": P,
-                         "per_partition_floors": per,
+                         "per_partition_floors": per, "litert_copies_us": CA, "litecl_copies_us": CB,
                          "opencl_nodes": sum(r["placement"] == "opencl" for r in it.placement())})
             print(f"{name[:40]:40s} {A:10.1f} {B:10.1f} {B / A:6.2f} {P:3d} "
-                  f"{'' if per is None else f'{per:11.2f}'}")
+                  f"{'' if per is None else f'{per:11.2f}':>11s} {CA:13.1f} {CB:13.1f}")
         ratios = [r["ratio"] for r in rows]
         pers = [r["per_partition_floors"] for r in rows if r["per_partition_floors"] is not None]
         res["models"] = {"rows": rows, "median_ratio": float(np.median(ratios)), "max_ratio": max(ratios),
@@ -200,22 +208,28 @@ def main(argv=None) -> int:
                 for d in x.get_input_details():
                     x.set_tensor(d["index"], ins[d["name"]])
 
-            def run(x):
+            def run(x):  # (invoke s, reading the outputs s)
                 t = time.perf_counter()
                 x.invoke()
+                t1 = time.perf_counter()
                 for o in x.get_output_details():
                     x.get_tensor(o["index"])
-                return time.perf_counter() - t
+                return t1 - t, time.perf_counter() - t1
             run(ref)
             run(it)
             ta, tb = [], []
             for _ in range(7):
                 ta.append(run(ref))
                 tb.append(run(it))
-            A, B = float(np.median(ta)) * 1e3, float(np.median(tb)) * 1e3
+            A, B = (float(np.median([t[0] for t in ts])) * 1e3 for ts in (ta, tb))
+            RA, RB = (float(np.median([t[1] for t in ts])) * 1e3 for ts in (ta, tb))
             pl = [r["placement"] for r in it.placement()]
-            rows.append({"model": name, "litert_ms": A, "litecl_ms": B, "ratio": B / A, "placement": pl})
-            print(f"{name:18s} LiteRT {A:8.2f} ms  litecl {B:8.2f} ms  {B / A:5.2f}x  {pl}")
+            why = sorted({r["reason"] for r in it.placement() if r["reason"]})
+            rows.append({"model": name, "litert_invoke_ms": A, "litecl_invoke_ms": B, "invoke_ratio": B / A,
+                         "litert_read_ms": RA, "litecl_read_ms": RB, "ratio": (B + RB) / (A + RA),
+                         "placement": pl, "reasons": why})
+            print(f"{name:18s} invoke: LiteRT {A:8.2f} ms  litecl {B:8.2f} ms  {B / A:5.2f}x;  read outputs: "
+                  f"LiteRT {RA:6.2f} ms  litecl {RB:6.2f} ms;  {pl}{'  ' + '; '.join(why) if why else ''}")
         res["large"] = rows
     res["loadavg_end"] = os.getloadavg()[0]
     print(f"load average (1 min) {res['loadavg_start']:.2f} at the start, {res['loadavg_end']:.2f} at the end")

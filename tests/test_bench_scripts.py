@@ -268,3 +268,24 @@ def test_delegate_models_tflite_and_exclude(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "tf.lite reference builtin" in r.stdout and "b.tflite" in r.stdout and "excluded" in r.stdout
     assert "1 models LiteRT runs: 1 bit-exact" in r.stdout, r.stdout
+
+
+def test_bench_delegate_reports_invoke_and_copies_apart(tmp_path, fast_device):
+    """bench_delegate: per model the invoke alone (and its per-partition cost in floors)
+    and the API's copies apart; the large models' invoke and output reads apart, with the
+    placement litecl chose."""
+    from models.builders import chain_model  # noqa: PLC0415
+
+    (tmp_path / "a.tflite").write_bytes(chain_model(["uint8", "float32", ("mul", 0.5), "float16"], [81]))
+    out = tmp_path / "d.json"
+    r = run_script("bench_delegate.py", tmp_path, "--device", fast_device, "--skip-init", "--secs", "0.05",
+                   "--size", "4096", "--json", out)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(out.read_text())
+    (row,) = res["models"]["rows"]
+    assert row["partitions"] == 2 and all(row[k] > 0 for k in ("litert_us", "litecl_us", "litert_copies_us",
+                                                                "litecl_copies_us"))
+    assert len(res["large"]) == 5
+    for x in res["large"]:
+        assert all(x[k] > 0 for k in ("litert_invoke_ms", "litecl_invoke_ms", "litert_read_ms", "litecl_read_ms"))
+    assert "invoke alone" in r.stdout
