@@ -620,17 +620,39 @@ def _litert_run(delegate, n, sg, N: int):
     return run
 
 
+def _bytes_moved(group, sg) -> int:
+    """What a partition of ``group`` reads and writes per invoke at the declared shapes
+    (kernels.PartitionPlan.bytes_moved, before planning: each node's operands and
+    results; a node of constants only runs once and moves nothing per invoke)."""
+    total = 0
+    for n in group:
+        if all(t < 0 or sg.tensors[t].is_constant for t in n.inputs):
+            continue
+        for t in (*n.inputs, *n.outputs):
+            if t >= 0 and sg.tensors[t].dtype is not None:
+                total += math.prod(sg.tensors[t].shape) * sg.tensors[t].dtype.itemsize
+    return total
+
+
 def auto_keep_on_litert(ctx, nodes, sg, delegate, wiring=None) -> dict:
     """node index -> reason, for the claimable ``nodes`` that LiteRT should keep under
     placement "auto": whole partitions (``groups``, with the subgraph's ``wiring``) whose
-    OpenCL estimate is not AUTO_MARGIN times below LiteRT's. Partitions of constants only
-    stay on OpenCL (computed once)."""
-    costs = device_costs(delegate.device)
+    OpenCL estimate is not AUTO_MARGIN times below LiteRT's, each priced with the costs of
+    the device it would run on (the delegate's small device for a partition moving at
+    most SMALL_PARTITION_BYTES). Partitions of constants only stay on OpenCL (computed
+    once)."""
+    from .delegate import SMALL_PARTITION_BYTES  # noqa: PLC0415
+
+    big = device_costs(delegate.device)
+    # a partition moving at most SMALL_PARTITION_BYTES runs on the small device (PoCL's
+    # basic one: delegate.py _Planner.plan_for), and pays that device's round trip
+    small = device_costs(delegate.small_device) if delegate.small_device is not None else None
     out: dict = {}
     for g in groups(nodes, wiring):
         if all(sg.tensors[t].is_constant for n in g for t in n.inputs
                if t >= 0 and t not in {o for m in g for o in m.outputs}):
             continue  # computed once: free at invoke
+        costs = small if small is not None and _bytes_moved(g, sg) <= SMALL_PARTITION_BYTES else big
         rates = {n.index: node_rates(delegate, n, sg) for n in g}
         ocl, lit, _ = estimate(g, sg, costs, delegate.memory.in_place, rates, delegate.fuse,
                                lambda run: run_rate(delegate, run, sg))

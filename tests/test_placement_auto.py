@@ -306,3 +306,34 @@ def test_cached_measurements_converge_on_the_quietest_host(monkeypatch):
     assert at(1.5, 300.0) == 180.0 and at(0.0, 150.0) == 180.0  # taken quiet: kept
     store[("x", "dev")] = [1, 2]  # an older format
     assert at(0.0, 170.0) == 170.0 and calls[-1] == 170.0
+
+
+def test_auto_prices_each_partition_on_the_device_it_runs_on(fast_device, monkeypatch):
+    """A partition moving at most SMALL_PARTITION_BYTES runs on the small device (PoCL's
+    basic one) and is priced with that device's costs; a larger one with the main
+    device's: the same node is kept on LiteRT by a slow round trip and taken by a fast one."""
+    import types  # noqa: PLC0415
+    from dataclasses import replace  # noqa: PLC0415
+
+    from litecl import delegate as dm  # noqa: PLC0415
+    from models.builders import cast_model  # noqa: PLC0415
+
+    base = pm.Costs(device_gbs=10.0, transfer_gbs=10.0, round_trip_us=0.0, launch_us=1.0, litert_gbs=10.0,
+                    litert_node_us=50.0)
+    by_device = {"main": replace(base, round_trip_us=1000.0), "small": replace(base, round_trip_us=10.0)}
+    monkeypatch.setattr(pm, "device_costs", lambda device: by_device[device])
+    monkeypatch.setattr(pm, "node_rates", lambda d, n, sg: (1.0, 2.0))  # ns per element: OpenCL, LiteRT
+    monkeypatch.setattr(pm, "run_rate", lambda d, run, sg: None)
+    for n, small_runs_it in ((81, True), (dm.SMALL_PARTITION_BYTES // 8 + 1001, False)):
+        it = litecl.Interpreter(model_content=cast_model("float32", "int32", [n]), device=fast_device, quiet=True)
+        it.allocate_tensors()
+        (p,) = it.delegate.partitions()
+        sg = it.delegate.subgraph_records()[0]["sg"]
+        for small in ("small", None):
+            fake = types.SimpleNamespace(device="main", small_device=small, fuse=True,
+                                         memory=types.SimpleNamespace(in_place=True))
+            kept = pm.auto_keep_on_litert(None, p.nodes, sg, fake)
+            on_opencl = small is not None and small_runs_it
+            assert (kept == {}) == on_opencl, (n, small, kept)
+            if kept:
+                assert "round trip ~1000 us" in kept[p.nodes[0].index]
