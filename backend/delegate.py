@@ -399,8 +399,9 @@ class Delegate:
         self._rt.lcl_inprocess_profile(self._native, int(self._profile))
 
     def _device_index(self, dev) -> int:
-        """``dev``'s index in the runtime (lcl_inprocess_device), registered on first use.
-        Raises LiteclError where the runtime cannot reach it."""
+        """``dev``'s index in the runtime (lcl_inprocess_device: the process's, one per
+        queue), registered on this Delegate's first use. Raises LiteclError where the
+        runtime cannot reach it."""
         got = self._devices.get(id(dev))
         if got is not None:
             return got[1]
@@ -1171,6 +1172,12 @@ def _record_rows(rec: dict) -> dict:
     return got
 
 
+#: (id(plan), runtime device index, in_place, align) -> (plan, _c_plan's struct, what it
+#: points into): one C copy per plan (_Planner.plan_for); the plan is kept, so no other
+#: takes its id while the entry lives
+_C_PLANS: dict = {}
+
+
 def _c_plan(plan, programs: list, device: int, memory: "_Memory"):
     """``plan`` (kernels.PartitionPlan) on runtime device ``device`` with ``memory`` as
     litecl_plan.h's lcl_inprocess_plan: (the Plan struct, what it points into, kept alive
@@ -1258,9 +1265,15 @@ class _Planner:
                 fuse = False
         self.plan, self.dev = plan, dev
         mem = d.memory if dev is d.device else _memory_policy(dev)
-        struct, keep = _c_plan(plan, programs, d._device_index(dev), mem)
-        self._c = keep
-        C.memmove(out, C.byref(struct), C.sizeof(struct))
+        index = d._device_index(dev)
+        # one C copy per plan, device and memory policy: the runtime only reads it, and
+        # plan_partition hands every partition of equal nodes and shapes the same plan
+        ckey = (id(plan), index, mem.in_place, mem.align)
+        hit = _C_PLANS.get(ckey)
+        if hit is None or hit[0] is not plan:
+            hit = _memo_put(_C_PLANS, ckey, (plan, *_c_plan(plan, programs, index, mem)))
+        self._c = hit
+        C.memmove(out, C.byref(hit[1]), C.sizeof(hit[1]))
         rec = d._records.get(self.ctx_addr)
         rows = _record_rows(rec) if rec is not None else {}
         for ln in plan.launches:

@@ -166,6 +166,8 @@ typedef struct device_entry {
                                           always; in process: Device.one_thread) */
     pid_t pid;                         /* the process that opened it (fork check) */
     char fork_message[1024];           /* in process: what an invoke after fork() says (device.py) */
+    struct pooled_kernel *pool;        /* kernels partitions gave back (take_kernel) */
+    pthread_mutex_t pool_lock;
     char **family_why;                 /* LCL_FAMILIES' self-test verdicts: NULL not run yet,
                                           "" LiteRT's bits, else why not (self_test) */
     int compute_units, max_wg;
@@ -193,8 +195,6 @@ typedef struct {
     void (*reporter)(int64_t delegate_key, TfLiteContext *ctx, const char *message);
     void (*profiler)(int64_t partition, const lcl_profile_cmd *cmds, int32_t n, const lcl_profile_span *spans,
                      int32_t n_spans, int64_t t0, int64_t t1);
-    device_entry **devices;            /* lcl_inprocess_device */
-    int n_devices;
     int profile;                       /* event-profile each partition invoke (Delegate.profile) */
 } delegate;
 
@@ -377,6 +377,8 @@ typedef struct {
 typedef struct {
     const lcl_launch *ln;
     cl_kernel kernel;
+    cl_program prg;                        /* ``kernel``'s program and name (give_kernel) */
+    char name[128];
     int program, folded, n_bufs;
     int *bufs;                             /* slot indices of its buffer arguments */
     cl_mem *last;                          /* the buffers its kernel was last given */
@@ -465,9 +467,52 @@ static void release_bound(partition *p) {
     p->n_bound = 0;
 }
 
+/* Kernel objects of a device, kept by program and name when a partition lets one go and
+ * handed to the next partition that asks (a kernel's arguments are set at every prepare
+ * and its buffers at every invoke): clCreateKernel at every prepare of every partition
+ * cost start-up (the Python delegate kept such a pool: kernels.py take_kernel). A pooled
+ * kernel holds its program, so no other program can take that address meanwhile. */
+typedef struct pooled_kernel {
+    struct pooled_kernel *next;
+    cl_program prg;
+    cl_kernel kernel;
+    char name[128];
+} pooled_kernel;
+
+static cl_kernel take_kernel(device_entry *dev, cl_program prg, const char *name, cl_int *err) {
+    pthread_mutex_lock(&dev->pool_lock);
+    for (pooled_kernel **q = &dev->pool; *q; q = &(*q)->next) {
+        pooled_kernel *k = *q;
+        if (k->prg == prg && !strcmp(k->name, name)) {
+            *q = k->next;
+            pthread_mutex_unlock(&dev->pool_lock);
+            cl_kernel got = k->kernel;
+            free(k);
+            *err = CL_SUCCESS;
+            return got;
+        }
+    }
+    pthread_mutex_unlock(&dev->pool_lock);
+    return dev->cl.CreateKernel(prg, name, err);
+}
+
+static void give_kernel(device_entry *dev, cl_program prg, const char *name, cl_kernel kernel) {
+    pooled_kernel *k = *name && strlen(name) < sizeof k->name ? malloc(sizeof *k) : NULL;
+    if (!k) {
+        dev->cl.ReleaseKernel(kernel);
+        return;
+    }
+    k->prg = prg, k->kernel = kernel;
+    snprintf(k->name, sizeof k->name, "%s", name);
+    pthread_mutex_lock(&dev->pool_lock);
+    k->next = dev->pool;
+    dev->pool = k;
+    pthread_mutex_unlock(&dev->pool_lock);
+}
+
 static void release_runs(partition *p) {
     for (int i = 0; i < p->n_runs; i++) {
-        if (p->runs[i].kernel) p->dev->cl.ReleaseKernel(p->runs[i].kernel);
+        if (p->runs[i].kernel) give_kernel(p->dev, p->runs[i].prg, p->runs[i].name, p->runs[i].kernel);
         free(p->runs[i].bufs);
         free(p->runs[i].last);
     }
@@ -481,10 +526,12 @@ static void release_device_memory(partition *p) {
     release_runs(p);
     release_bound(p);
     release_consts(p);
+    int unmapped = 0; /* every invoke waited for its commands: only unmaps can be pending */
     for (int i = 0; i < p->n_slots; i++) {
         slot *s = &p->slots[i];
         if (s->pinned && s->pinned_ptr)
-            p->dev->cl.EnqueueUnmapMemObject(p->dev->queue, s->pinned, s->pinned_ptr, 0, NULL, NULL);
+            unmapped = p->dev->cl.EnqueueUnmapMemObject(p->dev->queue, s->pinned, s->pinned_ptr, 0, NULL, NULL)
+                       == CL_SUCCESS || unmapped;
         release_mem(p->dev, &s->pinned);
         s->pinned_ptr = NULL;
         s->pinned_bytes = 0;
@@ -492,7 +539,7 @@ static void release_device_memory(partition *p) {
         s->own_bytes = 0;
         s->bound = NULL;
     }
-    if (p->n_slots) p->dev->cl.Finish(p->dev->queue);
+    if (unmapped) p->dev->cl.Finish(p->dev->queue);
     if (p->done) p->dev->cl.ReleaseEvent(p->done);
     p->done = NULL;
     p->folded_done = 0;
@@ -1075,6 +1122,19 @@ static void kernel_free(TfLiteContext *ctx, void *buffer) {
     partition_free(buffer);
 }
 
+/* In process (lcl_inprocess_device): the OpenCL devices partitions run on, by index. */
+static pthread_mutex_t INPROCESS_LOCK = PTHREAD_MUTEX_INITIALIZER;
+#define LCL_MAX_INPROCESS 64
+static device_entry *INPROCESS[LCL_MAX_INPROCESS]; /* by lcl_inprocess_device's index */
+static int N_INPROCESS;
+
+static device_entry *inprocess_device(int i) {
+    pthread_mutex_lock(&INPROCESS_LOCK);
+    device_entry *e = i >= 0 && i < N_INPROCESS ? INPROCESS[i] : NULL;
+    pthread_mutex_unlock(&INPROCESS_LOCK);
+    return e;
+}
+
 /* ----------------------------------------------------------------- kernel: prepare */
 static const lcl_launch *single_launch(const partition *p, int node) {
     const lcl_subgraph *sg = p->sg;
@@ -1158,7 +1218,7 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
         lcl_inprocess_plan pl;
         memset(&pl, 0, sizeof pl);
         if (d->planner(p->key, ctx, &pl) != 0) goto out; /* it reported why */
-        device_entry *dev = pl.device >= 0 && pl.device < d->n_devices ? d->devices[pl.device] : NULL;
+        device_entry *dev = inprocess_device(pl.device);
         if (!dev || pl.n_launches < 0 || (pl.n_launches && (!pl.launches || !pl.ints || !pl.programs || !pl.names))) {
             say(d, ctx, "litecl: the planner gave no usable plan for node %d's partition", p->nodes[0]);
             goto out;
@@ -1258,7 +1318,10 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
         cl_program prg = inproc ? (cl_program)p->src.programs[ln->program] : program(d, ctx, ln->program);
         if (!prg) goto out;
         cl_int err = 0;
-        rn->kernel = p->dev->cl.CreateKernel(prg, kname, &err);
+        rn->kernel = take_kernel(p->dev, prg, kname, &err);
+        rn->prg = prg;
+        /* a name too long to keep is not pooled (give_kernel releases the kernel) */
+        snprintf(rn->name, sizeof rn->name, "%s", strlen(kname) < sizeof rn->name ? kname : "");
         if (!rn->kernel || err != CL_SUCCESS) {
             say(d, ctx, "litecl: clCreateKernel(%s) failed (OpenCL error %d)", kname, (int)err);
             goto out;
@@ -2406,6 +2469,7 @@ static device_entry *device_for(const char *library, const char *platform, const
                 pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
                 pthread_mutex_init(&e->lock, &attr);
                 pthread_mutexattr_destroy(&attr);
+                pthread_mutex_init(&e->pool_lock, NULL);
                 e->local_size = LCL_PLAN.local_size;
                 e->groups_per_cu = LCL_PLAN.groups_per_cu;
                 e->vec_bytes = LCL_PLAN.vec_bytes;
@@ -2693,27 +2757,27 @@ LCL_EXPORT void *lcl_inprocess_new(int64_t key, void *planner, void *reporter, v
 LCL_EXPORT void lcl_inprocess_free(void *d_) {
     delegate *d = d_;
     if (!d) return;
-    free(d->devices);
     free(d);
 }
 
 LCL_EXPORT void lcl_inprocess_profile(void *d_, int on) { ((delegate *)d_)->profile = on; }
 
-static pthread_mutex_t INPROCESS_LOCK = PTHREAD_MUTEX_INITIALIZER;
-static device_entry *INPROCESS;
 
 /* The device (pyopencl's context, queue and device handles, reached through the OpenCL
- * library ``library``) a partition of ``d`` may run on: its index for the planner's
- * lcl_inprocess_plan.device, or -1 with ``err``. One entry per queue and process. */
+ * library ``library``) partitions may run on: its index for the planner's
+ * lcl_inprocess_plan.device (the process's: one entry per queue), or -1 with ``err``. */
 LCL_EXPORT int lcl_inprocess_device(void *d_, const char *library, void *context, void *queue, void *device,
                                     int compute_units, int max_wg, int local_size, int groups_per_cu,
                                     int vec_bytes, int serial,
                                     const char *fork_message, char *err, size_t err_len) {
-    delegate *d = d_;
+    (void)d_;
     pthread_mutex_lock(&INPROCESS_LOCK);
-    device_entry *e = INPROCESS;
-    while (e && e->queue != (cl_command_queue)queue) e = e->next;
-    if (!e) {
+    int i = 0;
+    while (i < N_INPROCESS && INPROCESS[i]->queue != (cl_command_queue)queue) i++;
+    device_entry *e = i < N_INPROCESS ? INPROCESS[i] : NULL;
+    if (!e && N_INPROCESS == LCL_MAX_INPROCESS) {
+        snprintf(err, err_len, "more than %d OpenCL queues in one process", LCL_MAX_INPROCESS);
+    } else if (!e) {
         e = calloc(1, sizeof *e);
         cl_platform_id *plats = NULL;
         cl_uint np = 0;
@@ -2733,9 +2797,9 @@ LCL_EXPORT int lcl_inprocess_device(void *d_, const char *library, void *context
             pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
             pthread_mutex_init(&e->lock, &attr);
             pthread_mutexattr_destroy(&attr);
+            pthread_mutex_init(&e->pool_lock, NULL);
             e->pid = getpid();
-            e->next = INPROCESS;
-            INPROCESS = e;
+            INPROCESS[N_INPROCESS++] = e;
         }
     }
     if (e) {
@@ -2745,17 +2809,7 @@ LCL_EXPORT int lcl_inprocess_device(void *d_, const char *library, void *context
         snprintf(e->fork_message, sizeof e->fork_message, "%s", fork_message ? fork_message : "");
     }
     pthread_mutex_unlock(&INPROCESS_LOCK);
-    if (!e) return -1;
-    for (int i = 0; i < d->n_devices; i++)
-        if (d->devices[i] == e) return i;
-    device_entry **grown = realloc(d->devices, (size_t)(d->n_devices + 1) * sizeof *grown);
-    if (!grown) {
-        snprintf(err, err_len, "out of memory");
-        return -1;
-    }
-    d->devices = grown;
-    d->devices[d->n_devices] = e;
-    return d->n_devices++;
+    return e ? i : -1;
 }
 
 /* The partition kernel's user data for nodes ``order`` (execution order) writing
@@ -2764,11 +2818,11 @@ LCL_EXPORT int lcl_inprocess_device(void *d_, const char *library, void *context
 LCL_EXPORT void *lcl_partition_new(void *d_, TfLiteContext *ctx, int64_t key, const int *order, int n,
                                    const TfLiteIntArray *outputs, int device) {
     delegate *d = d_;
-    if (device < 0 || device >= d->n_devices) {
+    device_entry *dev = inprocess_device(device);
+    if (!dev) {
         say(d, ctx, "litecl: partition kernel: no device %d", device);
         return NULL;
     }
-    device_entry *dev = d->devices[device];
     partition *p = partition_make(d, dev, ctx, order, n, outputs);
     if (!p) return NULL;
     p->key = key;  /* its memory policy comes with each plan */
