@@ -614,7 +614,8 @@ def _unwritten_outputs(interp, si: int) -> list[str]:
         elif tensor.data is not None and tensor.data.size:
             notes.append(what + "it is a constant of the model")
         else:
-            notes.append(what + "it has no elements, so it reads as an empty array (as in LiteRT)")
+            notes.append(what + "it has no elements and the model gives it no data (LiteRT reads it as an "
+                         "empty array where it holds memory for it, and refuses to read it where it holds none)")
     if not sg.nodes:
         notes.insert(0, f"subgraph {si} has no operators: nothing runs on OpenCL or LiteRT")
     return notes

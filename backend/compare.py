@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, ModelError
 
 __all__ = ["mismatches", "bit_equal", "random_inputs", "run_reference", "reference_outputs", "diff_report"]
 
@@ -168,7 +168,15 @@ def run_outputs(interp, inputs: dict, signature: str | None = None) -> list:
     for d in details:
         interp.set_tensor(d["index"], inputs[d["name"]])
     interp.invoke()
-    return [(d["name"], interp.get_tensor(d["index"])) for d in interp.get_output_details()]
+    out = []
+    for d in interp.get_output_details():
+        try:
+            out.append((d["name"], interp.get_tensor(d["index"])))
+        except ValueError as e:  # LiteRT's own refusal, e.g. "Invalid tensor size." for an
+            # output of no elements that no operator writes and the model gives no data
+            raise ModelError(f"LiteRT cannot read output {d['name']!r} ({np.dtype(d['dtype']).name}"
+                             f"{list(d['shape'])}): {e}") from None
+    return out
 
 
 def reference_outputs(model_content: bytes, inputs: dict, signature: str | None = None,

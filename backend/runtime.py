@@ -240,8 +240,9 @@ def _load():
                     so = f.read()
                 lib = _dlopen(so)
             except (OSError, subprocess.SubprocessError) as e:
-                raise LiteclError(f"{cc_text} could not build litecl's C runtime (backend/native): {e}; "
-                                  "set CC to this machine's C compiler") from None
+                raise LiteclError(f"{cc_text} could not build litecl's C runtime ({native}): {e}; where those "
+                                  "sources were edited, the compiler's words say what to fix, else set CC to "
+                                  "this machine's C compiler") from None
         cache.store_blob("runtime", key, so)  # only a build that loads
     _declare(lib)
     sizes = C.sizeof(Launch) * 1000000 + C.sizeof(Plan) * 1000 + C.sizeof(ProfileCmd)

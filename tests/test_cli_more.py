@@ -488,3 +488,40 @@ atexit.register(last)
                            [str(Path(__file__).resolve().parents[1]), *filter(None, [os.environ.get("PYTHONPATH")])])))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-1500:]
     assert r.stdout.strip() == "ok True", r.stdout
+
+
+def _no_operator_empty_output() -> bytes:
+    """A model of no operators whose output int32[0, 4] is a tensor of its own with an
+    empty buffer (TensorFlow's converter makes one of ``a + tf.zeros([0, 4], tf.int32)``):
+    LiteRT refuses to read that output ("Invalid tensor size.")."""
+    from models.builders import _model  # noqa: PLC0415
+
+    m = _model(cast_model("int32", "float32", [0, 4]))
+    sg = m.subgraphs[0]
+    sg.operators = []
+    out = sg.tensors[sg.outputs[0]]
+    out.type = sg.tensors[sg.inputs[0]].type
+    out.buffer = len(m.buffers)
+    buf = schema.BufferT()
+    buf.data = []  # present and empty, as the converter writes it (absent: LiteRT allocates it)
+    m.buffers.append(buf)
+    b = flatbuffers.Builder(0)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def test_an_output_litert_cannot_read_is_one_error_line(tmp_path):
+    """compare and run on an output LiteRT refuses to read: one error line naming it and
+    LiteRT's words, exit 2 (it was an internal error); inspect does not claim it reads as
+    an empty array."""
+    path = tmp_path / "empty_out.tflite"
+    path.write_bytes(_no_operator_empty_output())
+    for cmd in ("compare", "run"):
+        r = run_cli(cmd, path, "--device", DEV)
+        assert r.returncode == 2, (cmd, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: LiteRT cannot read output") \
+            and "Invalid tensor size" in lines[0] and "internal error" not in lines[0], (cmd, r.stderr)
+    r = run_cli("inspect", path, "--device", DEV)
+    assert r.returncode == 0, r.stderr
+    assert "reads as an empty array (as in LiteRT)" not in r.stdout and "refuses to read it" in r.stdout

@@ -96,7 +96,7 @@ def test_resize_and_reallocate_plan_again(fast_device):
 def test_an_opencl_error_in_the_runtime_is_litecls_error_then_recovers(fast_device, monkeypatch):
     """An OpenCL error inside the C runtime (here clCreateKernel on a name the program
     lacks) reaches the user as litecl's error naming the call and the OpenCL code; once
-    the cause is gone the next allocate plans again and the model is exact."""
+    the cause is gone the model is exact."""
     m = cast_model("float32", "int32", [1999])
     real = D._c_plan
 
@@ -106,11 +106,13 @@ def test_an_opencl_error_in_the_runtime_is_litecls_error_then_recovers(fast_devi
         return struct, keep
 
     monkeypatch.setattr(D, "_c_plan", wrong_name)
+    monkeypatch.setattr(D, "_C_PLANS", {})
     it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
     with pytest.raises(litecl.LiteclError, match=r"clCreateKernel\(litecl_no_such_kernel\) failed "
                                                  r"\(OpenCL error -?\d+\)"):
         it.allocate_tensors()
     monkeypatch.undo()
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
     it.allocate_tensors()
     x = np.arange(1999, dtype=np.float32)[::-1].copy()
     assert _same(_invoke(it, [x]), _litert(m, [x]))
@@ -232,8 +234,25 @@ def test_without_a_built_runtime_or_a_compiler_one_error(fast_device, tmp_path):
 def test_a_compiler_that_fails_is_named(fast_device, tmp_path):
     env = dict(os.environ, LITECL_CACHE_DIR=str(tmp_path / "cache"), CC="/bin/false",
                PYTHONPATH=os.pathsep.join([str(_edited_checkout(tmp_path)), str(ROOT)]))
-    assert _child(env, fast_device)["error"] == ("/bin/false could not build litecl's C runtime (backend/native): "
-                                                 "it exited 1; set CC to this machine's C compiler")
+    got = _child(env, fast_device)["error"]
+    assert got.startswith("/bin/false could not build litecl's C runtime (") and got.endswith(
+        "native): it exited 1; where those sources were edited, the compiler's words say what to fix, else set "
+        "CC to this machine's C compiler"), got
+
+
+def test_a_c_source_that_does_not_compile_is_named(fast_device, tmp_path):
+    """An edit that breaks the C: the compiler's own error in the one line, and the
+    sources named as what to fix (the compiler works)."""
+    if not HAVE_CC:
+        pytest.skip("no C compiler")
+    pkg = _edited_checkout(tmp_path)
+    src = pkg / "litecl" / "native" / "litecl_delegate.c"
+    src.write_text(src.read_text() + "\nthis is not C;\n")
+    env = dict(os.environ, LITECL_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=os.pathsep.join([str(pkg), str(ROOT)]))
+    env.pop("CC", None)
+    got = _child(env, fast_device)["error"]
+    assert "could not build litecl's C runtime" in got and "error:" in got and "\n" not in got, got
+    assert "where those sources were edited, the compiler's words say what to fix" in got
 
 
 _FORK = r"""
