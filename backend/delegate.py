@@ -335,7 +335,6 @@ class Delegate:
         if not self._native:
             raise LiteclError("out of memory for litecl's runtime")
         weakref.finalize(self, self._rt.lcl_inprocess_free, self._native)
-        self._devices: dict = {}      # id(Device) -> its index in the runtime (_device_index)
         st = abi.TfLiteDelegate()
         st.data_ = self._key
         st.Prepare = _DELEGATE_PREPARE
@@ -400,10 +399,10 @@ class Delegate:
 
     def _device_index(self, dev) -> int:
         """``dev``'s index in the runtime (lcl_inprocess_device: the process's, one per
-        queue), registered on this Delegate's first use. Raises LiteclError where the
-        runtime cannot reach it."""
-        got = self._devices.get(id(dev))
-        if got is not None:
+        queue), registered on first use. Raises LiteclError where the runtime cannot
+        reach it."""
+        got = _DEVICE_INDEX.get(id(dev))  # Devices live for the process (device.py)
+        if got is not None and got[0] is dev:
             return got[1]
         from .device import FORK_MESSAGE  # noqa: PLC0415
         from .ops.tiling import launch_config  # noqa: PLC0415
@@ -421,7 +420,7 @@ class Delegate:
             int(dev.one_thread), fork.encode(), err, len(err))
         if i < 0:
             raise LiteclError(f"litecl's runtime cannot use {dev.caps.name}: {err.value.decode(errors='replace')}")
-        self._devices[id(dev)] = (dev, i)
+        _DEVICE_INDEX[id(dev)] = (dev, i)
         return i
 
     def _get_native_delegate_pointer(self) -> int:
@@ -1172,6 +1171,8 @@ def _record_rows(rec: dict) -> dict:
     return got
 
 
+#: id(Device) -> (that Device, its index in the runtime): Delegate._device_index
+_DEVICE_INDEX: dict = {}
 #: (id(plan), runtime device index, in_place, align) -> (plan, _c_plan's struct, what it
 #: points into): one C copy per plan (_Planner.plan_for); the plan is kept, so no other
 #: takes its id while the entry lives

@@ -379,6 +379,7 @@ typedef struct {
     cl_kernel kernel;
     cl_program prg;                        /* ``kernel``'s program and name (give_kernel) */
     char name[128];
+    size_t kwg;                            /* its CL_KERNEL_WORK_GROUP_SIZE (0: not known) */
     int program, folded, n_bufs;
     int *bufs;                             /* slot indices of its buffer arguments */
     cl_mem *last;                          /* the buffers its kernel was last given */
@@ -476,10 +477,13 @@ typedef struct pooled_kernel {
     struct pooled_kernel *next;
     cl_program prg;
     cl_kernel kernel;
+    size_t kwg;
     char name[128];
 } pooled_kernel;
 
-static cl_kernel take_kernel(device_entry *dev, cl_program prg, const char *name, cl_int *err) {
+/* ``*kwg``: the pooled kernel's CL_KERNEL_WORK_GROUP_SIZE, 0 for a new kernel */
+static cl_kernel take_kernel(device_entry *dev, cl_program prg, const char *name, size_t *kwg, cl_int *err) {
+    *kwg = 0;
     pthread_mutex_lock(&dev->pool_lock);
     for (pooled_kernel **q = &dev->pool; *q; q = &(*q)->next) {
         pooled_kernel *k = *q;
@@ -487,6 +491,7 @@ static cl_kernel take_kernel(device_entry *dev, cl_program prg, const char *name
             *q = k->next;
             pthread_mutex_unlock(&dev->pool_lock);
             cl_kernel got = k->kernel;
+            *kwg = k->kwg;
             free(k);
             *err = CL_SUCCESS;
             return got;
@@ -496,13 +501,13 @@ static cl_kernel take_kernel(device_entry *dev, cl_program prg, const char *name
     return dev->cl.CreateKernel(prg, name, err);
 }
 
-static void give_kernel(device_entry *dev, cl_program prg, const char *name, cl_kernel kernel) {
+static void give_kernel(device_entry *dev, cl_program prg, const char *name, cl_kernel kernel, size_t kwg) {
     pooled_kernel *k = *name && strlen(name) < sizeof k->name ? malloc(sizeof *k) : NULL;
     if (!k) {
         dev->cl.ReleaseKernel(kernel);
         return;
     }
-    k->prg = prg, k->kernel = kernel;
+    k->prg = prg, k->kernel = kernel, k->kwg = kwg;
     snprintf(k->name, sizeof k->name, "%s", name);
     pthread_mutex_lock(&dev->pool_lock);
     k->next = dev->pool;
@@ -512,7 +517,7 @@ static void give_kernel(device_entry *dev, cl_program prg, const char *name, cl_
 
 static void release_runs(partition *p) {
     for (int i = 0; i < p->n_runs; i++) {
-        if (p->runs[i].kernel) give_kernel(p->dev, p->runs[i].prg, p->runs[i].name, p->runs[i].kernel);
+        if (p->runs[i].kernel) give_kernel(p->dev, p->runs[i].prg, p->runs[i].name, p->runs[i].kernel, p->runs[i].kwg);
         free(p->runs[i].bufs);
         free(p->runs[i].last);
     }
@@ -1318,7 +1323,7 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
         cl_program prg = inproc ? (cl_program)p->src.programs[ln->program] : program(d, ctx, ln->program);
         if (!prg) goto out;
         cl_int err = 0;
-        rn->kernel = take_kernel(p->dev, prg, kname, &err);
+        rn->kernel = take_kernel(p->dev, prg, kname, &rn->kwg, &err);
         rn->prg = prg;
         /* a name too long to keep is not pooled (give_kernel releases the kernel) */
         snprintf(rn->name, sizeof rn->name, "%s", strlen(kname) < sizeof rn->name ? kname : "");
@@ -1326,9 +1331,11 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
             say(d, ctx, "litecl: clCreateKernel(%s) failed (OpenCL error %d)", kname, (int)err);
             goto out;
         }
-        size_t kwg = 0;
-        if (p->dev->cl.GetKernelWorkGroupInfo(rn->kernel, p->dev->device_id, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL)
-                == CL_SUCCESS && kwg && kwg < rn->t.lsize) {
+        if (!rn->kwg && p->dev->cl.GetKernelWorkGroupInfo(rn->kernel, p->dev->device_id, CL_KERNEL_WORK_GROUP_SIZE,
+                                                           sizeof rn->kwg, &rn->kwg, NULL) != CL_SUCCESS)
+            rn->kwg = 0;
+        size_t kwg = rn->kwg;
+        if (kwg && kwg < rn->t.lsize) {
             /* the kernels stride by their local size: fewer work-items, same groups */
             rn->t.gsize = rn->t.gsize / rn->t.lsize * kwg;
             rn->t.lsize = kwg;
