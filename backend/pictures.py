@@ -6,9 +6,8 @@ JSON, which Perfetto and chrome://tracing open).
 The graph is drawn in the order LiteRT runs it (order.partition, LiteRT's partitioner, with
 keep_order's marks where the delegate kept the model's order), one row per node, top to
 bottom and then the next column; each litecl partition is a box around its nodes. The
-timeline comes from Delegate.profile_log: partition invokes run through pyopencl with
-OpenCL profiling events, each kernel waited for, so its kernels do not overlap as in an
-unprofiled invoke.
+timeline comes from Delegate.profile_log: each command's OpenCL profiling event, read by
+the C runtime after the partition's wait (backend/runtime.py).
 """
 from __future__ import annotations
 
