@@ -1425,12 +1425,12 @@ def _PLAN(key, ctx, out):  # noqa: N802
 @_immortal
 @runtime.REPORTER
 def _REPORT(key, ctx, message):  # noqa: N802
+    text = (message or b"").decode("utf-8", "replace")
+    e = LiteclError(text[len("litecl: "):] if text.startswith("litecl: ") else text)
     try:
-        d = _delegate_of(key)
-        text = (message or b"").decode("utf-8", "replace")
-        d._fail(ctx, LiteclError(text[len("litecl: "):] if text.startswith("litecl: ") else text))
-    except BaseException:  # noqa: BLE001
-        pass
+        _delegate_of(key)._fail(ctx, e)
+    except BaseException:  # noqa: BLE001 (nothing may leave a ctypes callback: the Delegate is
+        _report_unowned(ctx, e)  # gone, so LiteRT's reporter alone carries the message)
 
 
 @_immortal
@@ -1440,8 +1440,8 @@ def _PROFILE(key, cmds, n, spans, n_spans, t0, t1):  # noqa: N802
         part = _PLANNERS.get(key)
         if part is not None:
             part.profiled(cmds, n, spans, n_spans, t0, t1)
-    except BaseException:  # noqa: BLE001
-        pass
+    except BaseException:  # noqa: BLE001 (nothing may leave a ctypes callback: the invoke
+        pass                # succeeded; only its profile_log entry is lost)
 
 
 @_immortal

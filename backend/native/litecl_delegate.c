@@ -2451,6 +2451,16 @@ static int open_device(device_entry *e, delegate *d, char *err, size_t len) {
     return 0;
 }
 
+/* a new entry's locks: ``lock`` recursive (Prepare -> Replace -> init), the kernel pool's plain */
+static void init_locks(device_entry *e) {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&e->lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+    pthread_mutex_init(&e->pool_lock, NULL);
+}
+
 static pthread_mutex_t DEVICES_LOCK = PTHREAD_MUTEX_INITIALIZER;
 static device_entry *DEVICES;
 
@@ -2476,12 +2486,7 @@ static device_entry *device_for(const char *library, const char *platform, const
                 free(e); /* the library, any context and programs stay: a runtime may have started threads */
                 e = NULL;
             } else {
-                pthread_mutexattr_t attr;
-                pthread_mutexattr_init(&attr);
-                pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-                pthread_mutex_init(&e->lock, &attr);
-                pthread_mutexattr_destroy(&attr);
-                pthread_mutex_init(&e->pool_lock, NULL);
+                init_locks(e);
                 e->local_size = LCL_PLAN.local_size;
                 e->groups_per_cu = LCL_PLAN.groups_per_cu;
                 e->vec_bytes = LCL_PLAN.vec_bytes;
@@ -2804,12 +2809,7 @@ LCL_EXPORT int lcl_inprocess_device(void *d_, const char *library, void *context
             e->context = context;
             e->queue = queue;
             e->device_id = device;
-            pthread_mutexattr_t attr;
-            pthread_mutexattr_init(&attr);
-            pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
-            pthread_mutex_init(&e->lock, &attr);
-            pthread_mutexattr_destroy(&attr);
-            pthread_mutex_init(&e->pool_lock, NULL);
+            init_locks(e);
             e->pid = getpid();
             INPROCESS[N_INPROCESS++] = e;
         }
