@@ -440,7 +440,16 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         params = "".join(f", const int {n}" for n, _ in args)
         text = (f"LITECL_INLINE {st} {fn}(const int qa, const int qb{', const uint i' if index else ''}{params})\n{{\n"
                 f"    return ({st})({expr});\n}}\n")
-        return NodeOp(fn, text, (d, d), d, d.middle, (), True, wants_index=index, args=args)
+
+        def vec(w: int) -> str:  # the same on w-wide vectors (add_quant.quant_add_cl_vector_functions)
+            from .add_quant import quant_add_cl_vector_functions  # noqa: PLC0415
+
+            vexpr, _ = quant_add_cl_expr(quant, 'qa', 'qb', rule, 'i', w)
+            return (quant_add_cl_vector_functions(w, caps.int64)
+                    + f"LITECL_INLINE {st}{w} {fn}_v{w}(const int{w} qa, const int{w} qb"
+                    f"{f', const uint{w} i' if index else ''}{params})\n{{\n"
+                    f"    return convert_{st}{w}({vexpr});\n}}\n")
+        return NodeOp(fn, text, (d, d), d, d.middle, (), True, vec=vec, wants_index=index, args=args)
     else:
         raise ValueError(f"ADD of {dt} not supported")
     vec = lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w)  # noqa: E731

@@ -593,8 +593,8 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
     baselines "ndrange" / "grid_stride" (scalar, take ``n``). args: the int kernel
     parameters ``fn`` takes last (op_args), declared after the tiling's.
     """
-    if args and (skeleton != "tiled" or vfn):
-        raise ValueError("op arguments need the tiled skeleton and no vector function")
+    if args and skeleton != "tiled":
+        raise ValueError("op arguments need the tiled skeleton")
     oname, od = output
     params, seen = [], set()
     for pname, d in list(inputs) + [output]:
@@ -636,7 +636,7 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
     vt, store = vector_store(od, caps, oname, "i", "r", width, out_vtype, exact_half)
     if vfn:
         vargs = ", ".join([vcomponent(d, caps, f"v{k}", width) for k, (p, d) in enumerate(inputs)]
-                          + ([lane_index(width)] if index_arg else []))
+                          + ([lane_index(width)] if index_arg else []) + list(args))
         lines.append(f"const {vt} r = {vfn}({vargs});")
     else:
         comps = ", ".join(f"{fn}({', '.join([component(d, caps, f'v{k}', c) for k, (p, d) in enumerate(inputs)] + ([f'i + {c}u'] if index_arg else []) + list(args))})"

@@ -21,7 +21,7 @@ import pytest
 import litecl
 import litecl.delegate as delegate_mod
 from litecl.compare import bit_equal, make_interpreter, mismatches
-from litecl.ops.add_quant import _mbqm, _srdhm, quant_add_cl_functions
+from litecl.ops.add_quant import _mbqm, _srdhm, quant_add_cl_functions, quant_add_cl_vector_functions
 from litecl.ops.dtypes import DTYPES
 from models.builders import add_model, cast_model
 
@@ -144,6 +144,64 @@ __kernel void single(__global const int* a, __global const int* b, __global int*
         bad = np.flatnonzero(got != want)
         assert not bad.size, (f"mbqm_single shift {shift}: {bad.size} differ, e.g. "
                               f"x={a[bad[:3]]} m={b[bad[:3]]} got {got[bad[:3]]} want {want[bad[:3]]}")
+
+
+_VECTOR_CASES = r"""
+#define LANES(f, ...) (int4)(f(x.s0, __VA_ARGS__), f(x.s1, __VA_ARGS__), f(x.s2, __VA_ARGS__), f(x.s3, __VA_ARGS__))
+LITECL_INLINE int litecl_sext16(int x, int unused) { return (int)as_short((ushort)x); }
+__kernel void both(__global const int* a, __global int* scalar, __global int* vector,
+                   const int m, const int k, const int which) {
+    const uint i = get_global_id(0);
+    const int4 x = vload4(i, a);
+    int4 s, v;
+    if (which == 0) { s = LANES(litecl_srdhm, m); v = litecl_srdhm_v4(x, m); }
+    else if (which == 1) { s = LANES(litecl_mbqm_single, m, k); v = litecl_mbqm_single_v4(x, m, k); }
+    else if (which == 2) { s = LANES(litecl_mbqm, m, k); v = litecl_mbqm_v4(x, m, k); }
+    else if (which == 3) { s = LANES(litecl_rdbpot, k); v = litecl_rdbpot_v4(x, k); }
+    else if (which == 4) { s = LANES(litecl_rdbpot16, k); v = litecl_rdbpot16_v4(x, k); }
+    else { s = LANES(litecl_sext16, 0); v = litecl_sext16_v4(x); }
+    vstore4(s, i, scalar);
+    vstore4(v, i, vector);
+}
+"""
+
+
+@pytest.mark.parametrize("int64", [True, False], ids=["long", "32-bit"])
+@pytest.mark.parametrize("device", device_params(["pocl", "intel", "oclgrind"]))
+def test_vector_helpers_match_the_scalar_ones(device, int64):
+    """The quantized ADD's vector helpers (quant_add_cl_vector_functions: what its
+    vector kernels call) give the scalar helpers' bits lane by lane (those are checked
+    against numpy above and against LiteRT in tests/test_add_quant.py): srdhm for every
+    edge multiplier, mbqm_single and mbqm at every shift -31..30, rdbpot at every exponent
+    0..31, rdbpot16 at 0..15, and the int16 wrap, on edge and random int32 operands."""
+    import pyopencl as cl  # noqa: PLC0415
+
+    from litecl.device import open_device  # noqa: PLC0415
+
+    dev = open_device(device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        prog = cl.Program(dev.context, quant_add_cl_functions(int64) + quant_add_cl_vector_functions(4, int64)
+                          + _VECTOR_CASES).build()
+    a, _ = _operands(1 << 8 if device.startswith("oclgrind") else 1 << 14, 5)
+    a = a[: a.size // 4 * 4]
+    mf = cl.mem_flags
+    ga = cl.Buffer(dev.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
+    gs, gv = (cl.Buffer(dev.context, mf.WRITE_ONLY, a.nbytes) for _ in range(2))
+    s, v = np.empty_like(a), np.empty_like(a)
+    rng = np.random.default_rng(7)
+    ms = [*_EDGES, *rng.integers(1 << 30, _I32.max, 3, dtype=np.int32)]
+    cases = ([(0, m, 0) for m in ms] + [(w, m, k) for w in (1, 2) for m in ms[::4] for k in range(-31, 31)]
+             + [(3, 0, k) for k in range(32)] + [(4, 0, k) for k in range(16)] + [(5, 0, 0)])
+    both = cl.Kernel(prog, "both")
+    for which, m, k in cases:
+        both(dev.queue, (a.size // 4,), None, ga, gs, gv, np.int32(m), np.int32(k), np.int32(which))
+        cl.enqueue_copy(dev.queue, s, gs)
+        cl.enqueue_copy(dev.queue, v, gv)
+        dev.queue.finish()
+        bad = np.flatnonzero(s != v)
+        assert not bad.size, (f"case {which} m={m} k={k}: {bad.size} lanes differ, e.g. x={a[bad[:3]]} "
+                              f"scalar {s[bad[:3]]} vector {v[bad[:3]]}")
 
 
 # ------------------------------------------------------------------------------------------
