@@ -8,7 +8,9 @@ Usage::
         [--size 16777216] [--secs 1.0] [--init-rounds 7] [--skip-init] [--skip-models] [--skip-large] [--json OUT.json]
 
 - round-trip floor: one 16 KiB write + a copy kernel + a 16 KiB read with one wait, median
-  of 300, on the same device and queue;
+  of 300, on the same device and queue, each after 1 ms of numpy work on this thread (the
+  cold floor: a partition inside a model runs after LiteRT's nodes; issue 38's unit); the
+  back-to-back floor (no gap) is printed beside it;
 - start-up: construct + allocate_tensors after a first one of each (on-disk and in-process
   caches warm), ``--init-rounds`` rounds alternating LiteRT and litecl, the per-model
   medians summed over the models LiteRT runs;
@@ -16,6 +18,11 @@ Usage::
   litecl for ``--secs`` per model after 3 warm-up rounds; the medians of invoke alone
   ((litecl - LiteRT) / partitions in round-trip floors) and of the API's copies
   (set_tensor + get_tensor) apart;
+- kernels slower than LiteRT's node: each launch's event-profiled kernel time (bench.py
+  launch_profile, 10 profiled invokes) against LiteRT alone running only the nodes it
+  replaces (common.node_model, median of 21 invokes after 3, this one-node model's own
+  invoke overhead included); the launches slower than LiteRT are named, and the
+  per-partition column is also given with their excess (kernel - LiteRT) taken out;
 - large: the five 16M-element models (inputs set once), 7 alternating rounds, medians:
   invoke alone and reading the outputs apart, with the placement litecl chose and why.
 """
@@ -36,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import litecl  # noqa: E402
 from litecl.compare import make_interpreter, random_inputs  # noqa: E402
 from litecl.delegate import KEEP_ORDER_DEFAULT  # noqa: E402
-from common import litert_runs, tflite_files  # noqa: E402
+from common import litert_runs, node_model, tflite_files  # noqa: E402
 from models.builders import add_model, cast_model, chain_model  # noqa: E402
 
 
@@ -110,6 +117,38 @@ def models(dirs):
     return out
 
 
+def slow_kernels(it, raw: bytes, run) -> list[dict]:
+    """The launches of ``it``'s partitions whose kernel alone (event-profiled, the mean of
+    10 profiled calls of ``run``) is slower than LiteRT alone running the nodes that launch
+    replaces (``node_model``, median of 21 invokes after 3 warm-up): [{subgraph, nodes,
+    node, what, kernel_us, litert_us}], slowest excess first. Launches whose nodes touch a
+    dynamic dimension are not priced."""
+    from litecl.bench import launch_profile  # noqa: PLC0415
+
+    out = []
+    for r in launch_profile(it.delegate, run, runs=10):
+        if r["placement"] != "opencl" or r["folded"] or not r["runs"]:
+            continue
+        sub = node_model(raw, r["subgraph"], r["nodes"])
+        if sub is None:
+            continue
+        ref = make_interpreter(sub)
+        ref.allocate_tensors()
+        for d, v in random_inputs(ref.get_input_details(), seed=1).items():
+            ref.set_tensor(next(x["index"] for x in ref.get_input_details() if x["name"] == d), v)
+        ts = []
+        for k in range(24):
+            t = time.perf_counter_ns()
+            ref.invoke()
+            if k >= 3:
+                ts.append(time.perf_counter_ns() - t)
+        lite_us, kern_us = float(np.median(ts)) / 1e3, r["avg_ms"] * 1e3
+        if kern_us > lite_us:
+            out.append({"subgraph": r["subgraph"], "nodes": r["nodes"], "node": r["node"], "what": r["what"],
+                        "kernel_us": kern_us, "litert_us": lite_us})
+    return sorted(out, key=lambda x: x["litert_us"] - x["kernel_us"])
+
+
 def large(n: int) -> dict:
     return {"CAST f32->f16": cast_model("float32", "float16", [n]),
             "CAST u8->f32": cast_model("uint8", "float32", [n]),
@@ -137,8 +176,10 @@ def main(argv=None) -> int:
     dev = litecl.open_device(a.device)
     res = {"device": f"{dev.caps.platform}: {dev.caps.name}", "placement": a.placement, "keep_order": a.keep_order}
     res["loadavg_start"] = os.getloadavg()[0]
-    floor = res["round_trip_us"] = round_trip_us(dev)
-    print(f"device {res['device']}; placement {a.placement}; keep_order {a.keep_order}; round-trip floor {floor:.1f} us")
+    floor = res["round_trip_us"] = round_trip_us(dev, gap_us=1000)
+    res["round_trip_back_to_back_us"] = round_trip_us(dev)
+    print(f"device {res['device']}; placement {a.placement}; keep_order {a.keep_order}; round-trip floor "
+          f"{floor:.1f} us (cold: after 1 ms of work; back-to-back {res['round_trip_back_to_back_us']:.1f} us)")
     ms = models(a.dirs) if (a.dirs and not (a.skip_init and a.skip_models)) else []
     if ms and not a.skip_init:
         tot = {"litert": 0.0, "litecl": 0.0}
@@ -162,7 +203,7 @@ def main(argv=None) -> int:
         rows = []
         print("invoke alone (the API's copies apart, in the last two columns), medians:")
         print(f"{'model':40s} {'LiteRT us':>10s} {'litecl us':>10s} {'ratio':>6s} {'P':>3s} {'(d/P)/floor':>11s} "
-              f"{'copies LiteRT':>13s} {'copies litecl':>13s}")
+              f"{'copies LiteRT':>13s} {'copies litecl':>13s} {'slow k.':>7s} {'floors w/o':>10s}")
         for name, raw in ms:
             ref = make_interpreter(raw)
             ref.allocate_tensors()
@@ -183,11 +224,16 @@ def main(argv=None) -> int:
             CA, CB = (float(np.median([t[0] for t in ts])) * 1e6 for ts in (ta, tb))
             P = sum(g["partitions"] for g in it.delegate.graph_info())
             per = (B - A) / P / floor if P else None
+            slow = slow_kernels(it, raw, lambda: fb()) if P else []
+            excess = sum(s["kernel_us"] - s["litert_us"] for s in slow)
+            rest = (B - A - excess) / P / floor if P else None
             rows.append({"model": name, "litert_us": A, "litecl_us": B, "ratio": B / A, "partitions": P,
                          "per_partition_floors": per, "litert_copies_us": CA, "litecl_copies_us": CB,
-                         "opencl_nodes": sum(r["placement"] == "opencl" for r in it.placement())})
+                         "opencl_nodes": sum(r["placement"] == "opencl" for r in it.placement()),
+                         "slow_kernels": slow, "per_partition_floors_without_slow_kernels": rest})
             print(f"{name[:40]:40s} {A:10.1f} {B:10.1f} {B / A:6.2f} {P:3d} "
-                  f"{'' if per is None else f'{per:11.2f}':>11s} {CA:13.1f} {CB:13.1f}")
+                  f"{'' if per is None else f'{per:11.2f}':>11s} {CA:13.1f} {CB:13.1f} {len(slow):7d} "
+                  f"{'' if rest is None else f'{rest:10.2f}':>10s}")
         ratios = [r["ratio"] for r in rows]
         pers = [r["per_partition_floors"] for r in rows if r["per_partition_floors"] is not None]
         res["models"] = {"rows": rows, "median_ratio": float(np.median(ratios)), "max_ratio": max(ratios),
@@ -195,6 +241,19 @@ def main(argv=None) -> int:
         print(f"invoke over {len(rows)} models: litecl / LiteRT median {np.median(ratios):.3f}, max "
               f"{max(ratios):.2f}; (litecl - LiteRT) / partitions median "
               f"{np.median(pers) if pers else float('nan'):.2f} round-trip floors over {len(pers)} models with partitions")
+        slow = [(r["model"], s) for r in rows for s in r["slow_kernels"]]
+        rests = {r["model"]: r["per_partition_floors_without_slow_kernels"] for r in rows
+                 if r["per_partition_floors_without_slow_kernels"] is not None}
+        res["models"]["slow_kernels"] = len(slow)
+        res["models"]["max_per_partition_floors_without_slow_kernels"] = max(rests.values()) if rests else None
+        print(f"{len(slow)} launch(es) whose kernel alone is slower than LiteRT running its node(s) alone:")
+        for m, s in slow:
+            print(f"  {m[:40]:40s} subgraph {s['subgraph']} nodes {s['nodes']} {s['node']}: kernel "
+                  f"{s['kernel_us']:.1f} us, LiteRT {s['litert_us']:.1f} us ({s['what']})")
+        if rests:
+            worst = max(rests, key=rests.get)
+            print(f"(litecl - LiteRT - those kernels' excess) / partitions: median {np.median(list(rests.values())):.2f}, "
+                  f"max {rests[worst]:.2f} round-trip floors ({worst})")
     if not a.skip_large:
         rows = []
         for name, raw in large(a.size).items():

@@ -205,3 +205,39 @@ def progress(it, **kw):
     except ImportError:  # tqdm is in the bench extra
         return it
     return tqdm(it, **kw)
+
+
+def node_model(raw: bytes, subgraph: int, nodes) -> bytes | None:
+    """A model holding only ``nodes`` (operator indices) of subgraph ``subgraph`` of the
+    model ``raw``, with that subgraph's tensors, quantization and constant buffers as they
+    are: the tensors the nodes read that no node of them writes and that have no constant
+    buffer become its inputs, what they write its outputs. None where a tensor they touch
+    has a dynamic dimension (shape_signature -1: its size is known only at invoke).
+
+    What it is for: LiteRT's own time for the nodes one litecl kernel replaces, measured on
+    LiteRT alone (bench_delegate.py's kernels slower than LiteRT's node)."""
+    import flatbuffers  # noqa: PLC0415
+    from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
+
+    m = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(raw, 0))
+    g = m.subgraphs[subgraph]
+    ops = [g.operators[i] for i in nodes]
+    written = {t for op in ops for t in op.outputs if t >= 0}
+    touched = {t for op in ops for t in (*op.inputs, *op.outputs) if t >= 0}
+    for t in touched:
+        sig = g.tensors[t].shapeSignature
+        if sig is not None and any(int(d) < 0 for d in sig):
+            return None
+
+    def constant(t) -> bool:
+        b = g.tensors[t].buffer
+        return 0 < b < len(m.buffers) and (m.buffers[b].data is not None and len(m.buffers[b].data) > 0
+                                           or bool(m.buffers[b].offset))
+    g.operators = ops
+    g.inputs = sorted({t for op in ops for t in op.inputs if t >= 0 and t not in written and not constant(t)})
+    g.outputs = sorted(written)
+    m.subgraphs = [g]
+    m.signatureDefs = []
+    b = flatbuffers.Builder(1 << 16)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
