@@ -289,3 +289,30 @@ def test_bench_delegate_reports_invoke_and_copies_apart(tmp_path, fast_device):
     for x in res["large"]:
         assert all(x[k] > 0 for k in ("litert_invoke_ms", "litecl_invoke_ms", "litert_read_ms", "litecl_read_ms"))
     assert "invoke alone" in r.stdout
+    assert res["round_trip_us"] > 0 and res["round_trip_back_to_back_us"] > 0
+    assert isinstance(row["slow_kernels"], list) and row["per_partition_floors_without_slow_kernels"] is not None
+    assert "slower than LiteRT running its node(s) alone" in r.stdout
+
+
+def test_node_model_runs_the_named_nodes_alone():
+    """common.node_model: a model of just the named nodes, their other inputs its inputs,
+    what they write its outputs; LiteRT gives the same values as those nodes give inside
+    the whole model."""
+    import numpy as np  # noqa: PLC0415
+    from common import node_model  # noqa: PLC0415
+    from litecl.compare import make_interpreter  # noqa: PLC0415
+    from models.builders import chain_model  # noqa: PLC0415
+
+    raw = chain_model(["uint8", "float32", ("mul", 0.5), "float16"], [81])
+    whole = make_interpreter(raw)
+    whole.allocate_tensors()
+    x = np.arange(81, dtype=np.uint8)
+    whole.set_tensor(whole.get_input_details()[0]["index"], x)
+    whole.invoke()
+    sub = make_interpreter(node_model(raw, 0, [2]))  # the last CAST: float32 -> float16
+    sub.allocate_tensors()
+    (i,), (o,) = sub.get_input_details(), sub.get_output_details()
+    assert i["dtype"] == np.float32 and o["dtype"] == np.float16
+    sub.set_tensor(i["index"], x.astype(np.float32) * 0.5)
+    sub.invoke()
+    assert np.array_equal(sub.get_tensor(o["index"]), whole.get_tensor(whole.get_output_details()[0]["index"]))
