@@ -199,6 +199,12 @@ def test_native_after_the_gpu_standin(tmp_path, fast_device):
     assert "taken by a delegate applied before litecl's" in err
 
 
+def chain_model_nodes(m: bytes) -> list:
+    from litecl.model import load_model  # noqa: PLC0415
+
+    return load_model(model_content=m).subgraphs[0].nodes
+
+
 def test_native_ops_and_nodes(tmp_path, fast_device):
     """Native options ops:CAST and nodes:0=2,5 take exactly what they name; bad values
     are refused with one line."""
@@ -207,3 +213,11 @@ def test_native_ops_and_nodes(tmp_path, fast_device):
     assert exact and claimed == 5  # the chain's five CASTs
     exact, claimed, _ = _native(tmp_path, m, fast_device, {"nodes": "0=2,5"}, standin=False)
     assert exact and claimed == 2
+    opts = json.loads((tmp_path / "e" / "exported_device.json").read_text())
+    n_nodes = len(chain_model_nodes(m))
+    for nodes, said in (("1=0", "nodes names subgraph 1, but m.tflite has 1 subgraph(s)"),
+                        (f"0=2,{n_nodes}", f"nodes names node {n_nodes} of subgraph 0, which has {n_nodes} node(s)")):
+        r = subprocess.run([sys.executable, "-c", _NATIVE, str(tmp_path / "m.tflite"),
+                            str(tmp_path / "e" / "liblitecl_delegate.so"), json.dumps({**opts, "nodes": nodes}),
+                            f"{ROOT}:{ROOT / 'tests'}", "-"], capture_output=True, text=True, timeout=300)
+        assert r.returncode != 0 and said in r.stderr, r.stderr[-2000:]

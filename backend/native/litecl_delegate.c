@@ -2699,6 +2699,21 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
 #else
     (void)cache_given;
 #endif
+    /* "nodes" naming a subgraph or node the exported model lacks: a typo that would
+     * otherwise leave every node to LiteRT without a word */
+    for (int k = 0; k < d->n_nodes; k++) {
+        int sg = d->nodes[2 * k], node = d->nodes[2 * k + 1];
+        if (sg >= LCL_PLAN.n_subgraphs) {
+            snprintf(err, sizeof err, "litecl: nodes names subgraph %d, but %s has %d subgraph(s) LiteRT prepares "
+                     "(0..%d)", sg, LCL_PLAN.model, LCL_PLAN.n_subgraphs, LCL_PLAN.n_subgraphs - 1);
+            goto fail;
+        }
+        if (node >= LCL_SUBGRAPHS[sg].n_nodes) {
+            snprintf(err, sizeof err, "litecl: nodes names node %d of subgraph %d, which has %d node(s) (0..%d)",
+                     node, sg, LCL_SUBGRAPHS[sg].n_nodes, LCL_SUBGRAPHS[sg].n_nodes - 1);
+            goto fail;
+        }
+    }
     if (!strcmp(memory, "auto")) d->in_place = LCL_PLAN.in_place;
     else if (!strcmp(memory, "in_place")) d->in_place = 1;
     else if (!strcmp(memory, "copy")) d->in_place = 0;
