@@ -248,14 +248,6 @@ class Interpreter(_litert.Interpreter):
             raise NotAllocatedError(str(e)) from None  # LiteRT's words, litecl's type
         raise e
 
-    def _resized(self) -> bool:
-        """Whether an input of subgraph 0 has other shapes than the model declares."""
-        try:
-            sg = self._model.subgraphs[0]
-            return _input_shapes(self, 0) != tuple(tuple(sg.tensors[t].shape) for t in sg.inputs if t >= 0)
-        except Exception:  # noqa: BLE001 (only chooses the error type)
-            return False
-
     # ------------------------------------------------------------------ LiteRT API
     def allocate_tensors(self):
         """LiteRT's allocate_tensors. Raises PrepareError (ResizedPrepareError where
@@ -276,13 +268,13 @@ class Interpreter(_litert.Interpreter):
             # 0.17 us for the wrapper, measured); no tensor large enough for copy_host:
             # LiteRT's own get_tensor
             self._wrap(invoke=self._litecl.has_partitions(id(self)),
-                       get_tensor=self._may_hold_big_tensors(shapes))
+                       get_tensor=_may_hold_big_tensors(self, shapes))
             return out
         except RuntimeError as e:
             # LiteRT's own node failing to prepare raises a bare RuntimeError: litecl's
             # type for it (a ValueError and a RuntimeError), the resize's where an input
             # no longer has the model's shape
-            resized = self._resized()
+            resized = _resized(self)
             self._raise_delegate_error(e, ResizedPrepareError if resized else PrepareError, resized=resized)
         finally:
             self._busy.release()
@@ -355,7 +347,7 @@ class Interpreter(_litert.Interpreter):
                 big = self._big_tensors = {}
             fast = big.get(tensor_index)
             if fast is None:
-                fast = big[tensor_index] = self._is_big(tensor_index)
+                fast = big[tensor_index] = _is_big(self, tensor_index)
             if fast and self._busy.acquire(blocking=False):  # an invoke holds it: LiteRT's path
                 view = None
                 try:
@@ -388,38 +380,6 @@ class Interpreter(_litert.Interpreter):
         if d is None:
             d = self._spare_arrays = {}
         return d
-
-    def _may_hold_big_tensors(self, shapes: tuple) -> bool:
-        """Whether get_tensor's copy_host path can apply: a tensor of subgraph 0 of
-        SPLIT_BYTES or more at these shapes (or of a type litecl does not know). Memoised
-        on the model by subgraph 0's input shapes ``shapes`` (_input_shapes; LiteRT
-        derives the other shapes from them): walking every tensor cost ~0.4 ms a model.
-        A tensor whose shape LiteRT learns only at invoke and which grows to SPLIT_BYTES
-        there is read by LiteRT's own get_tensor (the same bytes, its slower copy): the
-        wrapper cost every read of every model with a -1 in a shape signature ~0.25 us
-        (a 2 us model 1.12x LiteRT, measured)."""
-        w, sg = self._interpreter, self._model.subgraphs[0]
-        key = (SPLIT_BYTES, shapes)
-        memo = self._model._big
-        hit = memo.get(key)
-        if hit is None:
-            hit = False
-            for t in sg.tensors:
-                if t.dtype is None or math.prod(
-                        int(d) for d in w.TensorSize(t.index, 0)) * t.dtype.itemsize >= SPLIT_BYTES:
-                    hit = True
-                    break
-            if len(memo) < 64:
-                memo[key] = hit
-        return hit
-
-    def _is_big(self, t: int) -> bool:
-        try:
-            w = self._interpreter
-            n = int(np.prod(w.TensorSize(t, 0), dtype=np.int64)) * np.dtype(w.TensorType(t, 0)).itemsize
-            return n >= SPLIT_BYTES and not w.TensorSparsityParameters(t, 0)
-        except Exception:  # noqa: BLE001 (a bad index: LiteRT's get_tensor raises)
-            return False
 
     def get_signature_runner(self, signature_key=None):
         runner = super().get_signature_runner(signature_key)
@@ -480,6 +440,50 @@ class Interpreter(_litert.Interpreter):
     def __getstate__(self):
         raise TypeError("a litecl.Interpreter cannot be pickled or copied (it holds LiteRT's "
                         "interpreter and device buffers); pass the model bytes and create a new one")
+
+
+def _resized(interp: Interpreter) -> bool:
+    """Whether an input of subgraph 0 has other shapes than the model declares."""
+    try:
+        sg = interp._model.subgraphs[0]
+        return _input_shapes(interp, 0) != tuple(tuple(sg.tensors[t].shape) for t in sg.inputs if t >= 0)
+    except Exception:  # noqa: BLE001 (only chooses the error type)
+        return False
+
+
+def _may_hold_big_tensors(interp: Interpreter, shapes: tuple) -> bool:
+    """Whether get_tensor's copy_host path can apply: a tensor of subgraph 0 of
+    SPLIT_BYTES or more at these shapes (or of a type litecl does not know). Memoised
+    on the model by subgraph 0's input shapes ``shapes`` (_input_shapes; LiteRT
+    derives the other shapes from them): walking every tensor cost ~0.4 ms a model.
+    A tensor whose shape LiteRT learns only at invoke and which grows to SPLIT_BYTES
+    there is read by LiteRT's own get_tensor (the same bytes, its slower copy): the
+    wrapper cost every read of every model with a -1 in a shape signature ~0.25 us
+    (a 2 us model 1.12x LiteRT, measured)."""
+    w, sg = interp._interpreter, interp._model.subgraphs[0]
+    key = (SPLIT_BYTES, shapes)
+    memo = interp._model._big
+    hit = memo.get(key)
+    if hit is None:
+        hit = False
+        for t in sg.tensors:
+            if t.dtype is None or math.prod(
+                    int(d) for d in w.TensorSize(t.index, 0)) * t.dtype.itemsize >= SPLIT_BYTES:
+                hit = True
+                break
+        if len(memo) < 64:
+            memo[key] = hit
+    return hit
+
+
+def _is_big(interp: Interpreter, t: int) -> bool:
+    """Whether get_tensor copies tensor ``t`` of subgraph 0 itself (hostcopy.copy_host)."""
+    try:
+        w = interp._interpreter
+        n = int(np.prod(w.TensorSize(t, 0), dtype=np.int64)) * np.dtype(w.TensorType(t, 0)).itemsize
+        return n >= SPLIT_BYTES and not w.TensorSparsityParameters(t, 0)
+    except Exception:  # noqa: BLE001 (a bad index: LiteRT's get_tensor raises)
+        return False
 
 
 class SignatureRunner(_litert.SignatureRunner):

@@ -192,11 +192,11 @@ def test_binary_build_checks_only_the_pocl_entry_it_names(tmp_path, monkeypatch)
     binary's header names, not the whole cache (fast start); no device needed."""
     import warnings  # noqa: PLC0415
 
-    from litecl import device  # noqa: PLC0415
+    from litecl import cl_build, device  # noqa: PLC0415
 
     monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(device, "_POCL_ENTRY_CHECKED", {})
-    monkeypatch.setattr(device, "_POCL_CACHE_CHECKED", {})
+    monkeypatch.setattr(cl_build, "_POCL_ENTRY_CHECKED", {})
+    monkeypatch.setattr(cl_build, "_POCL_CACHE_CHECKED", {})
     named, other = tmp_path / "AB" / "CDEFGHIJKLMNOP", tmp_path / "CD" / "EFGHIJKLMNOPAB"
     for entry in (named, other):
         (entry / "k" / "0-0-0").mkdir(parents=True)

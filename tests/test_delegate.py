@@ -296,12 +296,12 @@ def test_callback_error_reaches_the_user(fast_device, monkeypatch):
 
 
 def test_error_in_prepare_is_an_error_not_a_crash(fast_device, monkeypatch):
-    from litecl import delegate as D
+    from litecl import claims
 
     def boom(*a):
         raise ZeroDivisionError("simulated")
 
-    monkeypatch.setattr(D, "why_not", boom)
+    monkeypatch.setattr(claims, "why_not", boom)
     with pytest.raises(litecl.LiteclError, match="ZeroDivisionError: simulated"):
         litecl.Interpreter(model_content=cast_model("int8", "int16", [4]), device=fast_device, quiet=True)
 
@@ -443,13 +443,13 @@ def test_a_second_interpreter_of_a_model_recalls_prepare_and_stays_exact(fast_de
     bytes reuses the first one's Prepare (no decision is taken again) and places and
     computes the same, bit-exact with LiteRT, also after a resize to other shapes; a
     Delegate on another device decides afresh."""
-    import litecl.delegate as dm
+    import litecl.claims as cm
     from ai_edge_litert.interpreter import Interpreter as LiteRT
 
     buf = add_model("float32", [4, 1], [1, 5])
     decided = []
-    orig = dm.Delegate._decide
-    monkeypatch.setattr(dm.Delegate, "_decide",
+    orig = cm.decide
+    monkeypatch.setattr(cm, "decide",
                         lambda self, ctx, plan, si=None: (decided.append(1), orig(self, ctx, plan, si))[1])
 
     def check(it, shapes):
@@ -494,7 +494,7 @@ def test_shared_delegate_forgets_deleted_interpreters(fast_device):
     litecl.Interpreter's are dropped when it is deleted (its key, id(), may name another
     one later), those of LiteRT Interpreters the user made are capped; reports and the
     "which partitions are live" answer stay per interpreter."""
-    import litecl.delegate as dm
+    import litecl.records as dm
 
     d = litecl.Delegate(fast_device, quiet=True)
     buf = cast_model("float32", "int8", [7])

@@ -212,8 +212,10 @@ def test_no_intel_icd_is_a_yes_no_variable(monkeypatch, tmp_path):
     lib = tmp_path / "libintelocl.so"
     lib.write_bytes(b"")
     (tmp_path / "etc").mkdir()
-    monkeypatch.setattr(D, "_intel_lib", lambda: lib)
-    monkeypatch.setattr(D, "_ENV_ERROR", [])
+    from litecl import icd  # noqa: PLC0415
+
+    monkeypatch.setattr(icd, "_intel_lib", lambda: lib)
+    monkeypatch.setattr(icd, "_ENV_ERROR", [])
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setenv("LITECL_ICD_SYSTEM_VENDORS", str(tmp_path / "etc"))
     monkeypatch.delenv("OPENCL_VENDOR_PATH", raising=False)

@@ -546,9 +546,9 @@ def test_untested_litert_version_is_refused_with_one_line(models, tmp_path, fast
     _need(CC)
     import importlib.metadata as md
 
-    from litecl import export as export_mod
+    from litecl import plan_c
 
-    monkeypatch.setattr(export_mod, "tested_versions", lambda: {"ai-edge-litert": ["9.9."], "tensorflow": ["9.8."]})
+    monkeypatch.setattr(plan_c, "tested_versions", lambda: {"ai-edge-litert": ["9.9."], "tensorflow": ["9.8."]})
     out = tmp_path / "e"
     m = _export_build(models["cast_f32_f16"], out, fast_device)
     assert m["native"]["tested_versions"] == {"ai-edge-litert": ["9.9."], "tensorflow": ["9.8."]}

@@ -15,6 +15,7 @@ import pytest
 import litecl
 from litecl import delegate as D
 from litecl import device as dev_mod
+from litecl import icd
 
 from conftest import DEVICE_STATUS, ROOT, invoke_with, litert_outputs, same_outputs
 from models.builders import add_model, cast_model
@@ -93,7 +94,7 @@ def test_edge_values_and_tails_on_both_devices(n, threads, monkeypatch):
 def test_the_basic_device_litecl_lists_stays_hidden():
     """litecl's own basic device is in no listing and no spec: ``pocl``, ``cpu`` and
     ``auto`` keep PoCL's pthread device."""
-    if not dev_mod._POCL_BASIC_ADDED:
+    if not icd._POCL_BASIC_ADDED:
         pytest.skip("litecl did not list PoCL's basic device in this process")
     names = [d.name for d in dev_mod._all_devices()]
     assert not any(dev_mod._pocl_kind("Portable Computing Language", n) == "single" for n in names)
@@ -118,13 +119,13 @@ def test_pocl_kind_reads_pocl_3_and_5_names():
 _CHILD = r"""
 import json, os, sys
 import litecl
-from litecl import device
+from litecl import device, icd
 try:
     import pyopencl as cl
     d = litecl.Delegate("pocl", quiet=True)
     a = litecl.Delegate("auto", quiet=True)
     basic = [x for p in cl.get_platforms() for x in p.get_devices() if device._is_pocl_basic(x)]
-    print(json.dumps({"small": d.small_device is not None, "added": bool(device._POCL_BASIC_ADDED),
+    print(json.dumps({"small": d.small_device is not None, "added": bool(icd._POCL_BASIC_ADDED),
                       "env": os.environ.get("POCL_DEVICES"), "line": d.small_partitions,
                       "pocl": d.device.caps.name, "auto": a.device.caps.name,
                       "probe": device.probe_compiler(basic[0]) if basic else None}))

@@ -26,7 +26,7 @@ _SCRIPT = r"""
 import json, os, sys
 import numpy as np
 import litecl
-from litecl import cache, device as D
+from litecl import cache, device as D, remembered
 import pyopencl as cl
 
 args = sys.argv[1:]
@@ -58,7 +58,7 @@ out = {"opened": {}}
 for spec in [a for a in args if not a.startswith("--")]:
     d = litecl.open_device(spec)
     out["opened"][spec] = [d.caps.platform, d.caps.name, d.caps.driver, run(d)]
-out["restricted"] = bool(D._RESTRICTED)
+out["restricted"] = bool(remembered._RESTRICTED)
 out["raw"] = [p.name for p in cl.get_platforms()]
 out["list"] = [[c.platform, c.name, c.driver] for c in litecl.list_devices()]
 if "--fork" in args:

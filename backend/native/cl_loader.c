@@ -41,7 +41,7 @@ static int fail(char *err, size_t len, const char *what, const char *library) {
     return -1;
 }
 
-/* Libraries that export LLVM process-wide (backend/device.py _LLVM_EXPORTERS, the same
+/* Libraries that export LLVM process-wide (backend/icd.py _LLVM_EXPORTERS, the same
  * names): TensorFlow's. Where one is mapped, a runtime that links its own LLVM (Debian's
  * PoCL 3.1: libLLVM-15, libclang-cpp15) is opened with RTLD_DEEPBIND, so it resolves LLVM
  * against its own copy: opened plainly after `import tensorflow`, libclang-cpp's static

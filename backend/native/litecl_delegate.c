@@ -16,7 +16,7 @@
  *  - the ABI: tflite_abi.h (TFLite's common.h); OpenCL at run time: cl_loader.h;
  *  - the runtime's version and a layout check of its context: litert_check.h (create
  *    refuses an untested LiteRT / TensorFlow; Prepare declines an implausible context);
- *  - claims, partitions, the Replacing line: backend/delegate.py Delegate._prepare;
+ *  - claims, partitions, the Replacing line: backend/claims.py prepare;
  *  - per-partition inputs, folded launches, memory: backend/delegate.py _Partition;
  *  - former/tail tiling and NDRange: ops/tiling.py plan() and launch() (``tiling``);
  *  - output shapes: CAST keeps its input's, ADD broadcasts as numpy
@@ -237,7 +237,7 @@ static int packed_bits(int type, int *is_signed) {
 }
 
 static const TfLiteIntArray *sig_dims(const TfLiteTensor *t) {
-    /* backend/delegate.py _tensor_view: the signature when LiteRT has one, else dims */
+    /* backend/views.py _tensor_view: the signature when LiteRT has one, else dims */
     return t->dims_signature ? t->dims_signature : t->dims;
 }
 
@@ -272,7 +272,7 @@ static int fp_put(fp_cursor *c, int32_t v, const char *what, int index) {
     return 1;
 }
 
-/* A node as tflite_abi.h reads it: the cheap per-node layout check (backend/delegate.py
+/* A node as tflite_abi.h reads it: the cheap per-node layout check (backend/views.py
  * _plausible): arrays present, counts and tensor indices in range, a sane op version. */
 static int node_plausible(const TfLiteContext *ctx, int i, const TfLiteNode *node, const TfLiteRegistration *reg,
                           char *why, size_t why_len) {
@@ -1418,7 +1418,7 @@ static void *pinned(partition *p, slot *s, size_t bytes) {
 }
 
 /* a USE_HOST_PTR buffer over LiteRT's memory (the same memory on host-unified devices at
- * the measured alignment: delegate.py _measure_memory), cached per pointer and size */
+ * the measured alignment: memory.py _measure_memory), cached per pointer and size */
 static cl_mem in_place(partition *p, void *ptr, size_t bytes) {
     if (!p->in_place || !ptr || (uintptr_t)ptr % (uintptr_t)p->align) return NULL;
     for (int i = 0; i < p->n_bound; i++)
@@ -2202,7 +2202,7 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
             if (a) d->announced = a, d->cap_announced = cap;
         }
         if (d->n_announced < d->cap_announced) d->announced[d->n_announced++] = ctx;
-        if (!d->quiet) /* backend/delegate.py: TFLite's own line, once per subgraph */
+        if (!d->quiet) /* backend/claims.py prepare: TFLite's own line, once per subgraph */
             fprintf(stderr, "INFO: Replacing %d out of %d node(s) with delegate (%s) node, yielding %d "
                     "partitions for the whole graph.\n", claim->size, plan->size, LCL_NAME, d->partitions_made);
     }

@@ -1,5 +1,5 @@
-/* The tables ``litecl export`` writes into plan.c for one model (backend/export.py
- * ``plan_c``): what litecl's Python delegate decided for that model, device and placement,
+/* The tables ``litecl export`` writes into plan.c for one model (backend/plan_c.py
+ * ``native_plan``): what litecl's Python delegate decided for that model, device and placement,
  * as data. Every variable-length list is a span of LCL_INTS. */
 #ifndef LITECL_PLAN_H
 #define LITECL_PLAN_H
@@ -118,7 +118,7 @@ typedef struct {
     const char *const *names;         /* kernel names */
     int32_t device;                   /* lcl_inprocess_device index it runs on */
     int32_t in_place, align;          /* memory: USE_HOST_PTR over LiteRT's memory at this
-                                         pointer alignment, else copies (delegate.py _Memory) */
+                                         pointer alignment, else copies (memory.py _Memory) */
 } lcl_inprocess_plan;
 
 /* One command of a profiled partition invoke (Delegate.profile): OpenCL's event times. */

@@ -1,0 +1,392 @@
+"""The delegate's Prepare: which CAST/ADD nodes litecl claims from LiteRT, and why not.
+
+``prepare(delegate, ctx)`` is the TfLiteDelegate's Prepare (delegate.py's callback calls
+it): it walks the execution plan, decides per node (``decide``: lowering.why_not on a
+node view, the kernel generated at the declared shapes, the family's self-test, the
+``ops=``/``nodes=`` choice, placement.py's cost model under ``placement="auto"``),
+records the answer (Delegate._record), marks LiteRT's nodes for ``keep_order``
+(``keep_order_marks``) and hands the claimed nodes to
+ReplaceNodeSubsetsWithDelegateKernels. Decisions are memoised per model, plan and
+device (``_PREPARES``, ``_ORDERS``, ``_REASONS``, ``_AUTO``). Module functions taking
+the Delegate.
+"""
+from __future__ import annotations
+
+import ctypes as C
+import sys
+
+from . import abi
+from . import order as _order
+from . import placement as _placement
+from . import selftest as _selftest
+from . import views as _views
+from .errors import LiteclError
+from .lowering import why_not
+from .model import Node
+from .views import (_CONSTANT_ALLOC, _OPS, _Graph, _memo_put, _node_view, _plausible, _raw_node,
+                    _raw_tensor, _Tensors, _tensor_view, node_key)
+
+
+def decide(dlg, ctx, plan, si=None) -> tuple:
+    """(sg, views, keys, rows, claim) of the CAST/ADD nodes of ``plan``: their node
+    views and keys by index, a placement row each (also of those a delegate applied
+    before litecl took), and the indices litecl takes. ``si``: the subgraph's index
+    (for ``nodes``)."""
+    c = ctx.contents
+    tensors = _Tensors(ctx)
+    sg = _Graph(tensors)
+    views, keys, rows, claim = {}, {}, [], []
+    visible = getattr(dlg._owner, "visible", frozenset())
+    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+    get, node_r, reg_r, size = c.GetNodeAndRegistration, C.byref(node_p), C.byref(reg_p), c.tensors_size
+    wiring = [] if dlg.placement_mode == "auto" else None  # auto's groups: every node's tensors
+    for i in plan:
+        if get(ctx, i, node_r, reg_r) != abi.K_OK:
+            raise LiteclError(f"LiteRT's GetNodeAndRegistration failed for node {i}")
+        reg = reg_p.contents
+        code = reg.builtin_code
+        if wiring is not None:
+            nd = node_p.contents
+            wiring.append((i, abi.int_array(nd.inputs), abi.int_array(nd.outputs)))
+        if code == abi.BUILTIN_DELEGATE:
+            rows += _taken_by_other(ctx, node_p.contents, reg, C.addressof(dlg._struct))
+        if code not in _OPS:
+            continue
+        raw = _raw_node(i, node_p.contents, code, int(reg.version))
+        ts = tuple((t, _raw_tensor(c, t)) for t in (*raw[3], *raw[4]) if 0 <= t < size)
+        hit = _views._NODE_VIEWS.get((raw, ts, size))
+        if hit is None:
+            n = _node_view(raw)
+            _plausible(n, size)
+            hit = _memo_put(_views._NODE_VIEWS, (raw, ts, size), (n, node_key(n, sg)))
+        else:
+            for t, r in ts:
+                if t not in tensors._views:
+                    v = _views._TENSOR_VIEWS.get((t, r))
+                    tensors._views[t] = v if v is not None else _memo_put(
+                        _views._TENSOR_VIEWS, (t, r), _tensor_view(t, r))
+        n, nk = hit
+        keys[i] = nk
+        k = (nk, tuple(r[1] for _, r in ts), id(dlg.caps))  # one caps object per device and reference: _caps_for
+        reason = not_asked(dlg, n, i, si) or _REASONS.get(k)
+        if reason is None:  # why_not, the kernel generated at the declared shapes, the
+            # family's dlg-test on each device a partition may run on
+            reason = (why_not(n, sg, dlg.caps) or _source_problem(n, sg, dlg.caps)
+                      or _selftest.refusal((dlg.device, dlg.small_device), n, sg,
+                                           [sg.tensors[t].shape for t in n.inputs], dlg.caps))
+            if len(_REASONS) >= 65536:
+                _REASONS.clear()
+            _REASONS[k] = reason
+        if not reason and visible:
+            named = [tensors[t].name for t in n.outputs if t >= 0 and (t, tensors[t].name) in visible]
+            if named:
+                reason = (f"writes {named[0]!r}, a signature tensor that is no subgraph input or "
+                          "output: LiteRT must allocate it, which it does not inside a partition")
+        views[i] = n
+        rows.append({"index": i, "op": n.op, "placement": "opencl" if not reason else "litert",
+                     "reason": reason, "partition": None, "kernel": "", "device": ""})
+        if not reason:
+            claim.append(i)
+    if claim and dlg.placement_mode == "auto":
+        # auto's answer depends on the claimed nodes (keys: wiring, types, quantization),
+        # their tensors' current shapes, the subgraph's wiring (groups) and the device's
+        # costs: memoised on those (a LiteRT Interpreter of the user's, which names no
+        # model, pays it once)
+        costs = dlg._device_costs()
+        wiring = tuple(wiring)
+        akey = (id(costs), id(dlg.caps), dlg.memory.in_place, dlg.fuse, wiring,
+                tuple((i, keys[i], tuple(tensors[t].shape for t in (*views[i].inputs, *views[i].outputs)
+                                         if t >= 0)) for i in claim))
+        hit = _AUTO.get(akey)
+        if hit is None or hit[0] is not costs:
+            hit = _memo_put(_AUTO, akey, (costs, _placement.auto_keep_on_litert(
+                ctx, [views[i] for i in claim], sg, dlg, wiring)))
+        keep = hit[1]
+        for r in rows:
+            if r["index"] in keep:
+                r["placement"], r["reason"] = "litert", keep[r["index"]]
+        claim = [i for i in claim if i not in keep]
+    rows.sort(key=lambda r: r["index"])
+    return sg, views, keys, rows, claim
+
+
+def not_asked(dlg, n, i: int, si) -> str:
+    """Why ``ops``/``nodes`` keep node ``i`` (view ``n``) of subgraph ``si`` off
+    litecl; "" where they do not."""
+    if dlg.ops is not None and n.op not in dlg.ops:
+        return f"not among ops= ({', '.join(sorted(dlg.ops))})"
+    if dlg.nodes is not None and i not in dlg.nodes.get(si, ()):
+        return f"not among nodes= of subgraph {si}"
+    return ""
+
+
+def prepare(dlg, ctx) -> int:
+    """The TfLiteDelegate's Prepare for ``dlg`` (litecl.Delegate) on context ``ctx``."""
+    from .delegate import _LOCK, DELEGATE_NAME, _registration  # noqa: PLC0415
+
+    c = ctx.contents
+    plan_p = C.POINTER(abi.TfLiteIntArray)()
+    if c.GetExecutionPlan(ctx, C.byref(plan_p)) != abi.K_OK:
+        raise LiteclError("LiteRT's GetExecutionPlan failed")
+    plan = abi.int_array(plan_p)
+    if plan and max(plan) >= len(plan) and already_delegated(dlg, ctx, plan):
+        return abi.K_OK  # keep the first application's record (placement())
+    size = c.tensors_size
+    si = None if dlg.nodes is None else _subgraph_index(C.addressof(c))
+    model, declared = getattr(dlg._owner, "model", None), getattr(dlg._owner, "declared", False)
+    mkey = costs = None
+    if model is not None:
+        if dlg.placement_mode == "auto":  # auto's decisions follow the device's costs
+            costs = dlg._device_costs()
+        # the entry holds ``costs``, so no other object takes its id while it lives
+        mkey = (model, declared, plan, size, id(dlg.caps), id(costs), dlg.placement_mode,
+                dlg.reference, dlg.fuse, dlg.ops,
+                None if dlg.nodes is None else (si, tuple(sorted(dlg.nodes.get(si, ())))))
+    got = None if mkey is None else _recall(ctx, _PREPARES.get(mkey), declared)
+    if got is None:
+        got = decide(dlg, ctx, plan, si)
+        if mkey is not None:
+            _memo_put(_PREPARES, mkey, (*_remember(*got), costs))
+    sg, views, keys, rows, claim = got
+    addr = C.addressof(c)
+    with dlg._lock:
+        with _LOCK:
+            freed = dlg._freed.pop(addr, None)
+        if freed is not None and getattr(dlg._owner, "fetched", 0) > freed:
+            # every partition of this address was freed, then this thread asked for the
+            # delegate's pointer: a new interpreter's context at a freed one's address (a
+            # resize's undo and redo ask for none), which says its line again
+            dlg._announced.discard(addr)
+        rec = {"rows": rows, "views": views, "keys": keys, "nodes": len(plan), "claimed": len(claim),
+               "partitions": 0, "kept_order": False, "order_dropped": [], "sg": sg,
+               "owner": getattr(dlg._owner, "key", None)}
+        dlg._record(addr, rec)
+    if not claim:
+        return abi.K_OK
+    arr = abi.new_int_array(claim, owned_by_litert=False)
+    marked = ()
+    if dlg.keep_order:
+        # the decision depends on the graph and its shapes: memoised where LiteRT builds the
+        # model's own graph at its declared shapes (a second construction: ~5 ms saved on
+        # pose_detection's 291 nodes)
+        okey = (mkey, tuple(claim), dlg.keep_order) if mkey is not None and declared else None
+        marked = _ORDERS.get(okey) if okey is not None else None
+        if marked is None:
+            marked = keep_order_marks(dlg, ctx, plan, claim)
+            if okey is not None:
+                _memo_put(_ORDERS, okey, marked)
+        _flag(ctx, marked, True)
+    rec["kept_order"] = bool(marked)
+    if marked:
+        rec["order_dropped"] = _other_kernels(ctx, plan)
+    try:
+        reg = _registration(dlg._rt)
+        status = c.ReplaceNodeSubsetsWithDelegateKernels(
+            ctx, reg, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), C.cast(C.addressof(dlg._struct), abi.Dlg))
+    finally:
+        _flag(ctx, marked, False)
+    if status != abi.K_OK:
+        raise LiteclError("LiteRT refused litecl's node subsets (ReplaceNodeSubsetsWithDelegateKernels)")
+    with dlg._lock:  # said once per context, whichever thread prepares it
+        say = addr not in dlg._announced and not dlg.quiet
+        if say:
+            dlg._announced.add(addr)
+    if say:
+        sys.stderr.write(f"INFO: Replacing {len(claim)} out of {len(plan)} node(s) with delegate "
+                         f"({DELEGATE_NAME}) node, yielding {rec['partitions']} partitions for "
+                         "the whole graph.\n")
+        sys.stderr.flush()
+    return abi.K_OK
+
+
+def keep_order_marks(dlg, ctx, plan, claim) -> tuple:
+    """The nodes of ``plan`` to mark might_have_side_effect for keep_order: LiteRT's
+    nodes whose flag is clear, where marking them leaves litecl's partitions as LiteRT
+    forms them unmarked and, under "auto", where order.keep_order_pays says so; else ()."""
+    c = ctx.contents
+    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+    get, node_r, reg_r = c.GetNodeAndRegistration, C.byref(node_p), C.byref(reg_p)
+    taken = set(claim)
+    wiring, flagged, codes = [], [], []
+    for i in plan:
+        if get(ctx, i, node_r, reg_r) != abi.K_OK:
+            raise LiteclError(f"LiteRT's GetNodeAndRegistration failed for node {i}")
+        nd = node_p.contents
+        wiring.append((abi.int_array(nd.inputs), abi.int_array(nd.outputs)))
+        flagged.append(bool(nd.might_have_side_effect))
+        codes.append(reg_p.contents.builtin_code)
+    mine = [i in taken for i in plan]
+    was = [k for k, f in enumerate(flagged) if f]
+    # LiteRT's own nodes only: a kernel node of a delegate applied before litecl is
+    # not marked, so the order around it is LiteRT's greedy one (order_dropped)
+    marks = [k for k in range(len(plan)) if flagged[k] or not (mine[k] or codes[k] == abi.BUILTIN_DELEGATE)]
+    if len(marks) == len(was):
+        return ()
+    greedy, kept = _order.partition(wiring, mine, was), _order.partition(wiring, mine, marks)
+    if not _order.same_partitions(mine, greedy[0], kept[0]):
+        return ()
+    if dlg.keep_order == "auto":
+        ts, size = c.tensors, c.tensors_size
+        if not _order.keep_order_pays(wiring, mine, codes, lambda t: ts[t].bytes if t < size else 0,
+                                      lambda t: t >= size or ts[t].allocation_type in _CONSTANT_ALLOC,
+                                      greedy, kept):
+            return ()
+    return tuple(plan[k] for k in marks if not flagged[k])
+
+
+def already_delegated(dlg, ctx, plan) -> bool:
+    """Whether a node of ``plan`` is a partition kernel of this delegate: LiteRT
+    applying it a second time to the same graph (``experimental_delegates=[d, d]``).
+    Only called where a delegate changed the plan (a node index past its length:
+    LiteRT appends delegate kernel nodes), so a plain Prepare pays one max()."""
+    c = ctx.contents
+    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+    mine = C.addressof(dlg._struct)
+    for i in plan:
+        if i < len(plan):
+            continue
+        if c.GetNodeAndRegistration(ctx, i, C.byref(node_p), C.byref(reg_p)) != abi.K_OK:
+            continue
+        if node_p.contents.delegate == mine:  # a void*: its address
+            if not dlg.quiet:
+                sys.stderr.write("INFO: litecl: this graph's nodes were already given to this litecl "
+                                 "delegate (it is in experimental_delegates twice); the second "
+                                 "application claims none\n")
+            return True
+    return False
+
+
+def _subgraph_index(addr: int) -> int:
+    """The index in its interpreter of the subgraph whose context is at ``addr``, read in
+    Prepare through LiteRT's AcquireSubgraphContext (Delegate._record says how). Raises
+    LiteclError where the context has none (``nodes=`` cannot be told apart)."""
+    c = abi.TfLiteContext.from_address(addr)
+    if c.AcquireSubgraphContext and c.ReleaseSubgraphContext:
+        acquire = C.CFUNCTYPE(C.c_int, abi.Ctx, C.c_int, C.POINTER(abi.Ctx))(c.AcquireSubgraphContext)
+        release = C.CFUNCTYPE(C.c_int, abi.Ctx, C.c_int)(c.ReleaseSubgraphContext)
+        ctx, got = C.cast(addr, abi.Ctx), abi.Ctx()
+        for k in range(1 << 16):
+            if acquire(ctx, k, C.byref(got)) != abi.K_OK:
+                break
+            if C.cast(got, C.c_void_p).value == addr:
+                return k
+            release(ctx, k)
+    raise LiteclError("nodes= needs LiteRT's AcquireSubgraphContext, which this LiteRT does not give "
+                      "(its subgraphs cannot be told apart)")
+
+
+def _taken_by_other(ctx, node, reg, mine: int) -> list:
+    """Placement rows of the CAST/ADD nodes a delegate kernel node of another delegate
+    (one applied before litecl) replaced: its TfLiteDelegateParams.nodes_to_replace."""
+    if not node.builtin_data or node.delegate == mine:
+        return []
+    name = reg.custom_name.decode("utf-8", "replace") if reg.custom_name else "another delegate"
+    params = C.cast(node.builtin_data, C.POINTER(abi.TfLiteDelegateParams)).contents
+    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+    rows = []
+    for j in abi.int_array(params.nodes_to_replace):
+        c = ctx.contents
+        if c.GetNodeAndRegistration(ctx, j, C.byref(node_p), C.byref(reg_p)) != abi.K_OK:
+            continue
+        op = _OPS.get(reg_p.contents.builtin_code)
+        if op is not None:
+            rows.append({"index": j, "op": op, "placement": "delegate", "reason": f"taken by {name}, a delegate "
+                         "applied before litecl", "partition": None, "kernel": "", "device": ""})
+    return rows
+
+
+def _other_kernels(ctx, plan) -> list:
+    """[(node index, name)] of the delegate kernel nodes in ``plan``, before litecl's own
+    replace any (another delegate's)."""
+    c = ctx.contents
+    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+    out = []
+    for i in plan:
+        if c.GetNodeAndRegistration(ctx, i, C.byref(node_p), C.byref(reg_p)) == abi.K_OK \
+                and reg_p.contents.builtin_code == abi.BUILTIN_DELEGATE:
+            name = reg_p.contents.custom_name
+            out.append((i, name.decode("utf-8", "replace") if name else "another delegate"))
+    return out
+
+
+def _flag(ctx, nodes, value: bool) -> None:
+    """Set might_have_side_effect to ``value`` on ``nodes`` (node indices) of ``ctx``. Each
+    node is looked up by index every time: LiteRT's nodes keep their indices when others
+    are replaced, not their addresses (ReplaceNodeSubsetsWithDelegateKernels adds the
+    partition kernels' nodes, which can move its node vector: a write through the old
+    address corrupted the heap, a crash some interpreters later)."""
+    if not nodes:
+        return
+    c = ctx.contents
+    get = c.GetNodeAndRegistration
+    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+    node_r, reg_r = C.byref(node_p), C.byref(reg_p)
+    for i in nodes:
+        if get(ctx, i, node_r, reg_r) == abi.K_OK and node_p:
+            node_p.contents.might_have_side_effect = value
+
+
+_REASONS: dict = {}  # (node key, shapes, caps) -> why it stays on LiteRT ("": it need not)
+_AUTO: dict = {}  # (costs, caps, in place, fuse, wiring, claimed nodes and shapes) -> (costs, auto's keep)
+#: (model token, execution plan, tensors_size, device, placement, reference, fuse) ->
+#: ``_remember``'s record of what Prepare decided there. A second Interpreter of a model
+#: then reads only the CAST/ADD nodes' codes and their tensors' shapes (42 real models:
+#: 1 us a node of the plan and ~25 us a CAST/ADD node saved).
+_PREPARES: dict = {}
+#: (_PREPARES' key, claimed nodes, keep_order) -> the nodes keep_order_marks marks
+#: (only for a model's own graph at its declared shapes)
+_ORDERS: dict = {}
+
+
+def _remember(sg, views, keys, rows, claim) -> tuple:
+    """What ``_recall`` needs to redo a Prepare's decisions without deciding: the tensor
+    views read and, to check, each one's (constant, shape) and each node's builtin code."""
+    tviews = dict(sg.tensors._views)
+    checks = tuple((t, v.constant, v.shape) for t, v in tviews.items())
+    codes = tuple((i, n.opcode) for i, n in views.items())
+    return tviews, checks, codes, views, keys, tuple(dict(r) for r in rows), tuple(claim)
+
+
+def _recall(ctx, memo, declared: bool):
+    """``decide``'s answer from ``memo`` (``_remember``), or None when there is none or a
+    node's builtin code, or a tensor's shape or constness, differs in ``ctx`` now (not
+    checked where ``declared``: LiteRT's constructor building the graph from the same model
+    bytes, whose node codes and shapes the memo's were)."""
+    if memo is None:
+        return None
+    tviews, checks, codes, views, keys, rows, claim, _ = memo
+    c = ctx.contents
+    tensors = c.tensors
+    for t, const, shape in () if declared else checks:
+        ts = tensors[t]
+        if (ts.allocation_type in _CONSTANT_ALLOC) != const or abi.int_array(ts.dims) != shape:
+            return None
+    if codes and not declared:  # declared: the model's own graph, as LiteRT built it from the same bytes
+        node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+        get, node_r, reg_r = c.GetNodeAndRegistration, C.byref(node_p), C.byref(reg_p)
+        for i, code in codes:
+            if get(ctx, i, node_r, reg_r) != abi.K_OK or reg_p.contents.builtin_code != code:
+                return None
+    tv = _Tensors(ctx)
+    tv._views.update(tviews)
+    # node views and keys are only read after Prepare: shared with the memo; a row is
+    # written only by its partition ("partition", "kernel"): the claimed nodes' are copies
+    if claim:
+        taken = set(claim)
+        rows = [dict(r) if r["index"] in taken else r for r in rows]
+    return _Graph(tv), views, keys, list(rows), list(claim)
+
+
+def _source_problem(n: Node, sg, caps) -> str:
+    """Generate the node's kernel at its declared shapes: a node whose kernel cannot be
+    generated (a shape the launch cannot reach) stays on LiteRT, with the reason."""
+    from .lowering import kernel_spec  # noqa: PLC0415
+
+    shapes = [sg.tensors[t].shape for t in n.inputs]
+    if any(len(s) == 0 and sg.tensors[t].shape_signature != s for s, t in zip(shapes, n.inputs)):
+        return ""
+    try:
+        kernel_spec(n, sg, shapes, caps)
+    except ValueError as e:
+        return str(e)
+    return ""

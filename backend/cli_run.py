@@ -1,0 +1,336 @@
+"""The ``litecl`` commands that run a model: ``run``, ``compare`` (against LiteRT without
+the delegate), ``bench`` (with ``--trace``), ``export`` and ``sweep``."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from .cli_common import (_Usage, _check_writable, _details_by_name, _device_json, _device_line, _inputs_for,
+                         _load_npz, _npz_path, _open, _pick_signature, _report, _subgraph_of, _summary,
+                         _unique_names)
+from .cli_inspect import _node_runs, _unwritten_outputs
+
+
+def _open_with_inputs(args):
+    """run/compare: (interpreter, signature key or None, inputs by name) from the
+    command line (--inputs or seeded random, --resize, --full-range, --signature)."""
+    given = _load_npz(args.inputs) if args.inputs else None
+    interp = _open(args)
+    sig = _pick_signature(interp, args.signature, given)
+    inputs = _inputs_for(_details_by_name(interp, sig), given, args.seed, args.resize, args.full_range,
+                         interp, sig)
+    return interp, sig, inputs
+
+
+def cmd_run(args) -> int:
+    from .compare import run_outputs  # noqa: PLC0415
+
+    out_path = None
+    if args.output:
+        if os.path.isdir(args.output):
+            raise _Usage(f"cannot write outputs file {args.output}: it is a directory")
+        out_path = _npz_path(args.output)
+        _check_writable(out_path, "outputs file")
+    interp, sig, inputs = _open_with_inputs(args)
+    outs = _unique_names(run_outputs(interp, inputs, sig))
+    for name, v in outs.items():
+        print(f"{name}: {v.dtype}{list(v.shape)}")
+    if out_path:
+        try:
+            with open(out_path, "wb") as f:  # a file object: numpy appends nothing
+                np.savez(f, **outs)
+        except OSError as e:
+            raise _Usage(f"cannot write {out_path}: {e.strerror or e}") from None
+        print(f"wrote {out_path}" + ("" if out_path == args.output else " (.npz appended)"))
+    return 0
+
+
+#: what each --reference means, as compare names it
+_REFERENCE_TEXT = {"builtin": "LiteRT's builtin kernels without XNNPACK",
+                   "ref": "LiteRT's reference kernels (BUILTIN_REF)",
+                   "xnnpack": "LiteRT's default configuration, XNNPACK included"}
+
+
+def _compare_targets(interp, sig, given) -> list:
+    """What ``litecl compare`` checks: [signature key, or None for subgraph 0's own
+    inputs and outputs]. --signature: that one. A model with several signatures: every
+    one (the inputs of --inputs, by name, pick those whose inputs it holds; names of
+    subgraph 0's own inputs pick subgraph 0). Otherwise what run picks
+    (``_pick_signature``)."""
+    sigs = interp.get_signature_list()
+    if sig is not None or len(sigs) < 2:
+        return [_pick_signature(interp, sig, given)]
+    if given is None:
+        return list(sigs)
+    if interp._model.subgraphs[0].inputs and set(given) <= {d["name"] for d in interp.get_input_details()}:
+        return [None]
+    fits = [k for k, io in sigs.items() if set(io["inputs"]) <= set(given)]
+    if fits and set(given) <= {n for k in fits for n in sigs[k]["inputs"]}:
+        return fits
+    return [None]  # _inputs_for says which names are unknown and which signature they are
+
+
+def _compare_one(args, interp, ref, sig, given) -> dict:
+    """Compare signature ``sig`` (None: subgraph 0) of ``interp`` (litecl) with ``ref``
+    (LiteRT alone) on the inputs of --inputs (``given``, by name: those of ``sig``) or
+    seeded random ones: {"signature", "all_bit_exact", "opencl_nodes", "nodes",
+    "partitions", "outputs" (diff_report rows), "notes"}."""
+    from .compare import diff_report, run_outputs  # noqa: PLC0415
+
+    details = _details_by_name(interp, sig)
+    if given is not None and sig is not None and args.signature is None:
+        names = {d["name"] for d in details}  # --inputs may hold other signatures' inputs too
+        given = {k: v for k, v in given.items() if k in names}
+    inputs = _inputs_for(details, given, args.seed, args.resize, args.full_range, interp, sig)
+    got = run_outputs(interp, inputs, sig)
+    try:
+        want = run_outputs(ref, inputs, sig)
+    except (RuntimeError, ValueError) as e:  # e.g. an op version this LiteRT lacks
+        msg = " ".join(str(e).split())[:300]
+        raise _Usage(f"LiteRT without the delegate cannot run the model: {msg}") from None
+    if sig is not None:  # a signature's outputs are keyed by name; keep LiteRT's order
+        got_by = dict(got)
+        got = [(k, got_by.get(k, np.array([]))) for k, _ in want]
+    # outputs compared by position (two outputs may share a name), each row named
+    reps = [diff_report(k, g, v) for (k, v), (_, g) in zip(_unique_names(want).items(), got)]
+    _, graphs, _ = _report(interp, sig)  # the subgraphs that ran
+    return {"signature": sig, "all_bit_exact": all(r["bit_exact"] for r in reps),
+            "opencl_nodes": sum(g["claimed"] for g in graphs), "nodes": sum(g["nodes"] for g in graphs),
+            "partitions": sum(g["partitions"] for g in graphs), "outputs": reps,
+            "notes": _unwritten_outputs(interp, _subgraph_of(interp, sig))}
+
+
+def cmd_compare(args) -> int:
+    """LiteRT with litecl.Delegate against LiteRT without it: the same op resolver
+    (--reference), the same inputs, every output bit for bit (litecl.compare). A model
+    with several signatures has each one compared (``_compare_targets``), each named in
+    the report; --signature compares one."""
+    from .compare import make_interpreter  # noqa: PLC0415
+
+    given = _load_npz(args.inputs) if args.inputs else None
+    interp = _open(args)
+    targets = _compare_targets(interp, args.signature, given)
+    try:
+        ref = make_interpreter(interp._model.raw, args.num_threads, args.reference)
+    except (RuntimeError, ValueError) as e:
+        msg = " ".join(str(e).split())[:300]
+        raise _Usage(f"LiteRT without the delegate cannot run the model: {msg}") from None
+    results = [_compare_one(args, interp, ref, sig, given) for sig in targets]
+    ok = all(r["all_bit_exact"] for r in results)
+    others = ", ".join(r for r in _REFERENCE_TEXT if r != args.reference)
+    if args.json:
+        head = {"model": args.model, "device": _device_json(interp.device),
+                "small_partitions": interp.delegate.small_partitions or None}
+        rows = [{k: v for k, v in r.items() if k != "notes"} for r in results]
+        if len(rows) == 1:  # one signature (or subgraph 0): its fields at the top
+            print(json.dumps({**head, "signature": rows[0]["signature"], "reference": args.reference,
+                              **{k: v for k, v in rows[0].items() if k != "signature"}}, indent=2))
+        else:
+            print(json.dumps({**head, "reference": args.reference, "all_bit_exact": ok, "signatures": rows},
+                             indent=2))
+        return 0 if ok else 1
+    against = f"LiteRT without the delegate (--reference {args.reference}: {_REFERENCE_TEXT[args.reference]})"
+    for r in results:
+        sig = r["signature"]
+        print(f"model: {args.model}" + (f"  signature: {sig}" if sig else "")
+              + f"  device: {_device_line(interp.device)}  nodes on OpenCL: {r['opencl_nodes']}/{r['nodes']}"
+              + f" in {r['partitions']} partition(s)")
+        print(f"{'output':<32} {'dtype':<9} {'shape':<18} {'bit-exact':<9} {'max abs diff':>12} {'mismatched':>10}")
+        for o in r["outputs"]:
+            mad = "-" if o["max_abs_diff"] is None else f"{o['max_abs_diff']:.6g}"
+            print(f"{o['name'][:32]:<32} {o['dtype']:<9} {str(o['shape']):<18} "
+                  f"{'yes' if o['bit_exact'] else 'NO':<9} {mad:>12} {o['mismatched']:>10}")
+        what = f"signature {sig}'s outputs" if len(results) > 1 else "all outputs"
+        if r["all_bit_exact"]:
+            print(f"{what} bit-exact with {against}")
+        else:
+            print(f"{what} DIFFER from {against}; --reference {others.replace(', ', ' or ')} "
+                  "compares against another LiteRT resolver")
+        for note in r["notes"]:
+            print(f"note: {note}")
+    if len(results) > 1:
+        bad = [r["signature"] for r in results if not r["all_bit_exact"]]
+        names = ", ".join(r["signature"] for r in results)
+        print(f"compared {len(results)} signatures ({names}): "
+              + ("all bit-exact" if not bad else f"{', '.join(bad)} DIFFER"))
+    return 0 if ok else 1
+
+
+def cmd_bench(args) -> int:
+    """benchmark_model's lines for LiteRT with litecl.Delegate and for LiteRT alone (the
+    same resolver, inputs and process; timed runs alternate), then the delegated
+    launches' event-profiled kernel times."""
+    import time  # noqa: PLC0415
+
+    from .bench import (benchmark_interpreter, format_stats, launch_profile, make_run,  # noqa: PLC0415
+                        time_alternating)
+    from .compare import make_interpreter  # noqa: PLC0415
+    from .export import allocate  # noqa: PLC0415
+
+    for path, what in ((args.json, "JSON file"), (args.trace, "trace file")):
+        if path:
+            _check_writable(path, what)
+    given = _load_npz(args.inputs) if args.inputs else None
+    t0 = time.perf_counter()
+    interp = _open(args)
+    sig = _pick_signature(interp, args.signature, given)
+
+    def ready(it, given):
+        """(run closure, inputs by name) for one interpreter, allocated at the inputs'
+        shapes: ``given`` (by name) or seeded random ones."""
+        if sig is not None:
+            by_name = _inputs_for(_details_by_name(it, sig), given, args.seed, args.resize,
+                                  interp=interp, sig=sig)
+            runner = it.get_signature_runner(sig)
+            allocate(it, sig)
+            return (lambda: runner(**by_name)), by_name
+        details = it.get_input_details()
+        by_name = _inputs_for(details, given, args.seed, args.resize, interp=interp)
+        for d in details:  # the given shapes before the first allocate: a model may not
+            if tuple(by_name[d["name"]].shape) != tuple(d["shape"]):  # prepare at its declared ones
+                it.resize_tensor_input(d["index"], list(by_name[d["name"]].shape))
+        it.allocate_tensors()
+        return make_run(it, {d["index"]: by_name[d["name"]] for d in it.get_input_details()}), by_name
+
+    run, by_name = ready(interp, given)
+    init_ms = (time.perf_counter() - t0) * 1e3
+    if sig is not None:
+        print(f"INFO: signature: {sig}")
+    print(f"INFO: litecl device: {_device_line(interp.device)}")
+    if interp.delegate.small_partitions:
+        print(f"INFO: {interp.delegate.small_partitions}")
+    _, graphs, keep = _report(interp, sig)
+    for line in _summary(interp, keep):
+        print(f"INFO: {line}")
+    print(f"INFO: Initialized session in {init_ms:.3f}ms.")
+    print(f"INFO: Running benchmark for at least {args.warmup_runs} iterations and at least "
+          f"{args.warmup_min_secs} seconds but terminate if exceeding {args.max_secs} seconds.")
+    # LiteRT alone on the same model, resolver and inputs, in this process: the peer of
+    # every figure
+    t0 = time.perf_counter()
+    ref = make_interpreter(interp._model.raw, args.num_threads, args.reference)
+    ref_run, _ = ready(ref, by_name)  # the same values, random ones included
+    ref_init_ms = (time.perf_counter() - t0) * 1e3  # construct + allocate, as litecl's
+    res = benchmark_interpreter(interp, {}, warmup_runs=args.warmup_runs,
+                                warmup_min_secs=args.warmup_min_secs, num_runs=0,
+                                min_secs=0, max_secs=args.max_secs, run=run)
+    benchmark_interpreter(ref, {}, warmup_runs=args.warmup_runs, warmup_min_secs=args.warmup_min_secs,
+                          num_runs=0, min_secs=0, max_secs=args.max_secs, run=ref_run)
+    print(f"INFO: {format_stats(res['warmup'])}")
+    print(f"INFO: Running benchmark for at least {args.num_runs} iterations and at least "
+          f"{args.min_secs} seconds but terminate if exceeding {args.max_secs} seconds "
+          "(litecl and LiteRT in alternating runs).")
+    timed = time_alternating({"litecl": run, "litert": ref_run},
+                             min_runs=args.num_runs, min_secs=args.min_secs, max_secs=args.max_secs)
+    res["runs"], res["litert"] = timed["litecl"].summary(), timed["litert"].summary()
+    res["litert_init_ms"] = ref_init_ms
+    res["reference"] = args.reference
+    res["graphs"] = graphs
+    print(f"INFO: {format_stats(res['runs'])}")
+    w, r, lr = res["warmup"], res["runs"], res["litert"]
+    print(f"INFO: Inference timings in us: Init: {init_ms * 1e3:.0f}, First inference: "
+          f"{w['first']:.0f}, Warmup (avg): {w['avg']:.0f}, Inference (avg): {r['avg']:.0f}")
+    print(f"INFO: LiteRT alone (--reference {args.reference}, same process): {format_stats(lr)}")
+    print(f"INFO: LiteRT timings in us: Init: {ref_init_ms * 1e3:.0f}, Inference (avg): {lr['avg']:.0f}")
+    res["ratio_median"] = r["median"] / lr["median"] if lr["median"] else None
+    ratio = f"{res['ratio_median']:.2f}x" if res["ratio_median"] is not None else "-"
+    avg = f"{r['avg'] / lr['avg']:.2f}x" if lr["avg"] else "-"
+    print(f"INFO: litecl / LiteRT: median {r['median']:.0f} / {lr['median']:.0f} us = {ratio}, avg {avg}")
+    rows = launch_profile(interp.delegate, run, runs=args.profile_runs, subgraphs=keep,
+                          inference_ms=r["avg"] / 1e3) if args.profile_runs else []
+    if rows:
+        _print_run_order(rows)
+    if args.trace:
+        _trace(args, interp, run, ref_run)
+    if args.json:
+        try:
+            with open(args.json, "w") as f:
+                json.dump({"model": args.model, "device": _device_json(interp.device),
+                           "small_partitions": interp.delegate.small_partitions or None,
+                           "signature": sig, "init_ms": init_ms, **res, "launches": rows}, f, indent=2)
+        except OSError as e:
+            raise _Usage(f"cannot write JSON file {args.json}: {e.strerror or e}") from None
+    return 0
+
+
+def _trace(args, interp, run, ref_run) -> None:
+    """bench --trace: a few profiled invokes, and LiteRT alone's, as Chrome trace JSON."""
+    from .pictures import TRACE_RUNS, write_trace  # noqa: PLC0415
+
+    names = {r["context"]: r["subgraph"] for r in interp.delegate.subgraph_records(id(interp))}
+    about = {"model": args.model, "device": _device_json(interp.device),
+             "note": "profiled invokes: every command's OpenCL profiling event read after the invoke's wait; "
+                     "timestamps in microseconds on the host's perf_counter clock"}
+    try:
+        n = write_trace(args.trace, interp.delegate, run, names=names, ref_run=ref_run, about=about)
+    except OSError as e:
+        raise _Usage(f"cannot write trace file {args.trace}: {e.strerror or e}") from None
+    print(f"INFO: wrote {n} trace events of {TRACE_RUNS} profiled invokes (and LiteRT alone's) to {args.trace}: "
+          "open it in Perfetto or chrome://tracing")
+
+
+def _print_run_order(rows: list) -> None:
+    """benchmark_model's per-node table, one row per delegated launch."""
+    print()
+    print("============================== Run Order ==============================")
+    print(f"{'[node type]':>24} {'[nodes]':>12} {'[avg ms]':>10} {'[%]':>8} {'[cdf%]':>8}  [what]")
+    for row in rows:
+        what = row["what"] + (" (computed once, not at every invoke)" if row["folded"] else "")
+        nodes = _node_runs(row["nodes"]) if row["nodes"] else "-"
+        print(f"{row['node']:>24} {nodes:>12} {row['avg_ms']:>10.3f} "
+              f"{row['pct']:>7.2f}% {row['cdf']:>7.2f}%  {what}")
+    print("(OpenCL rows: event-profiled kernel time of each delegated launch, the profiled runs "
+          "waiting for each kernel; the last row: the rest of an average inference, LiteRT's own "
+          "nodes included)")
+
+
+def cmd_export(args) -> int:
+    from .export import export  # noqa: PLC0415
+
+    if not os.path.exists(args.model):
+        raise _Usage(f"model file not found: {args.model}")
+    if not args.out:
+        raise _Usage("--out is empty: name the folder to write the delegate to")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise _Usage(f"cannot export to {args.out}: it is not a folder")
+    parent = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(parent):
+        raise _Usage(f"cannot export to {args.out}: folder {parent} does not exist")
+    m = export(args.model, args.out, device=args.device, target=args.target,
+               signature=args.signature, placement=args.placement)
+    d = m["device"]
+    where = f"{d['platform']}: {d['name']}" + (f" (profile {d['profile']})" if d["profile"] else "")
+    nat = m["native"]
+    if not m["launches"] and not any(g["claimed"] for g in nat["subgraphs"]):
+        kept = m.get("kept_on_litert", [])
+        why = (f"; {len(kept)} CAST/ADD node(s) kept on LiteRT, e.g. node {kept[0]['index']} ({kept[0]['op']}): "
+               f"{kept[0]['reason']}" if kept else "; the model has no CAST or ADD node")
+        print(f"{args.model}: no node is lowered to OpenCL on {where} (target {m['target']}){why}; "
+              f"wrote an empty manifest to {os.path.join(args.out, 'manifest.json')}")
+        return 0
+    print(f"exported litecl's native TFLite delegate for target {m['target']} on {where} to {args.out}: "
+          f"{nat['programs']} programs ({nat['binaries']} with {d['name']}'s binary)")
+    for g in nat["subgraphs"]:  # one line per subgraph: what the native delegate claims
+        print(f"subgraph {g['subgraph']}: the native delegate claims {g['native_claimed']} of its "
+              f"{g['nodes']} nodes at the exported shapes")
+        if g["left_at_invoke"]:  # and what litecl.Delegate claims there but it leaves, and why
+            print(f"subgraph {g['subgraph']}: {len(g['left_at_invoke'])} more node(s) that litecl.Delegate "
+                  f"claims are left to LiteRT by the native delegate: their input shapes are known only at "
+                  f"invoke (litecl.Delegate plans them then) and their kernels compile in the exported shapes")
+    sources = len({ln["source"] for ln in m["launches"]})
+    print(f"manifest.json: {len(m['launches'])} launches of the {len(m['partitions'])} partition(s) "
+          f"planned at allocate_tensors in subgraph {m['subgraph']} ({len(m['lowered_nodes'])} nodes, "
+          f"{sources} kernel sources, {sum(t['role'] == 'constant' for t in m['tensors'])} constants)")
+    print(f"build it with: sh {os.path.join(args.out, 'build.sh')} "
+          f"(then load_delegate('{os.path.join(args.out, nat['library'])}', "
+          f"options from {os.path.join(args.out, 'delegate_options.json')}))")
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    """Every model x device in its own process, results as JSON lines, and a report (backend/sweep.py)."""
+    from .sweep import run  # noqa: PLC0415
+
+    return run(args)

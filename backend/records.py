@@ -1,0 +1,200 @@
+"""What each Prepare of a Delegate decided, per TfLiteContext, and the reports read from it.
+
+``_Records`` is litecl.Delegate's base class: ``_record`` keeps a context's latest
+Prepare (claims.prepare calls it) with its place (interpreter, subgraph); placement(),
+subgraph_records(), graph_info(), taken() and partitions() read those records, per
+interpreter (``owner``) or for every one.
+"""
+from __future__ import annotations
+
+import ctypes as C
+
+from . import abi
+from .errors import LiteclError
+
+#: Prepare records a Delegate keeps of contexts no owner names
+_MAX_RECORDS = 4096
+
+
+class _Records:
+    """litecl.Delegate's records of its Prepares (``self._records``, ``self._owned``,
+    ``self._announced``, ``self._parts``, ``self._lock``: made by Delegate.__init__) and
+    the reports read from them."""
+
+    def placement(self, owner=None) -> list[dict]:
+        """One dict per CAST/ADD node of the latest Prepare of each subgraph LiteRT gave
+        this delegate: {"interpreter", "subgraph", "index", "op", "placement":
+        "opencl"|"litert"|"delegate" (another delegate, applied before litecl, took it),
+        "reason" (why litecl does not run it; "" on OpenCL), "partition" (its
+        delegated partition's number in that subgraph, or None), "kernel" (what runs),
+        "device" (the OpenCL device name its partition runs on: the delegate's device, or
+        its small_device for a small partition; "" until planned and on LiteRT)}.
+        Records stay until the Delegate goes, also those of a LiteRT interpreter that has
+        been deleted (LiteRT tells a delegate of no deletion when no partition kernel is
+        left to free); litecl.Interpreter drops its own when it closes.
+
+        ``interpreter`` numbers the LiteRT interpreters (LiteRT's, tf.lite's or
+        litecl.Interpreter's) this delegate was applied to, 0, 1, ... in the order of
+        their first Prepare, among those it holds records of; ``subgraph`` is the
+        model's subgraph index within that interpreter (LiteRT's
+        AcquireSubgraphContext, common.h, read at Prepare). A Delegate shared by two
+        interpreters of one model gives rows of interpreter 0 and 1, each from subgraph
+        0. ``owner`` (what litecl.Interpreter passes) keeps one interpreter's rows; the
+        numbers stay those of the whole delegate."""
+        with self._lock:
+            return [{**r, "interpreter": n, "subgraph": si}
+                    for a, n, si in self._numbered(owner) for r in self._records[a]["rows"]]
+
+    def _numbered(self, owner) -> list[tuple]:
+        """[(context address, interpreter number, subgraph index)] of ``owner``'s
+        contexts (None: every one), in the order of their first Prepare (under
+        self._lock). Interpreters are numbered by their first context among all records."""
+        number: dict = {}
+        for r in self._records.values():
+            number.setdefault(r["place"][0], len(number))
+        return [(a, number[self._records[a]["place"][0]], self._records[a]["place"][1])
+                for a in self._addrs(owner)]
+
+    def subgraph_records(self, owner=None) -> list[dict]:
+        """Per subgraph, in placement()'s order: {"interpreter", "subgraph" (as
+        placement() numbers them), "context" (the TfLiteContext address; a partition's
+        ``ctx_addr``), "nodes" (M), "claimed" (N), "partitions" (P), "kept_order"
+        (whether keep_order kept LiteRT's nodes in the model's order), "order_dropped"
+        (then, the kernel nodes of delegates applied before litecl, around which LiteRT's
+        greedy order stays: [(node index, name)]), "rows" (placement()'s rows of it,
+        copies), "sg" (the tensor views Prepare read:
+        ``sg.tensors[t]``)} of the latest Prepare of each context. export reads these
+        with partitions(); a partition's ``plan`` is None until LiteRT prepared it (a
+        node whose shapes are known only at invoke is planned there)."""
+        with self._lock:
+            return [{"interpreter": n, "subgraph": si, "context": a,
+                     **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "kept_order",
+                                                         "order_dropped", "sg")},
+                     "rows": [{**r, "interpreter": n, "subgraph": si} for r in self._records[a]["rows"]]}
+                    for a, n, si in self._numbered(owner)]
+
+    def taken(self, owner=None) -> frozenset:
+        """{(subgraph, node index)} of the nodes on OpenCL, subgraphs numbered as
+        placement() numbers them within their interpreter: pass ``owner`` where the
+        delegate serves several interpreters (their subgraph 0s share the number 0)."""
+        with self._lock:
+            return frozenset((si, r["index"]) for a, _, si in self._numbered(owner)
+                             for r in self._records[a]["rows"] if r["placement"] == "opencl")
+
+    def graph_info(self, owner=None) -> list[dict]:
+        """Per subgraph, in placement()'s order and numbering: {"interpreter",
+        "subgraph", "nodes" (M), "claimed" (N), "partitions" (P), "kept_order",
+        "order_dropped" (subgraph_records says what they are)}."""
+        with self._lock:
+            return [{"interpreter": n, "subgraph": si,
+                     **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "kept_order",
+                                                         "order_dropped")}}
+                    for a, n, si in self._numbered(owner)]
+
+    def partitions(self, owner=None) -> list:
+        """The live partition kernels (_Planner) of every interpreter using this
+        delegate (or of ``owner``'s), with their current plans (export and bench read these)."""
+        from .delegate import _LOCK  # noqa: PLC0415
+
+        with self._lock:
+            addrs = self._addrs(owner)
+        out = []
+        with _LOCK:
+            for a in addrs:
+                out += sorted(self._parts.get(a, {}).values(), key=lambda p: p.number)
+        return out
+
+    def has_partitions(self, owner) -> bool:
+        """Whether ``owner``'s contexts have a live partition kernel (partitions(), cheaper)."""
+        from .delegate import _LOCK  # noqa: PLC0415
+
+        with self._lock:
+            addrs = self._owned.get(owner, ())
+            with _LOCK:
+                return any(self._parts.get(a) for a in addrs)
+
+    def forget(self, owner) -> None:
+        """Drop the records of ``owner``'s contexts (litecl.Interpreter's, when it is
+        deleted: its key, id(interpreter), may name another one later)."""
+        with self._lock:
+            for a in self._owned.pop(owner, ()):
+                self._records.pop(a, None)
+                self._announced.discard(a)
+
+    def _addrs(self, owner) -> list:
+        """Context addresses of ``owner`` (None: of every interpreter), in placement()'s order.
+
+        ``owner`` is litecl.Interpreter's key (``id(interpreter)``, an int) or a
+        litecl.Interpreter; anything else (a LiteRT or tf.lite Interpreter, which has no
+        key: its rows are told apart by their "interpreter" number) raises LiteclError
+        instead of matching nothing."""
+        if owner is None:
+            return list(self._records)
+        if not isinstance(owner, int) or isinstance(owner, bool):
+            if getattr(owner, "_litecl", None) is self:
+                owner = id(owner)  # a litecl.Interpreter of this delegate
+            elif hasattr(owner, "_litecl") and type(owner).__module__.startswith("litecl"):
+                raise LiteclError(f"this litecl.Interpreter uses another Delegate ({owner._litecl!r}), "
+                                  "not this one: ask its own, interpreter.delegate")
+            else:
+                raise LiteclError(
+                    f"owner must be a litecl.Interpreter or its id(), got {type(owner).__module__}."
+                    f"{type(owner).__name__}; for LiteRT's own Interpreter call this without owner: "
+                    "each row's \"interpreter\" number tells the interpreters apart")
+        return list(self._owned.get(owner, ()))
+
+    def _record(self, addr: int, rec: dict) -> None:
+        """Keep ``rec`` as context ``addr``'s latest Prepare (under self._lock), with its
+        place, rec["place"]: (its interpreter's key, its subgraph index there). An address
+        another owner's context had (a freed interpreter's, reused) starts anew at the end;
+        past _MAX_RECORDS records the oldest of no owner go (a LiteRT Interpreter the user
+        made tells litecl nothing when it is freed).
+
+        The place comes from LiteRT: during Prepare, ``AcquireSubgraphContext(ctx, k)``
+        (common.h) gives subgraph k's context of the same interpreter; the key is
+        subgraph 0's context address and the index the k that gives ``addr``. Acquire
+        switches subgraph k to its delegate context and Release back to its kernel one,
+        so every k below ours is released and ours (in Prepare: in its delegate context
+        already) is not: every context LiteRT made reads byte for byte as before
+        (measured, LiteRT 2.3.0 and tf.lite 2.21; tests/test_delegate.py). k never passes
+        ours, so LiteRT reports no out-of-range index. Where the context has no such
+        function, the key is the owner and the index the context's place among that
+        owner's (the order LiteRT prepares a model's subgraphs in)."""
+        place = None
+        c = abi.TfLiteContext.from_address(addr)
+        if c.AcquireSubgraphContext and c.ReleaseSubgraphContext:
+            acquire = C.CFUNCTYPE(C.c_int, abi.Ctx, C.c_int, C.POINTER(abi.Ctx))(c.AcquireSubgraphContext)
+            release = C.CFUNCTYPE(C.c_int, abi.Ctx, C.c_int)(c.ReleaseSubgraphContext)
+            ctx, got, first = C.cast(addr, abi.Ctx), abi.Ctx(), None
+            for k in range(1 << 16):
+                if acquire(ctx, k, C.byref(got)) != abi.K_OK:
+                    break
+                a = C.cast(got, C.c_void_p).value
+                first = a if k == 0 else first
+                if a == addr:
+                    place = (("interpreter", first), k)
+                    break
+                release(ctx, k)
+        old = self._records.get(addr)
+        if old is not None and old["owner"] != rec["owner"]:
+            self._records.pop(addr)
+            self._announced.discard(addr)
+            mine = self._owned.get(old["owner"])
+            if mine is not None:
+                mine.pop(addr, None)
+                if not mine:
+                    del self._owned[old["owner"]]
+        if place is None:
+            key = ("owner", rec["owner"])
+            place = old["place"] if old is not None and old["place"][0] == key else (
+                key, sum(r["place"][0] == key for r in self._records.values()))
+        rec["place"] = place
+        self._records[addr] = rec
+        if rec["owner"] is not None:
+            self._owned.setdefault(rec["owner"], {})[addr] = None
+        elif len(self._records) > _MAX_RECORDS:
+            for a in [a for a, r in self._records.items() if r["owner"] is None and a != addr]:
+                del self._records[a]
+                self._announced.discard(a)
+                if len(self._records) <= _MAX_RECORDS // 2:
+                    break

@@ -1,0 +1,144 @@
+"""Node and tensor views read from LiteRT's TfLiteContext at the delegate's Prepare.
+
+lowering.why_not and kernels.py read a node as a ``model.Node`` and its tensors as
+``model.Tensor`` views (``_Tensors``, ``_Graph``: what lowering reads as a subgraph), made
+from the C structs through backend/abi.py and memoised by their raw fields, so that a
+second interpreter of a model reads no tensor twice. ``node_key`` is a node's identity
+for Prepare's memos (claims.py).
+"""
+from __future__ import annotations
+
+import ctypes as C
+import types
+
+import numpy as np
+
+from . import abi
+from .errors import LiteclError
+from .model import Node, Tensor
+from .ops.dtypes import BY_C_TYPE, C_TYPE_SCHEMA
+
+#: the builtin operators litecl lowers, by TfLiteRegistration.builtin_code
+_OPS = {abi.BUILTIN_ADD: "ADD", abi.BUILTIN_CAST: "CAST"}
+#: TfLiteAllocationType values whose memory holds a value fixed for the interpreter's life
+_CONSTANT_ALLOC = (abi.MMAP_RO, abi.PERSISTENT_RO)
+
+
+def _raw_tensor(c, t: int) -> tuple:
+    """What litecl reads of tensor ``t`` of context ``c`` (a TfLiteContext), as plain
+    values: type, dims, dims_signature, quantization (scales, zero points, dimension)
+    or None, is_variable, constant, name. The key of ``_TENSOR_VIEWS``."""
+    ts = c.tensors[t]
+    q = None
+    if ts.quantization.type == 1 and ts.quantization.params:
+        p = C.cast(ts.quantization.params, C.POINTER(abi.TfLiteAffineQuantization)).contents
+        q = (abi.float_array(p.scale), abi.int_array(p.zero_point), int(p.quantized_dimension))
+    shape = abi.int_array(ts.dims)
+    return (ts.type, shape, abi.int_array(ts.dims_signature) if ts.dims_signature else shape, q,
+            bool(ts.is_variable), ts.allocation_type in _CONSTANT_ALLOC, ts.name)
+
+
+def _tensor_view(t: int, raw: tuple) -> Tensor:
+    """lowering's Tensor for tensor ``t`` read as ``raw`` (``_raw_tensor``; no constant
+    data: kernels read constants from LiteRT's memory at invoke)."""
+    ctype, shape, sig, q, variable, constant, name = raw
+    dt = BY_C_TYPE.get(ctype)
+    code = dt.tflite if dt is not None else C_TYPE_SCHEMA.get(ctype, -1)
+    scales, zps, qd = np.zeros(0, np.float32), np.zeros(0, np.int64), 0
+    if q is not None:
+        scales, zps, qd = np.array(q[0], np.float32), np.array(q[1], np.int64), q[2]
+    return Tensor(index=t, name=name.decode("utf-8", "replace") if name else "", type_code=code,
+                  dtype=dt, shape=shape, shape_signature=sig, buffer=0, data=None, scales=scales,
+                  zero_points=zps, quantized_dimension=qd, is_variable=variable, constant=constant)
+
+
+#: (tensor, raw) -> Tensor view, shared by every context that reads the same values (a
+#: view is never modified). With _NODE_VIEWS, what makes a second interpreter of a model
+#: cheap to prepare: 80 us of view building per CAST/ADD node became a lookup.
+_TENSOR_VIEWS: dict = {}
+#: (raw node, raw tensors, tensors_size) -> (Node view, node_key)
+_NODE_VIEWS: dict = {}
+_VIEWS_MAX = 1 << 16
+
+
+def _memo_put(memo: dict, key, value):
+    if len(memo) >= _VIEWS_MAX:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
+class _Tensors:
+    """``sg.tensors`` for lowering: tensor views of one context, read on first use."""
+
+    def __init__(self, ctx):
+        self._ctx = ctx
+        self._views: dict = {}
+
+    def __getitem__(self, t: int) -> Tensor:
+        v = self._views.get(t)
+        if v is None:
+            c = self._ctx.contents
+            if not 0 <= t < c.tensors_size:
+                raise IndexError(f"tensor {t} outside the context's {c.tensors_size}")
+            raw = _raw_tensor(c, t)
+            v = _TENSOR_VIEWS.get((t, raw))
+            if v is None:
+                v = _memo_put(_TENSOR_VIEWS, (t, raw), _tensor_view(t, raw))
+            self._views[t] = v
+        return v
+
+
+def node_key(n: Node, sg) -> tuple:
+    """Everything lowering reads of node ``n`` (op, version, options, and per tensor its
+    index, type, quantization, variable and constant flags and declared shape): equal keys
+    lower to the same kernels at equal shapes (the plan memo's key)."""
+    opts = n.options
+    o = (opts.fusedActivationFunction, opts.potScaleInt16) if opts is not None else None
+    ts = []
+    for t in (*n.inputs, *n.outputs):
+        if t < 0:
+            ts.append((t,))
+            continue
+        v = sg.tensors[t]
+        ts.append((t, v.type_code, tuple(v.scales.tolist()), tuple(v.zero_points.tolist()),
+                   v.quantized_dimension, v.is_variable, v.constant, v.shape_signature))
+    return (n.op, n.version, o, len(n.inputs), tuple(ts))
+
+
+def _raw_node(index: int, node, code: int, version: int) -> tuple:
+    """What litecl reads of node ``index`` (a TfLiteNode with builtin ``code``): index,
+    code, version, inputs, outputs, and ADD's (activation, pot_scale_int16)."""
+    opts = None
+    if code == abi.BUILTIN_ADD:
+        opts = (0, True)  # the schema's defaults when a model gives no options
+        if node.builtin_data:
+            p = C.cast(node.builtin_data, C.POINTER(abi.TfLiteAddParams)).contents
+            opts = (int(p.activation), bool(p.pot_scale_int16))
+    return (index, code, version, abi.int_array(node.inputs), abi.int_array(node.outputs), opts)
+
+
+def _node_view(raw: tuple) -> Node:
+    index, code, version, inputs, outputs, opts = raw
+    if opts is not None:
+        opts = types.SimpleNamespace(fusedActivationFunction=opts[0], potScaleInt16=opts[1])
+    return Node(index=index, opcode=code, op=_OPS.get(code, f"BUILTIN:{code}"), inputs=inputs,
+                outputs=outputs, options=opts, options2=None, version=version)
+
+
+class _Graph:
+    """What lowering reads as a subgraph inside a delegate: ``tensors`` (a _Tensors)."""
+
+    __slots__ = ("tensors",)
+
+    def __init__(self, tensors):
+        self.tensors = tensors
+
+
+def _plausible(n: Node, tensors_size: int) -> None:
+    """Cheap per-node layout check (a struct mirror that drifted reads garbage here)."""
+    if not n.outputs or any(not -1 <= t < tensors_size for t in (*n.inputs, *n.outputs)) \
+            or not 0 < n.version < 1000:
+        raise LiteclError(f"node {n.index} ({n.op}) reads as inputs {list(n.inputs)}, outputs "
+                          f"{list(n.outputs)}, version {n.version} with {tensors_size} tensors: "
+                          "LiteRT's structs do not match litecl's mirror")
