@@ -284,6 +284,28 @@ def test_kernel_text_follows_the_reference():
         "int16", (3, 1, 37), (3, 5, 37), "NONE", replace(caps, reference="ref"), p)
 
 
+def test_same_shape_kernels_run_the_vector_form():
+    """A same-shape quantized ADD's vector loop calls the op's vector form once per vector
+    (add_quant.quant_add_cl_vector_functions), not the scalar op lane by lane, which
+    Intel's CPU runtime left unvectorized (MoveNet's ADD kernels 8x slower); the scalar op
+    stays for the tail. Its lane indices, where the SIMD rule needs them, are a uintN."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from litecl.device import Caps  # noqa: PLC0415
+
+    caps = Caps("p", "d", "v", "1", frozenset(), False, False, True, 4, 256, False)
+    for dt, model in (("int16", "int16_model"), ("int8", "int8")):
+        p = _params(model)
+        for int64 in (True, False):
+            src = add_kernel(dt, (333,), (333,), "NONE", replace(caps, int64=int64), p)
+            body = src[src.index("for (uint k = lid"):]
+            assert "litecl_add_op_v16(" in body, body[:400]
+            assert body.count("litecl_add_op(") == 1  # the tail's scalar call only
+            assert "#ifndef LITECL_QUANT_V16" in src
+        if dt == "int16":
+            assert "const uint16 i" in src  # this model's SIMD rule picks elements by index
+
+
 def test_constants_are_kernel_arguments_so_equal_adds_share_a_program(fast_device):
     """A quantized ADD's scales and zero points are int arguments of its kernel, not
     literals: two ADDs of one dtype, path and shape with other constants have one program
