@@ -76,9 +76,10 @@ KEEP_ORDER_DEFAULT = "auto"
 SMALL_PARTITION_BYTES = 2 << 20
 
 
-#: how long the runtime polls for an invoke's commands before clFinish (us): the native
-#: delegate's default (litecl_delegate.c LCL_SPIN_US, wait_done says why)
-_SPIN_US = 1000
+#: how long the runtime polls for an invoke's commands before clFinish (us); -1: the row
+#: of the device's runtime (litecl_delegate.c SPIN_ROWS: 0 for Intel's CPU runtime, else
+#: 1000; wait_done says why), as the native delegate without its spin_us option
+_SPIN_US = -1
 
 
 def _quiet(quiet) -> bool:

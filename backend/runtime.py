@@ -186,6 +186,7 @@ def _declare(lib) -> None:
         "lcl_partition_free": (None, [vp]),
         "lcl_partition_counts": (None, [vp, C.POINTER(C.c_int64)]),
         "lcl_inprocess_sizes": (i64, []),
+        "lcl_inprocess_device_spin_us": (C.c_long, [i32]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

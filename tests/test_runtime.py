@@ -19,7 +19,7 @@ from litecl import delegate as D
 from litecl import runtime as R
 from litecl.compare import make_interpreter
 
-from conftest import ROOT, assert_on_opencl, invoke_with, litert_outputs, same_outputs
+from conftest import ROOT, assert_on_opencl, device_params, invoke_with, litert_outputs, same_outputs
 from models.builders import cast_model, chain_model
 
 HAVE_CC = shutil.which(os.environ.get("CC") or "cc") is not None
@@ -143,6 +143,20 @@ def test_threads_share_one_delegate(fast_device):
     assert not bad
     parts = d.partitions()  # every interpreter's (all four are alive in ``its``)
     assert len(its) == 4 and [p.counts()["partition_invokes"] for p in parts] == [30] * 4
+
+
+@pytest.mark.parametrize("device", device_params(["pocl", "intel"]))
+def test_the_wait_follows_the_runtimes_row(device):
+    """An invoke's wait is the row of the device's runtime (litecl_delegate.c SPIN_ROWS,
+    found from the device's platform name): Intel's CPU runtime blocks in clFinish at
+    once, others poll for 1000 us first; the exact results either way."""
+    m = _model()
+    d = litecl.Delegate(device, quiet=True)
+    it = litecl.Interpreter(model_content=m, delegate=d)
+    it.allocate_tensors()
+    assert _same(_invoke(it, _inputs(m, 1)), _litert(m, _inputs(m, 1)))
+    want = 0 if "Intel(R) OpenCL" in d.device.caps.platform else 1000
+    assert d._rt.lcl_inprocess_device_spin_us(d._device_index(d.device)) == want
 
 
 def test_staged_copies(fast_device):

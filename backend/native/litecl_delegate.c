@@ -45,7 +45,7 @@
 #define LCL_MAX_BOUND 64            /* in-place buffers kept per partition (delegate.py _MAX_BOUND) */
 #define LCL_BLOCK_BYTES 32          /* ops/tiling.py BLOCK_BYTES */
 #define LCL_MAX_ELEMENTS (1ull << 31) /* ops/tiling.py MAX_ELEMENTS */
-#define LCL_SPIN_US 1000            /* default of the "spin_us" option (kernel_invoke's wait) */
+#define LCL_SPIN_US 1000            /* kernel_invoke's wait on a runtime SPIN_ROWS does not name */
 /* On a copy device (a discrete GPU) a tensor of at most this many bytes goes through a
  * pinned staging buffer (ALLOC_HOST_PTR, mapped once: a memcpy, then the DMA from it); a
  * larger one is copied from LiteRT's pageable memory directly. NVIDIA H200
@@ -171,6 +171,7 @@ typedef struct device_entry {
     char **family_why;                 /* LCL_FAMILIES' self-test verdicts: NULL not run yet,
                                           "" LiteRT's bits, else why not (self_test) */
     int compute_units, max_wg;
+    long spin_us;                      /* its runtime's wait (SPIN_ROWS), unless "spin_us" is given */
 } device_entry;
 
 typedef struct {
@@ -180,7 +181,8 @@ typedef struct {
     int in_place, align;               /* memory policy (LCL_PLAN, option "memory") */
     int use_binaries, quiet;
     char cache_dir[LCL_NAME_MAX];      /* compiled programs kept between processes ("" none: program_cache) */
-    long spin_us;                      /* polling before a blocking clFinish ("spin_us") */
+    long spin_us;                      /* polling before a blocking clFinish ("spin_us"); -1: the
+                                          device's row (SPIN_ROWS) */
     int keep_order;                    /* LiteRT's own nodes in the model's order ("keep_order": LCL_KEEP_*) */
     int ops;                           /* the operators it may take ("ops"): LCL_OP_CAST | LCL_OP_ADD */
     int *nodes, n_nodes;               /* "nodes": (subgraph, node index) pairs it may take; NULL: any */
@@ -1502,15 +1504,35 @@ static double now_us(void) {
  * (benchmarks/bench_native.py cold_round_trip_us). */
 static int profiling(const partition *p);
 
+/* How long an invoke polls before clFinish, by OpenCL runtime: a row per platform name
+ * (a substring), LCL_SPIN_US for the others. Measured on the project's 2-core VM, invoke
+ * medians of 55 alternating rounds, LiteRT / polling 1000 us / a plain clFinish:
+ * Intel's CPU runtime 2026.2 (pip): MoveNet 15983 / 16458 / 16014 us, face_landmark 3922 /
+ * 4755 / 4369, palm_detection_lite 22300 / 24505 / 23415, rope 701 / 763 / 729: the
+ * polling thread takes a core from the runtime's TBB workers, which run the kernel (the
+ * profiled CAST of frontend_sl_v1: 240 us polled, 21 us not). PoCL 3.1, the same runs:
+ * face_landmark 3926 / 5023 / 5439, palm 22031 / 24542 / 25108, rope 739 / 833 / 889:
+ * polling pays there (its workers wake late from clFinish's sleep). */
+static const struct { const char *platform; long spin_us; } SPIN_ROWS[] = {
+    {"Intel(R) OpenCL", 0},
+};
+
+static long platform_spin_us(const char *platform_name) {
+    for (size_t i = 0; i < sizeof SPIN_ROWS / sizeof SPIN_ROWS[0]; i++)
+        if (strstr(platform_name, SPIN_ROWS[i].platform)) return SPIN_ROWS[i].spin_us;
+    return LCL_SPIN_US;
+}
+
 static cl_int wait_done(partition *p) {
     delegate *d = p->d;
+    long spin_us = d->spin_us >= 0 ? d->spin_us : p->dev->spin_us;
     /* not while profiling: the polling thread takes a core from the runtime's workers,
      * and on 2 cores Intel's CPU runtime then timed a kernel at 240 us that runs in 21
      * (frontend_sl_v1's CAST, event-profiled, measured) */
-    if (p->done && d->spin_us > 0 && !profiling(p)) {
+    if (p->done && spin_us > 0 && !profiling(p)) {
         cl_int st = 1;
         p->dev->cl.Flush(p->dev->queue);
-        double until = now_us() + (double)d->spin_us;
+        double until = now_us() + (double)spin_us;
         while (p->dev->cl.GetEventInfo(p->done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL) == CL_SUCCESS &&
                st > CL_COMPLETE && now_us() < until)
             sched_yield();
@@ -2347,6 +2369,7 @@ static int use_candidate(device_entry *e, const candidate *c, char *err, size_t 
     e->platform_id = c->platform, e->device_id = c->device;
     snprintf(e->device_name, sizeof e->device_name, "%s", c->device_name);
     snprintf(e->platform_name, sizeof e->platform_name, "%s", c->platform_name);
+    e->spin_us = platform_spin_us(e->platform_name);
     e->programs = calloc((size_t)(LCL_PLAN.n_programs ? LCL_PLAN.n_programs : 1), sizeof(cl_program));
     e->family_why = NULL;
     if (!e->programs) {
@@ -2574,7 +2597,7 @@ static int parse_nodes(delegate *d, const char *v) {
  * quiet (yes/no: no Replacing line; yes/no values are 1, 0, true, false, yes, no, on,
  * off, anything else is refused; without it, LITECL_QUIET as env_flag reads it, a value
  * that is no yes/no word refused), an empty value for any option is refused, spin_us (how long an invoke polls for its commands,
- * yielding the CPU, before it blocks in clFinish: default 1000; 0 blocks at once), keep_order (yes/no
+ * yielding the CPU, before it blocks in clFinish: default by runtime, SPIN_ROWS (1000, Intel's CPU runtime 0); 0 blocks at once), keep_order (yes/no
  * or auto, default auto: LiteRT's own nodes run in the model's order, keep_order_begin; auto only
  * where LiteRT's greedy order makes more bytes live at once), ops ("CAST", "ADD" or "CAST,ADD":
  * the operators it may take), nodes ("0=1,5;1=2": only these nodes of these subgraphs, as
@@ -2595,7 +2618,7 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
     const char *library = "", *platform = "", *device = "", *device_type = "";
     const char *memory = "auto";
     d->use_binaries = 1;
-    d->spin_us = LCL_SPIN_US;
+    d->spin_us = -1; /* the device's SPIN_ROWS row */
     d->keep_order = LCL_KEEP_ORDER_DEFAULT;
     d->ops = LCL_OP_CAST | LCL_OP_ADD;
     int env_quiet = env_flag("LITECL_QUIET", 0), quiet_given = 0; /* the quiet option wins over it */
@@ -2824,6 +2847,10 @@ LCL_EXPORT int lcl_inprocess_device(void *d_, const char *library, void *context
             e->context = context;
             e->queue = queue;
             e->device_id = device;
+            cl_platform_id platform = NULL;
+            if (e->cl.GetDeviceInfo(e->device_id, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL) == CL_SUCCESS)
+                e->cl.GetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof e->platform_name - 1, e->platform_name, NULL);
+            e->spin_us = platform_spin_us(e->platform_name);
             init_locks(e);
             e->pid = getpid();
             INPROCESS[N_INPROCESS++] = e;
@@ -2837,6 +2864,15 @@ LCL_EXPORT int lcl_inprocess_device(void *d_, const char *library, void *context
     }
     pthread_mutex_unlock(&INPROCESS_LOCK);
     return e ? i : -1;
+}
+
+/* How long an invoke on runtime device ``index`` polls before clFinish without a
+ * spin_us option (SPIN_ROWS, by its platform's name); -1 for no such device. */
+LCL_EXPORT long lcl_inprocess_device_spin_us(int index) {
+    pthread_mutex_lock(&INPROCESS_LOCK);
+    long v = index >= 0 && index < N_INPROCESS ? INPROCESS[index]->spin_us : -1;
+    pthread_mutex_unlock(&INPROCESS_LOCK);
+    return v;
 }
 
 /* The partition kernel's user data for nodes ``order`` (execution order) writing
