@@ -194,6 +194,39 @@ def test_resize_keeps_elementwise_nodes_and_leaves_baked_broadcasts_to_litert(tm
     assert r.returncode == 0 and "EQUAL" in r.stdout and "left to LiteRT" not in r.stderr, r.stderr[-500:]
 
 
+REFUSED_RESIZE_CHILD = r'''
+import sys, json
+sys.modules["litecl"] = None
+from ai_edge_litert.interpreter import Interpreter, OpResolverType, load_delegate
+so, model, opts = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
+it = Interpreter(model_path=model, experimental_delegates=[load_delegate(so, opts)],
+                 experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+it.resize_tensor_input(it.get_input_details()[0]["index"], [5])
+try:
+    it.allocate_tensors()
+    print("ALLOCATED")
+except RuntimeError as e:
+    print("REFUSED", e)
+'''
+
+
+def test_liters_own_errors_come_without_a_line_of_the_delegates(tmp_path, fast_device):
+    """A resize LiteRT refuses ([5] + [4]) fails allocate_tensors with LiteRT's own
+    message alone: the delegate's Prepare reads the model's node count from the execution
+    plan, not by asking for nodes until LiteRT reports one missing (that report then led
+    every later error of the interpreter: "node_index < nodes_size was not true")."""
+    _need(CC)
+    m = tmp_path / "add.tflite"
+    m.write_bytes(add_model("float32", [4], [4]))
+    out = tmp_path / "add"
+    _export_build(m, out, fast_device)
+    r = _child(REFUSED_RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "exported_device.json")
+    assert r.returncode == 0 and "REFUSED" in r.stdout and "are not broadcastable" in r.stdout, (r.stdout, r.stderr)
+    assert "nodes_size" not in r.stdout, r.stdout
+    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "exported_device.json", "[[4], [4]]")
+    assert r.returncode == 0 and "EQUAL" in r.stdout and "Replacing 1 out of 1 node(s)" in r.stderr, r.stderr[-500:]
+
+
 def test_resize_within_the_signature_keeps_the_model_running(tmp_path, fast_device):
     """x [-1, 1] + y [1, -1] (TensorFlow's converter), exported at [1, 1] + [1, 1] (an
     elementwise kernel), resized to [31, 1] + [1, 10]: the operands now broadcast, which the

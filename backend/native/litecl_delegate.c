@@ -306,19 +306,23 @@ static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, c
      * took: their kernels replace nodes in the execution plan, while LiteRT keeps every
      * node of the model at its index (the kernels come after them, from N on) */
     int32_t want_nodes = c.len > 1 ? c.want[1] : 0;
-    int here = 0; /* the model's nodes: those before the first delegate kernel */
-    for (;; here++) {
+    /* the model's nodes: the execution plan's length where no delegate applied before,
+     * else up to the first delegate kernel (LiteRT appends kernels from N on). Read from
+     * the plan, not by asking for node indices until one fails: LiteRT reports each
+     * failed lookup, and that line then led every later error of the interpreter. */
+    int here = plan ? plan->size : 0, first_kernel = -1;
+    for (int k = 0; plan && k < plan->size; k++) {
         TfLiteNode *node;
         TfLiteRegistration *reg;
-        if (ctx->GetNodeAndRegistration(ctx, here, &node, &reg) != kTfLiteOk || !reg ||
-            reg->builtin_code == kTfLiteBuiltinDelegate)
-            break;
+        if (ctx->GetNodeAndRegistration(ctx, plan->data[k], &node, &reg) == kTfLiteOk && reg &&
+            reg->builtin_code == kTfLiteBuiltinDelegate && (first_kernel < 0 || plan->data[k] < first_kernel))
+            first_kernel = plan->data[k];
     }
+    if (first_kernel >= 0) here = first_kernel;
     if (here != want_nodes) {
         snprintf(why, why_len, "%d nodes exported, %d here", (int)want_nodes, here);
         return 0;
     }
-    (void)plan;
     c.pos = 2;
     for (int k = 0; k < want_nodes; k++) {
         int i = k;
