@@ -160,17 +160,17 @@ def large(n: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dirs", nargs="*", type=Path)
-    ap.add_argument("--device", default=None)
+    ap.add_argument("dirs", nargs="*", type=Path, help="folders (or files) of .tflite models; those LiteRT alone runs are measured")
+    ap.add_argument("--device", default=None, help="litecl device spec (default: LITECL_DEVICE, else auto)")
     ap.add_argument("--placement", default="all", choices=("all", "auto"))
     ap.add_argument("--keep-order", default=KEEP_ORDER_DEFAULT, type=lambda v: {"false": False, "true": True}.get(v, v),
                     choices=(False, True, "auto"), help="litecl.Delegate's keep_order (default: its default)")
-    ap.add_argument("--size", type=int, default=1 << 24)
-    ap.add_argument("--secs", type=float, default=1.0)
+    ap.add_argument("--size", type=int, default=1 << 24, help="elements of the five large models (default 2^24)")
+    ap.add_argument("--secs", type=float, default=1.0, help="alternating rounds per model for this long (default 1 s)")
     ap.add_argument("--skip-init", action="store_true")
     ap.add_argument("--skip-models", action="store_true")
     ap.add_argument("--skip-large", action="store_true")
-    ap.add_argument("--json", type=Path)
+    ap.add_argument("--json", type=Path, help="also write every number to this JSON file")
     ap.add_argument("--init-rounds", type=int, default=7, help="alternating start-up rounds per model")
     a = ap.parse_args(argv)
     dev = litecl.open_device(a.device)
@@ -201,7 +201,9 @@ def main(argv=None) -> int:
               f"{tot['litecl'] / tot['litert']:.2f}x")
     if ms and not a.skip_models:
         rows = []
-        print("invoke alone (the API's copies apart, in the last two columns), medians:")
+        print("invoke alone, medians; P: partitions; (d/P)/floor: (litecl - LiteRT) per partition in round-trip "
+              "floors; copies: set_tensor + get_tensor apart; slow k.: launches whose kernel alone is slower than "
+              "LiteRT's nodes (listed below); floors w/o: (d/P)/floor with their excess taken out")
         print(f"{'model':40s} {'LiteRT us':>10s} {'litecl us':>10s} {'ratio':>6s} {'P':>3s} {'(d/P)/floor':>11s} "
               f"{'copies LiteRT':>13s} {'copies litecl':>13s} {'slow k.':>7s} {'floors w/o':>10s}")
         for name, raw in ms:
