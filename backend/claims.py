@@ -133,6 +133,12 @@ def prepare(dlg, ctx) -> int:
         return abi.K_OK  # keep the first application's record (placement())
     size = c.tensors_size
     si = None if dlg.nodes is None else _subgraph_index(C.addressof(c))
+    if si is not None and dlg.nodes.get(si):
+        n_model = _model_nodes(ctx, plan)
+        bad = sorted(i for i in dlg.nodes[si] if i >= n_model)
+        if bad:  # a typo that would leave every node to LiteRT without a word
+            raise LiteclError(f"nodes= names node {bad[0]} of subgraph {si}, which has {n_model} node(s) "
+                              f"(0..{n_model - 1})")
     model, declared = getattr(dlg._owner, "model", None), getattr(dlg._owner, "declared", False)
     mkey = costs = None
     if model is not None:
@@ -254,6 +260,19 @@ def already_delegated(dlg, ctx, plan) -> bool:
                                  "application claims none\n")
             return True
     return False
+
+
+def _model_nodes(ctx, plan) -> int:
+    """The model's node count in this context: the execution plan's length where no
+    delegate applied before, else the first delegate kernel's index (LiteRT keeps every
+    model node at its index and appends kernels from N on; as litecl_delegate.c
+    fingerprint_matches reads it)."""
+    c = ctx.contents
+    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+    kernels = [i for i in plan if i >= len(plan)
+               and c.GetNodeAndRegistration(ctx, i, C.byref(node_p), C.byref(reg_p)) == abi.K_OK
+               and reg_p.contents.builtin_code == abi.BUILTIN_DELEGATE]
+    return min(kernels) if kernels else len(plan)
 
 
 def _subgraph_index(addr: int) -> int:

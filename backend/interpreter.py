@@ -204,6 +204,10 @@ class Interpreter(_litert.Interpreter):
             if given:
                 raise LiteclError(f"{', '.join(given)} given with delegate=: they are the Delegate's "
                                   "options; pass them to litecl.Delegate(...)")
+        missing = sorted(si for si in (delegate.nodes or {}) if si >= len(model.subgraphs))
+        if missing:  # the model is known here (a Delegate alone cannot tell)
+            raise LiteclError(f"nodes= names subgraph {missing[0]}, but the model has {len(model.subgraphs)} "
+                              f"subgraph(s) (0..{len(model.subgraphs) - 1})")
         if experimental_delegates is not None and not isinstance(experimental_delegates, (list, tuple)):
             raise LiteclError(f"experimental_delegates must be a list of delegates or None, got "
                               f"{type(experimental_delegates).__name__}")

@@ -126,6 +126,19 @@ def test_ops_and_nodes_take_exactly_what_they_name(fast_device):
         with pytest.raises(litecl.LiteclError) as e:
             litecl.Delegate(fast_device, **bad)
         assert "\n" not in str(e.value)
+    n = len(litecl.model.load_model(model_content=m).subgraphs[0].nodes)
+    # naming what the model lacks: one line, where the model is known (litecl.Interpreter:
+    # a subgraph; any Prepare: a node), not every node left to LiteRT without a word
+    for nodes, said in (({0: [2, n]}, f"nodes= names node {n} of subgraph 0, which has {n} node(s)"),
+                        ({1: [0]}, "nodes= names subgraph 1, but the model has 1 subgraph(s)")):
+        with pytest.raises(litecl.LiteclError) as e:
+            litecl.Interpreter(model_content=m, delegate=litecl.Delegate(fast_device, quiet=True, nodes=nodes))
+        assert said in str(e.value) and "\n" not in str(e.value)
+    from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415 (stock LiteRT: the node only)
+
+    d = litecl.Delegate(fast_device, quiet=True, nodes={0: [n + 5]})
+    with pytest.raises(RuntimeError, match=f"nodes= names node {n + 5} of subgraph 0"):
+        Interpreter(model_content=m, experimental_delegates=[d])
 
 
 def test_keep_order_names_the_order_it_drops_around_another_delegate(fast_device):
