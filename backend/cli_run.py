@@ -84,12 +84,19 @@ def _compare_one(args, interp, ref, sig, given) -> dict:
         names = {d["name"] for d in details}  # --inputs may hold other signatures' inputs too
         given = {k: v for k, v in given.items() if k in names}
     inputs = _inputs_for(details, given, args.seed, args.resize, args.full_range, interp, sig)
-    got = run_outputs(interp, inputs, sig)
-    try:
+    try:  # LiteRT alone first: a model it cannot run at these shapes is said as such
         want = run_outputs(ref, inputs, sig)
     except (RuntimeError, ValueError) as e:  # e.g. an op version this LiteRT lacks
+        from .errors import LiteclError  # noqa: PLC0415
+
+        if isinstance(e, LiteclError):  # litecl's own words (an output LiteRT cannot read)
+            raise
         msg = " ".join(str(e).split())[:300]
-        raise _Usage(f"LiteRT without the delegate cannot run the model: {msg}") from None
+        hint = ("" if given is not None else
+                f" (inputs at the model's declared shapes {', '.join(str(list(v.shape)) for v in inputs.values())}; "
+                "give inputs of shapes it runs with --inputs FILE.npz)")
+        raise _Usage(f"LiteRT without the delegate cannot run the model: {msg}{hint}") from None
+    got = run_outputs(interp, inputs, sig)
     if sig is not None:  # a signature's outputs are keyed by name; keep LiteRT's order
         got_by = dict(got)
         got = [(k, got_by.get(k, np.array([]))) for k, _ in want]

