@@ -91,6 +91,8 @@ def _compare_one(args, interp, ref, sig, given) -> dict:
 
         if isinstance(e, LiteclError):  # litecl's own words (an output LiteRT cannot read)
             raise
+        if isinstance(e, UnicodeDecodeError):  # a tensor name that is not UTF-8: litecl's
+            run_outputs(interp, inputs, sig)    # Interpreter says so in its own words
         msg = " ".join(str(e).split())[:300]
         hint = ("" if given is not None else
                 f" (inputs at the model's declared shapes {', '.join(str(list(v.shape)) for v in inputs.values())}; "
