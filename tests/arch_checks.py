@@ -152,7 +152,10 @@ def _add_inputs(dt, s1, s2, seed):
 
 
 def _rename(source: str, k: int) -> str:
-    """``source`` with every litecl_* identifier suffixed ``_k{k}``: many kernels in one program."""
+    """``source`` with every litecl_* identifier suffixed ``_k{k}``, and the include guards
+    of shared helpers (LITECL_QUANT_V16: add_quant.quant_add_cl_vector_functions) with
+    them, so each kernel defines its own renamed helpers: many kernels in one program."""
+    source = re.sub(r"\bLITECL_QUANT_V(\w+)", lambda mt: f"LITECL_QUANT_V{mt.group(1)}_K{k}", source)
     return re.sub(r"\blitecl_(\w+)", lambda mt: f"litecl_{mt.group(1)}_k{k}", source)
 
 
