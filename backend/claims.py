@@ -6,13 +6,15 @@ node view, the kernel generated at the declared shapes, the family's self-test, 
 ``ops=``/``nodes=`` choice, placement.py's cost model under ``placement="auto"``),
 records the answer (Delegate._record), marks LiteRT's nodes for ``keep_order``
 (``keep_order_marks``) and hands the claimed nodes to
-ReplaceNodeSubsetsWithDelegateKernels. Decisions are memoised per model, plan and
-device (``_PREPARES``, ``_ORDERS``, ``_REASONS``, ``_AUTO``). Module functions taking
+ReplaceNodeSubsetsWithDelegateKernels. Decisions are memoised per context key (every
+field Prepare reads, ``context_key``) and device (``_PREPARES``, ``_ORDERS``,
+``_REASONS``, ``_AUTO``). Module functions taking
 the Delegate.
 """
 from __future__ import annotations
 
 import ctypes as C
+import hashlib
 import sys
 
 from . import abi
@@ -139,20 +141,15 @@ def prepare(dlg, ctx) -> int:
         if bad:  # a typo that would leave every node to LiteRT without a word
             raise LiteclError(f"nodes= names node {bad[0]} of subgraph {si}, which has {n_model} node(s) "
                               f"(0..{n_model - 1})")
-    model, declared = getattr(dlg._owner, "model", None), getattr(dlg._owner, "declared", False)
-    mkey = costs = None
-    if model is not None:
-        if dlg.placement_mode == "auto":  # auto's decisions follow the device's costs
-            costs = dlg._device_costs()
-        # the entry holds ``costs``, so no other object takes its id while it lives
-        mkey = (model, declared, plan, size, id(dlg.caps), id(costs), dlg.placement_mode,
-                dlg.reference, dlg.fuse, dlg.ops,
-                None if dlg.nodes is None else (si, tuple(sorted(dlg.nodes.get(si, ())))))
-    got = None if mkey is None else _recall(ctx, _PREPARES.get(mkey), declared)
+    costs = dlg._device_costs() if dlg.placement_mode == "auto" else None  # auto follows the device's costs
+    # the entry holds ``costs``, so no other object takes its id while it lives
+    mkey = (context_key(dlg._rt, ctx), id(dlg.caps), id(costs), dlg.placement_mode, dlg.reference, dlg.fuse,
+            dlg.ops, None if dlg.nodes is None else (si, tuple(sorted(dlg.nodes.get(si, ())))),
+            getattr(dlg._owner, "visible", frozenset()))
+    got = _recall(ctx, _PREPARES.get(mkey))
     if got is None:
         got = decide(dlg, ctx, plan, si)
-        if mkey is not None:
-            _memo_put(_PREPARES, mkey, (*_remember(*got), costs))
+        _memo_put(_PREPARES, mkey, (*_remember(*got), costs))
     sg, views, keys, rows, claim = got
     addr = C.addressof(c)
     with dlg._lock:
@@ -172,15 +169,12 @@ def prepare(dlg, ctx) -> int:
     arr = abi.new_int_array(claim, owned_by_litert=False)
     marked = ()
     if dlg.keep_order:
-        # the decision depends on the graph and its shapes: memoised where LiteRT builds the
-        # model's own graph at its declared shapes (a second construction: ~5 ms saved on
-        # pose_detection's 291 nodes)
-        okey = (mkey, tuple(claim), dlg.keep_order) if mkey is not None and declared else None
-        marked = _ORDERS.get(okey) if okey is not None else None
+        # the decision depends on the graph, its shapes and flags (all in the context key: a
+        # second construction saved ~5 ms on pose_detection's 291 nodes)
+        okey = (mkey, tuple(claim), dlg.keep_order)
+        marked = _ORDERS.get(okey)
         if marked is None:
-            marked = keep_order_marks(dlg, ctx, plan, claim)
-            if okey is not None:
-                _memo_put(_ORDERS, okey, marked)
+            marked = _memo_put(_ORDERS, okey, keep_order_marks(dlg, ctx, plan, claim))
         _flag(ctx, marked, True)
     rec["kept_order"] = bool(marked)
     if marked:
@@ -347,45 +341,25 @@ def _flag(ctx, nodes, value: bool) -> None:
 
 _REASONS: dict = {}  # (node key, shapes, caps) -> why it stays on LiteRT ("": it need not)
 _AUTO: dict = {}  # (costs, caps, in place, fuse, wiring, claimed nodes and shapes) -> (costs, auto's keep)
-#: (model token, execution plan, tensors_size, device, placement, reference, fuse) ->
-#: ``_remember``'s record of what Prepare decided there. A second Interpreter of a model
-#: then reads only the CAST/ADD nodes' codes and their tensors' shapes (42 real models:
-#: 1 us a node of the plan and ~25 us a CAST/ADD node saved).
+#: (context_key, device, costs, placement, reference, fuse, ops, nodes, visible) ->
+#: ``_remember``'s record of what Prepare decided there. A second interpreter of a model
+#: (litecl's or LiteRT's own) then reads the context in one C call.
 _PREPARES: dict = {}
 #: (_PREPARES' key, claimed nodes, keep_order) -> the nodes keep_order_marks marks
-#: (only for a model's own graph at its declared shapes)
 _ORDERS: dict = {}
 
 
 def _remember(sg, views, keys, rows, claim) -> tuple:
-    """What ``_recall`` needs to redo a Prepare's decisions without deciding: the tensor
-    views read and, to check, each one's (constant, shape) and each node's builtin code."""
-    tviews = dict(sg.tensors._views)
-    checks = tuple((t, v.constant, v.shape) for t, v in tviews.items())
-    codes = tuple((i, n.opcode) for i, n in views.items())
-    return tviews, checks, codes, views, keys, tuple(dict(r) for r in rows), tuple(claim)
+    """What ``_recall`` needs to redo a Prepare's decisions without deciding."""
+    return dict(sg.tensors._views), views, keys, tuple(dict(r) for r in rows), tuple(claim)
 
 
-def _recall(ctx, memo, declared: bool):
-    """``decide``'s answer from ``memo`` (``_remember``), or None when there is none or a
-    node's builtin code, or a tensor's shape or constness, differs in ``ctx`` now (not
-    checked where ``declared``: LiteRT's constructor building the graph from the same model
-    bytes, whose node codes and shapes the memo's were)."""
+def _recall(ctx, memo):
+    """``decide``'s answer from ``memo`` (``_remember``), or None when there is none. The
+    memo's key holds the context's key (``context_key``), so nothing needs checking."""
     if memo is None:
         return None
-    tviews, checks, codes, views, keys, rows, claim, _ = memo
-    c = ctx.contents
-    tensors = c.tensors
-    for t, const, shape in () if declared else checks:
-        ts = tensors[t]
-        if (ts.allocation_type in _CONSTANT_ALLOC) != const or abi.int_array(ts.dims) != shape:
-            return None
-    if codes and not declared:  # declared: the model's own graph, as LiteRT built it from the same bytes
-        node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
-        get, node_r, reg_r = c.GetNodeAndRegistration, C.byref(node_p), C.byref(reg_p)
-        for i, code in codes:
-            if get(ctx, i, node_r, reg_r) != abi.K_OK or reg_p.contents.builtin_code != code:
-                return None
+    tviews, views, keys, rows, claim, _ = memo
     tv = _Tensors(ctx)
     tv._views.update(tviews)
     # node views and keys are only read after Prepare: shared with the memo; a row is
@@ -394,6 +368,26 @@ def _recall(ctx, memo, declared: bool):
         taken = set(claim)
         rows = [dict(r) if r["index"] in taken else r for r in rows]
     return _Graph(tv), views, keys, list(rows), list(claim)
+
+
+def context_key(rt, ctx) -> bytes:
+    """A 128-bit digest (BLAKE2b) of everything Prepare reads of context ``ctx``: the
+    execution plan's nodes and every tensor's fields (the runtime library ``rt``'s
+    lcl_context_key, litecl_delegate.c, one C call). Contexts with equal keys get equal
+    decisions, in any interpreter of the process, LiteRT's own included. Raises
+    LiteclError when LiteRT fails a lookup."""
+    cap = _KEY_ROOM[0]
+    while True:
+        buf = (C.c_int32 * cap)()
+        n = rt.lcl_context_key(ctx, buf, cap)
+        if n < 0:
+            raise LiteclError("LiteRT's GetExecutionPlan or GetNodeAndRegistration failed")
+        if n <= cap:
+            return hashlib.blake2b(memoryview(buf).cast("B")[:4 * n], digest_size=16).digest()
+        cap = _KEY_ROOM[0] = max(n, cap)
+
+
+_KEY_ROOM = [4096]  # int32s: the largest context key seen so far
 
 
 def _source_problem(n: Node, sg, caps) -> str:

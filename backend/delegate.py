@@ -329,17 +329,12 @@ class Delegate(_Records):
         self._owner.fetched = next(_EVENTS)
         return C.addressof(self._struct)
 
-    def owning(self, owner, model=None, declared: bool = False, visible: frozenset = frozenset()):
-        """A context manager: Prepares inside it are recorded as ``owner``'s. ``model``: a
-        token naming the model LiteRT is preparing (litecl.Interpreter's; None: unknown),
-        under which Prepare reuses the decisions of an earlier Prepare of the same model
-        in this process (``_PREPARES``) after checking they still hold; ``declared``: the
-        tensors still have the model's declared shapes (LiteRT's constructor applying the
-        delegate), so the shapes need no check. ``visible``: {(tensor index, name)} that
-        must stay LiteRT's tensors (a model's signature tensors that are no subgraph input
-        or output): a node writing one stays on LiteRT, since inside a partition LiteRT
-        would allocate no memory for it."""
-        return _Owning(self._owner, (owner, model, declared, visible))
+    def owning(self, owner, visible: frozenset = frozenset()):
+        """A context manager: Prepares inside it are recorded as ``owner``'s. ``visible``:
+        {(tensor index, name)} that must stay LiteRT's tensors (a model's signature tensors
+        that are no subgraph input or output): a node writing one stays on LiteRT, since
+        inside a partition LiteRT would allocate no memory for it."""
+        return _Owning(self._owner, (owner, visible))
 
     def take_error(self):
         """The litecl error a callback raised on this thread since the last call, or None."""
@@ -368,8 +363,7 @@ class Delegate(_Records):
         return self._costs
 
 class _Owning:
-    """Delegate.owning's context manager: sets the thread's (key, model, declared,
-    visible) and puts the previous ones back on exit (a generator-based one cost ~8 us)."""
+    """Delegate.owning's context manager: sets the thread's (key, visible) and puts the previous ones back on exit (a generator-based one cost ~8 us)."""
 
     __slots__ = ("_local", "_values", "_prev")
 
@@ -378,13 +372,12 @@ class _Owning:
 
     def __enter__(self):
         o = self._local
-        self._prev = (getattr(o, "key", None), getattr(o, "model", None), getattr(o, "declared", False),
-                      getattr(o, "visible", frozenset()))
-        o.key, o.model, o.declared, o.visible = self._values
+        self._prev = (getattr(o, "key", None), getattr(o, "visible", frozenset()))
+        o.key, o.visible = self._values
 
     def __exit__(self, *exc):
         o = self._local
-        o.key, o.model, o.declared, o.visible = self._prev
+        o.key, o.visible = self._prev
         return False
 
 

@@ -8,7 +8,6 @@ and ``summary()`` (which nodes run where and why), and ``close()``.
 """
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import sys
@@ -107,17 +106,6 @@ def _verified(model_path, model_content):
     return load_model(model_path, model_content)
 
 
-_TOKENS = itertools.count(1)
-
-
-def _prepare_token(model):
-    """A token naming ``model`` in the delegate's Prepare memo (Delegate.owning), or None
-    where LiteRT's contexts of two of its subgraphs could not be told apart by their
-    node and tensor counts (the memo's key holds no subgraph index: a context has none)."""
-    if model._token is None:
-        sizes = [(len(s.nodes), len(s.tensors)) for s in model.subgraphs]
-        model._token = next(_TOKENS) if len(set(sizes)) == len(sizes) else False
-    return model._token or None
 
 
 def _visible(model) -> frozenset:
@@ -220,7 +208,7 @@ class Interpreter(_litert.Interpreter):
         self._plain_invoke = False  # until allocate_tensors decides (_wrap)
         self._plain_get = True
         try:
-            with delegate.owning(id(self), _prepare_token(model), declared=True, visible=_visible(model)):
+            with delegate.owning(id(self), visible=_visible(model)):
                 super().__init__(model_content=model.raw,
                                  experimental_delegates=[delegate, *(experimental_delegates or [])],
                                  num_threads=num_threads,
@@ -263,7 +251,7 @@ class Interpreter(_litert.Interpreter):
         try:
             self._litecl.device.check_usable()
             self._wrap(invoke=True, get_tensor=True)  # litecl's until decided again
-            with self._litecl.owning(id(self), self._model._token or None, visible=self._model._visible):
+            with self._litecl.owning(id(self), visible=self._model._visible):
                 out = super().allocate_tensors()
             shapes = _input_shapes(self, 0)
             _refuse_litert_abort(self, 0, shapes)  # LiteRT would abort in invoke at these shapes

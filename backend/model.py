@@ -201,9 +201,6 @@ class Model:
     _big: dict = field(default_factory=dict, repr=False, compare=False)
     #: and (root, resolver, ADDs litecl took, input shapes) -> why LiteRT would abort
     _aborts: dict = field(default_factory=dict, repr=False, compare=False)
-    #: litecl.Interpreter's name for this model in the delegate's Prepare memo (None: not
-    #: yet given; False: none, two subgraphs could not be told apart by their sizes)
-    _token: object = field(default=None, repr=False, compare=False)
     #: litecl.Interpreter's: the signature tensors that are no subgraph input or output
     _visible: frozenset = field(default=None, repr=False, compare=False)
 

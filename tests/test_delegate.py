@@ -489,6 +489,79 @@ def test_a_second_interpreter_of_a_model_recalls_prepare_and_stays_exact(fast_de
     assert none._plain_invoke
 
 
+def test_litert_own_interpreter_recalls_prepare_by_context_key(fast_device, monkeypatch):
+    """The Prepare memo is keyed by the context's content (claims.context_key, one C call),
+    not by litecl.Interpreter's model: LiteRT's own Interpreter with a Delegate decides
+    once per graph, then recalls (placement equal, outputs bit-exact); a graph that differs
+    only in a tensor's name, a quantization scale or a declared shape gets another key
+    and is decided afresh."""
+    import litecl.claims as cm
+    from ai_edge_litert.interpreter import Interpreter as LiteRT
+
+    decided = []
+    orig = cm.decide
+    monkeypatch.setattr(cm, "decide",
+                        lambda self, ctx, plan, si=None: (decided.append(1), orig(self, ctx, plan, si))[1])
+    monkeypatch.setattr(cm, "_PREPARES", {})  # the earlier tests' graphs decided afresh here
+    d = litecl.Delegate(fast_device, quiet=True)
+
+    def run(buf):
+        it = LiteRT(model_content=buf, experimental_delegates=[d])
+        it.allocate_tensors()
+        ref = make_interpreter(buf)
+        ref.allocate_tensors()
+        ins = random_inputs(ref.get_input_details(), seed=3)
+        _same(run_outputs(it, ins), run_outputs(ref, ins))
+
+    buf = add_model("float32", [4, 1], [1, 5])
+    run(buf)
+    n = len(decided)
+    assert n >= 1
+    run(bytes(buf))
+    assert len(decided) == n  # recalled: same content
+    run(add_model("float32", [4, 2], [1, 2]))
+    assert len(decided) == n + 1  # another declared shape
+    q1 = add_model("int8", [6], [6], quant=((0.5, 1), (0.25, 2), (0.125, 3)))
+    q2 = add_model("int8", [6], [6], quant=((0.5, 1), (0.25, 2), (0.25, 3)))
+    run(q1)
+    run(q2)
+    assert len(decided) == n + 3  # another output scale
+    rt = d._rt
+    ctxs = []
+    assert buf.count(b"input1") == 2
+    for b in (buf, buf.replace(b"input1", b"inpuT1")):
+        ctxs.append(_context_key_of(b, rt))
+    assert ctxs[0] != ctxs[1]  # another tensor name
+
+
+def _context_key_of(buf, rt):
+    """claims.context_key of ``buf``'s subgraph 0 as a delegate's Prepare sees it."""
+    import ctypes as C
+    import types
+
+    import litecl.abi as abi
+    import litecl.claims as cm
+    from ai_edge_litert.interpreter import Interpreter as LiteRT
+
+    got = []
+
+    @abi.DELEGATE_PREPARE
+    def probe(ctx, dlg):
+        got.append(cm.context_key(rt, ctx))
+        return abi.K_OK
+
+    st = abi.TfLiteDelegate()
+    st.Prepare = probe
+    st.flags = abi.ALLOW_DYNAMIC_TENSORS
+    holder = types.SimpleNamespace(_get_native_delegate_pointer=lambda: C.addressof(st))
+    LiteRT(model_content=buf, experimental_delegates=[holder])
+    _KEEP.append((st, probe))
+    return got[0]
+
+
+_KEEP: list = []
+
+
 def test_shared_delegate_forgets_deleted_interpreters(fast_device):
     """A Delegate shared by many interpreters keeps the records of the live ones only:
     litecl.Interpreter's are dropped when it is deleted (its key, id(), may name another
