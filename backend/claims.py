@@ -14,8 +14,8 @@ the Delegate.
 from __future__ import annotations
 
 import ctypes as C
-import hashlib
 import sys
+import threading
 
 from . import abi
 from . import order as _order
@@ -149,7 +149,9 @@ def prepare(dlg, ctx) -> int:
     got = _recall(ctx, _PREPARES.get(mkey))
     if got is None:
         got = decide(dlg, ctx, plan, si)
-        _memo_put(_PREPARES, mkey, (*_remember(*got), costs))
+        if len(_PREPARES) >= _PREPARES_MAX:
+            _PREPARES.clear()
+        _PREPARES[mkey] = (*_remember(*got), costs)
     sg, views, keys, rows, claim = got
     addr = C.addressof(c)
     with dlg._lock:
@@ -174,7 +176,9 @@ def prepare(dlg, ctx) -> int:
         okey = (mkey, tuple(claim), dlg.keep_order)
         marked = _ORDERS.get(okey)
         if marked is None:
-            marked = _memo_put(_ORDERS, okey, keep_order_marks(dlg, ctx, plan, claim))
+            if len(_ORDERS) >= _PREPARES_MAX:
+                _ORDERS.clear()
+            marked = _ORDERS[okey] = keep_order_marks(dlg, ctx, plan, claim)
         _flag(ctx, marked, True)
     rec["kept_order"] = bool(marked)
     if marked:
@@ -345,6 +349,7 @@ _AUTO: dict = {}  # (costs, caps, in place, fuse, wiring, claimed nodes and shap
 #: ``_remember``'s record of what Prepare decided there. A second interpreter of a model
 #: (litecl's or LiteRT's own) then reads the context in one C call.
 _PREPARES: dict = {}
+_PREPARES_MAX = 1024  # a key holds the context's bytes (MoveNet: ~10 KB)
 #: (_PREPARES' key, claimed nodes, keep_order) -> the nodes keep_order_marks marks
 _ORDERS: dict = {}
 
@@ -371,23 +376,24 @@ def _recall(ctx, memo):
 
 
 def context_key(rt, ctx) -> bytes:
-    """A 128-bit digest (BLAKE2b) of everything Prepare reads of context ``ctx``: the
-    execution plan's nodes and every tensor's fields (the runtime library ``rt``'s
-    lcl_context_key, litecl_delegate.c, one C call). Contexts with equal keys get equal
-    decisions, in any interpreter of the process, LiteRT's own included. Raises
-    LiteclError when LiteRT fails a lookup."""
-    cap = _KEY_ROOM[0]
+    """Everything Prepare reads of context ``ctx``, as bytes: the execution plan's nodes,
+    the CAST/ADD nodes' tensors in full, every tensor's allocation type and size (the
+    runtime library ``rt``'s lcl_context_key, litecl_delegate.c, one C call). Contexts with
+    equal keys get equal decisions, in any interpreter of the process, LiteRT's own
+    included. Raises LiteclError when LiteRT fails a lookup."""
+    buf = getattr(_KEY_BUF, "buf", None)
+    if buf is None:
+        buf = _KEY_BUF.buf = (C.c_int32 * 4096)()
     while True:
-        buf = (C.c_int32 * cap)()
-        n = rt.lcl_context_key(ctx, buf, cap)
+        n = rt.lcl_context_key(ctx, buf, len(buf))
         if n < 0:
             raise LiteclError("LiteRT's GetExecutionPlan or GetNodeAndRegistration failed")
-        if n <= cap:
-            return hashlib.blake2b(memoryview(buf).cast("B")[:4 * n], digest_size=16).digest()
-        cap = _KEY_ROOM[0] = max(n, cap)
+        if n <= len(buf):
+            return C.string_at(buf, 4 * n)
+        buf = _KEY_BUF.buf = (C.c_int32 * n)()
 
 
-_KEY_ROOM = [4096]  # int32s: the largest context key seen so far
+_KEY_BUF = threading.local()  # each thread's room for lcl_context_key
 
 
 def _source_problem(n: Node, sg, caps) -> str:

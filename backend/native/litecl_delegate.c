@@ -2905,14 +2905,15 @@ LCL_EXPORT void lcl_partition_counts(const void *p_, int64_t *out) {
 }
 
 /* Everything litecl.Delegate's Prepare reads of context ``ctx`` (backend/claims.py: its
- * claims, keep_order's marks, the records of nodes other delegates took), as int32s into
- * ``out`` (room for ``cap``): the execution plan, and per node of it its index, builtin
- * code, version, side-effect flag, inputs and outputs, ADD's parameters, and for a
- * delegate's kernel node its delegate, name and replaced nodes; tensors_size, and per
- * tensor its type, allocation type, bytes, variable flag, dims, dims_signature,
- * quantization and name (no data: Prepare reads none). Returns the count of int32s
- * (call again with room for them where it is over ``cap``), -1 where LiteRT fails a
- * lookup. Equal streams read the same to Prepare: claims.py memoises its decisions on it. */
+ * claims, auto's groups, keep_order's marks, the records of nodes other delegates took),
+ * as int32s into ``out`` (room for ``cap``): per node of the execution plan its index,
+ * builtin code, version, side-effect flag, inputs and outputs; an ADD's parameters; a
+ * delegate kernel node's delegate, name and replaced nodes; a CAST or ADD node's tensors
+ * in full (type, allocation type, variable flag, dims, dims_signature, quantization,
+ * name); then tensors_size and every tensor's allocation type and bytes (keep_order's
+ * cost). No data: Prepare reads none. Returns the count of int32s (call again with room
+ * for them where it is over ``cap``), -1 where LiteRT fails a lookup. Equal streams read
+ * the same to Prepare: claims.py memoises its decisions on it. */
 typedef struct { int32_t *out; long cap, n; } key_stream;
 
 static void key_put(key_stream *k, int32_t v) {
@@ -2940,56 +2941,68 @@ static void key_text(key_stream *k, const char *s) {
     }
 }
 
+static void key_tensor(key_stream *k, const TfLiteTensor *ts) {
+    key_put(k, ts->type);
+    key_put(k, ts->allocation_type);
+    key_put(k, ts->is_variable);
+    key_ints(k, ts->dims);
+    key_ints(k, ts->dims_signature);
+    int32_t bits;
+    memcpy(&bits, &ts->params.scale, sizeof bits);
+    key_put(k, bits);
+    key_put(k, ts->params.zero_point);
+    const TfLiteAffineQuantization *q = ts->quantization.type == 1 ? ts->quantization.params : NULL;
+    key_put(k, q ? 1 : 0);
+    if (q) {
+        key_put(k, q->scale ? q->scale->size : -1);
+        for (int j = 0; q->scale && j < q->scale->size; j++) {
+            memcpy(&bits, &q->scale->data[j], sizeof bits);
+            key_put(k, bits);
+        }
+        key_ints(k, q->zero_point);
+        key_put(k, q->quantized_dimension);
+    }
+    key_text(k, ts->name);
+}
+
 LCL_EXPORT long lcl_context_key(TfLiteContext *ctx, int32_t *out, long cap) {
     key_stream k = {out, cap, 0};
     TfLiteIntArray *plan = NULL;
     if (ctx->GetExecutionPlan(ctx, &plan) != kTfLiteOk) return -1;
-    key_ints(&k, plan);
+    key_put(&k, plan ? plan->size : -1);
     for (int e = 0; plan && e < plan->size; e++) {
         TfLiteNode *node;
         TfLiteRegistration *reg;
         if (ctx->GetNodeAndRegistration(ctx, plan->data[e], &node, &reg) != kTfLiteOk || !node || !reg) return -1;
+        key_put(&k, plan->data[e]);
         key_put(&k, reg->builtin_code);
         key_put(&k, reg->version);
         key_put(&k, node->might_have_side_effect);
         key_ints(&k, node->inputs);
         key_ints(&k, node->outputs);
-        if (reg->builtin_code == kTfLiteBuiltinAdd) {
-            const TfLiteAddParams *a = node->builtin_data;
-            key_put(&k, a ? a->activation : -1);
-            key_put(&k, a ? a->pot_scale_int16 : -1);
-        } else if (reg->builtin_code == kTfLiteBuiltinDelegate) {
+        if (reg->builtin_code == kTfLiteBuiltinDelegate) {
             const TfLiteDelegateParams *d = node->builtin_data;
             key_int64(&k, (uint64_t)(uintptr_t)node->delegate);
             key_text(&k, reg->custom_name);
             key_ints(&k, d ? d->nodes_to_replace : NULL);
+            continue;
+        }
+        if (reg->builtin_code != kTfLiteBuiltinAdd && reg->builtin_code != kTfLiteBuiltinCast) continue;
+        if (reg->builtin_code == kTfLiteBuiltinAdd) {
+            const TfLiteAddParams *a = node->builtin_data;
+            key_put(&k, a ? a->activation : -1);
+            key_put(&k, a ? a->pot_scale_int16 : -1);
+        }
+        for (int side = 0; side < 2; side++) {
+            const TfLiteIntArray *ts = side ? node->outputs : node->inputs;
+            for (int j = 0; ts && j < ts->size; j++)
+                if (ts->data[j] >= 0 && (size_t)ts->data[j] < ctx->tensors_size) key_tensor(&k, &ctx->tensors[ts->data[j]]);
         }
     }
     key_int64(&k, ctx->tensors_size);
     for (size_t t = 0; t < ctx->tensors_size; t++) {
-        const TfLiteTensor *ts = &ctx->tensors[t];
-        key_put(&k, ts->type);
-        key_put(&k, ts->allocation_type);
-        key_int64(&k, ts->bytes);
-        key_put(&k, ts->is_variable);
-        key_ints(&k, ts->dims);
-        key_ints(&k, ts->dims_signature);
-        int32_t bits;
-        memcpy(&bits, &ts->params.scale, sizeof bits);
-        key_put(&k, bits);
-        key_put(&k, ts->params.zero_point);
-        const TfLiteAffineQuantization *q = ts->quantization.type == 1 ? ts->quantization.params : NULL;
-        key_put(&k, q ? 1 : 0);
-        if (q) {
-            key_put(&k, q->scale ? q->scale->size : -1);
-            for (int j = 0; q->scale && j < q->scale->size; j++) {
-                memcpy(&bits, &q->scale->data[j], sizeof bits);
-                key_put(&k, bits);
-            }
-            key_ints(&k, q->zero_point);
-            key_put(&k, q->quantized_dimension);
-        }
-        key_text(&k, ts->name);
+        key_put(&k, ctx->tensors[t].allocation_type);
+        key_int64(&k, ctx->tensors[t].bytes);
     }
     return k.n;
 }
