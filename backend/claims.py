@@ -174,21 +174,22 @@ def prepare(dlg, ctx) -> int:
         # the decision depends on the graph, its shapes and flags (all in the context key: a
         # second construction saved ~5 ms on pose_detection's 291 nodes)
         okey = (mkey, tuple(claim), dlg.keep_order)
-        marked = _ORDERS.get(okey)
-        if marked is None:
+        hit = _ORDERS.get(okey)
+        if hit is None:
             if len(_ORDERS) >= _PREPARES_MAX:
                 _ORDERS.clear()
-            marked = _ORDERS[okey] = keep_order_marks(dlg, ctx, plan, claim)
-        _flag(ctx, marked, True)
+            marked = keep_order_marks(dlg, ctx, plan, claim)
+            hit = _ORDERS[okey] = (marked, _other_kernels(ctx, plan) if marked else [])
+        marked = hit[0]
+        rec["order_dropped"] = list(hit[1])
+        _flag(dlg._rt, ctx, marked, True)
     rec["kept_order"] = bool(marked)
-    if marked:
-        rec["order_dropped"] = _other_kernels(ctx, plan)
     try:
         reg = _registration(dlg._rt)
         status = c.ReplaceNodeSubsetsWithDelegateKernels(
             ctx, reg, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), C.cast(C.addressof(dlg._struct), abi.Dlg))
     finally:
-        _flag(ctx, marked, False)
+        _flag(dlg._rt, ctx, marked, False)
     if status != abi.K_OK:
         raise LiteclError("LiteRT refused litecl's node subsets (ReplaceNodeSubsetsWithDelegateKernels)")
     with dlg._lock:  # said once per context, whichever thread prepares it
@@ -326,21 +327,13 @@ def _other_kernels(ctx, plan) -> list:
     return out
 
 
-def _flag(ctx, nodes, value: bool) -> None:
-    """Set might_have_side_effect to ``value`` on ``nodes`` (node indices) of ``ctx``. Each
-    node is looked up by index every time: LiteRT's nodes keep their indices when others
-    are replaced, not their addresses (ReplaceNodeSubsetsWithDelegateKernels adds the
-    partition kernels' nodes, which can move its node vector: a write through the old
-    address corrupted the heap, a crash some interpreters later)."""
-    if not nodes:
-        return
-    c = ctx.contents
-    get = c.GetNodeAndRegistration
-    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
-    node_r, reg_r = C.byref(node_p), C.byref(reg_p)
-    for i in nodes:
-        if get(ctx, i, node_r, reg_r) == abi.K_OK and node_p:
-            node_p.contents.might_have_side_effect = value
+def _flag(rt, ctx, nodes, value: bool) -> None:
+    """Set might_have_side_effect to ``value`` on ``nodes`` (node indices) of ``ctx``
+    (the runtime library ``rt``'s lcl_flag_nodes: each node looked up by index every time,
+    since ReplaceNodeSubsetsWithDelegateKernels can move LiteRT's node vector; a write
+    through an old address corrupted the heap, a crash some interpreters later)."""
+    if nodes:
+        rt.lcl_flag_nodes(ctx, (C.c_int * len(nodes))(*nodes), len(nodes), int(value))
 
 
 _REASONS: dict = {}  # (node key, shapes, caps) -> why it stays on LiteRT ("": it need not)
@@ -350,7 +343,8 @@ _AUTO: dict = {}  # (costs, caps, in place, fuse, wiring, claimed nodes and shap
 #: (litecl's or LiteRT's own) then reads the context in one C call.
 _PREPARES: dict = {}
 _PREPARES_MAX = 1024  # a key holds the context's bytes (MoveNet: ~10 KB)
-#: (_PREPARES' key, claimed nodes, keep_order) -> the nodes keep_order_marks marks
+#: (_PREPARES' key, claimed nodes, keep_order) -> (the nodes keep_order_marks marks, the
+#: delegate kernels before litecl's where it marks any: order_dropped)
 _ORDERS: dict = {}
 
 

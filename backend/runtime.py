@@ -188,6 +188,7 @@ def _declare(lib) -> None:
         "lcl_inprocess_sizes": (i64, []),
         "lcl_inprocess_device_spin_us": (C.c_long, [i32]),
         "lcl_context_key": (C.c_long, [vp, C.POINTER(i32), C.c_long]),
+        "lcl_flag_nodes": (None, [vp, C.POINTER(C.c_int), i32, i32]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

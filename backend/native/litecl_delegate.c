@@ -3007,6 +3007,19 @@ LCL_EXPORT long lcl_context_key(TfLiteContext *ctx, int32_t *out, long cap) {
     return k.n;
 }
 
+/* Set might_have_side_effect to ``value`` on nodes ``nodes`` (``n`` indices) of ``ctx``
+ * (backend/claims.py keep_order). Each node is looked up by index every time: LiteRT's
+ * nodes keep their indices when others are replaced, not their addresses
+ * (ReplaceNodeSubsetsWithDelegateKernels can move its node vector). */
+LCL_EXPORT void lcl_flag_nodes(TfLiteContext *ctx, const int *nodes, int n, int value) {
+    for (int j = 0; j < n; j++) {
+        TfLiteNode *node;
+        TfLiteRegistration *reg;
+        if (ctx->GetNodeAndRegistration(ctx, nodes[j], &node, &reg) == kTfLiteOk && node)
+            node->might_have_side_effect = value != 0;
+    }
+}
+
 LCL_EXPORT int lcl_kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) { return kernel_prepare(ctx, node); }
 LCL_EXPORT int lcl_kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) { return kernel_invoke(ctx, node); }
 
