@@ -911,6 +911,24 @@ def test_a_family_made_wrong_at_build_time_is_declined_and_the_model_stays_exact
     assert "computes CAST float32->int16 wrong" in lines[0] and "of 77 edge values" in lines[0], lines
 
 
+def test_an_unwritable_cache_dir_is_said_once_and_the_model_runs_exact(tmp_path, fast_device):
+    """cache_dir naming something no folder can be made at (a file): the delegate runs on,
+    bit-exact, building from source, and says so in one WARNING line naming the folder,
+    as litecl's Python cache warns once (backend/cache.py)."""
+    _need(CC)
+    m = _int16_chain(tmp_path)
+    out = tmp_path / "e"
+    _export_build(m, out, fast_device)
+    blocker = tmp_path / "not_a_folder"
+    blocker.write_text("x")
+    exact, built, err = _start(out, m, {"binaries": "0", "cache_dir": str(blocker)}, tmp_path / "cache")
+    lines = [ln for ln in err.splitlines() if "cannot write to the cache folder" in ln]
+    assert exact and built >= 1, err
+    assert len(lines) == 1 and str(blocker) in lines[0] and lines[0].startswith("WARNING: litecl:"), err
+    exact, _, err = _start(out, m, {"binaries": "0", "cache_dir": str(tmp_path / "ok")}, tmp_path / "cache")
+    assert exact and "cannot write" not in err, err
+
+
 def test_the_second_start_compiles_nothing_and_a_damaged_cache_file_is_rebuilt(tmp_path, fast_device):
     """binaries off (as on a device that is not the exporting one): the first start builds
     its programs from source and keeps them in cache_dir; a second process builds none; a

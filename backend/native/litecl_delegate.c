@@ -181,6 +181,7 @@ typedef struct {
     int in_place, align;               /* memory policy (LCL_PLAN, option "memory") */
     int use_binaries, quiet;
     char cache_dir[LCL_NAME_MAX];      /* compiled programs kept between processes ("" none: program_cache) */
+    int cache_warned;                  /* cache_unwritable said its line */
     long spin_us;                      /* polling before a blocking clFinish ("spin_us"); -1: the
                                           device's row (SPIN_ROWS) */
     int keep_order;                    /* LiteRT's own nodes in the model's order ("keep_order": LCL_KEEP_*) */
@@ -664,6 +665,18 @@ static int make_dirs(const char *dir) {
     return mkdir(p, 0700) && errno != EEXIST ? -1 : 0;
 }
 
+/* cache_dir cannot be written (read-only, not a folder, no permission): one WARNING line
+ * per delegate, naming the folder and why, as litecl's Python cache warns once
+ * (backend/cache.py); the delegate runs on, building its programs from source in each
+ * process. */
+static void cache_unwritable(delegate *d, int err) {
+    if (d->cache_warned) return;
+    d->cache_warned = 1;
+    fprintf(stderr, "WARNING: litecl: cannot write to the cache folder %s (%s); each process builds "
+            "its programs from source (name a writable folder with the cache_dir option, or cache_dir=none)\n",
+            d->cache_dir, strerror(err));
+}
+
 static void store_program(delegate *d, cl_program prg, const char *path) {
     size_t n = 0;
     if (d->dev->cl.GetProgramInfo(prg, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || !n) return;
@@ -673,13 +686,17 @@ static void store_program(delegate *d, cl_program prg, const char *path) {
     char tmp[LCL_NAME_MAX + 128];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *f = NULL;
-    if (d->dev->cl.GetProgramInfo(prg, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS &&
-        !make_dirs(d->cache_dir) && (f = fopen(tmp, "wb"))) {
-        uint64_t len = n, sum = fnv(1469598103934665603ull, bin, n);
-        int ok = fwrite("LCLBIN1\n", 1, 8, f) == 8 && fwrite(&len, 8, 1, f) == 1 && fwrite(&sum, 8, 1, f) == 1 &&
-                 fwrite(bin, 1, n, f) == n;
-        ok = !fclose(f) && ok;
-        if (!ok || rename(tmp, path)) unlink(tmp);
+    if (d->dev->cl.GetProgramInfo(prg, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS) {
+        if (make_dirs(d->cache_dir) || !(f = fopen(tmp, "wb"))) {
+            cache_unwritable(d, errno);
+        } else {
+            uint64_t len = n, sum = fnv(1469598103934665603ull, bin, n);
+            int ok = fwrite("LCLBIN1\n", 1, 8, f) == 8 && fwrite(&len, 8, 1, f) == 1 && fwrite(&sum, 8, 1, f) == 1 &&
+                     fwrite(bin, 1, n, f) == n;
+            ok = !fclose(f) && ok;
+            if (!ok) cache_unwritable(d, errno ? errno : EIO);
+            if (!ok || rename(tmp, path)) unlink(tmp);
+        }
     }
     free(bin);
 }
@@ -973,7 +990,9 @@ static const char *self_test(delegate *d, int k) {
             snprintf(line, sizeof line, "ok");
         char tmp[LCL_NAME_MAX + 128];
         snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-        if (stored && !make_dirs(d->cache_dir) && (fp = fopen(tmp, "w"))) {
+        if (stored && (make_dirs(d->cache_dir) || !(fp = fopen(tmp, "w")))) {
+            cache_unwritable(d, errno);
+        } else if (stored) {
             int ok = fprintf(fp, "litecl-selftest 1 %s\n", line) > 0;
             if (fclose(fp) || !ok || rename(tmp, path)) unlink(tmp);
         }
