@@ -105,10 +105,25 @@ def _compare_one(args, interp, ref, sig, given) -> dict:
     # outputs compared by position (two outputs may share a name), each row named
     reps = [diff_report(k, g, v) for (k, v), (_, g) in zip(_unique_names(want).items(), got)]
     _, graphs, _ = _report(interp, sig)  # the subgraphs that ran
+    claimed = sum(g["claimed"] for g in graphs)
     return {"signature": sig, "all_bit_exact": all(r["bit_exact"] for r in reps),
-            "opencl_nodes": sum(g["claimed"] for g in graphs), "nodes": sum(g["nodes"] for g in graphs),
+            "opencl_nodes": claimed, "nodes": sum(g["nodes"] for g in graphs),
             "partitions": sum(g["partitions"] for g in graphs), "outputs": reps,
-            "notes": _unwritten_outputs(interp, _subgraph_of(interp, sig))}
+            "notes": _unwritten_outputs(interp, _subgraph_of(interp, sig))
+            + ([] if claimed else [_why_none(interp)])}
+
+
+def _why_none(interp) -> str:
+    """Why no node ran on OpenCL, in one line: the model has no CAST/ADD node, or the
+    reason most of them stay on LiteRT (placement()'s), with the count."""
+    from collections import Counter  # noqa: PLC0415
+
+    rows = [r for r in interp.placement() if r["placement"] != "opencl"]
+    if not rows:
+        return "the model has no CAST or ADD node: litecl has nothing to take, LiteRT ran every node"
+    reason, n = Counter(r["reason"] or "(no reason given)" for r in rows).most_common(1)[0]
+    return (f"no CAST/ADD node ran on OpenCL; {n} of {len(rows)} stay on LiteRT because {reason} "
+            "(`litecl inspect MODEL` gives each node's reason)")
 
 
 def cmd_compare(args) -> int:

@@ -525,3 +525,18 @@ def test_an_output_litert_cannot_read_is_one_error_line(tmp_path):
     r = run_cli("inspect", path, "--device", DEV)
     assert r.returncode == 0, r.stderr
     assert "reads as an empty array (as in LiteRT)" not in r.stdout and "refuses to read it" in r.stdout
+
+
+@needs_intel
+def test_compare_says_why_no_node_ran_on_opencl(tmp_path):
+    """A compare where litecl takes nothing says why in a note (the reason most CAST/ADD
+    nodes stay on LiteRT, with the count), not only "nodes on OpenCL: 0/1"."""
+    m = tmp_path / "c64.tflite"
+    m.write_bytes(cast_model("int64", "float32", [7]))
+    r = run_cli("compare", m, "--device", f"{DEV}:profile=noint64")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "nodes on OpenCL: 0/1" in r.stdout
+    notes = [ln for ln in r.stdout.splitlines() if ln.startswith("note: no CAST/ADD node ran on OpenCL")]
+    assert len(notes) == 1 and "1 of 1 stay on LiteRT because int64 needs 64-bit integers" in notes[0], r.stdout
+    r = run_cli("compare", m, "--device", DEV)
+    assert r.returncode == 0 and "nodes on OpenCL: 1/1" in r.stdout and "note: no CAST/ADD" not in r.stdout, r.stdout
