@@ -87,6 +87,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--reference", choices=ref_choices, default="builtin", help=reference_help)
     s.add_argument("--html", metavar="FILE", help="also write the graph as litecl placed it to this HTML file "
                    "(one offline file: nodes in execution order, coloured by where they run, partitions boxed)")
+    s.add_argument("--inputs", metavar="NPZ",
+                   help=".npz of inputs keyed by input tensor (or signature input) name: the model runs once "
+                   "on them, so placement and kernels are those of their shapes (default: the declared shapes, "
+                   "no run)")
     add_placement(s)
     s.set_defaults(fn=cmd_inspect)
 

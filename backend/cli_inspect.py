@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 
-from .cli_common import (_Usage, _check_writable, _device_json, _device_line, _open, _pick_signature,
-                         _report, _subgraph_of, _summary)
+from .cli_common import (_Usage, _check_writable, _details_by_name, _device_json, _device_line, _inputs_for,
+                         _load_npz, _open, _pick_signature, _report, _subgraph_of, _summary)
 
 
 def cmd_devices(args) -> int:
@@ -89,12 +89,30 @@ def cmd_inspect(args) -> int:
     then TFLite's delegate summary ("Replacing N out of M node(s) ...")."""
     from .export import allocate, delegated_partitions  # noqa: PLC0415
 
+    from .compare import run_outputs  # noqa: PLC0415
+    from .errors import LiteclError, PrepareError  # noqa: PLC0415
+
     if args.html:
         _check_writable(args.html, "HTML file")
+    given = _load_npz(args.inputs) if args.inputs else None
     interp = _open(args)
-    sig = _pick_signature(interp, args.signature)
+    sig = _pick_signature(interp, args.signature, given)
     si = _subgraph_of(interp, sig)
-    allocate(interp, sig)  # the partition kernels plan their launches at prepare
+    try:
+        if given is None:
+            allocate(interp, sig)  # the partition kernels plan their launches at prepare
+        else:  # one run at the given shapes: every partition planned as it ran
+            run_outputs(interp, _inputs_for(_details_by_name(interp, sig), given, 0, interp=interp, sig=sig), sig)
+    except (RuntimeError, ValueError) as e:
+        # LiteRT's own node failing its prepare (litecl.Interpreter: PrepareError) is said
+        # with the shapes it had; litecl's errors are said as they are
+        if isinstance(e, LiteclError) and not (isinstance(e, PrepareError) and "litecl" not in str(e)):
+            raise
+        msg = " ".join(str(e).split())[:300]
+        if given is not None:
+            raise _Usage(f"LiteRT cannot run the model on --inputs: {msg}") from None
+        raise _Usage(f"LiteRT cannot prepare the model at its declared input shapes ({msg}); give inputs of "
+                     "shapes it runs with --inputs FILE.npz") from None
     rows, graphs, keep = _report(interp, sig)
     parts = delegated_partitions(interp.delegate, keep, owner=id(interp))
     nodes = _node_rows(interp, rows, parts)

@@ -540,3 +540,24 @@ def test_compare_says_why_no_node_ran_on_opencl(tmp_path):
     assert len(notes) == 1 and "1 of 1 stay on LiteRT because int64 needs 64-bit integers" in notes[0], r.stdout
     r = run_cli("compare", m, "--device", DEV)
     assert r.returncode == 0 and "nodes on OpenCL: 1/1" in r.stdout and "note: no CAST/ADD" not in r.stdout, r.stdout
+
+
+@needs_intel
+def test_inspect_inputs_plans_at_their_shapes(tmp_path):
+    """inspect --inputs runs the model once on them: the placement and kernel rows are
+    those of the given shapes (a CAST whose first dimension is known only at invoke);
+    without it, the declared shapes. Inputs that do not match the model are one error."""
+    m = tmp_path / "dyn.tflite"
+    m.write_bytes(cast_model("float32", "int8", [4, 3], dynamic=True))
+    r = run_cli("inspect", m, "--device", DEV, "--json")
+    assert r.returncode == 0, r.stderr
+    (node,) = json.loads(r.stdout)["nodes"]
+    assert node["inputs"][0]["shape"] == [4, 3], node
+    name = node["inputs"][0]["name"]
+    np.savez(tmp_path / "in.npz", **{name: np.ones((9, 3), np.float32)})
+    r = run_cli("inspect", m, "--device", DEV, "--json", "--inputs", tmp_path / "in.npz")
+    assert r.returncode == 0, r.stderr
+    (node,) = json.loads(r.stdout)["nodes"]
+    assert node["inputs"][0]["shape"] == [9, 3] and node["placement"] == "opencl" and node["kernel"], node
+    np.savez(tmp_path / "bad.npz", nope=np.ones((9, 3), np.float32))
+    one_error(run_cli("inspect", m, "--device", DEV, "--inputs", tmp_path / "bad.npz"), "unknown input name")
