@@ -22,10 +22,10 @@ per compute unit, vector bytes) and ``launch`` turns them into a plan and NDRang
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["Tiling", "plan", "align_up", "divide_round_up", "BLOCK_BYTES", "LaunchConfig", "LAUNCH", "streams",
-           "MAX_ELEMENTS", "launch_config", "launch", "vector_width"]
+           "MAX_ELEMENTS", "launch_config", "launch", "vector_width", "RUNTIME_ROWS"]
 
 #: 32 bytes: the seed's datablock (Ascend unified-buffer alignment); on OpenCL devices it
 #: is a full 256-bit vector and a divisor of every cache line, so chunks never share one
@@ -170,9 +170,29 @@ LAUNCH: dict[str, LaunchConfig] = {
 }
 
 
+#: Per (device type, OpenCL runtime: the start of the platform's name), the fields of the
+#: type's LAUNCH row that runtime changes, each with its measurement.
+RUNTIME_ROWS: dict[tuple[str, str], dict] = {
+    # measured on Intel's CPU runtime 2026.2 (2 Zen 4 cores, AVX-512; kernel event times,
+    # medians of 3 x 21 invokes, 20K-4M elements, 13 CAST/ADD kinds): 64 bytes (one zmm)
+    # against 32: CAST i64->f32 0.60-0.66x, f32->i8 0.81-0.87x, f32->u8 0.82-0.92x,
+    # bool->f32 0.81-0.99x, ADD f32 0.90-1.00x, the rest 0.95-1.02x (one 1.07x, u8->f32 at
+    # 4M). PoCL 3.1 on the same host stays at 32: there 64 bytes gave ADD f32 1.36-1.45x at
+    # 50K and 4M elements (benchmarks/results/intel/vec_bytes_s16.txt)
+    ("cpu", "Intel(R) OpenCL"): {"vec_bytes": 64},
+}
+
+
 def launch_config(caps) -> LaunchConfig:
-    """The LAUNCH row for a device's caps (``caps.is_gpu``)."""
-    return LAUNCH["gpu" if caps.is_gpu else "cpu"]
+    """The LAUNCH row for a device's caps (``caps.is_gpu``), with its runtime's
+    RUNTIME_ROWS fields (by ``caps.platform``) where it has any."""
+    kind = "gpu" if caps.is_gpu else "cpu"
+    row = LAUNCH[kind]
+    platform = getattr(caps, "platform", "") or ""
+    for (k, runtime), fields in RUNTIME_ROWS.items():
+        if k == kind and platform.startswith(runtime):
+            return replace(row, **fields)
+    return row
 
 
 def streams(caps, footprint: int) -> bool:

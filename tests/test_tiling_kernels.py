@@ -181,3 +181,22 @@ def test_full_sweep_under_oclgrind():
     r = subprocess.run([sys.executable, str(script), "--jobs", str(os.cpu_count() or 1)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+def test_runtime_rows_change_only_their_runtime_and_type():
+    """RUNTIME_ROWS: Intel's CPU runtime takes 64-byte vectors (measured,
+    benchmarks/results/intel/vec_bytes_s16.txt); PoCL's CPU device, a GPU of Intel's, and
+    caps without a platform keep their type's LAUNCH row."""
+    import types
+
+    from litecl.ops.tiling import RUNTIME_ROWS
+
+    def caps(platform, gpu):
+        return types.SimpleNamespace(platform=platform, is_gpu=gpu)
+
+    assert RUNTIME_ROWS[("cpu", "Intel(R) OpenCL")] == {"vec_bytes": 64}
+    intel = launch_config(caps("Intel(R) OpenCL", False))
+    assert intel.vec_bytes == 64 and intel.local_size == LAUNCH["cpu"].local_size
+    assert launch_config(caps("Portable Computing Language", False)) is LAUNCH["cpu"]
+    assert launch_config(caps("Intel(R) OpenCL Graphics", True)) is LAUNCH["gpu"]
+    assert launch_config(types.SimpleNamespace(is_gpu=False)) is LAUNCH["cpu"]
