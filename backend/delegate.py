@@ -477,7 +477,10 @@ class _Planner:
             produced.update(n.outputs)
         self.inputs = list(dict.fromkeys(inputs))
         self.outputs = [t for t in abi.int_array(params.output_tensors) if t >= 0]
-        self.key = tuple(rec["keys"][n.index] for n in self.nodes)
+        # the plan memo's key: each node's index with its key, since a plan's launches name
+        # their nodes (placement()'s kernel rows, kernel_times_ns): two models with equal
+        # tensors whose ADD is node 0 in one and node 1 in the other plan apart
+        self.key = tuple((n.index, rec["keys"][n.index]) for n in self.nodes)
         self.plan = None
         self.dev = delegate.device
         self.handle = None            # the runtime's partition (lcl_partition_new)

@@ -534,6 +534,43 @@ def test_litert_own_interpreter_recalls_prepare_by_context_key(fast_device, monk
     assert ctxs[0] != ctxs[1]  # another tensor name
 
 
+def test_kernel_rows_name_this_model_s_nodes_after_an_equal_plan(fast_device):
+    """Two models with equal tensors whose ADD is node 0 in one and node 1 in the other
+    (found by a fresh user): the second one's placement() row for its ADD names its
+    kernel and device, as in a fresh process (the plan memo once returned the first
+    model's plan, whose launch named node 0, so node 1's row stayed empty)."""
+    from ai_edge_litert import schema_py_generated as S
+    from ai_edge_litert.interpreter import Interpreter as LiteRT
+
+    from models import builders as B
+
+    def model(add_first: bool) -> bytes:
+        g = B._Graph()
+        x, y = g.tensor("x", "float32", (2, 3)), g.tensor("y", "float32", (2, 3))
+        g.inputs = [x, y]
+        k = g.constant("k", "float32", np.full((2, 3), 1.5, np.float32))
+        s, p = g.tensor("sum", "float32", (2, 3)), g.tensor("prod", "float32", (2, 3))
+        ops = [lambda: g.op(S.BuiltinOperator.ADD, [x, k], [s], options_type=S.BuiltinOptions.AddOptions,
+                            options=S.AddOptionsT()),
+               lambda: g.op(S.BuiltinOperator.MUL, [y, k], [p], options_type=S.BuiltinOptions.MulOptions,
+                            options=S.MulOptionsT())]
+        for f in ops if add_first else ops[::-1]:
+            f()
+        g.outputs = [s, p]
+        return g.finish()
+
+    for add_first, index in ((True, 0), (False, 1)):
+        d = litecl.Delegate(fast_device, quiet=True)
+        buf = model(add_first)
+        it = LiteRT(model_content=buf, experimental_delegates=[d])
+        it.allocate_tensors()
+        (row,) = [r for r in d.placement() if r["op"] == "ADD"]
+        assert row["index"] == index and row["placement"] == "opencl", row
+        assert row["kernel"].startswith("ADD float32") and row["device"] == d.device.caps.name, row
+        ins = random_inputs(it.get_input_details(), seed=1)
+        _same(run_outputs(it, ins), run_outputs(make_interpreter(buf), ins))
+
+
 def _context_key_of(buf, rt):
     """claims.context_key of ``buf``'s subgraph 0 as a delegate's Prepare sees it."""
     import ctypes as C
