@@ -312,3 +312,27 @@ def test_cli_prints_a_cache_warning_on_one_line(tmp_path, fast_device):
     warn = [ln for ln in lines if "cannot use the cache folder" in ln]
     assert warn and all(ln.startswith("warning: ") for ln in warn), r.stderr
     assert not any(".py:" in ln or "_store(" in ln for ln in lines), r.stderr
+
+
+def test_memory_policy_is_kept_on_disk_per_device(tmp_path, monkeypatch, fast_device):
+    """The in-place measurement (memory.py _measure_memory: builds a kernel and runs six)
+    is kept as a device probe: the next process reads it; a damaged record is measured
+    again; under LITECL_NO_CACHE it is measured every time."""
+    import litecl
+    import litecl.memory as mm
+
+    monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path))
+    dev = litecl.open_device(fast_device)
+    measured = []
+    real = mm._measure_memory
+    monkeypatch.setattr(mm, "_measure_memory", lambda *a, **k: (measured.append(1), real(*a, **k))[1])
+    first = mm._remembered_memory(dev)
+    second = mm._remembered_memory(dev)
+    assert len(measured) == 1 and (second.in_place, second.align) == (first.in_place, first.align)
+    ident = cache.device_identity(dev.device)
+    cache.probe_put(mm._PROBE, ident, [True, 3])  # not an alignment litecl measures
+    third = mm._remembered_memory(dev)
+    assert len(measured) == 2 and (third.in_place, third.align) == (first.in_place, first.align)
+    monkeypatch.setenv("LITECL_NO_CACHE", "1")
+    mm._remembered_memory(dev)
+    assert len(measured) == 3
