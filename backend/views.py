@@ -93,8 +93,9 @@ def node_key(n: Node, sg) -> tuple:
     """Everything lowering reads of node ``n`` (op, version, options, and per tensor its
     index, type, quantization, variable and constant flags and declared shape): equal keys
     lower to the same kernels at equal shapes (the plan memo's key)."""
-    opts = n.options
-    o = (opts.fusedActivationFunction, opts.potScaleInt16) if opts is not None else None
+    opts = n.options  # ADD's (views: activation, pot_scale_int16), or a model's options object
+    o = None if opts is None else tuple(sorted((k, v) for k, v in vars(opts).items()
+                                               if isinstance(v, (bool, int, float, str))))
     ts = []
     for t in (*n.inputs, *n.outputs):
         if t < 0:
@@ -102,7 +103,7 @@ def node_key(n: Node, sg) -> tuple:
             continue
         v = sg.tensors[t]
         ts.append((t, v.type_code, tuple(v.scales.tolist()), tuple(v.zero_points.tolist()),
-                   v.quantized_dimension, v.is_variable, v.constant, v.shape_signature))
+                   v.quantized_dimension, v.is_variable, v.constant, tuple(v.shape_signature)))
     return (n.op, n.version, o, len(n.inputs), tuple(ts))
 
 
