@@ -207,7 +207,7 @@ def test_cli_compare_exit_1_on_difference(fast_device, tmp_path):
     r = run_cli("compare", str(p), "--device", fast_device, "--inputs", str(inp), "--reference", "xnnpack")
     assert r.returncode == 1, r.stdout + r.stderr
     # the mismatch names the resolver compared against and how to pick another
-    assert "outputs DIFFER from LiteRT without the delegate (--reference xnnpack: " in r.stdout
+    assert "1 of 1 output(s) DIFFER (output) from LiteRT without the delegate (--reference xnnpack: " in r.stdout
     assert "--reference builtin or ref compares against another LiteRT resolver" in r.stdout
     r = run_cli("compare", str(p), "--device", fast_device, "--inputs", str(inp))
     assert r.returncode == 0 and "bit-exact with LiteRT without the delegate (--reference builtin" in r.stdout

@@ -561,3 +561,30 @@ def test_inspect_inputs_plans_at_their_shapes(tmp_path):
     assert node["inputs"][0]["shape"] == [9, 3] and node["placement"] == "opencl" and node["kernel"], node
     np.savez(tmp_path / "bad.npz", nope=np.ones((9, 3), np.float32))
     one_error(run_cli("inspect", m, "--device", DEV, "--inputs", tmp_path / "bad.npz"), "unknown input name")
+
+
+@needs_intel
+def test_compare_names_the_differing_outputs_and_litert_s_reused_intermediate(tmp_path):
+    """A signature that also names an intermediate tensor (found by a fresh user): LiteRT
+    alone reuses its memory for a later node's result, so its "mid" is not the tensor's
+    value. compare says which outputs differ (1 of 2, by name), not "all outputs", and
+    notes that litecl's "mid" equals LiteRT's with experimental_preserve_all_tensors."""
+    import flatbuffers
+
+    from models.builders import chain_model
+
+    base = chain_model(["float32", ("add", np.float32(1.5)), "int32", ("add", np.int32(3)), "float16"], (2, 3))
+    m = schema.ModelT.InitFromPackedBuf(bytearray(base), 0)
+    idx = next(i for i, t in enumerate(m.subgraphs[0].tensors) if t.name.decode() == "t2_cast_int32")
+    tm = schema.TensorMapT()
+    tm.name, tm.tensorIndex = "mid", idx
+    m.signatureDefs[0].outputs.append(tm)
+    b = flatbuffers.Builder(0)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    p = tmp_path / "mid_sig.tflite"
+    p.write_bytes(bytes(b.Output()))
+    key = m.signatureDefs[0].signatureKey.decode()
+    r = run_cli("compare", p, "--device", DEV, "--signature", key)
+    out = r.stdout
+    assert r.returncode == 1 and "1 of 2 output(s) DIFFER (mid)" in out, out + r.stderr
+    assert "note: mid: litecl's value equals LiteRT's with experimental_preserve_all_tensors" in out, out
