@@ -12,8 +12,10 @@ Usage::
   cold floor: a partition inside a model runs after LiteRT's nodes; issue 38's unit); the
   back-to-back floor (no gap) is printed beside it;
 - start-up: construct + allocate_tensors after a first one of each (on-disk and in-process
-  caches warm), ``--init-rounds`` rounds alternating LiteRT and litecl, the per-model
-  medians summed over the models LiteRT runs;
+  caches warm), ``--init-rounds`` rounds alternating LiteRT alone, the delegation floor
+  (LiteRT with a delegate that takes the nodes litecl takes with empty kernels: LiteRT's
+  own cost of any delegate there), litecl.Interpreter and LiteRT's own Interpreter with a
+  litecl.Delegate, the per-model medians summed over the models LiteRT runs;
 - invoke: rounds of set every input + invoke + read every output, alternating LiteRT /
   litecl for ``--secs`` per model after 3 warm-up rounds; the medians of invoke alone
   ((litecl - LiteRT) / partitions in round-trip floors) and of the API's copies
@@ -99,12 +101,70 @@ def _runner(it, ins):
     return once
 
 
-def _construct(raw, kind, a):
+def _construct(raw, kind, a, extra=None):
+    """(seconds, interpreter) of one construct + allocate_tensors: "litert" (LiteRT alone),
+    "litecl" (litecl.Interpreter), "stock" (LiteRT's own Interpreter with ``extra``, a
+    litecl.Delegate), "floor" (LiteRT's own with ``extra``, an empty-kernel delegate)."""
     t = time.perf_counter()
-    it = make_interpreter(raw) if kind == "litert" else litecl.Interpreter(
-        model_content=raw, device=a.device, placement=a.placement, keep_order=a.keep_order, quiet=True)
+    if kind == "litert":
+        it = make_interpreter(raw)
+    elif kind == "litecl":
+        it = litecl.Interpreter(model_content=raw, device=a.device, placement=a.placement,
+                                keep_order=a.keep_order, quiet=True)
+    else:
+        it = make_interpreter(raw, delegates=[extra])
     it.allocate_tensors()
     return time.perf_counter() - t, it
+
+
+class _FloorDelegate:
+    """LiteRT's own cost of delegating: a TfLiteDelegate whose Prepare replaces the nodes
+    litecl claims in each subgraph (``claims``: node indices per Prepare, in the order
+    LiteRT prepares the subgraphs) with kernels that have no init, prepare or invoke.
+    What any delegate taking those nodes pays inside LiteRT (partitioning, the kernel
+    nodes, re-planning the arena), the floor of litecl's start-up."""
+
+    def __init__(self, claims: list):
+        import ctypes as C  # noqa: PLC0415
+
+        from litecl import abi  # noqa: PLC0415
+
+        self.claims, self.k = claims, 0
+        self._reg = abi.TfLiteRegistration()
+        self._reg.builtin_code, self._reg.custom_name, self._reg.version = abi.BUILTIN_DELEGATE, b"floor", 1
+        self._st = abi.TfLiteDelegate()
+        self._st.flags = abi.ALLOW_DYNAMIC_TENSORS
+
+        @abi.DELEGATE_PREPARE
+        def prepare(ctx, dlg):
+            nodes = self.claims[self.k] if self.k < len(self.claims) else []
+            self.k += 1
+            if not nodes:
+                return abi.K_OK
+            arr = abi.new_int_array(nodes, owned_by_litert=False)
+            return ctx.contents.ReplaceNodeSubsetsWithDelegateKernels(
+                ctx, self._reg, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), dlg)
+
+        self._prepare = prepare
+        self._st.Prepare = prepare
+
+    def _get_native_delegate_pointer(self) -> int:
+        import ctypes as C  # noqa: PLC0415
+
+        self.k = 0  # asked once per construction, before the subgraphs' Prepare
+        return C.addressof(self._st)
+
+
+def _claims_of(it) -> list:
+    """litecl's claimed node indices per subgraph of interpreter ``it``, in placement()'s
+    subgraph order (the order LiteRT prepared them)."""
+    rows = it.delegate.placement(id(it))
+    subs = sorted({r["subgraph"] for r in rows})
+    out = [[] for _ in range(max(subs) + 1 if subs else 0)]
+    for r in rows:
+        if r["placement"] == "opencl":
+            out[r["subgraph"]].append(r["index"])
+    return [sorted(c) for c in out]
 
 
 def models(dirs):
@@ -182,23 +242,31 @@ def main(argv=None) -> int:
           f"{floor:.1f} us (cold: after 1 ms of work; back-to-back {res['round_trip_back_to_back_us']:.1f} us)")
     ms = models(a.dirs) if (a.dirs and not (a.skip_init and a.skip_models)) else []
     if ms and not a.skip_init:
-        tot = {"litert": 0.0, "litecl": 0.0}
+        kinds = ("litert", "floor", "litecl", "stock")
+        tot = dict.fromkeys(kinds, 0.0)
         rows = []
         for name, raw in ms:
-            ts = {"litert": [], "litecl": []}
-            for kind in ("litert", "litecl"):
-                _construct(raw, kind, a)  # the first: caches warm
+            ts = {k: [] for k in kinds}
+            _, first = _construct(raw, "litecl", a)  # the first: caches warm
+            extra = {"floor": _FloorDelegate(_claims_of(first)),
+                     "stock": litecl.Delegate(a.device, placement=a.placement, keep_order=a.keep_order, quiet=True)}
+            del first
+            for kind in kinds:
+                _construct(raw, kind, a, extra.get(kind))
             for _ in range(a.init_rounds):  # alternating rounds, per-model medians
-                for kind in ("litert", "litecl"):
-                    ts[kind].append(_construct(raw, kind, a)[0])
+                for kind in kinds:
+                    ts[kind].append(_construct(raw, kind, a, extra.get(kind))[0])
             r = {kind: float(np.median(v)) * 1e3 for kind, v in ts.items()}
             for kind in r:
                 tot[kind] += r[kind]
             rows.append({"model": name, **r})
-        res["init"] = {"rows": rows, "litert_ms": tot["litert"], "litecl_ms": tot["litecl"]}
+        res["init"] = {"rows": rows, **{f"{k}_ms": v for k, v in tot.items()}}
         print(f"start-up (construct + allocate, second construction) over {len(ms)} models: "
               f"litecl {tot['litecl']:.1f} ms, LiteRT {tot['litert']:.1f} ms: "
-              f"{tot['litecl'] / tot['litert']:.2f}x")
+              f"{tot['litecl'] / tot['litert']:.2f}x; LiteRT's own Interpreter with a litecl.Delegate "
+              f"{tot['stock']:.1f} ms: {tot['stock'] / tot['litert']:.2f}x; the delegation floor (LiteRT with "
+              f"a delegate taking the same nodes with empty kernels) {tot['floor']:.1f} ms: "
+              f"{tot['floor'] / tot['litert']:.2f}x")
     if ms and not a.skip_models:
         rows = []
         print("invoke alone, medians; P: partitions; (d/P)/floor: (litecl - LiteRT) per partition in round-trip "
