@@ -229,8 +229,7 @@ class Delegate(_Records):
         self._key = next(_KEYS)
         # the runtime that runs the partitions (runtime.py: litecl_delegate.c in process)
         self._rt = runtime.load()
-        self._native = self._rt.lcl_inprocess_new(self._key, C.cast(_PLAN, C.c_void_p), C.cast(_REPORT, C.c_void_p),
-                                                  C.cast(_PROFILE, C.c_void_p), _SPIN_US)
+        self._native = self._rt.lcl_inprocess_new(self._key, _PLAN, _REPORT, _PROFILE, _SPIN_US)
         if not self._native:
             raise LiteclError("out of memory for litecl's runtime")
         weakref.finalize(self, self._rt.lcl_inprocess_free, self._native)
@@ -416,6 +415,33 @@ def _record_rows(rec: dict) -> dict:
     return got
 
 
+def _template(rec: dict, nodes: tuple, outs: tuple) -> tuple:
+    """(nodes in the execution plan's order, inputs, outputs, plan memo key) of the
+    partition LiteRT makes of ``nodes`` writing ``outs``, from a Prepare's record ``rec``
+    (_Planner: the same for every record a Prepare memo recalls)."""
+    # in the execution plan's order: LiteRT lists them in its partitioner's order, which
+    # may put a node before one the model runs first (CAST z -> x listed before the ADD
+    # reading x)
+    views, order = rec["views"], _record_order(rec)
+    ordered = tuple(views[i] for i in sorted(nodes, key=order.__getitem__))
+    produced, inputs = set(), []
+    for n in ordered:
+        inputs += [t for t in n.inputs if t >= 0 and t not in produced]
+        produced.update(n.outputs)
+    # the plan memo's key: each node's index with its key, since a plan's launches name
+    # their nodes (placement()'s kernel rows, kernel_times_ns): two models with equal
+    # tensors whose ADD is node 0 in one and node 1 in the other plan apart
+    key = tuple((n.index, rec["keys"][n.index]) for n in ordered)
+    return list(ordered), tuple(dict.fromkeys(inputs)), [t for t in outs if t >= 0], key
+
+
+#: (id(record views), nodes, outputs) -> (views, _template's answer): _Planner's fields
+_TEMPLATES: dict = {}
+#: (plan key, input shapes, constants, caps, fuse, device, small device, memory policy) ->
+#: (caps, device, small device, plan, the device it runs on, its programs): plan_for's
+#: plan and programs (the C plan stays _C_PLANS's)
+_PLANNED: dict = {}
+
 #: id(Device) -> (that Device, its index in the runtime): Delegate._device_index
 _DEVICE_INDEX: dict = {}
 #: (id(plan), runtime device index, in_place, align) -> (plan, _c_plan's struct, what it
@@ -461,26 +487,19 @@ class _Planner:
         rec["partitions"] += 1
         self.number = rec["partitions"] - 1
         nodes = abi.int_array(params.nodes_to_replace)
-        # in the execution plan's order: LiteRT lists them in its partitioner's order,
-        # which may put a node before one the model runs first (CAST z -> x listed
-        # before the ADD reading x)
-        views, order, rows = rec["views"], _record_order(rec), _record_rows(rec)
-        self.nodes = [views[i] for i in sorted(nodes, key=order.__getitem__)]
+        outs = abi.int_array(params.output_tensors)
+        views = rec["views"]  # shared by every record a Prepare memo recalls (claims._recall)
+        tkey = (id(views), nodes, outs)
+        t = _TEMPLATES.get(tkey)
+        if t is None or t[0] is not views:
+            t = _memo_put(_TEMPLATES, tkey, (views, *_template(rec, nodes, outs)))
+        _, self.nodes, self.inputs, self.outputs, self.key = t
         self.sg = rec["sg"]
+        rows = _record_rows(rec)
         for i in nodes:
             r = rows.get(i)
             if r is not None:
                 r["partition"] = self.number
-        produced, inputs = set(), []
-        for n in self.nodes:
-            inputs += [t for t in n.inputs if t >= 0 and t not in produced]
-            produced.update(n.outputs)
-        self.inputs = list(dict.fromkeys(inputs))
-        self.outputs = [t for t in abi.int_array(params.output_tensors) if t >= 0]
-        # the plan memo's key: each node's index with its key, since a plan's launches name
-        # their nodes (placement()'s kernel rows, kernel_times_ns): two models with equal
-        # tensors whose ADD is node 0 in one and node 1 in the other plan apart
-        self.key = tuple((n.index, rec["keys"][n.index]) for n in self.nodes)
         self.plan = None
         self.dev = delegate.device
         self.handle = None            # the runtime's partition (lcl_partition_new)
@@ -498,21 +517,29 @@ class _Planner:
             shapes[t] = abi.int_array(ts.dims)
             if ts.allocation_type in _CONSTANT_ALLOC:
                 consts.add(t)
-        fuse = d.fuse
-        while True:
-            plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
-                                  constants=consts, fuse=fuse, key=self.key)
-            dev = d.device
-            if d.small_device is not None and plan.bytes_moved <= SMALL_PARTITION_BYTES:
-                dev = d.small_device
-            try:
-                programs = [build_program(dev, ln.source) for ln in plan.launches]
-                break
-            except KernelBuildError:  # a fused kernel the compiler refuses: unfused
-                if not fuse or not any(len(ln.nodes) > 1 for ln in plan.launches):
-                    raise
-                fuse = False
-        self.plan, self.dev = plan, dev
+        # the same partition at the same shapes on the same delegate settings: the answer
+        # of an earlier plan_for (plan, device, C plan), looked up once
+        pkey = (self.key, tuple(shapes.items()), frozenset(consts), id(d.caps), d.fuse, id(d.device),
+                id(d.small_device), d.memory.in_place, d.memory.align)
+        got = _PLANNED.get(pkey)
+        if got is not None and got[0] is d.caps and got[1] is d.device and got[2] is d.small_device:
+            plan, dev, programs = got[3:]
+        else:
+            fuse = d.fuse
+            while True:
+                plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
+                                      constants=consts, fuse=fuse, key=self.key)
+                dev = d.device
+                if d.small_device is not None and plan.bytes_moved <= SMALL_PARTITION_BYTES:
+                    dev = d.small_device
+                try:
+                    programs = [build_program(dev, ln.source) for ln in plan.launches]
+                    break
+                except KernelBuildError:  # a fused kernel the compiler refuses: unfused
+                    if not fuse or not any(len(ln.nodes) > 1 for ln in plan.launches):
+                        raise
+                    fuse = False
+            _memo_put(_PLANNED, pkey, (d.caps, d.device, d.small_device, plan, dev, programs))
         mem = d.memory if dev is d.device else _memory_policy(dev)
         index = d._device_index(dev)
         # one C copy per plan, device and memory policy: the runtime only reads it, and
@@ -521,8 +548,14 @@ class _Planner:
         hit = _C_PLANS.get(ckey)
         if hit is None or hit[0] is not plan:
             hit = _memo_put(_C_PLANS, ckey, (plan, *_c_plan(plan, programs, index, mem)))
-        self._c = hit
+        self._use(plan, dev, hit, out)
+
+    def _use(self, plan, dev, hit, out) -> None:
+        """Make ``plan`` (on ``dev``; ``hit``: its _C_PLANS entry) this partition's: copy
+        its C plan to ``out``, write the claimed nodes' kernel and device rows."""
+        self.plan, self.dev, self._c = plan, dev, hit
         C.memmove(out, C.byref(hit[1]), C.sizeof(hit[1]))
+        d = self.delegate
         rec = d._records.get(self.ctx_addr)
         rows = _record_rows(rec) if rec is not None else {}
         for ln in plan.launches:
@@ -606,8 +639,9 @@ def _INIT(ctx, buffer, length):  # noqa: N802
         arr = (C.c_int * max(1, len(order)))(*order)
         with _LOCK:
             _PLANNERS[key] = part
-        handle = d._rt.lcl_partition_new(d._native, C.cast(ctx, C.c_void_p), key, arr, len(order),
-                                         C.cast(params.output_tensors, C.c_void_p), d._device_index(d.device))
+        # ctypes pointers pass as void* as they are (a C.cast each cost ~0.7 us)
+        handle = d._rt.lcl_partition_new(d._native, ctx, key, arr, len(order), params.output_tensors,
+                                         d._device_index(d.device))
         if not handle:
             with _LOCK:
                 _PLANNERS.pop(key, None)

@@ -713,7 +713,8 @@ BROKEN = "\n#error litecl test: this kernel must not build\n"
 def _break_kernels(monkeypatch, when=lambda source: True):
     """Make every generated kernel whose source ``when`` accepts invalid OpenCL C: the
     device's compiler then fails on it for real (a build log). (Past the in-memory
-    program cache, which may hold the program built from the unbroken source.)"""
+    program cache, which may hold the program built from the unbroken source, and past
+    plan_for's memo of plans already built.)"""
     import litecl.delegate as D  # noqa: PLC0415
     from litecl import kernels  # noqa: PLC0415
 
@@ -723,6 +724,7 @@ def _break_kernels(monkeypatch, when=lambda source: True):
         return kernels.build_program(device, source + BROKEN) if when(source) else real(device, source)
 
     monkeypatch.setattr(D, "build_program", build)
+    monkeypatch.setattr(D, "_PLANNED", {})  # plan_for's memo of plans whose programs built
 
 
 def _run(it, inputs: dict) -> dict:

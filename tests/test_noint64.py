@@ -54,6 +54,7 @@ def sources(monkeypatch) -> list[str]:
         return build(device, source)
 
     monkeypatch.setattr(delegate_mod, "build_program", record)
+    monkeypatch.setattr(delegate_mod, "_PLANNED", {})  # plan_for's memo: every plan's programs asked for
     return seen
 
 
