@@ -27,6 +27,7 @@ import litecl  # noqa: E402
 import litecl.claims as claims  # noqa: E402
 import litecl.delegate as delegate  # noqa: E402
 import litecl.kernels as kernels  # noqa: E402
+import litecl.lowering as lowering  # noqa: E402
 import litecl.ops.tiling as tiling  # noqa: E402
 from litecl.compare import random_inputs  # noqa: E402
 from models.builders import add_model, cast_model  # noqa: E402
@@ -51,6 +52,8 @@ def kernel_us(dev, buf: bytes, vec_bytes: int) -> float:
     """Median kernel time (us) of ``buf``'s launches with the CPU row's vec_bytes set."""
     tiling.LAUNCH["cpu"] = dataclasses.replace(tiling.LAUNCH["cpu"], vec_bytes=vec_bytes)
     kernels._PLANS.clear()
+    lowering._SPECS.clear()
+    delegate._PLANNED.clear()
     delegate._C_PLANS.clear()
     claims._PREPARES.clear()
     claims._REASONS.clear()

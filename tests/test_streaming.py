@@ -11,6 +11,8 @@ import pytest
 
 import litecl
 import litecl.kernels
+import litecl.delegate
+import litecl.lowering
 from conftest import assert_on_opencl, device_params, launches
 from litecl.compare import mismatches, run_reference
 from litecl.ops import tiling
@@ -25,10 +27,13 @@ CPU_DEVICES = ["pocl", "intel"]
 @pytest.fixture
 def stream_above(monkeypatch):
     """Set the CPU row's stream_bytes for one test (plans made under it are not kept:
-    litecl.kernels memoises plans by caps, and the LAUNCH row is not part of them)."""
+    litecl.kernels, plan_for and kernel_spec memoise by caps, and the LAUNCH row is not
+    part of their keys)."""
     def set_limit(limit: int) -> None:
         monkeypatch.setitem(tiling.LAUNCH, "cpu", replace(tiling.LAUNCH["cpu"], stream_bytes=limit))
         monkeypatch.setattr(litecl.kernels, "_PLANS", {})
+        monkeypatch.setattr(litecl.delegate, "_PLANNED", {})  # plan_for's memo of plans
+        monkeypatch.setattr(litecl.lowering, "_SPECS", {})  # kernel_spec's memo
     return set_limit
 
 

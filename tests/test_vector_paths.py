@@ -8,6 +8,8 @@ import pytest
 
 import litecl
 import litecl.kernels
+import litecl.delegate
+import litecl.lowering
 from conftest import REAL_DEVICES, assert_on_opencl, device_params, launches
 from litecl.compare import mismatches, run_reference
 from litecl.ops.dtypes import CAST_TYPES
@@ -107,7 +109,7 @@ def test_vector_forms_are_used():
 def half_bits_on_cpu(monkeypatch):
     """Every LAUNCH row with half vectors loaded and stored as ushortN and converted in
     integer code (the GPU row stores that way), so every device checks both conversions.
-    (Plans are memoised by caps, which do not hold the LAUNCH row: none is kept.)"""
+    (Plans and kernels are memoised by caps, which do not hold the LAUNCH row: none is kept.)"""
     from dataclasses import replace
 
     from litecl.ops import tiling
@@ -115,6 +117,8 @@ def half_bits_on_cpu(monkeypatch):
     for row in ("cpu", "gpu"):
         monkeypatch.setitem(tiling.LAUNCH, row, replace(tiling.LAUNCH[row], half_bits=True, half_bits_load=True))
     monkeypatch.setattr(litecl.kernels, "_PLANS", {})
+    monkeypatch.setattr(litecl.delegate, "_PLANNED", {})  # plan_for's memo of plans
+    monkeypatch.setattr(litecl.lowering, "_SPECS", {})  # kernel_spec's memo
 
 
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["mobile"]))
