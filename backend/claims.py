@@ -149,9 +149,7 @@ def prepare(dlg, ctx) -> int:
     got = _recall(ctx, _PREPARES.get(mkey))
     if got is None:
         got = decide(dlg, ctx, plan, si)
-        if len(_PREPARES) >= _PREPARES_MAX:
-            _PREPARES.clear()
-        _PREPARES[mkey] = (*_remember(*got), costs)
+        _memo_put(_PREPARES, mkey, (*_remember(*got), costs), _PREPARES_MAX)
     sg, views, keys, rows, claim = got
     addr = C.addressof(c)
     with dlg._lock:
@@ -176,10 +174,8 @@ def prepare(dlg, ctx) -> int:
         okey = (mkey, tuple(claim), dlg.keep_order)
         hit = _ORDERS.get(okey)
         if hit is None:
-            if len(_ORDERS) >= _PREPARES_MAX:
-                _ORDERS.clear()
             marked = keep_order_marks(dlg, ctx, plan, claim)
-            hit = _ORDERS[okey] = (marked, _other_kernels(ctx, plan) if marked else [])
+            hit = _memo_put(_ORDERS, okey, (marked, _other_kernels(ctx, plan) if marked else []), _PREPARES_MAX)
         marked = hit[0]
         rec["order_dropped"] = list(hit[1])
         _flag(dlg._rt, ctx, marked, True)
@@ -342,7 +338,7 @@ _AUTO: dict = {}  # (costs, caps, in place, fuse, wiring, claimed nodes and shap
 #: ``_remember``'s record of what Prepare decided there. A second interpreter of a model
 #: (litecl's or LiteRT's own) then reads the context in one C call.
 _PREPARES: dict = {}
-_PREPARES_MAX = 1024  # a key holds the context's bytes (MoveNet: ~10 KB)
+_PREPARES_MAX = 1024  # entries of _PREPARES and _ORDERS: a key holds the context's bytes (MoveNet: ~10 KB)
 #: (_PREPARES' key, claimed nodes, keep_order) -> (the nodes keep_order_marks marks, the
 #: delegate kernels before litecl's where it marks any: order_dropped)
 _ORDERS: dict = {}

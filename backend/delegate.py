@@ -362,7 +362,8 @@ class Delegate(_Records):
         return self._costs
 
 class _Owning:
-    """Delegate.owning's context manager: sets the thread's (key, visible) and puts the previous ones back on exit (a generator-based one cost ~8 us)."""
+    """Delegate.owning's context manager: sets the thread's (key, visible) and puts the
+    previous ones back on exit (a generator-based one cost ~8 us)."""
 
     __slots__ = ("_local", "_values", "_prev")
 

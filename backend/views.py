@@ -61,8 +61,10 @@ _NODE_VIEWS: dict = {}
 _VIEWS_MAX = 1 << 16
 
 
-def _memo_put(memo: dict, key, value):
-    if len(memo) >= _VIEWS_MAX:
+def _memo_put(memo: dict, key, value, limit: int = _VIEWS_MAX):
+    """``memo[key] = value`` (returned), the memo emptied first when it holds ``limit``
+    entries."""
+    if len(memo) >= limit:
         memo.clear()
     memo[key] = value
     return value
