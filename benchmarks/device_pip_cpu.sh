@@ -7,7 +7,8 @@
 #   bash benchmarks/device_pip_cpu.sh 1   # carry .whl .pipa   (part1: 30 MB)
 #   bash benchmarks/device_pip_cpu.sh 2   # carry .pipb        (part2: 50 MB)
 #   bash benchmarks/device_pip_cpu.sh 3   # carry .pipd .shared_models .real_models
-#   bash benchmarks/device_pip_cpu.sh 4   # carry .pipc (part3: 33 MB): runs
+#   bash benchmarks/device_pip_cpu.sh 4   # carry .pipc .pipe (part3: 33 MB; numpy's cp312 wheel,
+#                                         # which the device's python3 lacks): runs
 set -u
 S=/tmp/pipcl
 mkdir -p $S
@@ -16,7 +17,8 @@ case "$1" in
    cp .pipa/part1 $S/ && echo stage 1 ok;;
 2) cp .pipb/part2 $S/ && echo stage 2 ok;;
 3) cp .pipd/libpocl.xz $S/ && mkdir -p $S/models && cp -r .shared_models .real_models $S/models/ && echo stage 3 ok;;
-4) cp .pipc/part3 $S/ && cat $S/part1 $S/part2 $S/part3 | xz -d | tar -x -C $S || exit 1
+4) python3 -m pip install -q --no-index --no-deps --no-compile --target $S/site .pipe/*.whl || exit 1
+   cp .pipc/part3 $S/ && cat $S/part1 $S/part2 $S/part3 | xz -d | tar -x -C $S || exit 1
    python3 -m venv --without-pip --system-site-packages $S/v || exit 1
    cp -a $S/lib/*.so* $S/lib/*.rtl $S/lib/*.o $S/lib/cl.cfg $S/v/lib/
    P=$S/lib/python3.11/site-packages
