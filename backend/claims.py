@@ -124,7 +124,7 @@ def not_asked(dlg, n, i: int, si) -> str:
 
 def prepare(dlg, ctx) -> int:
     """The TfLiteDelegate's Prepare for ``dlg`` (litecl.Delegate) on context ``ctx``."""
-    from .delegate import _LOCK, DELEGATE_NAME, _registration  # noqa: PLC0415
+    from .delegate import _LOCK, DELEGATE_NAME, _Expected, _registration  # noqa: PLC0415
 
     c = ctx.contents
     plan_p = C.POINTER(abi.TfLiteIntArray)()
@@ -146,10 +146,12 @@ def prepare(dlg, ctx) -> int:
     mkey = (context_key(dlg._rt, ctx), id(dlg.caps), id(costs), dlg.placement_mode, dlg.reference, dlg.fuse,
             dlg.ops, None if dlg.nodes is None else (si, tuple(sorted(dlg.nodes.get(si, ())))),
             getattr(dlg._owner, "visible", frozenset()))
-    got = _recall(ctx, _PREPARES.get(mkey))
+    memo = _PREPARES.get(mkey)
+    got = _recall(ctx, memo)
     if got is None:
         got = decide(dlg, ctx, plan, si)
-        _memo_put(_PREPARES, mkey, (*_remember(*got), costs), _PREPARES_MAX)
+        # the last item: keep_order's marks -> the partitions LiteRT formed (_Expected)
+        memo = _memo_put(_PREPARES, mkey, (*_remember(*got), costs, {}), _PREPARES_MAX)
     sg, views, keys, rows, claim = got
     addr = C.addressof(c)
     with dlg._lock:
@@ -166,7 +168,7 @@ def prepare(dlg, ctx) -> int:
         dlg._record(addr, rec)
     if not claim:
         return abi.K_OK
-    arr = abi.new_int_array(claim, owned_by_litert=False)
+    arr = _int_array(tuple(claim))
     marked = ()
     if dlg.keep_order:
         # the decision depends on the graph, its shapes and flags (all in the context key: a
@@ -180,12 +182,17 @@ def prepare(dlg, ctx) -> int:
         rec["order_dropped"] = list(hit[1])
         _flag(dlg._rt, ctx, marked, True)
     rec["kept_order"] = bool(marked)
+    expected = memo[-1].get(marked)
+    if expected is None:
+        expected = memo[-1][marked] = _Expected()
+    state, status = expected.begin(dlg, rec), abi.K_ERROR
     try:
         reg = _registration(dlg._rt)
         status = c.ReplaceNodeSubsetsWithDelegateKernels(
             ctx, reg, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), C.cast(C.addressof(dlg._struct), abi.Dlg))
     finally:
         _flag(dlg._rt, ctx, marked, False)
+        expected.end(dlg, rec, addr, state, status == abi.K_OK)
     if status != abi.K_OK:
         raise LiteclError("LiteRT refused litecl's node subsets (ReplaceNodeSubsetsWithDelegateKernels)")
     with dlg._lock:  # said once per context, whichever thread prepares it
@@ -329,7 +336,19 @@ def _flag(rt, ctx, nodes, value: bool) -> None:
     since ReplaceNodeSubsetsWithDelegateKernels can move LiteRT's node vector; a write
     through an old address corrupted the heap, a crash some interpreters later)."""
     if nodes:
-        rt.lcl_flag_nodes(ctx, (C.c_int * len(nodes))(*nodes), len(nodes), int(value))
+        rt.lcl_flag_nodes(ctx, C.byref(_int_array(nodes), 4), len(nodes), int(value))
+
+
+_ARRAYS: dict = {}  # a tuple of ints -> its TfLiteIntArray (ctypes; LiteRT only reads them)
+
+
+def _int_array(values: tuple):
+    """``values`` as a TfLiteIntArray (abi.new_int_array), one per tuple: Prepare hands
+    the same claims and marks to LiteRT at every construction."""
+    got = _ARRAYS.get(values)
+    if got is None:
+        got = _memo_put(_ARRAYS, values, abi.new_int_array(values, owned_by_litert=False), _PREPARES_MAX)
+    return got
 
 
 _REASONS: dict = {}  # (node key, shapes, caps) -> why it stays on LiteRT ("": it need not)
@@ -354,7 +373,7 @@ def _recall(ctx, memo):
     memo's key holds the context's key (``context_key``), so nothing needs checking."""
     if memo is None:
         return None
-    tviews, views, keys, rows, claim, _ = memo
+    tviews, views, keys, rows, claim, _, _ = memo
     tv = _Tensors(ctx)
     tv._views.update(tviews)
     # node views and keys are only read after Prepare: shared with the memo; a row is

@@ -93,7 +93,9 @@ _STRUCTS: list = []          # every TfLiteDelegate made: kept for the process's
 _LIVE: dict = {}             # delegate key -> weakref to its Delegate
 _KERNELS: dict = {}          # the runtime's partition (kernel user data) -> its planner key
 _PLANNERS: dict = {}         # planner key -> _Planner (removed by the kernel's free)
-_KEYS = itertools.count(1)
+_KEYS = itertools.count(1)   # delegate keys; partitions' planner keys come from _new_keys
+_NEXT_KEY = [1]
+_KEY_LOCK = threading.Lock()
 _EVENTS = itertools.count(1)  # orders partition frees and pointer fetches (Delegate._freed)
 _LOCK = threading.Lock()
 
@@ -229,7 +231,7 @@ class Delegate(_Records):
         self._key = next(_KEYS)
         # the runtime that runs the partitions (runtime.py: litecl_delegate.c in process)
         self._rt = runtime.load()
-        self._native = self._rt.lcl_inprocess_new(self._key, _PLAN, _REPORT, _PROFILE, _SPIN_US)
+        self._native = self._rt.lcl_inprocess_new(self._key, _PLAN, _REPORT, _PROFILE, _SPIN_US, _INIT)
         if not self._native:
             raise LiteclError("out of memory for litecl's runtime")
         weakref.finalize(self, self._rt.lcl_inprocess_free, self._native)
@@ -438,10 +440,15 @@ def _template(rec: dict, nodes: tuple, outs: tuple) -> tuple:
 
 #: (id(record views), nodes, outputs) -> (views, _template's answer): _Planner's fields
 _TEMPLATES: dict = {}
-#: (plan key, input shapes, constants, caps, fuse, device, small device, memory policy) ->
-#: (caps, device, small device, plan, the device it runs on, its programs): plan_for's
-#: plan and programs (the C plan stays _C_PLANS's)
+#: (plan key, outputs, the runtime's input key (bytes) or (input shapes, constants),
+#: delegate settings (_settings)) -> (caps, device, small device, plan, the device it runs
+#: on, its _C_PLANS entry): plan_for's answers
 _PLANNED: dict = {}
+#: (plan key, outputs, delegate settings) -> (caps, device, small device, the runtime's input
+#: key as int32s, plan, device, _C_PLANS entry): each partition's latest plan_for answer,
+#: which _INIT hands the runtime with a partition of the same nodes (lcl_partition_new's
+#: preset): a second construction plans without a callback per partition
+_PRESETS: dict = {}
 
 #: id(Device) -> (that Device, its index in the runtime): Delegate._device_index
 _DEVICE_INDEX: dict = {}
@@ -475,6 +482,130 @@ def _c_plan(plan, programs: list, device: int, memory: "_Memory"):
     return out, (arr, launches, progs, names, programs)
 
 
+def _new_keys(n: int) -> int:
+    """The first of ``n`` new consecutive planner keys."""
+    with _KEY_LOCK:
+        k = _NEXT_KEY[0]
+        _NEXT_KEY[0] += n
+    return k
+
+
+#: a _Planner's fields equal in every interpreter of one Prepare memo entry (_Expected)
+_TEMPLATE_FIELDS = ("nodes", "inputs", "outputs", "key", "pkey", "given")
+
+
+class _Expected:
+    """The partitions LiteRT formed for one Prepare memo entry (claims._PREPARES, per
+    keep_order marks): an equal context gets the same ones, so a later Prepare hands the
+    runtime their nodes, outputs and presets (lcl_inprocess_expect) and the runtime's
+    init (lcl_inprocess_init) makes each without a Python callback; their _Planners are
+    made from templates after ReplaceNodeSubsetsWithDelegateKernels (``begin``, ``end``).
+    A partition LiteRT forms otherwise goes through _INIT as before."""
+
+    def __init__(self) -> None:
+        self.parts = None             # per partition in LiteRT's init order: _TEMPLATE_FIELDS
+        self.tables: dict = {}        # _settings -> _table's answer
+
+    def begin(self, d: Delegate, rec: dict):
+        """Before ReplaceNodeSubsetsWithDelegateKernels for record ``rec``: hand the runtime
+        the expected partitions, or (no parts learnt yet) have _INIT list what it makes.
+        Returns what ``end`` takes."""
+        if self.parts is None:
+            rec["made"] = []
+            return None
+        n = len(self.parts)
+        entries, ints, presets = self._table(d)
+        base, made = _new_keys(n), (C.c_void_p * n)()
+        rec["partitions"] = n  # _INIT numbers a partition nobody expected after these
+        d._rt.lcl_inprocess_expect(d._native, C.addressof(d._struct), entries, ints, n, base, made)
+        return base, made, presets
+
+    def end(self, d: Delegate, rec: dict, addr: int, state, ok: bool) -> None:
+        """After ReplaceNodeSubsetsWithDelegateKernels (``ok``: it succeeded): learn the
+        partitions _INIT made, or make the _Planners of those the runtime made."""
+        if state is None:
+            made = rec.pop("made", [])
+            if ok and made:
+                self.parts = [{k: getattr(p, k) for k in _TEMPLATE_FIELDS} for p in made]
+            return
+        d._rt.lcl_inprocess_expect(d._native, None, None, None, 0, 0, None)
+        if not ok:  # LiteRT may have freed them already: leaked, never a dangling handle
+            return
+        base, made, presets = state
+        rows, sg, dev = _record_rows(rec), rec["sg"], d.device
+        parts = []
+        new = _Planner.__new__
+        for i, (t, h) in enumerate(zip(self.parts, made)):
+            if not h:
+                continue
+            p = new(_Planner)
+            p.__dict__ = {**t, "delegate": d, "ctx_addr": addr, "number": i, "sg": sg, "handle": h,
+                          "plan": None, "dev": dev, "_c": None, "_preset": presets[i]}
+            for j in t["given"][0]:
+                r = rows.get(j)
+                if r is not None:
+                    r["partition"] = i
+            parts.append(p)
+        with _LOCK:
+            mine = d._parts.setdefault(addr, {})
+            for p in parts:
+                _PLANNERS[base + p.number] = p
+                _KERNELS[p.handle] = base + p.number
+                mine[base + p.number] = p
+            everyone = sorted(mine.values(), key=lambda q: q.number)
+        if len(parts) != len(self.parts) or len(everyone) != len(parts):  # LiteRT formed others
+            for k, p in enumerate(everyone):  # numbered 0.. again, rows with them
+                p.number = k
+                for j in p.given[0]:
+                    r = rows.get(j)
+                    if r is not None:
+                        r["partition"] = k
+            rec["partitions"] = len(everyone)
+
+    def _table(self, d: Delegate) -> tuple:
+        """(runtime.Expected array, its ints, per partition its preset (plan, device,
+        _C_PLANS entry) or None) for ``d``'s settings: built again whenever a partition's
+        _PRESETS entry is another than the one it was built with (one planned since, at
+        invoke or in a subgraph prepared later; the memo emptied)."""
+        sets = _settings(d)
+        got = self.tables.get(sets)
+        if got is not None and got[0] is d.caps and got[1] is d.device and got[2] is d.small_device:
+            get = _PRESETS.get
+            if all(get(k) is u for k, u in zip(got[3], got[4])):
+                return got[5:]
+        keys = [(*t["pkey"], sets) for t in self.parts]
+        used = [_PRESETS.get(k) for k in keys]
+        ints: list = []
+
+        def span(values) -> "runtime.Span":
+            off = len(ints)
+            ints.extend(values)
+            return runtime.Span(off, len(values))
+
+        entries = (runtime.Expected * len(self.parts))()
+        presets = []
+        index = d._device_index(d.device)
+        for e, t, pre in zip(entries, self.parts, used):
+            nodes, outs = t["given"]
+            e.nodes, e.order, e.outputs, e.device = span(nodes), span([n.index for n in t["nodes"]]), span(outs), index
+            if pre is not None and pre[0] is d.caps and pre[1] is d.device and pre[2] is d.small_device:
+                key, plan, dev, hit = pre[3:]
+                e.preset_key = span(memoryview(key).cast("i").tolist())
+                e.preset = C.pointer(hit[1])
+                presets.append((plan, dev, hit))
+            else:
+                presets.append(None)
+        arr = (C.c_int32 * max(1, len(ints)))(*ints)
+        self.tables[sets] = (d.caps, d.device, d.small_device, keys, used, entries, arr, presets)
+        return entries, arr, presets
+
+
+def _settings(d: Delegate) -> tuple:
+    """What plan_for's answer depends on besides the partition and its shapes: delegate
+    ``d``'s caps, fuse, devices and memory policy (objects by id: the memo entries hold them)."""
+    return (id(d.caps), d.fuse, id(d.device), id(d.small_device), d.memory.in_place, d.memory.align)
+
+
 class _Planner:
     """One delegated partition of one interpreter, as litecl's C runtime asks for it: its
     nodes (in the execution plan's order), and at each change of its input shapes the
@@ -489,12 +620,16 @@ class _Planner:
         self.number = rec["partitions"] - 1
         nodes = abi.int_array(params.nodes_to_replace)
         outs = abi.int_array(params.output_tensors)
+        self.given = (nodes, outs)    # as LiteRT gave them (_Expected)
         views = rec["views"]  # shared by every record a Prepare memo recalls (claims._recall)
         tkey = (id(views), nodes, outs)
         t = _TEMPLATES.get(tkey)
         if t is None or t[0] is not views:
             t = _memo_put(_TEMPLATES, tkey, (views, *_template(rec, nodes, outs)))
         _, self.nodes, self.inputs, self.outputs, self.key = t
+        # what a plan is memoised on: the nodes with their keys, and the outputs LiteRT reads
+        # (two graphs of equal nodes where only one reads a fused intermediate plan apart)
+        self.pkey = (self.key, tuple(self.outputs))
         self.sg = rec["sg"]
         rows = _record_rows(rec)
         for i in nodes:
@@ -505,42 +640,52 @@ class _Planner:
         self.dev = delegate.device
         self.handle = None            # the runtime's partition (lcl_partition_new)
         self._c = None                # the current plan as the runtime reads it (_c_plan)
+        self._preset = None           # (plan, device, _C_PLANS entry) handed to the runtime at init
 
-    def plan_for(self, ctx, out) -> None:
-        """Fill ``out`` (a pointer to runtime.Plan) with the launches for the context's current input
-        shapes. Raises LiteclError (a plan or a kernel build that fails)."""
-        c = ctx.contents
+    def plan_for(self, ctx, shape_key: bytes | None, out) -> None:
+        """Fill ``out`` (a pointer to runtime.Plan) with the launches for the context's current
+        input shapes (``shape_key``: the runtime's key of them, or None). Raises LiteclError (a
+        plan or a kernel build that fails)."""
         d = self.delegate
-        tensors = c.tensors
-        shapes, consts = {}, set()
-        for t in self.inputs:
-            ts = tensors[t]
-            shapes[t] = abi.int_array(ts.dims)
-            if ts.allocation_type in _CONSTANT_ALLOC:
-                consts.add(t)
-        # the same partition at the same shapes on the same delegate settings: the answer
-        # of an earlier plan_for (plan, device, C plan), looked up once
-        pkey = (self.key, tuple(shapes.items()), frozenset(consts), id(d.caps), d.fuse, id(d.device),
-                id(d.small_device), d.memory.in_place, d.memory.align)
-        got = _PLANNED.get(pkey)
-        if got is not None and got[0] is d.caps and got[1] is d.device and got[2] is d.small_device:
-            plan, dev, programs = got[3:]
-        else:
-            fuse = d.fuse
-            while True:
-                plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
-                                      constants=consts, fuse=fuse, key=self.key)
-                dev = d.device
-                if d.small_device is not None and plan.bytes_moved <= SMALL_PARTITION_BYTES:
-                    dev = d.small_device
-                try:
-                    programs = [build_program(dev, ln.source) for ln in plan.launches]
-                    break
-                except KernelBuildError:  # a fused kernel the compiler refuses: unfused
-                    if not fuse or not any(len(ln.nodes) > 1 for ln in plan.launches):
-                        raise
-                    fuse = False
-            _memo_put(_PLANNED, pkey, (d.caps, d.device, d.small_device, plan, dev, programs))
+        sets = _settings(d)
+        # the same partition at the same shapes on the same delegate settings: an earlier
+        # plan_for's answer (plan, device, C plan), looked up once
+        pkey = (*self.pkey, shape_key, sets) if shape_key is not None else None
+        got = _PLANNED.get(pkey) if pkey is not None else None
+        if got is None or got[0] is not d.caps or got[1] is not d.device or got[2] is not d.small_device:
+            tensors = ctx.contents.tensors
+            shapes, consts = {}, set()
+            for t in self.inputs:
+                ts = tensors[t]
+                shapes[t] = abi.int_array(ts.dims)
+                if ts.allocation_type in _CONSTANT_ALLOC:
+                    consts.add(t)
+            if pkey is None:
+                pkey = (*self.pkey, (tuple(shapes.items()), frozenset(consts)), sets)
+            got = _memo_put(_PLANNED, pkey, (d.caps, d.device, d.small_device, *self._plan(shapes, consts)))
+        plan, dev, hit = got[3:]
+        if shape_key is not None:
+            _memo_put(_PRESETS, (*self.pkey, sets), (d.caps, d.device, d.small_device, shape_key, plan, dev, hit))
+        self._use(plan, dev, hit, out)
+
+    def _plan(self, shapes: dict, consts: set) -> tuple:
+        """(plan, the device it runs on, its _C_PLANS entry) at input ``shapes`` with
+        ``consts`` constant. Raises LiteclError (a plan or a kernel build that fails)."""
+        d = self.delegate
+        fuse = d.fuse
+        while True:
+            plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
+                                  constants=consts, fuse=fuse, key=self.key)
+            dev = d.device
+            if d.small_device is not None and plan.bytes_moved <= SMALL_PARTITION_BYTES:
+                dev = d.small_device
+            try:
+                programs = [build_program(dev, ln.source) for ln in plan.launches]
+                break
+            except KernelBuildError:  # a fused kernel the compiler refuses: unfused
+                if not fuse or not any(len(ln.nodes) > 1 for ln in plan.launches):
+                    raise
+                fuse = False
         mem = d.memory if dev is d.device else _memory_policy(dev)
         index = d._device_index(dev)
         # one C copy per plan, device and memory policy: the runtime only reads it, and
@@ -549,13 +694,35 @@ class _Planner:
         hit = _C_PLANS.get(ckey)
         if hit is None or hit[0] is not plan:
             hit = _memo_put(_C_PLANS, ckey, (plan, *_c_plan(plan, programs, index, mem)))
-        self._use(plan, dev, hit, out)
+        return plan, dev, hit
+
+    def preset(self) -> tuple:
+        """(the runtime's input key as bytes, its C plan) of the latest plan_for answer for a
+        partition of these nodes on this delegate's settings, making it this partition's
+        (placement() rows); (None, None) where there is none."""
+        d = self.delegate
+        got = _PRESETS.get((*self.pkey, _settings(d)))
+        if got is None or got[0] is not d.caps or got[1] is not d.device or got[2] is not d.small_device:
+            return None, None
+        key, plan, dev, hit = got[3:]
+        self._preset = (plan, dev, hit)
+        return key, C.byref(hit[1])
+
+    def settle(self) -> None:
+        """Make the preset this partition's plan (``plan``, ``dev``, placement() rows) once
+        the runtime prepared the partition with it: it asks no planner then. Reports and
+        profiles call it before reading them."""
+        if self._preset is not None and self.handle and self.delegate._rt.lcl_partition_on_preset(self.handle):
+            self._use(*self._preset, None)
+            self._preset = None
 
     def _use(self, plan, dev, hit, out) -> None:
         """Make ``plan`` (on ``dev``; ``hit``: its _C_PLANS entry) this partition's: copy
         its C plan to ``out``, write the claimed nodes' kernel and device rows."""
         self.plan, self.dev, self._c = plan, dev, hit
-        C.memmove(out, C.byref(hit[1]), C.sizeof(hit[1]))
+        if out is not None:  # the planner's answer: the runtime drops its preset
+            self._preset = None
+            C.memmove(out, C.byref(hit[1]), C.sizeof(hit[1]))
         d = self.delegate
         rec = d._records.get(self.ctx_addr)
         rows = _record_rows(rec) if rec is not None else {}
@@ -580,6 +747,7 @@ class _Planner:
     def profiled(self, cmds, n: int, spans, n_spans: int, t0: int, t1: int) -> None:
         """One profiled invoke (the runtime's profiler callback) into Delegate.profile_log
         and kernel_times_ns."""
+        self.settle()
         d, plan = self.delegate, self.plan
         commands = []
         for c in cmds[:n]:
@@ -635,14 +803,16 @@ def _INIT(ctx, buffer, length):  # noqa: N802
         params = abi.TfLiteDelegateParams.from_address(buffer)
         d = _delegate_of(params.delegate.contents.data_ or 0)
         part = _Planner(d, ctx, params)
-        key = next(_KEYS)
+        key = _new_keys(1)
         order = [n.index for n in part.nodes]
         arr = (C.c_int * max(1, len(order)))(*order)
         with _LOCK:
             _PLANNERS[key] = part
         # ctypes pointers pass as void* as they are (a C.cast each cost ~0.7 us)
+        pkey, pplan = part.preset()
         handle = d._rt.lcl_partition_new(d._native, ctx, key, arr, len(order), params.output_tensors,
-                                         d._device_index(d.device))
+                                         d._device_index(d.device), pplan, pkey,
+                                         -1 if pkey is None else len(pkey) // 4)
         if not handle:
             with _LOCK:
                 _PLANNERS.pop(key, None)
@@ -651,6 +821,9 @@ def _INIT(ctx, buffer, length):  # noqa: N802
         with _LOCK:
             _KERNELS[handle] = key
             d._parts.setdefault(part.ctx_addr, {})[key] = part
+        made = d._records[part.ctx_addr].get("made")
+        if made is not None:  # a Prepare learning its partitions (_Expected.learn)
+            made.append(part)
         return handle
     except BaseException as e:  # noqa: BLE001
         _report_unowned(ctx, e)
@@ -666,6 +839,7 @@ def _FREE(ctx, buffer):  # noqa: N802
             part = _PLANNERS.pop(key, None)
             if part is not None:
                 d = part.delegate
+                part.settle()  # its placement() rows outlive it
                 for k, v in part.counts().items():
                     if k in d._stats:
                         d._stats[k] += v
@@ -689,13 +863,13 @@ def _FREE(ctx, buffer):  # noqa: N802
 
 @_immortal
 @runtime.PLANNER
-def _PLAN(key, ctx, out):  # noqa: N802
+def _PLAN(key, ctx, shape_key, n_key, out):  # noqa: N802
     part = None
     try:
         part = _PLANNERS.get(key)
         if part is None:
             raise LiteclError("litecl partition kernel missing (its init failed)")
-        part.plan_for(ctx, out)
+        part.plan_for(ctx, C.string_at(shape_key, 4 * n_key) if shape_key and n_key >= 0 else None, out)
         return 0
     except BaseException as e:  # noqa: BLE001
         if part is not None:
@@ -750,7 +924,9 @@ def _registration(lib) -> "abi.TfLiteRegistration":
     error messages name the node by it): one object for the process's life."""
     if not _REGISTRATIONS:
         reg = abi.TfLiteRegistration()
-        reg.init, reg.free = _INIT, _FREE
+        # init: the runtime's (an expected partition, _Expected), which calls _INIT for others
+        reg.init = abi.INIT(C.cast(lib.lcl_inprocess_init, C.c_void_p).value)
+        reg.free = _FREE
         reg.prepare = abi.PREPARE(C.cast(lib.lcl_kernel_prepare, C.c_void_p).value)
         reg.invoke = abi.INVOKE(C.cast(lib.lcl_kernel_invoke, C.c_void_p).value)
         reg.builtin_code = abi.BUILTIN_DELEGATE

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes as C
 
-from . import abi
 from .errors import LiteclError
 
 #: Prepare records a Delegate keeps of contexts no owner names
@@ -41,9 +40,22 @@ class _Records:
         interpreters of one model gives rows of interpreter 0 and 1, each from subgraph
         0. ``owner`` (what litecl.Interpreter passes) keeps one interpreter's rows; the
         numbers stay those of the whole delegate."""
+        self._settle(owner)
         with self._lock:
             return [{**r, "interpreter": n, "subgraph": si}
                     for a, n, si in self._numbered(owner) for r in self._records[a]["rows"]]
+
+    def _settle(self, owner) -> None:
+        """Bring ``owner``'s partitions' plans and rows up to date (_Planner.settle: a
+        partition the runtime prepared with the plan handed it at init)."""
+        from .delegate import _LOCK  # noqa: PLC0415
+
+        with self._lock:
+            addrs = self._addrs(owner)
+        with _LOCK:
+            parts = [p for a in addrs for p in self._parts.get(a, {}).values()]
+        for p in parts:
+            p.settle()
 
     def _numbered(self, owner) -> list[tuple]:
         """[(context address, interpreter number, subgraph index)] of ``owner``'s
@@ -102,6 +114,8 @@ class _Records:
         with _LOCK:
             for a in addrs:
                 out += sorted(self._parts.get(a, {}).values(), key=lambda p: p.number)
+        for p in out:
+            p.settle()
         return out
 
     def has_partitions(self, owner) -> bool:
@@ -161,20 +175,10 @@ class _Records:
         function, the key is the owner and the index the context's place among that
         owner's (the order LiteRT prepares a model's subgraphs in)."""
         place = None
-        c = abi.TfLiteContext.from_address(addr)
-        if c.AcquireSubgraphContext and c.ReleaseSubgraphContext:
-            acquire = C.CFUNCTYPE(C.c_int, abi.Ctx, C.c_int, C.POINTER(abi.Ctx))(c.AcquireSubgraphContext)
-            release = C.CFUNCTYPE(C.c_int, abi.Ctx, C.c_int)(c.ReleaseSubgraphContext)
-            ctx, got, first = C.cast(addr, abi.Ctx), abi.Ctx(), None
-            for k in range(1 << 16):
-                if acquire(ctx, k, C.byref(got)) != abi.K_OK:
-                    break
-                a = C.cast(got, C.c_void_p).value
-                first = a if k == 0 else first
-                if a == addr:
-                    place = (("interpreter", first), k)
-                    break
-                release(ctx, k)
+        first = C.c_void_p()
+        k = self._rt.lcl_subgraph_place(addr, C.byref(first))  # litecl_delegate.c
+        if k >= 0:
+            place = (("interpreter", first.value), k)
         old = self._records.get(addr)
         if old is not None and old["owner"] != rec["owner"]:
             self._records.pop(addr)

@@ -29,7 +29,7 @@ import threading
 from . import abi
 from .errors import LiteclError
 
-__all__ = ["Launch", "Plan", "ProfileCmd", "ProfileSpan", "PLANNER", "REPORTER", "PROFILER", "load",
+__all__ = ["Expected", "Launch", "Plan", "ProfileCmd", "ProfileSpan", "PLANNER", "REPORTER", "PROFILER", "load",
            "opencl_loader", "type_tables_c", "inprocess_plan_c", "COUNTS"]
 
 #: lcl_partition_counts' order (litecl_delegate.c LCL_IN_PLACE ...)
@@ -54,6 +54,12 @@ class Plan(C.Structure):
                 ("in_place", C.c_int32), ("align", C.c_int32)]
 
 
+class Expected(C.Structure):
+    """litecl_plan.h lcl_expected."""
+    _fields_ = [("nodes", Span), ("order", Span), ("outputs", Span), ("device", C.c_int32),
+                ("preset_key", Span), ("preset", C.POINTER(Plan))]
+
+
 class ProfileCmd(C.Structure):
     """litecl_plan.h lcl_profile_cmd."""
     _fields_ = [("kind", C.c_int32), ("launch", C.c_int32), ("bytes", C.c_int64), ("host_ns", C.c_int64),
@@ -65,8 +71,10 @@ class ProfileSpan(C.Structure):
     _fields_ = [("kind", C.c_int32), ("pad", C.c_int32), ("t0", C.c_int64), ("t1", C.c_int64)]
 
 
-#: int planner(int64 partition key, TfLiteContext *, lcl_inprocess_plan *out): 0 planned
-PLANNER = C.CFUNCTYPE(C.c_int, C.c_int64, C.POINTER(abi.TfLiteContext), C.POINTER(Plan))
+#: int planner(int64 partition key, TfLiteContext *, const int *shape_key, int n_key,
+#: lcl_inprocess_plan *out): 0 planned; shape_key (an address): per input slot its
+#: constness, rank and dims, n_key int32s (-1: none)
+PLANNER = C.CFUNCTYPE(C.c_int, C.c_int64, C.POINTER(abi.TfLiteContext), C.c_void_p, C.c_int, C.POINTER(Plan))
 #: void reporter(int64 delegate key, TfLiteContext *, const char *message)
 REPORTER = C.CFUNCTYPE(None, C.c_int64, C.POINTER(abi.TfLiteContext), C.c_char_p)
 #: void profiler(int64 partition key, cmds, n, spans, n_spans, t0 ns, t1 ns)
@@ -178,17 +186,20 @@ def _built_by(lib, want: str) -> bool:
 def _declare(lib) -> None:
     vp, i32, i64 = C.c_void_p, C.c_int, C.c_int64
     sig = {
-        "lcl_inprocess_new": (vp, [i64, vp, vp, vp, i32]),
+        "lcl_inprocess_new": (vp, [i64, vp, vp, vp, i32, vp]),
+        "lcl_inprocess_expect": (None, [vp, vp, vp, vp, i32, i64, vp]),
         "lcl_inprocess_free": (None, [vp]),
         "lcl_inprocess_profile": (None, [vp, i32]),
         "lcl_inprocess_device": (i32, [vp, C.c_char_p, vp, vp, vp] + [i32] * 6 + [C.c_char_p, C.c_char_p, C.c_size_t]),
-        "lcl_partition_new": (vp, [vp, vp, i64, C.POINTER(C.c_int), i32, vp, i32]),
+        "lcl_partition_new": (vp, [vp, vp, i64, C.POINTER(C.c_int), i32, vp, i32, vp, C.c_char_p, i32]),
         "lcl_partition_free": (None, [vp]),
+        "lcl_partition_on_preset": (i32, [vp]),
         "lcl_partition_counts": (None, [vp, C.POINTER(C.c_int64)]),
         "lcl_inprocess_sizes": (i64, []),
         "lcl_inprocess_device_spin_us": (C.c_long, [i32]),
         "lcl_context_key": (C.c_long, [vp, C.POINTER(i32), C.c_long]),
-        "lcl_flag_nodes": (None, [vp, C.POINTER(C.c_int), i32, i32]),
+        "lcl_flag_nodes": (None, [vp, vp, i32, i32]),
+        "lcl_subgraph_place": (i32, [vp, C.POINTER(vp)]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
@@ -248,7 +259,7 @@ def _load():
                                   "this machine's C compiler") from None
         cache.store_blob("runtime", key, so)  # only a build that loads
     _declare(lib)
-    sizes = C.sizeof(Launch) * 1000000 + C.sizeof(Plan) * 1000 + C.sizeof(ProfileCmd)
+    sizes = C.sizeof(Expected) * 10**9 + C.sizeof(Launch) * 1000000 + C.sizeof(Plan) * 1000 + C.sizeof(ProfileCmd)
     if lib.lcl_inprocess_sizes() != sizes:  # an internal invariant
         raise LiteclError(f"litecl's C runtime's structs differ from runtime.py's mirror "
                           f"({lib.lcl_inprocess_sizes()} != {sizes})")

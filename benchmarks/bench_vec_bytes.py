@@ -54,6 +54,7 @@ def kernel_us(dev, buf: bytes, vec_bytes: int) -> float:
     kernels._PLANS.clear()
     lowering._SPECS.clear()
     delegate._PLANNED.clear()
+    delegate._PRESETS.clear()
     delegate._C_PLANS.clear()
     claims._PREPARES.clear()
     claims._REASONS.clear()

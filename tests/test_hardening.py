@@ -725,6 +725,7 @@ def _break_kernels(monkeypatch, when=lambda source: True):
 
     monkeypatch.setattr(D, "build_program", build)
     monkeypatch.setattr(D, "_PLANNED", {})  # plan_for's memo of plans whose programs built
+    monkeypatch.setattr(D, "_PRESETS", {})  # the plans _INIT hands the runtime
 
 
 def _run(it, inputs: dict) -> dict:

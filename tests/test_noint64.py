@@ -55,6 +55,7 @@ def sources(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(delegate_mod, "build_program", record)
     monkeypatch.setattr(delegate_mod, "_PLANNED", {})  # plan_for's memo: every plan's programs asked for
+    monkeypatch.setattr(delegate_mod, "_PRESETS", {})  # the plans _INIT hands the runtime
     return seen
 
 

@@ -66,7 +66,7 @@ def test_every_invoke_runs_in_c_and_stays_exact(fast_device, fuse, monkeypatch):
     (part,) = d.partitions()
     planned = []
     real = D._Planner.plan_for
-    monkeypatch.setattr(D._Planner, "plan_for", lambda self, ctx, out: planned.append(1) or real(self, ctx, out))
+    monkeypatch.setattr(D._Planner, "plan_for", lambda self, *a: planned.append(1) or real(self, *a))
     for k in range(5):  # new inputs every invoke: an invoke that ran nothing would fail here
         ins = _inputs(m, k)
         assert _same(_invoke(it, ins), _litert(m, ins)), k
@@ -107,6 +107,8 @@ def test_an_opencl_error_in_the_runtime_is_litecls_error_then_recovers(fast_devi
 
     monkeypatch.setattr(D, "_c_plan", wrong_name)
     monkeypatch.setattr(D, "_C_PLANS", {})
+    monkeypatch.setattr(D, "_PLANNED", {})  # plan_for's answers hold their C plans
+    monkeypatch.setattr(D, "_PRESETS", {})
     it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
     with pytest.raises(litecl.LiteclError, match=r"clCreateKernel\(litecl_no_such_kernel\) failed "
                                                  r"\(OpenCL error -?\d+\)"):

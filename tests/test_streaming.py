@@ -33,6 +33,7 @@ def stream_above(monkeypatch):
         monkeypatch.setitem(tiling.LAUNCH, "cpu", replace(tiling.LAUNCH["cpu"], stream_bytes=limit))
         monkeypatch.setattr(litecl.kernels, "_PLANS", {})
         monkeypatch.setattr(litecl.delegate, "_PLANNED", {})  # plan_for's memo of plans
+        monkeypatch.setattr(litecl.delegate, "_PRESETS", {})  # the plans _INIT hands the runtime
         monkeypatch.setattr(litecl.lowering, "_SPECS", {})  # kernel_spec's memo
     return set_limit
 

@@ -118,6 +118,7 @@ def half_bits_on_cpu(monkeypatch):
         monkeypatch.setitem(tiling.LAUNCH, row, replace(tiling.LAUNCH[row], half_bits=True, half_bits_load=True))
     monkeypatch.setattr(litecl.kernels, "_PLANS", {})
     monkeypatch.setattr(litecl.delegate, "_PLANNED", {})  # plan_for's memo of plans
+    monkeypatch.setattr(litecl.delegate, "_PRESETS", {})  # the plans _INIT hands the runtime
     monkeypatch.setattr(litecl.lowering, "_SPECS", {})  # kernel_spec's memo
 
 

@@ -194,7 +194,10 @@ typedef struct {
     char error[512];                   /* the last error, one line */
     /* in process (litecl.Delegate: lcl_inprocess_new); planner NULL in an export */
     int64_t key;                       /* the Python Delegate's */
-    int (*planner)(int64_t partition, TfLiteContext *ctx, lcl_inprocess_plan *out); /* 0: planned */
+    /* 0: planned; ``shape_key``: the partition's input key (kernel_prepare: per input
+     * slot its constness, rank and dims), n_key -1 where it did not fit */
+    int (*planner)(int64_t partition, TfLiteContext *ctx, const int *shape_key, int n_key,
+                   lcl_inprocess_plan *out);
     void (*reporter)(int64_t delegate_key, TfLiteContext *ctx, const char *message);
     void (*profiler)(int64_t partition, const lcl_profile_cmd *cmds, int32_t n, const lcl_profile_span *spans,
                      int32_t n_spans, int64_t t0, int64_t t1);
@@ -425,6 +428,12 @@ typedef struct {
     const lcl_partition *part;             /* NULL when single */
     int prepared, folded_done;
     int *last_key, n_last_key;             /* input shapes and constness of the last prepare */
+    /* in process: the plan an earlier partition of the same nodes got at input key
+     * ``preset_key`` (lcl_partition_new), used at the first prepare with that key instead
+     * of asking the planner; the planner keeps what it points into alive */
+    lcl_inprocess_plan preset;
+    int *preset_key, n_preset_key;         /* NULL: none */
+    int on_preset;                         /* its current launches are the preset's */
     cached_mem bound[LCL_MAX_BOUND];
     int n_bound;
     cached_mem *consts;
@@ -565,6 +574,7 @@ static void partition_free(partition *p) {
     free(p->prof_ev);
     free(p->slots);
     free(p->last_key);
+    free(p->preset_key);
     free(p->nodes);
     free(p->ops);
     free(p->node_io);
@@ -1247,7 +1257,17 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
     if (inproc) { /* the in-process planner's launches for these shapes */
         lcl_inprocess_plan pl;
         memset(&pl, 0, sizeof pl);
-        if (d->planner(p->key, ctx, &pl) != 0) goto out; /* it reported why */
+        if (p->preset_key && p->last_key && p->n_last_key == p->n_preset_key &&
+                !memcmp(p->last_key, p->preset_key, (size_t)p->n_last_key * sizeof(int))) {
+            pl = p->preset; /* the planner's answer for these nodes at this key, given at init */
+            p->on_preset = 1;
+        } else if (d->planner(p->key, ctx, p->last_key, p->last_key ? p->n_last_key : -1, &pl) != 0) {
+            goto out; /* it reported why */
+        } else {
+            p->on_preset = 0;
+        }
+        free(p->preset_key); /* once: later plans may drop what it points into */
+        p->preset_key = NULL;
         device_entry *dev = inprocess_device(pl.device);
         if (!dev || pl.n_launches < 0 || (pl.n_launches && (!pl.launches || !pl.ints || !pl.programs || !pl.names))) {
             say(d, ctx, "litecl: the planner gave no usable plan for node %d's partition", p->nodes[0]);
@@ -2820,10 +2840,16 @@ LCL_EXPORT void tflite_plugin_destroy_delegate(TfLiteDelegate *delegate_) {
 
 /* A delegate with no exported plan: its partitions' launches come from ``planner``; its
  * errors go to ``reporter``; profiled invokes to ``profiler``. */
-LCL_EXPORT void *lcl_inprocess_new(int64_t key, void *planner, void *reporter, void *profiler, int spin_us) {
+/* the partition kernel's init in Python (backend/delegate.py _INIT): every partition
+ * lcl_inprocess_init does not make (one function for the process) */
+static void *(*PYTHON_INIT)(TfLiteContext *ctx, const char *buffer, size_t length);
+
+LCL_EXPORT void *lcl_inprocess_new(int64_t key, void *planner, void *reporter, void *profiler, int spin_us,
+                                   void *init) {
     delegate *d = calloc(1, sizeof *d);
     if (!d) return NULL;
     d->key = key;
+    memcpy(&PYTHON_INIT, &init, sizeof init);
     memcpy(&d->planner, &planner, sizeof planner);
     memcpy(&d->reporter, &reporter, sizeof reporter);
     memcpy(&d->profiler, &profiler, sizeof profiler);
@@ -2898,11 +2924,23 @@ LCL_EXPORT long lcl_inprocess_device_spin_us(int index) {
     return v;
 }
 
+/* The plan for input key ``key`` (``n`` ints): kernel_prepare uses it instead of asking
+ * the planner when its key is that one (a second construction: no callback). Without
+ * memory for the key the planner is asked, as without a preset. */
+static void set_preset(partition *p, const lcl_inprocess_plan *preset, const int32_t *key, int n) {
+    p->preset_key = malloc((size_t)(n ? n : 1) * sizeof(int));
+    if (!p->preset_key) return;
+    memcpy(p->preset_key, key, (size_t)n * sizeof(int));
+    p->n_preset_key = n;
+    p->preset = *preset;
+}
+
 /* The partition kernel's user data for nodes ``order`` (execution order) writing
  * ``outputs`` that LiteRT reads; ``key``: the planner's name for it. NULL after
  * reporting why. */
 LCL_EXPORT void *lcl_partition_new(void *d_, TfLiteContext *ctx, int64_t key, const int *order, int n,
-                                   const TfLiteIntArray *outputs, int device) {
+                                   const TfLiteIntArray *outputs, int device, const lcl_inprocess_plan *preset,
+                                   const int *preset_key, int n_preset_key) {
     delegate *d = d_;
     device_entry *dev = inprocess_device(device);
     if (!dev) {
@@ -2912,10 +2950,71 @@ LCL_EXPORT void *lcl_partition_new(void *d_, TfLiteContext *ctx, int64_t key, co
     partition *p = partition_make(d, dev, ctx, order, n, outputs);
     if (!p) return NULL;
     p->key = key;  /* its memory policy comes with each plan */
+    if (preset && preset_key && n_preset_key >= 0) set_preset(p, preset, preset_key, n_preset_key);
     return p;
 }
 
 LCL_EXPORT void lcl_partition_free(void *p) { partition_free(p); }
+
+/* What the Prepare running on this thread expects LiteRT to form (lcl_inprocess_expect):
+ * LiteRT calls the partition kernels' init inside ReplaceNodeSubsetsWithDelegateKernels,
+ * on the thread of the delegate's Prepare. */
+typedef struct {
+    delegate *d;
+    const void *owner;                 /* the TfLiteDelegate the Prepare is for */
+    const lcl_expected *expect;
+    const int32_t *ints;
+    int n;
+    int64_t key;                       /* the planner key of expect[0]; expect[i]'s is + i */
+    void **made;                       /* per expected partition: the one made, or NULL */
+} expectation;
+static __thread expectation EXPECT;
+
+/* The partitions delegate ``d``'s Prepare for TfLiteDelegate ``owner`` expects LiteRT to
+ * form (``n`` of ``expect``, spans into ``ints``; planner keys ``key``, ``key`` + 1, ...):
+ * the partition kernel's init (lcl_inprocess_init) makes one whose nodes and outputs
+ * match an entry not yet made, with the entry's preset, and stores it in ``made``; any
+ * other partition goes to Python's init. ``n`` 0 ends it (after
+ * ReplaceNodeSubsetsWithDelegateKernels). */
+LCL_EXPORT void lcl_inprocess_expect(void *d, const void *owner, const lcl_expected *expect, const int32_t *ints,
+                                     int n, int64_t key, void **made) {
+    expectation e = {d, owner, expect, ints, n > 0 ? n : 0, key, made};
+    if (n <= 0) memset(&e, 0, sizeof e);
+    EXPECT = e;
+}
+
+static int span_is(const int32_t *ints, lcl_span sp, const TfLiteIntArray *a) {
+    return sp.len == a->size && !memcmp(ints + sp.off, a->data, (size_t)a->size * sizeof(int));
+}
+
+/* The in-process partition kernel's init: an expected partition (lcl_inprocess_expect)
+ * is made here, any other by Python's init. */
+LCL_EXPORT void *lcl_inprocess_init(TfLiteContext *ctx, const char *buffer, size_t length) {
+    const TfLiteDelegateParams *params = (const TfLiteDelegateParams *)buffer;
+    const expectation *x = &EXPECT;
+    if (x->d && params->delegate == x->owner) {
+        for (int i = 0; i < x->n; i++) {
+            const lcl_expected *e = &x->expect[i];
+            if (x->made[i] || !span_is(x->ints, e->nodes, params->nodes_to_replace) ||
+                    !span_is(x->ints, e->outputs, params->output_tensors))
+                continue;
+            device_entry *dev = inprocess_device(e->device);
+            if (!dev) break;
+            partition *p = partition_make(x->d, dev, ctx, x->ints + e->order.off, e->order.len,
+                                          params->output_tensors);
+            if (!p) return NULL; /* it said why */
+            p->key = x->key + i;
+            if (e->preset) set_preset(p, e->preset, x->ints + e->preset_key.off, e->preset_key.len);
+            x->made[i] = p;
+            return p;
+        }
+    }
+    return PYTHON_INIT ? PYTHON_INIT(ctx, buffer, length) : NULL;
+}
+
+/* 1 where the partition's current launches are the preset lcl_partition_new gave it (the
+ * planner did not plan it since), else 0 */
+LCL_EXPORT int lcl_partition_on_preset(const void *p) { return ((const partition *)p)->on_preset; }
 
 /* what the partition counted: in place, copied, staged, invokes, launches (LCL_N_COUNTS) */
 LCL_EXPORT void lcl_partition_counts(const void *p_, int64_t *out) {
@@ -3030,6 +3129,29 @@ LCL_EXPORT long lcl_context_key(TfLiteContext *ctx, int32_t *out, long cap) {
  * (backend/claims.py keep_order). Each node is looked up by index every time: LiteRT's
  * nodes keep their indices when others are replaced, not their addresses
  * (ReplaceNodeSubsetsWithDelegateKernels can move its node vector). */
+/* Where context ``ctx`` sits in its interpreter (backend/records.py _record): the k for
+ * which LiteRT's AcquireSubgraphContext(ctx, k) gives ``ctx`` back, with subgraph 0's
+ * context in ``*first``; every k below it is released again. -1 where LiteRT has no such
+ * function or none gives ``ctx``. */
+LCL_EXPORT int lcl_subgraph_place(TfLiteContext *ctx, void **first) {
+    typedef TfLiteStatus (*acquire_fn)(TfLiteContext *, int, TfLiteContext **);
+    typedef TfLiteStatus (*release_fn)(TfLiteContext *, int);
+    acquire_fn acquire;
+    release_fn release;
+    if (!ctx->AcquireSubgraphContext || !ctx->ReleaseSubgraphContext) return -1;
+    memcpy(&acquire, &ctx->AcquireSubgraphContext, sizeof acquire);
+    memcpy(&release, &ctx->ReleaseSubgraphContext, sizeof release);
+    *first = NULL;
+    for (int k = 0; k < (1 << 16); k++) {
+        TfLiteContext *got = NULL;
+        if (acquire(ctx, k, &got) != kTfLiteOk) break;
+        if (k == 0) *first = got;
+        if (got == ctx) return k;
+        release(ctx, k);
+    }
+    return -1;
+}
+
 LCL_EXPORT void lcl_flag_nodes(TfLiteContext *ctx, const int *nodes, int n, int value) {
     for (int j = 0; j < n; j++) {
         TfLiteNode *node;
@@ -3051,7 +3173,8 @@ LCL_EXPORT const char *lcl_runtime_digest(void) { return LITECL_RUNTIME_DIGEST; 
 
 /* the sizes of the structs backend/runtime.py mirrors, for its check */
 LCL_EXPORT int64_t lcl_inprocess_sizes(void) {
-    return (int64_t)sizeof(lcl_launch) * 1000000 + (int64_t)sizeof(lcl_inprocess_plan) * 1000 +
+    return (int64_t)sizeof(lcl_expected) * 1000000000 + (int64_t)sizeof(lcl_launch) * 1000000 +
+           (int64_t)sizeof(lcl_inprocess_plan) * 1000 +
            (int64_t)sizeof(lcl_profile_cmd);
 }
 #endif /* LITECL_IN_PROCESS */

@@ -121,6 +121,18 @@ typedef struct {
                                          pointer alignment, else copies (memory.py _Memory) */
 } lcl_inprocess_plan;
 
+/* A partition litecl.Delegate's Prepare expects LiteRT to form (the one an equal context
+ * formed before: backend/delegate.py _Expected), made by the partition kernel's init
+ * without calling back into Python (lcl_inprocess_expect). */
+typedef struct {
+    lcl_span nodes;                   /* nodes_to_replace as LiteRT lists them, in ints */
+    lcl_span order;                   /* the same nodes in execution order */
+    lcl_span outputs;                 /* the partition's output tensors LiteRT reads */
+    int32_t device;                   /* lcl_inprocess_device index it is made on */
+    lcl_span preset_key;              /* the input key ``preset`` was planned at */
+    const lcl_inprocess_plan *preset; /* the planner's answer at that key (lcl_partition_new), or NULL */
+} lcl_expected;
+
 /* One command of a profiled partition invoke (Delegate.profile): OpenCL's event times. */
 typedef struct {
     int32_t kind;                     /* 0 write, 1 kernel, 2 copy, 3 read */
