@@ -185,8 +185,9 @@ def prepare(dlg, ctx) -> int:
     expected = memo[-1].get(marked)
     if expected is None:
         expected = memo[-1][marked] = _Expected()
-    state, status = expected.begin(dlg, rec), abi.K_ERROR
+    state, status = None, abi.K_ERROR
     try:
+        state = expected.begin(dlg, rec)
         reg = _registration(dlg._rt)
         status = c.ReplaceNodeSubsetsWithDelegateKernels(
             ctx, reg, C.cast(arr, C.POINTER(abi.TfLiteIntArray)), C.cast(C.addressof(dlg._struct), abi.Dlg))

@@ -524,7 +524,7 @@ class _Expected:
         """After ReplaceNodeSubsetsWithDelegateKernels (``ok``: it succeeded): learn the
         partitions _INIT made, or make the _Planners of those the runtime made."""
         if state is None:
-            made = rec.pop("made", [])
+            made = rec.pop("made", None)
             if ok and made:
                 self.parts = [{k: getattr(p, k) for k in _TEMPLATE_FIELDS} for p in made]
             return

@@ -75,6 +75,44 @@ def test_every_invoke_runs_in_c_and_stays_exact(fast_device, fuse, monkeypatch):
     assert part.launches_run == 5 * len(part.plan.launches)
 
 
+def test_a_second_construction_makes_its_partitions_in_c(fast_device, monkeypatch):
+    """A second interpreter of a model (an equal context: claims' Prepare memo) gets its
+    partitions from the runtime's init with the plans the first one had: no Python init
+    or planner call per partition, bit-exact, and placement() rows equal to the first's.
+    A resize to new shapes asks the planner again."""
+    m = chain_model(["float32", "int32", ("sub", 1), ("add", 7), "float16"], (757,))
+    d = litecl.Delegate(fast_device, quiet=True)
+    first = make_interpreter(m, delegates=[d])
+    first.allocate_tensors()
+    calls = []
+    real_init, real_plan = D._Planner.__init__, D._Planner.plan_for
+    monkeypatch.setattr(D._Planner, "__init__", lambda self, *a: calls.append("init") or real_init(self, *a))
+    monkeypatch.setattr(D._Planner, "plan_for", lambda self, *a: calls.append("plan") or real_plan(self, *a))
+    second = make_interpreter(m, delegates=[d])
+    second.allocate_tensors()
+    assert calls == []
+    (g0, g1) = d.graph_info()
+    assert g0["partitions"] == g1["partitions"] == 2
+    for k in range(3):
+        ins = _inputs(m, k)
+        assert _same(_invoke(second, ins), _litert(m, ins)), k
+    rows = {}
+    for r in d.placement():
+        rows.setdefault(r.pop("interpreter"), []).append(r)
+    assert rows[0] == rows[1] and all(r["kernel"] and r["device"] for r in rows[1]), rows
+    i = second.get_input_details()[0]["index"]
+    second.resize_tensor_input(i, [81])
+    second.allocate_tensors()
+    assert "plan" in calls
+    ins = [np.linspace(-3e3, 3e3, 81, dtype=np.float32)]
+    ref = make_interpreter(m)
+    ref.resize_tensor_input(ref.get_input_details()[0]["index"], [81])
+    ref.allocate_tensors()
+    ref.set_tensor(ref.get_input_details()[0]["index"], ins[0])
+    ref.invoke()
+    assert _same(_invoke(second, ins), [ref.get_tensor(ref.get_output_details()[0]["index"])])
+
+
 def test_resize_and_reallocate_plan_again(fast_device):
     m = cast_model("float32", "int32", [4])
     it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
