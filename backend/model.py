@@ -204,9 +204,6 @@ class Model:
     #: litecl.Interpreter's: the signature tensors that are no subgraph input or output
     _visible: frozenset = field(default=None, repr=False, compare=False)
 
-    def node_count(self) -> int:
-        return sum(len(s.nodes) for s in self.subgraphs)
-
 
 def shape_too_big(shape, itemsize: int) -> str | None:
     """Why no numpy array can have ``shape`` (elements of ``itemsize`` bytes), or None.

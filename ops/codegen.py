@@ -651,10 +651,6 @@ def lane_index(w: int, i: str = "i") -> str:
     return f"((uint{w})({i}) + (uint{w})({', '.join(str(k) for k in range(w))}))"
 
 
-def uses_half(*types: str) -> bool:
-    return "half" in types
-
-
 def _ctype(t: str) -> str:
     return "ulong" if t == "f64bits" else t
 
