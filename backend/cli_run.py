@@ -8,9 +8,10 @@ import os
 import numpy as np
 
 from .cli_common import (_Usage, _check_writable, _details_by_name, _device_json, _device_line, _inputs_for,
-                         _load_npz, _npz_path, _open, _pick_signature, _report, _subgraph_of, _summary,
-                         _unique_names)
+                         _load_npz, _npz_path, _open, _pick_signature, _reachable, _report, _subgraph_of,
+                         _summary, _unique_names)
 from .cli_inspect import _node_runs, _unwritten_outputs
+from .errors import PrepareError
 
 
 def _open_with_inputs(args):
@@ -111,7 +112,7 @@ def _compare_one(args, interp, ref, sig, given) -> dict:
             "opencl_nodes": claimed, "nodes": sum(g["nodes"] for g in graphs),
             "partitions": sum(g["partitions"] for g in graphs), "outputs": reps,
             "notes": _unwritten_outputs(interp, _subgraph_of(interp, sig)) + notes
-            + ([] if claimed else [_why_none(interp)])}
+            + ([] if claimed else [_why_none(interp, sig)])}
 
 
 def _reused_by_litert(args, interp, inputs: dict, sig, reps: list, got: list) -> list[str]:
@@ -136,14 +137,17 @@ def _reused_by_litert(args, interp, inputs: dict, sig, reps: list, got: list) ->
             "tensor's" for n in names]
 
 
-def _why_none(interp) -> str:
-    """Why no node ran on OpenCL, in one line: the model has no CAST/ADD node, or the
-    reason most of them stay on LiteRT (placement()'s), with the count."""
+def _why_none(interp, sig=None) -> str:
+    """Why no node ran on OpenCL, in one line: the model (signature ``sig``: the subgraphs
+    it runs) has no CAST/ADD node, or the reason most of them stay on LiteRT
+    (placement()'s), with the count."""
     from collections import Counter  # noqa: PLC0415
 
-    rows = [r for r in interp.placement() if r["placement"] != "opencl"]
+    subs = _reachable(interp, _subgraph_of(interp, sig)) if sig is not None else None
+    rows = [r for r in interp.placement() if r["placement"] != "opencl" and (subs is None or r["subgraph"] in subs)]
     if not rows:
-        return "the model has no CAST or ADD node: litecl has nothing to take, LiteRT ran every node"
+        what = f"the subgraph of signature {sig!r}" if sig is not None else "the model"
+        return f"{what} has no CAST or ADD node: litecl has nothing to take, LiteRT ran every node"
     reason, n = Counter(r["reason"] or "(no reason given)" for r in rows).most_common(1)[0]
     return (f"no CAST/ADD node ran on OpenCL; {n} of {len(rows)} stay on LiteRT because {reason} "
             "(`litecl inspect MODEL` gives each node's reason)")
@@ -233,7 +237,7 @@ def cmd_bench(args) -> int:
             by_name = _inputs_for(_details_by_name(it, sig), given, args.seed, args.resize,
                                   interp=interp, sig=sig)
             runner = it.get_signature_runner(sig)
-            allocate(it, sig)
+            allocate(it, sig, {n: v.shape for n, v in by_name.items()})  # at the given shapes
             return (lambda: runner(**by_name)), by_name
         details = it.get_input_details()
         by_name = _inputs_for(details, given, args.seed, args.resize, interp=interp)
@@ -243,7 +247,13 @@ def cmd_bench(args) -> int:
         it.allocate_tensors()
         return make_run(it, {d["index"]: by_name[d["name"]] for d in it.get_input_details()}), by_name
 
-    run, by_name = ready(interp, given)
+    try:
+        run, by_name = ready(interp, given)
+    except PrepareError as e:
+        if given is not None:
+            raise
+        raise PrepareError(f"{e} (inputs at the model's declared shapes; give inputs of shapes it runs with "
+                           "--inputs FILE.npz)") from None
     init_ms = (time.perf_counter() - t0) * 1e3
     if sig is not None:
         print(f"INFO: signature: {sig}")

@@ -30,6 +30,7 @@ views.py's, the records of each Prepare and the reports read from them records.p
 from __future__ import annotations
 
 import collections
+import collections.abc
 import ctypes as C
 import itertools
 import os
@@ -50,7 +51,7 @@ from .memory import _Memory, _memory_policy  # noqa: F401  (_Memory re-exported)
 from . import runtime
 from . import placement as _placement
 from .placement import PLACEMENTS
-from .records import _MAX_RECORDS, _Records
+from .records import _EVENTS, _MAX_RECORDS, _Records
 from .views import _CONSTANT_ALLOC, _OPS, _memo_put, _node_view, _raw_node, _raw_tensor, _tensor_view
 
 __all__ = ["Delegate", "REFERENCES", "DELEGATE_NAME"]
@@ -96,7 +97,6 @@ _PLANNERS: dict = {}         # planner key -> _Planner (removed by the kernel's 
 _KEYS = itertools.count(1)   # delegate keys; partitions' planner keys come from _new_keys
 _NEXT_KEY = [1]
 _KEY_LOCK = threading.Lock()
-_EVENTS = itertools.count(1)  # orders partition frees and pointer fetches (Delegate._freed)
 _LOCK = threading.Lock()
 
 
@@ -122,6 +122,7 @@ def _takes(ops, nodes) -> tuple:
     if nodes is not None:
         ok = isinstance(nodes, dict) and all(
             isinstance(k, int) and not isinstance(k, bool) and k >= 0 and not isinstance(v, (str, bytes))
+            and isinstance(v, collections.abc.Iterable)
             and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in v) for k, v in nodes.items())
         if not ok:
             raise LiteclError(f"nodes must map subgraph indices to node indices, e.g. {{0: [1, 5]}}, got {nodes!r}")

@@ -78,17 +78,22 @@ def delegated_partitions(delegate, subgraphs=None, owner=None) -> list:
     return out
 
 
-def allocate(interp, signature: str | None = None) -> None:
+def allocate(interp, signature: str | None = None, shapes: dict | None = None) -> None:
     """allocate_tensors for signature ``signature``'s subgraph (None: the primary
     subgraph), so that LiteRT prepares the delegate's partition kernels there and they
-    plan their launches. LiteRT's SignatureRunner has no allocate_tensors: it allocates
-    its subgraph inside __call__, with the call made here. An error inside the delegate
+    plan their launches; ``shapes`` ({signature input name: shape}) resizes those inputs
+    first, as the SignatureRunner's call does (a model LiteRT cannot prepare at its
+    declared shapes). LiteRT's SignatureRunner has no allocate_tensors: it allocates its
+    subgraph inside __call__, with the calls made here. An error inside the delegate
     raises litecl's own error."""
     if signature is None:
         interp.allocate_tensors()
         return
     runner = interp.get_signature_runner(signature)
     try:
+        for name, shape in (shapes or {}).items():
+            runner._interpreter_wrapper.ResizeInputTensor(runner._inputs[name], np.array(shape, dtype=np.int32),
+                                                          False, runner._subgraph_index)
         runner._interpreter_wrapper.AllocateTensors(runner._subgraph_index)
     except RuntimeError:
         d = getattr(interp, "delegate", None)  # LiteRT's own Interpreter has none

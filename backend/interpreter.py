@@ -138,11 +138,14 @@ def _memo_put(model):
     return model
 
 
+_CLOSED = "this Interpreter was closed; create a new one"
+
+
 class _Closed:
     """Stands for LiteRT's wrapper after close(): any use is a one-line LiteclError."""
 
     def __getattr__(self, name):
-        raise LiteclError("this Interpreter was closed; create a new one")
+        raise LiteclError(_CLOSED)
 
 
 _IN_USE = "this Interpreter is in use by another thread; give each thread its own Interpreter (LiteRT's rule)"
@@ -394,13 +397,18 @@ class Interpreter(_litert.Interpreter):
         "placement": "opencl"|"litert", "reason", "partition", "kernel", "device"}
         (litecl.Delegate.placement, for this Interpreter's contexts: ``subgraph`` is the
         model's subgraph index; ``interpreter`` is the delegate's number for this
-        Interpreter, 0 unless it shares a Delegate, ``delegate=``)."""
+        Interpreter, 0 unless it shares a Delegate, ``delegate=``). Raises LiteclError
+        after close()."""
+        if self._closed:
+            raise LiteclError(_CLOSED)
         return self._litecl.placement(id(self))
 
     def summary(self) -> list[str]:
         """TFLite delegate-style log lines: the nodes kept on LiteRT and why, then per
         subgraph "Replacing N out of M node(s) with delegate (litecl OpenCL) node,
-        yielding P partitions"."""
+        yielding P partitions". Raises LiteclError after close()."""
+        if self._closed:
+            raise LiteclError(_CLOSED)
         return summary_lines(self._litecl, id(self))
 
     def close(self) -> None:
@@ -413,6 +421,7 @@ class Interpreter(_litert.Interpreter):
             self._spare_arrays = None
             self._interpreter = _Closed()
             self._delegates = None
+        self._litecl.forget(id(self))  # its rows leave a shared Delegate's placement() now
 
     def __del__(self):
         d = self.__dict__.get("_litecl")

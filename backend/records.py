@@ -8,11 +8,14 @@ interpreter (``owner``) or for every one.
 from __future__ import annotations
 
 import ctypes as C
+import itertools
 
 from .errors import LiteclError
 
 #: Prepare records a Delegate keeps of contexts no owner names
 _MAX_RECORDS = 4096
+#: orders Prepares, partition frees and pointer fetches (Delegate._freed, _interpreter_key)
+_EVENTS = itertools.count(1)
 
 
 class _Records:
@@ -157,6 +160,22 @@ class _Records:
                     "each row's \"interpreter\" number tells the interpreters apart")
         return list(self._owned.get(owner, ()))
 
+    def _interpreter_key(self, first: int, k: int, rec: dict) -> tuple:
+        """The key of the interpreter whose subgraph 0's context is at ``first``, for
+        ``rec``, the Prepare of its subgraph ``k``: ("interpreter", first, generation). A
+        new interpreter can get a freed one's address; subgraph 0's Prepare starts a new
+        generation where a delegate pointer was fetched (an interpreter constructed, on
+        this thread) since that address's last Prepare, so the freed one's other
+        subgraphs' rows keep their own number instead of joining the new one's; a
+        resize's Prepare fetches none and keeps it. Subgraph k > 0 takes subgraph 0's."""
+        zero = self._records.get(first)
+        same = zero is not None and zero["place"][0][:2] == ("interpreter", first)
+        if k > 0:
+            return zero["place"][0] if same else ("interpreter", first, 0)
+        if same and getattr(self._owner, "fetched", 0) < zero["prepared"]:
+            return zero["place"][0]
+        return ("interpreter", first, rec["prepared"])
+
     def _record(self, addr: int, rec: dict) -> None:
         """Keep ``rec`` as context ``addr``'s latest Prepare (under self._lock), with its
         place, rec["place"]: (its interpreter's key, its subgraph index there). An address
@@ -177,11 +196,14 @@ class _Records:
         place = None
         first = C.c_void_p()
         k = self._rt.lcl_subgraph_place(addr, C.byref(first))  # litecl_delegate.c
+        rec["prepared"] = next(_EVENTS)
         if k >= 0:
-            place = (("interpreter", first.value), k)
+            place = (self._interpreter_key(first.value, k, rec), k)
         old = self._records.get(addr)
+        if old is not None and place is not None and old["place"][0] != place[0]:
+            self._records.pop(addr)  # another interpreter's: this one is numbered after the others
         if old is not None and old["owner"] != rec["owner"]:
-            self._records.pop(addr)
+            self._records.pop(addr, None)
             self._announced.discard(addr)
             mine = self._owned.get(old["owner"])
             if mine is not None:

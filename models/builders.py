@@ -489,6 +489,40 @@ def builtin_name(code: schema.OperatorCodeT) -> str:
     return _BUILTIN_NAMES.get(builtin, f"BUILTIN_{builtin}")
 
 
+def merged_model(*models: bytes) -> bytes:
+    """One model whose subgraph k is ``models[k]``'s subgraph 0 (buffers and operator
+    codes renumbered; each keeps its signature, named "sig<k>" past the first). No node
+    calls another subgraph: LiteRT prepares each as its own context."""
+    out = _model(models[0])
+    out.subgraphs = out.subgraphs[:1]
+    out.signatureDefs = (out.signatureDefs or [])[:1]
+    for buf in models[1:]:
+        m = _model(buf)
+        off = len(out.buffers) - 1  # buffer 0, the sentinel, stays 0
+        out.buffers += m.buffers[1:]
+        codes = {}
+        for i, oc in enumerate(m.operatorCodes):
+            same = [j for j, o in enumerate(out.operatorCodes)
+                    if (o.builtinCode, o.version, o.deprecatedBuiltinCode) ==
+                    (oc.builtinCode, oc.version, oc.deprecatedBuiltinCode)]
+            if not same:
+                out.operatorCodes.append(oc)
+            codes[i] = same[0] if same else len(out.operatorCodes) - 1
+        sg = m.subgraphs[0]
+        for t in sg.tensors:
+            t.buffer = t.buffer + off if t.buffer else 0
+        for op in sg.operators:
+            op.opcodeIndex = codes[op.opcodeIndex]
+        sg.name = f"sg{len(out.subgraphs)}"
+        out.subgraphs.append(sg)
+        for sig in (m.signatureDefs or [])[:1]:
+            sig.subgraphIndex, sig.signatureKey = len(out.subgraphs) - 1, f"sig{len(out.subgraphs) - 1}"
+            out.signatureDefs.append(sig)
+    builder = flatbuffers.Builder(0)
+    builder.Finish(out.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
 def _model(buf: bytes) -> schema.ModelT:
     if buf[4:8] != b"TFL3":
         raise ValueError("not a TFLite model: file identifier is not TFL3")

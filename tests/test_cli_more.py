@@ -588,3 +588,44 @@ def test_compare_names_the_differing_outputs_and_litert_s_reused_intermediate(tm
     out = r.stdout
     assert r.returncode == 1 and "1 of 2 output(s) DIFFER (mid)" in out, out + r.stderr
     assert "note: mid: litecl's value equals LiteRT's with experimental_preserve_all_tensors" in out, out
+
+
+def _unpreparable_at_declared_shapes() -> bytes:
+    """ADD of inputs x [2] and y [3] (signature dims -1): LiteRT cannot prepare it at its
+    declared shapes; at [3] and [3] it runs."""
+    from models.builders import _Graph  # noqa: PLC0415
+
+    g = _Graph()
+    x = g.tensor("x", "float32", (2,), signature=[-1])
+    y = g.tensor("y", "float32", (3,), signature=[-1])
+    out = g.tensor("out", "float32", (3,), signature=[-1])
+    g.op(schema.BuiltinOperator.ADD, [x, y], [out], options_type=schema.BuiltinOptions.AddOptions,
+         options=schema.AddOptionsT())
+    g.inputs, g.outputs = [x, y], [out]
+    return g.finish()
+
+
+def test_bench_runs_signature_inputs_at_their_shapes(tmp_path):
+    """bench with an .npz keyed by signature input names allocates at those shapes, as
+    run and compare do (it once allocated at the declared ones, which LiteRT cannot
+    prepare here)."""
+    m = tmp_path / "m.tflite"
+    m.write_bytes(_unpreparable_at_declared_shapes())
+    npz = tmp_path / "in.npz"
+    np.savez(npz, x=np.arange(3, dtype=np.float32), y=np.full(3, 0.5, np.float32))
+    for cmd in ("run", "compare", "bench"):
+        extra = ("--num_runs", "1", "--min_secs", "0", "--warmup_min_secs", "0") if cmd == "bench" else ()
+        r = run_cli(cmd, m, "--device", DEV, "--inputs", npz, *extra)
+        assert r.returncode == 0, (cmd, r.stderr)
+    # without inputs: one error that says which shapes it tried and what to pass
+    one_error(run_cli("bench", m, "--device", DEV, "--num_runs", "1"), "declared shapes", "--inputs FILE.npz")
+
+
+def test_compare_says_which_signature_has_no_cast_or_add():
+    from conftest import shared_model  # noqa: PLC0415
+
+    r = run_cli("compare", shared_model("multi_signature_model.tflite"), "--device", DEV)
+    assert r.returncode == 0, r.stderr
+    for sig in ("mul", "sub"):
+        assert f"note: the subgraph of signature '{sig}' has no CAST or ADD node" in r.stdout, r.stdout
+    assert "the model has no CAST or ADD node" not in r.stdout

@@ -764,11 +764,54 @@ def test_report_owner_must_be_a_litecl_interpreter(fast_device):
         d.placement(other)
 
 
+def test_a_freed_interpreters_rows_keep_their_own_number(fast_device):
+    """A LiteRT interpreter of a 3-subgraph model is deleted; plain interpreters are made;
+    a new interpreter of a 1-subgraph model takes the same Delegate. Whichever address it
+    reuses, its number holds its own subgraph 0 only: the freed one's rows stay under
+    their own number (they were once reported under the new one's)."""
+    from models.builders import merged_model  # noqa: PLC0415
+
+    three = merged_model(cast_model("float32", "int32", (3,)), add_model("int32", (4,), (4,)),
+                         chain_model(["int8", "float32", ("add", 2.0)], (5,)))
+    one = cast_model("float32", "int8", (3,))
+    for n in range(4):
+        d = litecl.Delegate(fast_device, quiet=True)
+        a = make_interpreter(three, delegates=[d])
+        a.allocate_tensors()
+        assert {r["subgraph"] for r in d.placement()} == {0, 1, 2}
+        del a
+        gc.collect()
+        plain = [make_interpreter(one) for _ in range(n)]
+        b = make_interpreter(one, delegates=[d])
+        b.allocate_tensors()
+        rows = d.placement()
+        live = max(r["interpreter"] for r in rows)  # numbered after every earlier one
+        assert [(r["subgraph"], r["kernel"]) for r in rows if r["interpreter"] == live] == \
+            [(0, "CAST float32->int8 via float -> int")], (n, rows)
+        del b, plain
+
+
+def test_close_drops_the_interpreters_rows(fast_device):
+    d = litecl.Delegate(fast_device, quiet=True)
+    a = litecl.Interpreter(model_content=cast_model("float32", "int8", (3,)), delegate=d)
+    a.allocate_tensors()
+    b = litecl.Interpreter(model_content=cast_model("int32", "float16", (5,)), delegate=d)
+    b.allocate_tensors()
+    a.close()
+    assert d.placement() == b.placement() and len(b.placement()) == 1
+    for call in (a.placement, a.summary):
+        with pytest.raises(litecl.LiteclError, match="this Interpreter was closed"):
+            call()
+
+
 def test_delegate_settings_are_checked(fast_device):
     """keep_order of an array, profile of a non-bool, a new device: litecl's error or
     Python's read-only attribute, not numpy's ambiguity or a later failure in Prepare."""
     with pytest.raises(litecl.LiteclError, match="keep_order must be"):
         litecl.Delegate(fast_device, quiet=True, keep_order=np.array([True, False]))
+    for nodes in ({0: 1}, {0: None}, {0: [-1]}, {"0": [1]}):
+        with pytest.raises(litecl.LiteclError, match="nodes must map subgraph indices"):
+            litecl.Delegate(fast_device, quiet=True, nodes=nodes)
     d = litecl.Delegate(fast_device, quiet=True)
     for bad in ("yes", None, 2):
         with pytest.raises(litecl.LiteclError, match="profile must be True or False"):
