@@ -3,6 +3,10 @@
 # this checkout's litecl (backend/ as litecl, ops/ as litecl.ops) on PYTHONPATH.
 T=$(mktemp -d)
 python3 -m pip install -q --no-index --no-deps --no-compile --target $T/site .whl/*.whl || exit 1
+# numpy's wheel where the machine's python3 has none (3.12.3 there since 2026-12-06): carry .pipe
+if ls .pipe/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target $T/site .pipe/*.whl || exit 1
+fi
 mkdir -p $T/icd $T/shim/litecl
 echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > $T/icd/nvidia.icd
 export OCL_ICD_VENDORS=$T/icd
