@@ -1,8 +1,8 @@
 """OpenCL devices: discovery, selection by spec, and capabilities read once as data.
 
 Specs (``open_device(spec)`` and ``LITECL_DEVICE``): ``auto`` (the default: a GPU if one
-exists, else the first CPU runtime that can build kernels, tried in the order PoCL, Intel,
-Oclgrind), ``gpu`` / ``cpu`` (by CL_DEVICE_TYPE: the first GPU, or the first CPU device
+exists, else the first CPU runtime that can build kernels, tried in the order Intel, PoCL,
+Oclgrind: _auto_order), ``gpu`` / ``cpu`` (by CL_DEVICE_TYPE: the first GPU, or the first CPU device
 in auto's order, that builds kernels), ``pocl``, ``intel``, ``oclgrind``, ``nvidia``, or
 any substring of a platform or device name (case-insensitive); ``spec_of`` gives the
 spec that selects a given device (``litecl devices`` prints it). The aliases match
@@ -379,11 +379,15 @@ def _describe(d: "cl.Device") -> str:
 
 
 def _auto_order(devices: list) -> list:
-    """The order ``auto`` tries devices in: GPUs first, then the CPU runtimes (PoCL,
-    Intel), the simulator (Oclgrind) last, then anything else; the first that builds
-    kernels is taken."""
+    """The order ``auto`` tries devices in: GPUs first, then the CPU runtimes (Intel,
+    PoCL), the simulator (Oclgrind) last, then anything else; the first that builds
+    kernels is taken. Intel's runtime before PoCL by measurement on pip's two (issue 38,
+    docs/PERFORMANCE.md, session 17): on a 16-core Xeon (Skylake-AVX512) it ran litecl's
+    partitions at 0.16 round-trip floors each against pip's PoCL 3.0's 0.39, invoke median
+    1.48x LiteRT against 1.94x, MoveNet's first Interpreter in 109 ms against 121, the
+    16M-element models alike; on an AMD EPYC Zen 4 pip's PoCL builds no kernel."""
     order = [d for d in devices if _is_gpu(d)]
-    for alias in ("pocl", "intel", "oclgrind"):
+    for alias in ("intel", "pocl", "oclgrind"):
         order += [d for d in devices if d not in order and _ALIASES[alias] in d.platform.name.lower()]
     order += [d for d in devices if d not in order]
     # PoCL's pthread device before its basic one (PoCL lists basic first where a user's
