@@ -33,10 +33,7 @@ import collections
 import collections.abc
 import ctypes as C
 import itertools
-import os
-import sys
 import threading
-import types
 import weakref
 from dataclasses import replace
 
@@ -51,8 +48,8 @@ from .memory import _Memory, _memory_policy  # noqa: F401  (_Memory re-exported)
 from . import runtime
 from . import placement as _placement
 from .placement import PLACEMENTS
-from .records import _EVENTS, _MAX_RECORDS, _Records
-from .views import _CONSTANT_ALLOC, _OPS, _memo_put, _node_view, _raw_node, _raw_tensor, _tensor_view
+from .records import _EVENTS, _MAX_RECORDS, _Records, _record_rows, _template
+from .views import _CONSTANT_ALLOC, _OPS, _memo_put, layout_check
 
 __all__ = ["Delegate", "REFERENCES", "DELEGATE_NAME"]
 
@@ -193,7 +190,7 @@ class Delegate(_Records):
         # a LITECL_QUIET or LITECL_NO_CACHE of no yes/no word: an error here, not in LiteRT's Prepare
         self.quiet = _quiet(quiet)
         env_flag("LITECL_NO_CACHE")  # the flag only: finding the folder cost ~40 us a Delegate
-        _self_check()
+        layout_check()
         self._device = open_device(device)
         self.caps = _caps_for(self.device.caps, reference)
         self.placement_mode = placement
@@ -400,43 +397,6 @@ def _caps_for(caps, reference: str):
 #: profile_log's name of each command kind (litecl_plan.h lcl_profile_cmd.kind) and host span
 _KIND_NAMES = ("write", "kernel", "copy", "read")
 _SPAN_NAMES = ("stage in", "wait", "stage out")
-
-
-def _record_order(rec: dict) -> dict:
-    """node index -> its position in the execution plan, of a Prepare's record (made once
-    per record: every partition of the subgraph asks)."""
-    got = rec.get("order")
-    if got is None:
-        got = rec["order"] = {i: k for k, i in enumerate(rec["views"])}
-    return got
-
-
-def _record_rows(rec: dict) -> dict:
-    """node index -> its placement() row, of a Prepare's record (made once per record)."""
-    got = rec.get("by_index")
-    if got is None:
-        got = rec["by_index"] = {r["index"]: r for r in rec["rows"]}
-    return got
-
-
-def _template(rec: dict, nodes: tuple, outs: tuple) -> tuple:
-    """(nodes in the execution plan's order, inputs, outputs, plan memo key) of the
-    partition LiteRT makes of ``nodes`` writing ``outs``, from a Prepare's record ``rec``
-    (_Planner: the same for every record a Prepare memo recalls)."""
-    # in the execution plan's order: LiteRT lists them in its partitioner's order, which
-    # may put a node before one the model runs first (CAST z -> x listed before the ADD
-    # reading x)
-    views, order = rec["views"], _record_order(rec)
-    ordered = tuple(views[i] for i in sorted(nodes, key=order.__getitem__))
-    produced, inputs = set(), []
-    for n in ordered:
-        inputs += [t for t in n.inputs if t >= 0 and t not in produced]
-        produced.update(n.outputs)
-    # the plan memo's key: each node's index with its key, since a plan's launches name
-    # their nodes (placement()'s kernel rows, kernel_times_ns): two models with equal
-    # tensors whose ADD is node 0 in one and node 1 in the other plan apart
-    key = tuple((n.index, rec["keys"][n.index]) for n in ordered)
-    return list(ordered), tuple(dict.fromkeys(inputs)), [t for t in outs if t >= 0], key
 
 
 #: (id(record views), nodes, outputs) -> (views, _template's answer): _Planner's fields
@@ -938,94 +898,3 @@ def _registration(lib) -> "abi.TfLiteRegistration":
 
 
 _NAME_BYTES = DELEGATE_NAME.encode()
-
-
-# ---------------------------------------------------------------------- self-check
-_CHECKED: list = []
-
-
-def _self_check() -> None:
-    """Once per process: the installed LiteRT is a tested version, and its context reads
-    correctly through litecl's mirror (a built-in two-tensor ADD model: tensor count,
-    names, types, shapes, quantization, the node's builtin code, version and options).
-    Raises LiteclError naming what differs."""
-    if _CHECKED:
-        return
-    abi.check_sizes()
-    v = abi.check_versions("ai-edge-litert")
-    if "tensorflow" in sys.modules:  # tf.lite's interpreter would call us too
-        abi.check_versions("tensorflow")
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
-
-    seen: dict = {}
-
-    @abi.DELEGATE_PREPARE
-    def probe(ctx, dlg):
-        try:
-            c = ctx.contents
-            plan_p = C.POINTER(abi.TfLiteIntArray)()
-            c.GetExecutionPlan(ctx, C.byref(plan_p))
-            node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
-            c.GetNodeAndRegistration(ctx, abi.int_array(plan_p)[0], C.byref(node_p), C.byref(reg_p))
-            reg = reg_p.contents
-            n = _node_view(_raw_node(0, node_p.contents, reg.builtin_code, int(reg.version)))
-            ts = [_tensor_view(t, _raw_tensor(c, t)) for t in range(c.tensors_size)]
-            seen.update(size=c.tensors_size, op=n.op, version=n.version, inputs=n.inputs,
-                        outputs=n.outputs, act=n.options.fusedActivationFunction,
-                        tensors=[(t.name, t.dtype.name if t.dtype else None, t.shape,
-                                  [round(float(s), 6) for s in t.scales], [int(z) for z in t.zero_points])
-                                 for t in ts])
-        except BaseException as e:  # noqa: BLE001
-            seen["error"] = repr(e)
-        return abi.K_OK
-
-    st = abi.TfLiteDelegate()
-    st.Prepare = probe
-    holder = types.SimpleNamespace(_get_native_delegate_pointer=lambda: C.addressof(st))
-    Interpreter(model_content=_SELF_CHECK_MODEL, experimental_delegates=[holder],
-                experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    want = {"size": 3, "op": "ADD", "version": 1, "inputs": (0, 1), "outputs": (2,), "act": 1,
-            "tensors": [("a", "int8", (1, 3), [0.5], [1]), ("b", "int8", (1, 3), [0.25], [-2]),
-                        ("out", "int8", (1, 3), [1.0], [3])]}
-    bad = {k: seen.get(k) for k in want if seen.get(k) != want[k]}
-    if bad or "error" in seen:
-        raise LiteclError(f"ai-edge-litert {v}: its TfLiteContext does not read as litecl's mirror "
-                          f"expects ({seen.get('error') or bad}); litecl's delegate cannot run here")
-    _STRUCTS.append(_immortal((st, probe)))
-    _CHECKED.append(True)
-
-
-def _self_check_model() -> bytes:
-    """An int8 ADD (RELU) of two [1, 3] tensors a (0.5, 1), b (0.25, -2) -> out (1.0, 3),
-    written with the schema's object API (the same bytes every time)."""
-    import flatbuffers  # noqa: PLC0415
-    from ai_edge_litert import schema_py_generated as s  # noqa: PLC0415
-
-    m = s.ModelT()
-    m.version = 3
-    m.buffers = [s.BufferT()]
-    oc = s.OperatorCodeT()
-    oc.builtinCode = oc.deprecatedBuiltinCode = s.BuiltinOperator.ADD
-    oc.version = 1
-    m.operatorCodes = [oc]
-    g = s.SubGraphT()
-    g.tensors = []
-    for name, sc, zp in (("a", 0.5, 1), ("b", 0.25, -2), ("out", 1.0, 3)):
-        t = s.TensorT()
-        t.name, t.type, t.shape, t.buffer = name.encode(), s.TensorType.INT8, [1, 3], 0
-        t.quantization = s.QuantizationParametersT()
-        t.quantization.scale, t.quantization.zeroPoint = [sc], [zp]
-        g.tensors.append(t)
-    op = s.OperatorT()
-    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
-    op.builtinOptionsType = s.BuiltinOptions.AddOptions
-    op.builtinOptions = s.AddOptionsT()
-    op.builtinOptions.fusedActivationFunction = s.ActivationFunctionType.RELU
-    g.operators, g.inputs, g.outputs = [op], [0, 1], [2]
-    m.subgraphs = [g]
-    b = flatbuffers.Builder(256)
-    b.Finish(m.Pack(b), file_identifier=b"TFL3")
-    return bytes(b.Output())
-
-
-_SELF_CHECK_MODEL = _self_check_model()

@@ -3,7 +3,8 @@
 ``_Records`` is litecl.Delegate's base class: ``_record`` keeps a context's latest
 Prepare (claims.prepare calls it) with its place (interpreter, subgraph); placement(),
 subgraph_records(), graph_info(), taken() and partitions() read those records, per
-interpreter (``owner``) or for every one.
+interpreter (``owner``) or for every one. ``_record_rows`` and ``_template`` read a record
+for the partition kernels (delegate.py _Planner).
 """
 from __future__ import annotations
 
@@ -224,3 +225,40 @@ class _Records:
                 self._announced.discard(a)
                 if len(self._records) <= _MAX_RECORDS // 2:
                     break
+
+
+def _record_order(rec: dict) -> dict:
+    """node index -> its position in the execution plan, of a Prepare's record (made once
+    per record: every partition of the subgraph asks)."""
+    got = rec.get("order")
+    if got is None:
+        got = rec["order"] = {i: k for k, i in enumerate(rec["views"])}
+    return got
+
+
+def _record_rows(rec: dict) -> dict:
+    """node index -> its placement() row, of a Prepare's record (made once per record)."""
+    got = rec.get("by_index")
+    if got is None:
+        got = rec["by_index"] = {r["index"]: r for r in rec["rows"]}
+    return got
+
+
+def _template(rec: dict, nodes: tuple, outs: tuple) -> tuple:
+    """(nodes in the execution plan's order, inputs, outputs, plan memo key) of the
+    partition LiteRT makes of ``nodes`` writing ``outs``, from a Prepare's record ``rec``
+    (_Planner: the same for every record a Prepare memo recalls)."""
+    # in the execution plan's order: LiteRT lists them in its partitioner's order, which
+    # may put a node before one the model runs first (CAST z -> x listed before the ADD
+    # reading x)
+    views, order = rec["views"], _record_order(rec)
+    ordered = tuple(views[i] for i in sorted(nodes, key=order.__getitem__))
+    produced, inputs = set(), []
+    for n in ordered:
+        inputs += [t for t in n.inputs if t >= 0 and t not in produced]
+        produced.update(n.outputs)
+    # the plan memo's key: each node's index with its key, since a plan's launches name
+    # their nodes (placement()'s kernel rows, kernel_times_ns): two models with equal
+    # tensors whose ADD is node 0 in one and node 1 in the other plan apart
+    key = tuple((n.index, rec["keys"][n.index]) for n in ordered)
+    return list(ordered), tuple(dict.fromkeys(inputs)), [t for t in outs if t >= 0], key

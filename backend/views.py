@@ -9,6 +9,7 @@ for Prepare's memos (claims.py).
 from __future__ import annotations
 
 import ctypes as C
+import sys
 import types
 
 import numpy as np
@@ -145,3 +146,92 @@ def _plausible(n: Node, tensors_size: int) -> None:
         raise LiteclError(f"node {n.index} ({n.op}) reads as inputs {list(n.inputs)}, outputs "
                           f"{list(n.outputs)}, version {n.version} with {tensors_size} tensors: "
                           "LiteRT's structs do not match litecl's mirror")
+_CHECKED: list = []
+_KEPT: list = []
+
+
+def layout_check() -> None:
+    """Once per process: the installed LiteRT is a tested version, and its context reads
+    correctly through litecl's mirror (a built-in two-tensor ADD model: tensor count,
+    names, types, shapes, quantization, the node's builtin code, version and options).
+    Raises LiteclError naming what differs."""
+    if _CHECKED:
+        return
+    abi.check_sizes()
+    v = abi.check_versions("ai-edge-litert")
+    if "tensorflow" in sys.modules:  # tf.lite's interpreter would call us too
+        abi.check_versions("tensorflow")
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
+
+    seen: dict = {}
+
+    @abi.DELEGATE_PREPARE
+    def probe(ctx, dlg):
+        try:
+            c = ctx.contents
+            plan_p = C.POINTER(abi.TfLiteIntArray)()
+            c.GetExecutionPlan(ctx, C.byref(plan_p))
+            node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+            c.GetNodeAndRegistration(ctx, abi.int_array(plan_p)[0], C.byref(node_p), C.byref(reg_p))
+            reg = reg_p.contents
+            n = _node_view(_raw_node(0, node_p.contents, reg.builtin_code, int(reg.version)))
+            ts = [_tensor_view(t, _raw_tensor(c, t)) for t in range(c.tensors_size)]
+            seen.update(size=c.tensors_size, op=n.op, version=n.version, inputs=n.inputs,
+                        outputs=n.outputs, act=n.options.fusedActivationFunction,
+                        tensors=[(t.name, t.dtype.name if t.dtype else None, t.shape,
+                                  [round(float(s), 6) for s in t.scales], [int(z) for z in t.zero_points])
+                                 for t in ts])
+        except BaseException as e:  # noqa: BLE001
+            seen["error"] = repr(e)
+        return abi.K_OK
+
+    st = abi.TfLiteDelegate()
+    st.Prepare = probe
+    holder = types.SimpleNamespace(_get_native_delegate_pointer=lambda: C.addressof(st))
+    Interpreter(model_content=_SELF_CHECK_MODEL, experimental_delegates=[holder],
+                experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    want = {"size": 3, "op": "ADD", "version": 1, "inputs": (0, 1), "outputs": (2,), "act": 1,
+            "tensors": [("a", "int8", (1, 3), [0.5], [1]), ("b", "int8", (1, 3), [0.25], [-2]),
+                        ("out", "int8", (1, 3), [1.0], [3])]}
+    bad = {k: seen.get(k) for k in want if seen.get(k) != want[k]}
+    if bad or "error" in seen:
+        raise LiteclError(f"ai-edge-litert {v}: its TfLiteContext does not read as litecl's mirror "
+                          f"expects ({seen.get('error') or bad}); litecl's delegate cannot run here")
+    _KEPT.append((st, probe))  # LiteRT may keep the struct's address: kept for the process's life
+    _CHECKED.append(True)
+
+
+def _self_check_model() -> bytes:
+    """An int8 ADD (RELU) of two [1, 3] tensors a (0.5, 1), b (0.25, -2) -> out (1.0, 3),
+    written with the schema's object API (the same bytes every time)."""
+    import flatbuffers  # noqa: PLC0415
+    from ai_edge_litert import schema_py_generated as s  # noqa: PLC0415
+
+    m = s.ModelT()
+    m.version = 3
+    m.buffers = [s.BufferT()]
+    oc = s.OperatorCodeT()
+    oc.builtinCode = oc.deprecatedBuiltinCode = s.BuiltinOperator.ADD
+    oc.version = 1
+    m.operatorCodes = [oc]
+    g = s.SubGraphT()
+    g.tensors = []
+    for name, sc, zp in (("a", 0.5, 1), ("b", 0.25, -2), ("out", 1.0, 3)):
+        t = s.TensorT()
+        t.name, t.type, t.shape, t.buffer = name.encode(), s.TensorType.INT8, [1, 3], 0
+        t.quantization = s.QuantizationParametersT()
+        t.quantization.scale, t.quantization.zeroPoint = [sc], [zp]
+        g.tensors.append(t)
+    op = s.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
+    op.builtinOptionsType = s.BuiltinOptions.AddOptions
+    op.builtinOptions = s.AddOptionsT()
+    op.builtinOptions.fusedActivationFunction = s.ActivationFunctionType.RELU
+    g.operators, g.inputs, g.outputs = [op], [0, 1], [2]
+    m.subgraphs = [g]
+    b = flatbuffers.Builder(256)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+_SELF_CHECK_MODEL = _self_check_model()
