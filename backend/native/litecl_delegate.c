@@ -2838,12 +2838,13 @@ LCL_EXPORT void tflite_plugin_destroy_delegate(TfLiteDelegate *delegate_) {
  * Python callback) for the launches whenever the input shapes change. OpenCL is reached
  * through the ICD loader pyopencl uses, on pyopencl's context and queue. */
 
-/* A delegate with no exported plan: its partitions' launches come from ``planner``; its
- * errors go to ``reporter``; profiled invokes to ``profiler``. */
 /* the partition kernel's init in Python (backend/delegate.py _INIT): every partition
  * lcl_inprocess_init does not make (one function for the process) */
 static void *(*PYTHON_INIT)(TfLiteContext *ctx, const char *buffer, size_t length);
 
+/* A delegate with no exported plan: its partitions' launches come from ``planner``; its
+ * errors go to ``reporter``; profiled invokes to ``profiler``; ``init`` (PYTHON_INIT) makes
+ * the partitions no Prepare expected. */
 LCL_EXPORT void *lcl_inprocess_new(int64_t key, void *planner, void *reporter, void *profiler, int spin_us,
                                    void *init) {
     delegate *d = calloc(1, sizeof *d);
