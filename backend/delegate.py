@@ -315,7 +315,7 @@ class Delegate(_Records):
         i = self._rt.lcl_inprocess_device(
             self._native, loader.encode(), dev.context.int_ptr, dev.queue.int_ptr, dev.device.int_ptr,
             caps.compute_units, caps.max_work_group_size, row.local_size, row.groups_per_cu, row.vec_bytes,
-            int(dev.one_thread), fork.encode(), err, len(err))
+            row.group_bytes, int(dev.one_thread), fork.encode(), err, len(err))
         if i < 0:
             raise LiteclError(f"litecl's runtime cannot use {dev.caps.name}: {err.value.decode(errors='replace')}")
         _DEVICE_INDEX[id(dev)] = (dev, i)

@@ -308,7 +308,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
         f"    {_q(library)}, {_q(caps.platform)}, {_q(caps.name)},",
         f"    {_q(os.path.basename(model))}, {_q(_version())}, {_q(target)},",
         f"    {int(mem.in_place)}, {int(mem.align or 0)},",
-        f"    {row.local_size}, {row.groups_per_cu}, {row.vec_bytes}, {caps.compute_units}, "
+        f"    {row.local_size}, {row.groups_per_cu}, {row.vec_bytes}, {row.group_bytes}, {caps.compute_units}, "
         f"{caps.max_work_group_size},",
         f"    {len(subs_c)}, {len(prog_c)}, PACKED, LCL_N_PACKED, SIZES, LCL_N_SIZES,",
         f"    {int(flags)}, TESTED, {len(tested) // 2},",

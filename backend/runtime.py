@@ -136,7 +136,7 @@ def inprocess_plan_c() -> str:
         'const lcl_family LCL_FAMILIES[1] = {{"", 0, 0, 1, {0, 0}, 0, {NULL, NULL}, {0, 0}, {NULL, NULL}, 0, 0}};',
         "const lcl_subgraph LCL_SUBGRAPHS[1] = {{{0, 0}, {0, 0}, 0, 0, 0, 0}};",
         "const lcl_plan_info LCL_PLAN = {",
-        '    "", "", "", "", "", "", 1, 64, 1, 1, 0, 1, 1, 0, 0,',
+        '    "", "", "", "", "", "", 1, 64, 1, 1, 0, 0, 1, 1, 0, 0,',
         "    PACKED, LCL_N_PACKED, SIZES, LCL_N_SIZES, 0, NULL, 0,",
         '    0, 0, 0, 1, 0.0, 0, ""',
         "};", ""])
@@ -190,7 +190,7 @@ def _declare(lib) -> None:
         "lcl_inprocess_expect": (None, [vp, vp, vp, vp, i32, i64, vp]),
         "lcl_inprocess_free": (None, [vp]),
         "lcl_inprocess_profile": (None, [vp, i32]),
-        "lcl_inprocess_device": (i32, [vp, C.c_char_p, vp, vp, vp] + [i32] * 6 + [C.c_char_p, C.c_char_p, C.c_size_t]),
+        "lcl_inprocess_device": (i32, [vp, C.c_char_p, vp, vp, vp] + [i32] * 7 + [C.c_char_p, C.c_char_p, C.c_size_t]),
         "lcl_partition_new": (vp, [vp, vp, i64, C.POINTER(C.c_int), i32, vp, i32, vp, C.c_char_p, i32]),
         "lcl_partition_free": (None, [vp]),
         "lcl_partition_on_preset": (i32, [vp]),

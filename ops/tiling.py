@@ -145,6 +145,10 @@ class LaunchConfig:
     #: half vectors (without cl_khr_fp16) loaded as ushortN bits, converted from private
     #: memory (codegen.vload_half_source) instead of vloada_halfN from global memory
     half_load_private: bool = False
+    #: the fewest bytes of the kernel's narrowest type a work-group takes (block_dim at most
+    #: n * tile_bytes / this, at least 1): where each work-group the runtime dispatches
+    #: costs more than the work it carries; 0: no such floor
+    group_bytes: int = 0
 
 
 #: Launch constants keyed by device type ("gpu" or "cpu"; Oclgrind reports every type at
@@ -179,7 +183,13 @@ RUNTIME_ROWS: dict[tuple[str, str], dict] = {
     # bool->f32 0.81-0.99x, ADD f32 0.90-1.00x, the rest 0.95-1.02x (one 1.07x, u8->f32 at
     # 4M). PoCL 3.1 on the same host stays at 32: there 64 bytes gave ADD f32 1.36-1.45x at
     # 50K and 4M elements (benchmarks/results/intel/vec_bytes_s16.txt)
-    ("cpu", "Intel(R) OpenCL"): {"vec_bytes": 64},
+    # group_bytes, measured on the same host (event times of the float32 ADD, CAST f32->f16
+    # and u8->f32 kernels at 2^10..2^22 elements over 1..32 work-groups, medians of 35
+    # alternating launches, back-to-back and 1 ms apart): each work-group costs 0.1-0.15 us
+    # (ADD f32 at 2^12: 0.9 us in 1 group, 3.1 us in 32; at 2^14 cold 5.6 us against 9.1),
+    # and 1 group is fastest up to ~32 KiB of the narrowest type; from 1 MiB on, 16-32
+    # groups win by up to 8% (benchmarks/results/intel/groups_s18.txt)
+    ("cpu", "Intel(R) OpenCL"): {"vec_bytes": 64, "group_bytes": 32 << 10},
 }
 
 
@@ -245,7 +255,8 @@ def launch(caps, n: int, tile_bytes: int, block_dim: int | None = None,
     ``block_dim`` is given explicitly larger (tests use that to prove empty chunks safe),
     nor more than fill each work-item with vec_bytes of the smallest type (measured on the
     H200: one vector of the kernel's own width per work-item instead, e.g. 2 elements for
-    int64 -> uint8, changed GB/s at 2^22 and 2^24 by a median factor of 1.00).
+    int64 -> uint8, changed GB/s at 2^22 and 2^24 by a median factor of 1.00), nor more
+    than give each group the row's ``group_bytes`` of the smallest type.
     Raises ValueError above MAX_ELEMENTS elements.
     """
     if not 0 <= n <= MAX_ELEMENTS:
@@ -260,5 +271,7 @@ def launch(caps, n: int, tile_bytes: int, block_dim: int | None = None,
         # vectors (88% idle). CPUs (one work-item per group) get one group per block, as before.
         per_group = local * max(1, cfg.vec_bytes // tile_bytes)
         block_dim = min(block_dim, blocks, max(1, divide_round_up(n, per_group)))
+        if cfg.group_bytes:  # no group carries less than the runtime's dispatch of it costs
+            block_dim = min(block_dim, max(1, n * tile_bytes // cfg.group_bytes))
     t = plan(n, tile_bytes, block_dim)
     return t, (block_dim * local,), (local,)

@@ -105,34 +105,38 @@ def test_native_delegate_is_bit_exact_in_a_process_without_litecl(config, models
 
 def test_tiling_in_c_is_ops_tiling_launch(models, tmp_path, fast_device):
     """litecl_delegate.c ``tiling`` (exported as litecl_native_tiling) against
-    ops/tiling.py launch() for both LAUNCH rows, devices of 1..132 compute units and
-    work-group limits, every tile size, n over the tail sizes and 2^24."""
+    ops/tiling.py launch() for both LAUNCH rows and Intel's CPU runtime's (group_bytes),
+    devices of 1..132 compute units and work-group limits, every tile size, n over the
+    tail sizes and 2^24."""
     _need(CC)
     out = tmp_path / "t"
     _export_build(models["cast_f32_f16"], out, fast_device)
     lib = ctypes.CDLL(str(out / "liblitecl_delegate.so"))
     f = lib.litecl_native_tiling
-    f.argtypes = [ctypes.c_uint64] + [ctypes.c_int] * 6 + [ctypes.POINTER(ctypes.c_uint64)]
-    from litecl.ops.tiling import LAUNCH
+    f.argtypes = [ctypes.c_uint64] + [ctypes.c_int] * 7 + [ctypes.POINTER(ctypes.c_uint64)]
+    from litecl.ops.tiling import launch_config
 
     ns = [0, 1, 31, 32, 33, 80, 81, 757, 1999, 4095, 4096, 65537, 1 << 24, (1 << 24) + 3, 1 << 31]
     ns += [int(x) for x in np.random.default_rng(0).integers(0, 1 << 26, 40)]
     checked = 0
-    for gpu in (False, True):
-        row = LAUNCH["gpu" if gpu else "cpu"]
+    for gpu, platform in ((False, "Portable Computing Language"), (True, "NVIDIA CUDA"), (False, "Intel(R) OpenCL")):
+        row = launch_config(types.SimpleNamespace(is_gpu=gpu, platform=platform))
+        assert row.group_bytes or platform != "Intel(R) OpenCL"
         for cu in (1, 2, 16, 132):
             for max_wg in (1, 256, 1024, 4096):
-                caps = types.SimpleNamespace(is_gpu=gpu, compute_units=cu, max_work_group_size=max_wg)
+                caps = types.SimpleNamespace(is_gpu=gpu, compute_units=cu, max_work_group_size=max_wg,
+                                             platform=platform)
                 for tile in (1, 2, 4, 8):
                     for n in ns:
                         t, g, loc = launch(caps, n, tile)
                         got = (ctypes.c_uint64 * 6)()
-                        assert f(n, tile, cu, max_wg, row.local_size, row.groups_per_cu, row.vec_bytes, got) == 0
+                        assert f(n, tile, cu, max_wg, row.local_size, row.groups_per_cu, row.vec_bytes,
+                                 row.group_bytes, got) == 0
                         assert list(got) == [*t.kernel_args(), g[0], loc[0]], (gpu, cu, max_wg, tile, n)
                         checked += 1
     got = (ctypes.c_uint64 * 6)()
-    assert f((1 << 31) + 1, 4, 2, 1, 1, 16, 32, got) == -1  # above MAX_ELEMENTS: refused, as launch()
-    assert checked == 2 * 4 * 4 * 4 * len(ns)
+    assert f((1 << 31) + 1, 4, 2, 1, 1, 16, 32, 0, got) == -1  # above MAX_ELEMENTS: refused, as launch()
+    assert checked == 3 * 4 * 4 * 4 * len(ns)
 
 
 RESIZE_CHILD = r'''

@@ -68,6 +68,13 @@ def test_launch_geometry_from_the_table():
     assert launch(_caps(False, 2), 1 << 22, 1)[0].block_dim == 2 * LAUNCH["cpu"].groups_per_cu
     t, g, loc = launch(_caps(False, 2), 1999, 2)
     assert t.block_dim == 2 * LAUNCH["cpu"].groups_per_cu and loc == (LAUNCH["cpu"].local_size,)
+    # Intel's CPU runtime: no work-group carries less than group_bytes of the narrowest type
+    intel = SimpleNamespace(is_gpu=False, compute_units=2, max_work_group_size=8192, platform="Intel(R) OpenCL")
+    gb = launch_config(intel).group_bytes
+    assert gb and launch(intel, 1999, 4)[0].block_dim == 1
+    assert launch(intel, 4 * gb // 4, 4)[0].block_dim == 4
+    assert launch(intel, 4 * gb // 4 - 1, 4)[0].block_dim == 3
+    assert launch(intel, 1 << 22, 1)[0].block_dim == 2 * LAUNCH["cpu"].groups_per_cu
     # never more cores than 32-byte blocks unless asked; local capped by the device
     assert launch(caps, 5, 4)[0].block_dim == 1
     assert launch(caps, 5, 4, block_dim=256)[0].block_dim == 256
@@ -185,7 +192,8 @@ def test_full_sweep_under_oclgrind():
 
 def test_runtime_rows_change_only_their_runtime_and_type():
     """RUNTIME_ROWS: Intel's CPU runtime takes 64-byte vectors (measured,
-    benchmarks/results/intel/vec_bytes_s16.txt); PoCL's CPU device, a GPU of Intel's, and
+    benchmarks/results/intel/vec_bytes_s16.txt) and work-groups of 32 KiB or more
+    (groups_s18.txt); PoCL's CPU device, a GPU of Intel's, and
     caps without a platform keep their type's LAUNCH row."""
     import types
 
@@ -194,7 +202,7 @@ def test_runtime_rows_change_only_their_runtime_and_type():
     def caps(platform, gpu):
         return types.SimpleNamespace(platform=platform, is_gpu=gpu)
 
-    assert RUNTIME_ROWS[("cpu", "Intel(R) OpenCL")] == {"vec_bytes": 64}
+    assert RUNTIME_ROWS[("cpu", "Intel(R) OpenCL")] == {"vec_bytes": 64, "group_bytes": 32 << 10}
     intel = launch_config(caps("Intel(R) OpenCL", False))
     assert intel.vec_bytes == 64 and intel.local_size == LAUNCH["cpu"].local_size
     assert launch_config(caps("Portable Computing Language", False)) is LAUNCH["cpu"]

@@ -11,7 +11,7 @@ const lcl_partition LCL_PARTITIONS[1] = {{{0, 0}, 0, 0}};
 const lcl_family LCL_FAMILIES[1] = {{"", 0, 0, 1, {0, 0}, 0, {NULL, NULL}, {0, 0}, {NULL, NULL}, 0, 0}};
 const lcl_subgraph LCL_SUBGRAPHS[1] = {{{0, 0}, {0, 0}, 0, 0, 0, 0}};
 const lcl_plan_info LCL_PLAN = {
-    "", "", "", "", "", "", 1, 64, 1, 1, 0, 1, 1, 0, 0,
+    "", "", "", "", "", "", 1, 64, 1, 1, 0, 0, 1, 1, 0, 0,
     PACKED, LCL_N_PACKED, SIZES, LCL_N_SIZES, 0, NULL, 0,
     0, 0, 0, 1, 0.0, 0, ""
 };

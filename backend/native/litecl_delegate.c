@@ -72,10 +72,11 @@ typedef struct {
 static uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 /* ops/tiling.py launch(caps, n, tile_bytes): block_dim = compute units x groups_per_cu,
- * never more groups than 32-byte blocks nor than fill each work-item with vec_bytes of
- * the smallest type; local size capped at the device's work-group limit; then plan(). */
+ * never more groups than 32-byte blocks, nor than fill each work-item with vec_bytes of
+ * the smallest type, nor than give each group group_bytes of it (0: no floor); local size
+ * capped at the device's work-group limit; then plan(). */
 static int tiling(uint64_t n, int tile_bytes, int compute_units, int max_wg, int local_size,
-                  int groups_per_cu, int vec_bytes, lcl_tiling *t) {
+                  int groups_per_cu, int vec_bytes, int group_bytes, lcl_tiling *t) {
     if (n > LCL_MAX_ELEMENTS || tile_bytes <= 0 || LCL_BLOCK_BYTES % tile_bytes)
         return -1;
     uint64_t local = (uint64_t)(local_size < max_wg ? local_size : max_wg);
@@ -91,6 +92,10 @@ static int tiling(uint64_t n, int tile_bytes, int compute_units, int max_wg, int
     if (fill < 1) fill = 1;
     if (blocks < block_dim) block_dim = blocks;
     if (fill < block_dim) block_dim = fill;
+    if (group_bytes > 0) {
+        uint64_t carried = n * (uint64_t)tile_bytes / (uint64_t)group_bytes;
+        if (carried < block_dim) block_dim = carried < 1 ? 1 : carried;
+    }
     /* plan(): x = ceil(n / align_num) blocks = q * block_dim + r */
     uint64_t x = div_up(n, align_num);
     uint64_t q = x / block_dim, r = x % block_dim;
@@ -106,10 +111,10 @@ static int tiling(uint64_t n, int tile_bytes, int compute_units, int max_wg, int
 /* For tests (tests/test_native_delegate.py compares it with ops/tiling.py on many n):
  * out = n, former_num, former_len, tail_len, global size, local size. */
 LCL_EXPORT int litecl_native_tiling(uint64_t n, int tile_bytes, int compute_units, int max_wg,
-                                    int local_size, int groups_per_cu, int vec_bytes,
+                                    int local_size, int groups_per_cu, int vec_bytes, int group_bytes,
                                     uint64_t out[6]) {
     lcl_tiling t;
-    if (tiling(n, tile_bytes, compute_units, max_wg, local_size, groups_per_cu, vec_bytes, &t))
+    if (tiling(n, tile_bytes, compute_units, max_wg, local_size, groups_per_cu, vec_bytes, group_bytes, &t))
         return -1;
     out[0] = t.n, out[1] = t.former_num, out[2] = t.former_len, out[3] = t.tail_len;
     out[4] = t.gsize, out[5] = t.lsize;
@@ -161,7 +166,7 @@ typedef struct device_entry {
     cl_context context;
     cl_command_queue queue;
     cl_program *programs;              /* LCL_PROGRAMS, built on first use */
-    int local_size, groups_per_cu, vec_bytes;  /* ops/tiling.py LAUNCH row for it */
+    int local_size, groups_per_cu, vec_bytes, group_bytes;  /* ops/tiling.py LAUNCH row for it */
     int serial;                        /* 1: kernels' prepare and invoke hold ``lock`` (exported:
                                           always; in process: Device.one_thread) */
     pid_t pid;                         /* the process that opened it (fork check) */
@@ -902,7 +907,7 @@ static int run_family(delegate *d, int k, int *bad, char *why, size_t len) {
         goto out;
     }
     if (tiling((uint64_t)f->n, f->tile_bytes, e->compute_units, e->max_wg, LCL_PLAN.local_size, LCL_PLAN.groups_per_cu,
-               LCL_PLAN.vec_bytes, &t)) {
+               LCL_PLAN.vec_bytes, LCL_PLAN.group_bytes, &t)) {
         snprintf(why, len, "no tiling for %d elements of %d bytes", (int)f->n, (int)f->tile_bytes);
         goto out;
     }
@@ -1353,7 +1358,7 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
             }
         }
         if (tiling(numel(o), ln->tile_bytes, p->dev->compute_units, p->dev->max_wg, p->dev->local_size,
-                   p->dev->groups_per_cu, p->dev->vec_bytes, &rn->t)) {
+                   p->dev->groups_per_cu, p->dev->vec_bytes, p->dev->group_bytes, &rn->t)) {
             say(d, ctx, "litecl: node %d: %zu elements: tiled kernels index with uint, at most %llu",
                 node0, numel(o), LCL_MAX_ELEMENTS);
             goto out;
@@ -2556,6 +2561,7 @@ static device_entry *device_for(const char *library, const char *platform, const
                 e->local_size = LCL_PLAN.local_size;
                 e->groups_per_cu = LCL_PLAN.groups_per_cu;
                 e->vec_bytes = LCL_PLAN.vec_bytes;
+                e->group_bytes = LCL_PLAN.group_bytes;
                 e->serial = 1;
                 e->pid = getpid();
                 e->next = DEVICES;
@@ -2873,7 +2879,7 @@ LCL_EXPORT void lcl_inprocess_profile(void *d_, int on) { ((delegate *)d_)->prof
  * lcl_inprocess_plan.device (the process's: one entry per queue), or -1 with ``err``. */
 LCL_EXPORT int lcl_inprocess_device(void *d_, const char *library, void *context, void *queue, void *device,
                                     int compute_units, int max_wg, int local_size, int groups_per_cu,
-                                    int vec_bytes, int serial,
+                                    int vec_bytes, int group_bytes, int serial,
                                     const char *fork_message, char *err, size_t err_len) {
     (void)d_;
     pthread_mutex_lock(&INPROCESS_LOCK);
@@ -2909,6 +2915,7 @@ LCL_EXPORT int lcl_inprocess_device(void *d_, const char *library, void *context
     if (e) {
         e->compute_units = compute_units, e->max_wg = max_wg;
         e->local_size = local_size, e->groups_per_cu = groups_per_cu, e->vec_bytes = vec_bytes;
+        e->group_bytes = group_bytes;
         e->serial = serial;
         snprintf(e->fork_message, sizeof e->fork_message, "%s", fork_message ? fork_message : "");
     }

@@ -81,7 +81,7 @@ typedef struct {
     const char *model, *litecl_version, *target;
     int32_t in_place, in_place_align;  /* memory: USE_HOST_PTR over LiteRT's memory at
                                           this pointer alignment; else staging copies */
-    int32_t local_size, groups_per_cu, vec_bytes;  /* ops/tiling.py LAUNCH row */
+    int32_t local_size, groups_per_cu, vec_bytes, group_bytes;  /* ops/tiling.py LAUNCH row */
     int32_t compute_units, max_work_group_size;    /* the exporting device's */
     int32_t n_subgraphs, n_programs;
     const int32_t *packed_types;       /* TfLiteType codes of sub-byte types: code, bits, signed */
