@@ -280,7 +280,9 @@ def fingerprint(ctx) -> list[int]:
     context holds the model's tensors only. A delegate without that flag is prepared
     after LiteRT ran every op's prepare, which appends the ops' temporaries (MoveNet:
     334 tensors, 333 in the model; their shapes follow the inputs): the C side compares
-    the first ``tensor count`` tensors and asks for at least that many."""
+    the first ``tensor count`` tensors and asks for at least that many. That prepare may
+    also write -1 for an output nothing reads (WHILE), which the C side takes for the
+    tensor read here on any node but a CAST or ADD."""
     import ctypes as C  # noqa: PLC0415
     import struct  # noqa: PLC0415
 

@@ -957,3 +957,23 @@ def test_the_second_start_compiles_nothing_and_a_damaged_cache_file_is_rebuilt(t
     assert "the damaged cache file" in lines[0] and str(cache) in lines[0], lines
     exact, fourth, err = _start(out, m, opts, cache)
     assert exact and fourth == 0 and "refused" not in err, err
+
+
+@pytest.mark.parametrize("name", ["variable_cast", "while_cast"])
+def test_nodes_without_outputs_or_leaving_one_out_are_read_as_any_node(name, tmp_path, fast_device):
+    """A node with no outputs (ASSIGN_VARIABLE, CALL_ONCE: resource variables) or with an
+    unused output left out as -1 (TensorFlow's WHILE) is a valid TFLite node: the native
+    delegate claims what export says it claims, bit-exact, with no word of mismatched
+    structs. It read every node with the CAST/ADD check (outputs present and >= 0) and
+    claimed nothing in such a subgraph, blaming the structs (a fresh user's report)."""
+    _need(CC)
+    model = tmp_path / f"{name}.tflite"
+    model.write_bytes(tf_model(name))
+    out = tmp_path / name
+    m = _export_build(model, out, fast_device)
+    promised = sum(s["native_claimed"] for s in m["native"]["subgraphs"])
+    assert promised > 0, m["native"]["subgraphs"]
+    res = run_child(out / "liblitecl_delegate.so", model, out / "exported_device.json", _inputs(model, out), 0)
+    assert res.get("bit_exact"), res
+    assert "does not read as" not in json.dumps(res), res
+    assert sum(r[0] for r in res.get("replacing", [])) == promised, (res, m["native"]["subgraphs"])

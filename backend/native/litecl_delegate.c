@@ -284,16 +284,20 @@ static int fp_put(fp_cursor *c, int32_t v, const char *what, int index) {
 }
 
 /* A node as tflite_abi.h reads it: the cheap per-node layout check (backend/views.py
- * _plausible): arrays present, counts and tensor indices in range, a sane op version. */
+ * _plausible): arrays present, counts and tensor indices in range (-1: an optional tensor
+ * left out), a sane op version. Any node may have no outputs (ASSIGN_VARIABLE,
+ * CALL_ONCE) or leave one out (WHILE: -1 for an unused one); a CAST or ADD has one. */
 static int node_plausible(const TfLiteContext *ctx, int i, const TfLiteNode *node, const TfLiteRegistration *reg,
                           char *why, size_t why_len) {
     int ok = node && reg && node->inputs && node->outputs && node->inputs->size >= 0 &&
-             node->inputs->size < 4096 && node->outputs->size > 0 && node->outputs->size < 4096 &&
+             node->inputs->size < 4096 && node->outputs->size >= 0 && node->outputs->size < 4096 &&
              reg->version >= 0 && reg->version < 1000 && reg->builtin_code >= 0 && reg->builtin_code < 4096;
+    if (ok && (reg->builtin_code == kTfLiteBuiltinCast || reg->builtin_code == kTfLiteBuiltinAdd))
+        ok = node->outputs->size > 0;
     for (int j = 0; ok && j < node->inputs->size; j++)
         ok = node->inputs->data[j] >= -1 && (size_t)(node->inputs->data[j] + 1) <= ctx->tensors_size;
     for (int j = 0; ok && j < node->outputs->size; j++)
-        ok = node->outputs->data[j] >= 0 && (size_t)node->outputs->data[j] < ctx->tensors_size;
+        ok = node->outputs->data[j] >= -1 && (size_t)(node->outputs->data[j] + 1) <= ctx->tensors_size;
     if (!ok)
         snprintf(why, why_len, "node %d does not read as a TfLiteNode with %zu tensors (inputs %d, outputs %d, "
                  "op %d version %d)", i, ctx->tensors_size, node && node->inputs ? node->inputs->size : -1,
@@ -348,7 +352,17 @@ static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, c
         PUT(node->inputs->size, "the input count of node", i);
         for (int j = 0; j < node->inputs->size; j++) PUT(node->inputs->data[j], "an input of node", i);
         PUT(node->outputs->size, "the output count of node", i);
-        for (int j = 0; j < node->outputs->size; j++) PUT(node->outputs->data[j], "an output of node", i);
+        for (int j = 0; j < node->outputs->size; j++) {
+            /* an output LiteRT's own prepare left out: export reads the context before the
+             * ops' prepare (AllowDynamicTensors), a static graph's delegate after it, where
+             * WHILE has written -1 for a loop output nothing reads (measured, LiteRT 2.3.0) */
+            if (node->outputs->data[j] == -1 && reg->builtin_code != kTfLiteBuiltinCast &&
+                reg->builtin_code != kTfLiteBuiltinAdd && c.pos < c.len && c.want[c.pos] >= 0) {
+                c.pos++;
+                continue;
+            }
+            PUT(node->outputs->data[j], "an output of node", i);
+        }
         if (reg->builtin_code == kTfLiteBuiltinAdd) {
             const TfLiteAddParams *p = node->builtin_data;
             PUT(p ? p->activation : 0, "the activation of node", i);
