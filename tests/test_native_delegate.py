@@ -276,6 +276,14 @@ def test_resize_names_why_a_same_shape_add_stays_or_goes(tmp_path, fast_device):
             assert ("INFO: litecl: node 0 left to LiteRT at these input shapes: its kernel's source depends on "
                     "the element count (compiled for 512 elements)") in lines, (dtype, r.stderr)
             assert not any("broadcast" in ln for ln in lines), lines
+    # the same-shape float32 ADD resized into a broadcast ([1] + [512]): the element count
+    # is still 512, so the reason is the broadcast (a fresh user's report)
+    r = _child(RESIZE_CHILD, tmp_path / "float32" / "liblitecl_delegate.so", tmp_path / "add_float32.tflite",
+               tmp_path / "float32" / "exported_device.json", "[[1], [512]]")
+    assert r.returncode == 0 and "EQUAL" in r.stdout, (r.stdout, r.stderr[-500:])
+    assert [ln for ln in r.stderr.splitlines() if "left to LiteRT" in ln] == [
+        "INFO: litecl: node 0 left to LiteRT at these input shapes: its operands broadcast and its kernel is "
+        "elementwise (exported for operands of one shape)"], r.stderr
 
 
 def test_export_summary_says_what_the_native_delegate_claims(models, tmp_path, fast_device, capsys):

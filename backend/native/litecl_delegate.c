@@ -2227,8 +2227,11 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
                 sh += rank;
             }
             /* why the kernel holds at the exported shapes only (lcl_launch.fixed_elements) */
-            char what[96];
-            if (ln->fixed_elements > 0)
+            char what[128];
+            if (!keep && ln->fixed_elements > 0 && ln->inputs.len == 2 && !elementwise_still(ctx, ln))
+                snprintf(what, sizeof what, "its operands broadcast and its kernel is elementwise (exported "
+                         "for operands of one shape)");
+            else if (ln->fixed_elements > 0)
                 snprintf(what, sizeof what, "its kernel's source depends on the element count (compiled for %d "
                          "elements)", (int)ln->fixed_elements);
             else
