@@ -382,6 +382,8 @@ def cmd_export(args) -> int:
     print(f"manifest.json: {len(m['launches'])} launches of the {len(m['partitions'])} partition(s) "
           f"planned at allocate_tensors in subgraph {m['subgraph']} ({len(m['lowered_nodes'])} nodes, "
           f"{sources} kernel sources, {sum(t['role'] == 'constant' for t in m['tensors'])} constants)")
+    if m.get("note"):
+        print(f"note: {m['note']}")
     print(f"build it with: sh {os.path.join(args.out, 'build.sh')} "
           f"(then load_delegate('{os.path.join(args.out, nat['library'])}', "
           f"options from {os.path.join(args.out, 'delegate_options.json')}))")

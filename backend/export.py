@@ -30,9 +30,12 @@ built on PoCL (the delegate builds every program at allocate_tensors).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import sys
+import threading
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -380,8 +383,37 @@ def delegate_flags(model: str) -> int:
     LiteRT keeps the delegate's nodes across the resize and asks its Prepare nothing."""
     from . import abi  # noqa: PLC0415
 
-    fps, _ = _probe(model, 0)
+    with _without_line(_STATIC_ONLY):  # LiteRT's answer to this probe: no word for the user
+        fps, _ = _probe(model, 0)
     return 0 if fps is not None else abi.ALLOW_DYNAMIC_TENSORS
+
+
+#: the line LiteRT writes when a delegate without AllowDynamicTensors meets a graph with
+#: invoke-time shapes (delegate_flags' probe is that delegate on purpose)
+_STATIC_ONLY = b"WARNING: Attempting to use a delegate that only supports static-sized tensors"
+
+
+@contextlib.contextmanager
+def _without_line(prefix: bytes):
+    """File descriptor 2 through a pipe while the block runs; every line written to it
+    but those starting with ``prefix`` is written to the real stderr afterwards."""
+    sys.stderr.flush()
+    saved, (r, w) = os.dup(2), os.pipe()
+    got: list = []
+    reader = threading.Thread(target=lambda: got.extend(iter(lambda: os.read(r, 65536), b"")), daemon=True)
+    reader.start()
+    os.dup2(w, 2)
+    os.close(w)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)  # the pipe's last writer closed: the reader ends
+        os.close(saved)
+        reader.join()
+        os.close(r)
+        kept = b"".join(ln for ln in b"".join(got).splitlines(keepends=True) if not ln.startswith(prefix))
+        if kept:
+            os.write(2, kept)
 
 
 _KEEP: list = []
@@ -630,7 +662,12 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     finally:
         interp.close()
     if not manifest["launches"]:
-        manifest["note"] = "litecl's delegate takes no node of this subgraph: nothing to export"
+        sub = next((g for g in native["subgraphs"] if g["subgraph"] == si), {})
+        manifest["note"] = (
+            f"litecl's delegate takes {sub['claimed']} node(s) of this subgraph but plans them only at invoke "
+            f"(their shapes are known then): no launch is listed here; the native delegate takes "
+            f"{sub['native_claimed']} of them at the exported shapes (native.subgraphs)"
+            if sub.get("claimed") else "litecl's delegate takes no node of this subgraph: nothing to export")
     # delegate_options.json holds no option: the delegate finds OpenCL and a device that can
     # run its kernels where it is loaded (litecl_delegate.c open_device); the exporting
     # machine's library and device, which pin it, go to exported_device.json

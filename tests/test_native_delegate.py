@@ -286,11 +286,14 @@ def test_resize_names_why_a_same_shape_add_stays_or_goes(tmp_path, fast_device):
         "elementwise (exported for operands of one shape)"], r.stderr
 
 
-def test_export_summary_says_what_the_native_delegate_claims(models, tmp_path, fast_device, capsys):
+def test_export_summary_says_what_the_native_delegate_claims(models, tmp_path, fast_device, capfd):
     """The printout gives, per subgraph, the nodes the native delegate claims, and apart
     the nodes litecl.Delegate claims that it leaves to LiteRT, with the reason (was:
     '1 launches ... (1 nodes' then '21 nodes in 1 subgraph(s)'); the count is the built
-    delegate's own Replacing line."""
+    delegate's own Replacing line. A subgraph whose nodes litecl.Delegate plans only at
+    invoke is not called one with nothing delegated (the manifest's note said "takes no
+    node"), and LiteRT's warning to export's static-graph probe is not shown."""
+    capsys = capfd
     out = tmp_path / "chain"
     assert main(["export", str(models["fused_chain"]), "--out", str(out), "--device", fast_device]) == 0
     said = capsys.readouterr().out.splitlines()
@@ -300,13 +303,18 @@ def test_export_summary_says_what_the_native_delegate_claims(models, tmp_path, f
     m.write_bytes(tf_model("dynamic_reshape"))  # RESHAPE to a shape computed at invoke, then ADD 1
     out = tmp_path / "dyn"
     assert main(["export", str(m), "--out", str(out), "--device", fast_device]) == 0
-    said = capsys.readouterr().out.splitlines()
+    cap = capsys.readouterr()
+    said = cap.out.splitlines()
     sub = [ln for ln in said if ln.startswith("subgraph ")]
     assert sub == ["subgraph 0: the native delegate claims 0 of its 8 nodes at the exported shapes",
                    "subgraph 0: 1 more node(s) that litecl.Delegate claims are left to LiteRT by the native "
                    "delegate: their input shapes are known only at invoke (litecl.Delegate plans them then) and "
                    "their kernels compile in the exported shapes"], said
     assert not any("nodes in 1 subgraph" in ln for ln in said), said
+    note = json.loads((out / "manifest.json").read_text())["note"]
+    assert note.startswith("litecl's delegate takes 1 node(s) of this subgraph but plans them only at invoke"), note
+    assert f"note: {note}" in said, said
+    assert "static-sized tensors" not in cap.err, cap.err
     if shutil.which(CC) is None:
         return
     r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True)
