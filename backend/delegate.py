@@ -202,7 +202,7 @@ class Delegate(_Records):
         # pthread one), or None; only where partitions work in LiteRT's memory in place
         self.small_device = small_device(self.device) if self.memory.in_place else None
         self._lock = threading.RLock()
-        self._records: dict = {}      # context address -> its latest Prepare's record, in order of first Prepare
+        self._records: dict = {}      # context address (a freed one's: ("freed", address, n)) -> its latest Prepare's record
         self._owned: dict = {}        # owner (Delegate.owning) -> {context address: None}, in that order
         self._parts: dict = {}        # context address -> {planner key: live _Planner} (under _LOCK)
         self._announced: set = set()  # context addresses whose Replacing line was said

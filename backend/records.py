@@ -65,11 +65,14 @@ class _Records:
         """[(context address, interpreter number, subgraph index)] of ``owner``'s
         contexts (None: every one), in the order of their first Prepare (under
         self._lock). Interpreters are numbered by their first context among all records."""
-        number: dict = {}
+        first: dict = {}  # interpreter key -> its first Prepare
         for r in self._records.values():
-            number.setdefault(r["place"][0], len(number))
-        return [(a, number[self._records[a]["place"][0]], self._records[a]["place"][1])
-                for a in self._addrs(owner)]
+            k = r["place"][0]
+            first[k] = min(first.get(k, r["born"]), r["born"])
+        number = {k: n for n, k in enumerate(sorted(first, key=first.__getitem__))}
+        got = [(a, number[self._records[a]["place"][0]], self._records[a]["place"][1])
+               for a in self._addrs(owner)]
+        return sorted(got, key=lambda x: (x[1], self._records[x[0]]["born"]))
 
     def subgraph_records(self, owner=None) -> list[dict]:
         """Per subgraph, in placement()'s order: {"interpreter", "subgraph" (as
@@ -79,11 +82,12 @@ class _Records:
         (then, the kernel nodes of delegates applied before litecl, around which LiteRT's
         greedy order stays: [(node index, name)]), "rows" (placement()'s rows of it,
         copies), "sg" (the tensor views Prepare read:
-        ``sg.tensors[t]``)} of the latest Prepare of each context. export reads these
+        ``sg.tensors[t]``)} of the latest Prepare of each context ("context" None: a
+        freed interpreter's, whose address a new one took). export reads these
         with partitions(); a partition's ``plan`` is None until LiteRT prepared it (a
         node whose shapes are known only at invoke is planned there)."""
         with self._lock:
-            return [{"interpreter": n, "subgraph": si, "context": a,
+            return [{"interpreter": n, "subgraph": si, "context": a if isinstance(a, int) else None,
                      **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "kept_order",
                                                          "order_dropped", "sg")},
                      "rows": [{**r, "interpreter": n, "subgraph": si} for r in self._records[a]["rows"]]}
@@ -201,8 +205,15 @@ class _Records:
         if k >= 0:
             place = (self._interpreter_key(first.value, k, rec), k)
         old = self._records.get(addr)
+        rec["born"] = rec["prepared"]
         if old is not None and place is not None and old["place"][0] != place[0]:
-            self._records.pop(addr)  # another interpreter's: this one is numbered after the others
+            # a freed interpreter's context at this address: its record stays, under a key
+            # no context has (placement() keeps its rows and numbers it by its first Prepare)
+            self._records.pop(addr)
+            if old["owner"] is None:
+                self._records[("freed", addr, old["prepared"])] = old
+        elif old is not None and old["owner"] == rec["owner"]:
+            rec["born"] = old["born"]  # the same context prepared again (a resize)
         if old is not None and old["owner"] != rec["owner"]:
             self._records.pop(addr, None)
             self._announced.discard(addr)

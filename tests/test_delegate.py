@@ -791,6 +791,25 @@ def test_a_freed_interpreters_rows_keep_their_own_number(fast_device):
         del b, plain
 
 
+def test_deleted_interpreters_keep_their_rows_when_their_address_is_reused(fast_device):
+    """placement() keeps the rows of LiteRT interpreters that were deleted (its docstring):
+    20 interpreters made and deleted one after another with one Delegate, alternating two
+    models, give 20 rows numbered 0..19 in the order they were made, each its model's
+    node, whatever addresses LiteRT reused (a new context at a freed one's address
+    replaced its record: 1 row, 12-16 of 169 in a fresh user's loop)."""
+    d = litecl.Delegate(fast_device, quiet=True)
+    bufs = [cast_model("float32", "int8", (4,)), add_model("int32", (3,), (3,))]
+    for k in range(20):
+        it = make_interpreter(bufs[k % 2], delegates=[d])
+        it.allocate_tensors()
+        del it
+        gc.collect()
+    rows = d.placement()
+    assert [(r["interpreter"], r["subgraph"], r["op"]) for r in rows] == \
+        [(k, 0, ("CAST", "ADD")[k % 2]) for k in range(20)], rows
+    assert [g["interpreter"] for g in d.graph_info()] == list(range(20))
+
+
 def test_close_drops_the_interpreters_rows(fast_device):
     d = litecl.Delegate(fast_device, quiet=True)
     a = litecl.Interpreter(model_content=cast_model("float32", "int8", (3,)), delegate=d)
