@@ -409,7 +409,18 @@ _PLANNED: dict = {}
 #: key as int32s, plan, device, _C_PLANS entry): each partition's latest plan_for answer,
 #: which _INIT hands the runtime with a partition of the same nodes (lcl_partition_new's
 #: preset): a second construction plans without a callback per partition
-_PRESETS: dict = {}
+class _Cleared(dict):
+    """A dict that counts its clear() calls (``cleared``): what _Expected copied from
+    _PRESETS holds while this count does."""
+
+    cleared = 0
+
+    def clear(self) -> None:
+        self.cleared += 1
+        super().clear()
+
+
+_PRESETS: dict = _Cleared()
 
 #: id(Device) -> (that Device, its index in the runtime): Delegate._device_index
 _DEVICE_INDEX: dict = {}
@@ -466,6 +477,12 @@ class _Expected:
     def __init__(self) -> None:
         self.parts = None             # per partition in LiteRT's init order: _TEMPLATE_FIELDS
         self.tables: dict = {}        # _settings -> _table's answer
+        #: _settings -> per partition its preset (as _PRESETS' values) or None: the plan the
+        #: runtime prepared that partition of this entry with last (_Planner.plan_for), so
+        #: two models with equal partitions at other shapes keep one each
+        self.presets: dict = {}
+        self.version = 0              # changes of ``presets``
+        self.source = (None, 0)       # (the _PRESETS dict, its ``cleared``) they were copied from
 
     def begin(self, d: Delegate, rec: dict):
         """Before ReplaceNodeSubsetsWithDelegateKernels for record ``rec``: hand the runtime
@@ -501,7 +518,7 @@ class _Expected:
                 continue
             p = new(_Planner)
             p.__dict__ = {**t, "delegate": d, "ctx_addr": addr, "number": i, "sg": sg, "handle": h,
-                          "plan": None, "dev": dev, "_c": None, "_preset": presets[i]}
+                          "plan": None, "dev": dev, "_c": None, "_preset": presets[i], "_slot": (self, i)}
             for j in t["given"][0]:
                 r = rows.get(j)
                 if r is not None:
@@ -525,17 +542,25 @@ class _Expected:
 
     def _table(self, d: Delegate) -> tuple:
         """(runtime.Expected array, its ints, per partition its preset (plan, device,
-        _C_PLANS entry) or None) for ``d``'s settings: built again whenever a partition's
-        _PRESETS entry is another than the one it was built with (one planned since, at
-        invoke or in a subgraph prepared later; the memo emptied)."""
+        _C_PLANS entry) or None) for ``d``'s settings: built again when a partition's
+        preset changed (``keep``), the settings' devices are others, or _PRESETS was
+        emptied or replaced. A partition without a preset of its own takes _PRESETS' entry
+        for its nodes (the latest plan of equal nodes anywhere)."""
         sets = _settings(d)
+        memo = _PRESETS  # tests put a plain dict in its place
+        source = (memo, getattr(memo, "cleared", 0))
+        if self.source[0] is not source[0] or self.source[1] != source[1]:
+            self.presets, self.source = {}, source  # copied from a memo since emptied
+            self.version += 1
         got = self.tables.get(sets)
-        if got is not None and got[0] is d.caps and got[1] is d.device and got[2] is d.small_device:
-            get = _PRESETS.get
-            if all(get(k) is u for k, u in zip(got[3], got[4])):
-                return got[5:]
-        keys = [(*t["pkey"], sets) for t in self.parts]
-        used = [_PRESETS.get(k) for k in keys]
+        if got is not None and got[0] is d.caps and got[1] is d.device and got[2] is d.small_device \
+                and got[3] == self.version:
+            return got[4:]
+        own = self.presets.setdefault(sets, [None] * len(self.parts))
+        for i, t in enumerate(self.parts):
+            if own[i] is None:
+                own[i] = memo.get((*t["pkey"], sets))
+        used = own
         ints: list = []
 
         def span(values) -> "runtime.Span":
@@ -557,8 +582,15 @@ class _Expected:
             else:
                 presets.append(None)
         arr = (C.c_int32 * max(1, len(ints)))(*ints)
-        self.tables[sets] = (d.caps, d.device, d.small_device, keys, used, entries, arr, presets)
+        self.tables[sets] = (d.caps, d.device, d.small_device, self.version, entries, arr, presets)
         return entries, arr, presets
+
+    def keep(self, sets: tuple, index: int, preset: tuple) -> None:
+        """Partition ``index``'s latest plan_for answer on settings ``sets`` (as _PRESETS' values)."""
+        own = self.presets.get(sets)
+        if own is not None and own[index] is not preset:
+            own[index] = preset
+            self.version += 1
 
 
 def _settings(d: Delegate) -> tuple:
@@ -626,7 +658,11 @@ class _Planner:
             got = _memo_put(_PLANNED, pkey, (d.caps, d.device, d.small_device, *self._plan(shapes, consts)))
         plan, dev, hit = got[3:]
         if shape_key is not None:
-            _memo_put(_PRESETS, (*self.pkey, sets), (d.caps, d.device, d.small_device, shape_key, plan, dev, hit))
+            preset = _memo_put(_PRESETS, (*self.pkey, sets), (d.caps, d.device, d.small_device, shape_key, plan,
+                                                              dev, hit))
+            slot = self.__dict__.get("_slot")
+            if slot is not None:  # made from an _Expected's template: its own preset too
+                slot[0].keep(sets, slot[1], preset)
         self._use(plan, dev, hit, out)
 
     def _plan(self, shapes: dict, consts: set) -> tuple:
