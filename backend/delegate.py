@@ -43,7 +43,7 @@ from . import abi
 from . import claims
 from .device import open_device, small_device, small_device_why
 from .errors import KernelBuildError, LiteclError, env_flag
-from .kernels import build_program, plan_partition
+from .kernels import SMALL_PARTITION_BYTES, build_program, plan_built
 from .memory import _Memory, _memory_policy  # noqa: F401  (_Memory re-exported)
 from . import runtime
 from . import placement as _placement
@@ -62,16 +62,6 @@ PROFILE_LOG_MAX = 10000
 #: Delegate's keep_order default; the native delegate's too (litecl_delegate.c
 #: LCL_KEEP_ORDER_DEFAULT). Measured: docs/PERFORMANCE.md, benchmarks/bench_keep_order.py
 KEEP_ORDER_DEFAULT = "auto"
-#: a partition whose kernels read and write at most this many bytes runs on the
-#: delegate's small_device (device.py: PoCL's basic device beside its pthread one: a
-#: kernel runs in the thread that enqueues it instead of waking worker threads); a larger
-#: one on the device's threads. benchmarks/bench_small_device.py, one float32 ADD
-#: partition after LiteRT's nodes, its cost over LiteRT alone (results/pocl,
-#: results/h200/small_device_h200_host.json; docs/PERFORMANCE.md, session 12): on the
-#: H200 host's 16 cores (pip's PoCL 3.0) 0.75 MiB cost 290 us on pthread against 90 on
-#: basic, 3 MiB 273 against 306, 6 MiB 265 against 538; on a 2-core VM basic was the
-#: faster at every size up to 48 MiB. Fewer cores move the crossing up.
-SMALL_PARTITION_BYTES = 2 << 20
 
 
 #: how long the runtime polls for an invoke's commands before clFinish (us); -1: the row
@@ -669,20 +659,8 @@ class _Planner:
         """(plan, the device it runs on, its _C_PLANS entry) at input ``shapes`` with
         ``consts`` constant. Raises LiteclError (a plan or a kernel build that fails)."""
         d = self.delegate
-        fuse = d.fuse
-        while True:
-            plan = plan_partition(self.nodes, self.sg, shapes, d.caps, keep=set(self.outputs),
-                                  constants=consts, fuse=fuse, key=self.key)
-            dev = d.device
-            if d.small_device is not None and plan.bytes_moved <= SMALL_PARTITION_BYTES:
-                dev = d.small_device
-            try:
-                programs = [build_program(dev, ln.source) for ln in plan.launches]
-                break
-            except KernelBuildError:  # a fused kernel the compiler refuses: unfused
-                if not fuse or not any(len(ln.nodes) > 1 for ln in plan.launches):
-                    raise
-                fuse = False
+        plan, dev, programs = plan_built(d, self.nodes, self.sg, shapes, consts, self.outputs, self.key,
+                                         build_program)  # the name tests patch
         mem = d.memory if dev is d.device else _memory_policy(dev)
         index = d._device_index(dev)
         # one C copy per plan, device and memory policy: the runtime only reads it, and

@@ -1,14 +1,15 @@
 """``litecl export``: the kernels litecl.Delegate launches for a model, as files an app can
 use without litecl: the OpenCL C sources and a manifest of the launches, in order.
 
-What is exported is read from the delegate's own plans after allocate_tensors
-(``Delegate.partitions()``: each delegated partition's PartitionPlan, backend/kernels.py)
-for the subgraph that runs (the signature's, else subgraph 0): per launch, its kernel file
-and name, its buffer arguments (tensor indices, inputs then outputs), the uint arguments
-of its former/tail plan (``kernel_args()``, ops/tiling.py), its global and local size,
-and the constant operands it reads. A launch whose inputs are all constants (``folded``)
-runs once per plan, not per invoke. ``delegated_partitions`` is the one place that reads
-the partitions.
+What is exported is the model's plan: what litecl.Delegate decides and plans, read from
+LiteRT's graph by a probe delegate (model_plan.py ``ModelPlan``: LiteRT's partitions, and
+each partition's PartitionPlan, backend/kernels.py, at the shapes LiteRT prepares it with
+at allocate_tensors; nothing is invoked) for the subgraph that runs (the signature's,
+else subgraph 0): per launch, its kernel file and name, its buffer arguments (tensor
+indices, inputs then outputs), the uint arguments of its former/tail plan
+(``kernel_args()``, ops/tiling.py), its global and local size, and the constant operands
+it reads. A launch whose inputs are all constants (``folded``) runs once per plan, not
+per invoke. ``delegated_partitions`` reads a live Delegate's partitions (bench, inspect).
 
 Between two partitions LiteRT runs the model's other nodes: a partition's ``inputs`` are
 LiteRT's tensors at the time the partition runs (model inputs or LiteRT nodes' outputs),
@@ -229,12 +230,14 @@ def build_manifest(parts: list, caps, *, model: str, signature, subgraph: int, t
     return manifest, files
 
 
-def _constant_bytes(interp, si: int, t: int, dtype) -> bytes:
-    """Tensor ``t``'s constant value, little-endian: the model's data, else LiteRT's
-    (a tensor LiteRT computed once at prepare)."""
-    data = interp._model.subgraphs[si].tensors[t].data
+def _constant_bytes(model, si: int, t: int, dtype, held: bytes | None) -> bytes:
+    """Tensor ``t``'s constant value, little-endian: the model's data, else ``held``, its
+    bytes as LiteRT held them at prepare (a tensor LiteRT computed once there)."""
+    data = model.subgraphs[si].tensors[t].data
     if data is None:
-        data = interp.get_tensor(t, si)
+        if held is None:
+            raise InputError(f"tensor {t}: a constant with no value in the model nor from LiteRT")
+        data = np.frombuffer(held, dtype=dtype.np)
     return np.ascontiguousarray(data).astype(dtype.np.newbyteorder("<"), copy=False).tobytes()
 
 
@@ -354,20 +357,6 @@ def _probe(model: str, flags: int):
         return None, errors
     del it
     return list(seen.values()), errors
-
-
-def model_fingerprints(model: str, signatures) -> list[list[int]]:
-    """Per subgraph LiteRT prepares (in the order it prepares them: the order
-    Delegate.placement() numbers them), the fingerprint LiteRT's context gives a
-    delegate that is applied first, read with AllowDynamicTensors as litecl's delegates
-    (without it LiteRT prepares every op first, which adds their temporaries)."""
-    from . import abi  # noqa: PLC0415
-
-    fps, errors = _probe(model, abi.ALLOW_DYNAMIC_TENSORS)
-    if errors or fps is None:
-        raise InputError("cannot read the model's fingerprint through LiteRT: "
-                         f"{errors[0] if errors else 'LiteRT refused the probing delegate'}")
-    return fps
 
 
 def delegate_flags(model: str) -> int:
@@ -598,8 +587,9 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     device: a spec or litecl Device (default ``LITECL_DEVICE`` / auto); target: "gpu" or
     "cpu" (default: the device's type), see ``target_device``; signature: that
     signature's subgraph (default subgraph 0, or the first signature when subgraph 0 has
-    no inputs, as ``litecl run``); placement, fuse: the Delegate's. The model runs
-    through litecl.Interpreter up to allocate_tensors (every program is built there).
+    no inputs, as ``litecl run``); placement, fuse: the Delegate's. What litecl.Delegate
+    decides and plans is read from LiteRT's graph by a probe delegate (model_plan.py):
+    nothing is invoked; every program is built.
     ``out_dir`` is created if missing. It must be missing, empty, or hold an earlier
     litecl export (recognised by its manifest.json): the files that export's manifest
     lists (its "files": what it wrote and the liblitecl_delegate.so its build.sh
@@ -613,9 +603,11 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     model.model_file says for every command) / litecl errors from loading and allocating
     the model.
     """
+    from .delegate import Delegate  # noqa: PLC0415
     from .device import open_device  # noqa: PLC0415
-    from .interpreter import Interpreter  # noqa: PLC0415
+    from .interpreter import _verified, _visible  # noqa: PLC0415
     from .model import model_file  # noqa: PLC0415
+    from .model_plan import ModelPlan  # noqa: PLC0415
 
     if placement not in PLACEMENTS:
         raise InputError(f"unknown placement {placement!r}; expected one of {', '.join(PLACEMENTS)}")
@@ -632,35 +624,36 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         raise InputError(f"cannot export to {out_dir}: {e.strerror or e}") from None
     model_file(model)  # missing, a directory, a FIFO: every command's words, before the device opens
     dev = target_device(open_device(device), target)
-    interp = Interpreter(model_path=model, device=dev, placement=placement, fuse=fuse, quiet=True)
+    m = _verified(model, None)  # litecl's verifier, as litecl.Interpreter's
+    d = Delegate(dev, placement=placement, fuse=fuse, quiet=True)
+    probe = ModelPlan(m.raw, d, _visible(m))  # model -> what the delegate decides and plans
     try:
-        fingerprints = model_fingerprints(model, None)  # after litecl's verifier accepted it
         flags = delegate_flags(model)
-        sigs = interp.get_signature_list()
+        sigs = probe.interpreter.get_signature_list()
         if signature is not None and signature not in sigs:
             raise InputError(f"unknown signature {signature!r}; the model has {sorted(sigs) or 'none'}")
-        if signature is None and not interp._model.subgraphs[0].inputs and sigs:
+        if signature is None and not m.subgraphs[0].inputs and sigs:
             signature = next(iter(sigs))  # as `litecl run` picks
-        allocate(interp, signature)
-        si = 0 if signature is None else next(s.subgraph for s in interp._model.signatures
-                                              if s.key == signature)
-        parts = delegated_partitions(interp.delegate, {si}, owner=id(interp))
-        manifest, files = build_manifest(parts, interp.delegate.caps, model=os.path.abspath(model),
+        probe.allocate(signature)
+        si = 0 if signature is None else next(s.subgraph for s in m.signatures if s.key == signature)
+        subs = probe.subgraphs
+        parts = [(si, p) for g in subs if g["subgraph"] == si for p in g["parts"] if p.plan is not None]
+        caps = d.caps
+        manifest, files = build_manifest(parts, caps, model=os.path.abspath(model),
                                          signature=signature, subgraph=si,
                                          target="gpu" if dev.caps.is_gpu else "cpu", placement=placement)
-        dtypes = {t: p.sg.tensors[t].dtype for _, p in parts for t in p.inputs}
-        constants = {t["index"]: _constant_bytes(interp, si, t["index"], dtypes[t["index"]])
+        held = {t: (p.sg.tensors[t].dtype, p.constants.get(t)) for _, p in parts for t in p.inputs}
+        constants = {t["index"]: _constant_bytes(m, si, t["index"], *held[t["index"]])
                      for t in manifest["tensors"] if t["role"] == "constant"}
-        caps = interp.delegate.caps
         library = opencl_library(caps.platform, caps.name)
-        plan_c, native = native_plan(interp, model, fingerprints, library, manifest["target"], flags)
+        plan_c, native = native_plan(d, subs, model, library, manifest["target"], flags)
         # why each CAST/ADD node stays on LiteRT (placement()'s reasons: capability, auto's
         # cost model), so an export that takes nothing can say why
-        manifest["kept_on_litert"] = [{"subgraph": r["subgraph"], "index": r["index"], "op": r["op"],
+        manifest["kept_on_litert"] = [{"subgraph": g["subgraph"], "index": r["index"], "op": r["op"],
                                        "reason": r["reason"]}
-                                      for r in interp.placement() if r["placement"] != "opencl"]
+                                      for g in subs for r in g["rows"] if r["placement"] != "opencl"]
     finally:
-        interp.close()
+        probe.close()
     if not manifest["launches"]:
         sub = next((g for g in native["subgraphs"] if g["subgraph"] == si), {})
         manifest["note"] = (

@@ -257,3 +257,36 @@ def _fused(run, sg, shapes, caps, keep: set):
     what = "fused: one kernel for nodes " + ", ".join(str(n.index) for n in run)
     return [Launch(tuple(n.index for n in run), tuple(inputs), tuple(outputs), source,
                    "litecl_fused", tiling, gsize, lsize, n_el, what, args=fused_kernel_args(spec))]
+
+#: a partition whose kernels read and write at most this many bytes runs on the
+#: delegate's small_device (device.py: PoCL's basic device beside its pthread one: a
+#: kernel runs in the thread that enqueues it instead of waking worker threads); a larger
+#: one on the device's threads. benchmarks/bench_small_device.py, one float32 ADD
+#: partition after LiteRT's nodes, its cost over LiteRT alone (results/pocl,
+#: results/h200/small_device_h200_host.json; docs/PERFORMANCE.md, session 12): on the
+#: H200 host's 16 cores (pip's PoCL 3.0) 0.75 MiB cost 290 us on pthread against 90 on
+#: basic, 3 MiB 273 against 306, 6 MiB 265 against 538; on a 2-core VM basic was the
+#: faster at every size up to 48 MiB. Fewer cores move the crossing up.
+SMALL_PARTITION_BYTES = 2 << 20
+
+
+def plan_built(d, nodes: list, sg, shapes: dict, consts: set, outputs, key, build=None) -> tuple:
+    """(plan, the device it runs on, its programs) of the partition of ``nodes`` (in the
+    execution plan's order) writing ``outputs`` that LiteRT reads, at input ``shapes`` with
+    ``consts`` constant, on delegate ``d``'s settings: kernels.plan_partition (``key``: its
+    memo key), a small partition on ``d.small_device``, and a fused kernel the compiler
+    refuses planned unfused; ``build``: build_program's stand-in. Raises LiteclError (a
+    plan or a kernel build that fails)."""
+    build = build or build_program
+    fuse = d.fuse
+    while True:
+        plan = plan_partition(nodes, sg, shapes, d.caps, keep=set(outputs), constants=consts, fuse=fuse, key=key)
+        dev = d.device
+        if d.small_device is not None and plan.bytes_moved <= SMALL_PARTITION_BYTES:
+            dev = d.small_device
+        try:
+            return plan, dev, [build(dev, ln.source) for ln in plan.launches]
+        except KernelBuildError:  # a fused kernel the compiler refuses: unfused
+            if not fuse or not any(len(ln.nodes) > 1 for ln in plan.launches):
+                raise
+            fuse = False

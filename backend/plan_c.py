@@ -106,13 +106,14 @@ def tested_versions() -> dict:
     return {dist: list(prefixes) for dist, prefixes in TESTED.items()}
 
 
-def native_plan(interp, model: str, fingerprints: list, library: str, target: str,
+def native_plan(d, subgraphs: list, model: str, library: str, target: str,
                 flags: int = 1) -> tuple[str, dict]:
-    """(plan.c text, summary) for litecl.Interpreter ``interp`` after allocate_tensors:
-    every subgraph its delegate prepared, with the claimed nodes, partitions and launches
-    (the partition's own plan where LiteRT prepared it, else planned here at the declared
-    shapes, as the delegate would), one unfused launch per claimed node, every distinct
-    program's source and (where the device gives it) binary."""
+    """(plan.c text, summary) of litecl.Delegate ``d``'s decisions and plans for a model:
+    ``subgraphs`` as model_plan.ModelPlan.subgraphs after allocate (every subgraph LiteRT
+    prepared, in its order, with its fingerprint, claimed nodes, partitions and their
+    plans where LiteRT prepared them, else planned here at the declared shapes, as the
+    delegate would), one unfused launch per claimed node, every distinct program's source
+    and (where the device gives it) binary."""
     import pyopencl as cl  # noqa: PLC0415
 
     from .kernels import build_program, plan_partition  # noqa: PLC0415
@@ -120,15 +121,7 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
     from .runtime import type_tables_c  # noqa: PLC0415
     from .ops.tiling import launch_config  # noqa: PLC0415
 
-    d = interp.delegate
     caps, dev = d.caps, d.device
-    records = d.subgraph_records(id(interp))  # this interpreter's contexts (Delegate.owning)
-    if len(records) != len(fingerprints):
-        raise InputError(f"LiteRT prepared {len(fingerprints)} subgraph(s) for a plain interpreter and "
-                         f"{len(records)} for litecl's: cannot pair them")
-    parts_by = {}
-    for p in d.partitions(id(interp)):
-        parts_by.setdefault(p.ctx_addr, []).append(p)
     ints: list[int] = []
 
     def span(values) -> str:
@@ -205,16 +198,14 @@ def native_plan(interp, model: str, fingerprints: list, library: str, target: st
 
     from .abi import ALLOW_DYNAMIC_TENSORS  # noqa: PLC0415
     summary = {"subgraphs": []}
-    for si, (rec, fp) in enumerate(zip(records, fingerprints)):
-        addr = rec["context"]
-        if fp[1] != rec["nodes"]:
-            raise InputError(f"subgraph {si}: {fp[1]} nodes for a plain interpreter, {rec['nodes']} for litecl's")
+    for si, rec in enumerate(subgraphs):
+        fp = rec["fingerprint"]
         claimed = sorted(r["index"] for r in rec["rows"] if r["placement"] == "opencl")
         sg = rec["sg"]
         first_part = len(parts_c)
         part_rows = []
         dynamic_nodes = set()
-        for p in sorted(parts_by.get(addr, []), key=lambda p: p.number):
+        for p in rec["parts"]:
             consts = {t for t in p.inputs if sg.tensors[t].constant}
             plan = p.plan
             if plan is None:  # not planned at allocate (dynamic shapes, a signature never allocated)

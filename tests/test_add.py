@@ -522,7 +522,7 @@ def test_no_code_generation_per_invoke(fast_device, monkeypatch):
         raise AssertionError("code generated at invoke")
 
     for mod, name in [(kernels_mod, "kernel_spec"), (kernels_mod, "build_program"),
-                      (kernels_mod, "_plan_partition"), (delegate_mod, "plan_partition"),
+                      (kernels_mod, "_plan_partition"), (kernels_mod, "plan_partition"),
                       (delegate_mod, "build_program"), (add_mod, "add_kernel"),
                       (add_mod, "index_code")]:
         monkeypatch.setattr(mod, name, forbidden)
