@@ -179,6 +179,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--placement", choices=("all", "auto"), default="all",
                    help="which nodes the delegate takes: all (every node litecl lowers; default) "
                    "or auto (only where the cost model expects OpenCL to be faster)")
+    s.add_argument("--inputs", metavar="NPZ",
+                   help=".npz keyed by input tensor (or signature input) name: the model is planned at "
+                   "these arrays' shapes instead of its own (the app then resizes its inputs to them)")
     s.set_defaults(fn=cmd_export)
 
     s = sub.add_parser("sweep", help="check many models on many devices (verifier, placement, compare; "

@@ -357,8 +357,9 @@ def cmd_export(args) -> int:
     parent = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(parent):
         raise _Usage(f"cannot export to {args.out}: folder {parent} does not exist")
+    shapes = {k: v.shape for k, v in _load_npz(args.inputs).items()} if args.inputs else None
     m = export(args.model, args.out, device=args.device, target=args.target,
-               signature=args.signature, placement=args.placement)
+               signature=args.signature, placement=args.placement, shapes=shapes)
     d = m["device"]
     where = f"{d['platform']}: {d['name']}" + (f" (profile {d['profile']})" if d["profile"] else "")
     nat = m["native"]
@@ -384,8 +385,10 @@ def cmd_export(args) -> int:
           f"{sources} kernel sources, {sum(t['role'] == 'constant' for t in m['tensors'])} constants)")
     if m.get("note"):
         print(f"note: {m['note']}")
-    print(f"build it with: sh {os.path.join(args.out, 'build.sh')} "
-          f"(then load_delegate('{os.path.join(args.out, nat['library'])}', "
+    import shlex  # noqa: PLC0415 (a folder with spaces or quotes: the line pastes into a shell)
+
+    print(f"build it with: sh {shlex.quote(os.path.join(args.out, 'build.sh'))} "
+          f"(then load_delegate({os.path.join(args.out, nat['library'])!r}, "
           f"options from {os.path.join(args.out, 'delegate_options.json')}))")
     return 0
 

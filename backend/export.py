@@ -85,12 +85,15 @@ def delegated_partitions(delegate, subgraphs=None, owner=None) -> list:
 def allocate(interp, signature: str | None = None, shapes: dict | None = None) -> None:
     """allocate_tensors for signature ``signature``'s subgraph (None: the primary
     subgraph), so that LiteRT prepares the delegate's partition kernels there and they
-    plan their launches; ``shapes`` ({signature input name: shape}) resizes those inputs
-    first, as the SignatureRunner's call does (a model LiteRT cannot prepare at its
+    plan their launches; ``shapes`` ({signature input name, or input tensor name without
+    a signature: shape}) resizes those inputs first, as the SignatureRunner's call does (a model LiteRT cannot prepare at its
     declared shapes). LiteRT's SignatureRunner has no allocate_tensors: it allocates its
     subgraph inside __call__, with the calls made here. An error inside the delegate
     raises litecl's own error."""
     if signature is None:
+        by_name = {x["name"]: x["index"] for x in interp.get_input_details()}
+        for name, shape in (shapes or {}).items():
+            interp.resize_tensor_input(by_name[name], list(shape))
         interp.allocate_tensors()
         return
     runner = interp.get_signature_runner(signature)
@@ -228,6 +231,31 @@ def build_manifest(parts: list, caps, *, model: str, signature, subgraph: int, t
         "launches": out,
     }
     return manifest, files
+
+
+def _checked_shapes(interp, signature, shapes: dict | None) -> dict | None:
+    """``shapes`` ({input name: shape}) checked against the inputs of ``signature``
+    (None: the primary subgraph's) of LiteRT Interpreter ``interp``: tuples of ints >= 0.
+    Raises InputError naming a name it lacks or a shape that is none."""
+    if not shapes:
+        return None
+    if signature is None:
+        names = [x["name"] for x in interp.get_input_details()]
+    else:
+        names = list(interp.get_signature_list()[signature]["inputs"])
+    out = {}
+    for name, shape in shapes.items():
+        if name not in names:
+            where = f"signature {signature!r}" if signature else "the model"
+            raise InputError(f"{name!r} is not an input of {where}; its inputs: {', '.join(names) or 'none'}")
+        try:
+            dims = tuple(int(x) for x in shape)
+        except (TypeError, ValueError):
+            dims = None
+        if dims is None or any(x < 0 for x in dims) or any(not float(x).is_integer() for x in shape):
+            raise InputError(f"input {name!r}: shape {shape!r} is not a list of integers >= 0")
+        out[name] = dims
+    return out
 
 
 def _constant_bytes(model, si: int, t: int, dtype, held: bytes | None) -> bytes:
@@ -532,7 +560,8 @@ def write_native(out: Path, plan_c: str, options: dict, *, model: str, where: st
 
 #: the files ``export`` writes besides k*.cl and t*.bin (and the library build.sh makes)
 EXPORT_FILES = ("manifest.json", "plan.c", "build.sh", "delegate_options.json", "exported_device.json", SO_NAME,
-                *(f"src/{n}" for n in NATIVE_SOURCES))
+                *(f"src/{n}" for n in NATIVE_SOURCES),
+                *(f"build/{abi}/{SO_NAME}" for abi in ("x86_64", "arm64-v8a")))  # what build.sh writes
 #: the kernel sources' and constants' names (``build_manifest``): with EXPORT_FILES, the
 #: only names a later export removes, whatever a manifest.json lists
 _EXPORT_NAME = re.compile(r"k[0-9]{3}_\w+\.cl|t[0-9]+\.bin")
@@ -580,7 +609,8 @@ def _previous_export(out: Path, out_dir: str) -> list[Path]:
 
 
 def export(model: str, out_dir: str, *, device=None, target: str | None = None,
-           signature: str | None = None, placement: str = "all", fuse: bool = True) -> dict:
+           signature: str | None = None, placement: str = "all", fuse: bool = True,
+           shapes: dict | None = None) -> dict:
     """Write the kernels litecl.Delegate launches for ``model`` (a .tflite path) to
     ``out_dir`` and return the manifest.
 
@@ -589,7 +619,10 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     signature's subgraph (default subgraph 0, or the first signature when subgraph 0 has
     no inputs, as ``litecl run``); placement, fuse: the Delegate's. What litecl.Delegate
     decides and plans is read from LiteRT's graph by a probe delegate (model_plan.py):
-    nothing is invoked; every program is built.
+    nothing is invoked; every program is built. ``shapes``: {input name (the signature's
+    input names with a signature): shape} planned at instead of the model's own (the
+    native delegate then claims the nodes whose kernels compile in shapes after the app's
+    resize_tensor_input to them, README "Resize").
     ``out_dir`` is created if missing. It must be missing, empty, or hold an earlier
     litecl export (recognised by its manifest.json): the files that export's manifest
     lists (its "files": what it wrote and the liblitecl_delegate.so its build.sh
@@ -634,7 +667,12 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
             raise InputError(f"unknown signature {signature!r}; the model has {sorted(sigs) or 'none'}")
         if signature is None and not m.subgraphs[0].inputs and sigs:
             signature = next(iter(sigs))  # as `litecl run` picks
-        probe.allocate(signature)
+        if signature is None and shapes and len(sigs) == 1:  # the only signature's input names
+            (key, io), = sigs.items()     # (as `litecl run --inputs`, cli_common._pick_signature)
+            if not set(shapes) <= {x["name"] for x in probe.interpreter.get_input_details()} \
+                    and set(shapes) <= set(io["inputs"]):
+                signature = key
+        probe.allocate(signature, _checked_shapes(probe.interpreter, signature, shapes))
         si = 0 if signature is None else next(s.subgraph for s in m.signatures if s.key == signature)
         subs = probe.subgraphs
         parts = [(si, p) for g in subs if g["subgraph"] == si for p in g["parts"] if p.plan is not None]

@@ -70,17 +70,18 @@ class ModelPlan:
         try:
             allocate(self.interpreter, signature, shapes)
         except RuntimeError as e:
-            self._raise(e)
+            self._raise(e, "" if shapes else " at its declared input shapes; give the shapes it runs at "
+                        "(litecl export --inputs FILE.npz)")
         if self._errors:
             self._raise(None)
 
     def close(self) -> None:
         self.interpreter = None
 
-    def _raise(self, e):
+    def _raise(self, e, hint: str = ""):
         if self._errors:
             raise self._errors[0] from None
-        raise InputError(f"LiteRT cannot prepare the model: {' '.join(str(e).split())}") from None
+        raise InputError(f"LiteRT cannot prepare the model{hint}: {' '.join(str(e).split())}") from None
 
     def _prepare(self, ctx, dlg) -> int:
         from .export import fingerprint  # noqa: PLC0415

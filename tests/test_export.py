@@ -432,14 +432,21 @@ def test_export_again_removes_the_earlier_export_s_files_only(fast_device, tmp_p
     assert any(f.endswith(".bin") for f in first) and any(f.endswith(".cl") for f in first)
     assert "liblitecl_delegate.so" in first and "manifest.json" in first and "src/cl_loader.c" in first
     (out / "liblitecl_delegate.so").write_bytes(b"\x7fELF built for the first plan")
+    for abi in ("x86_64", "arm64-v8a"):  # what build.sh writes (the link above points at one)
+        (out / "build" / abi).mkdir(parents=True)
+        (out / "build" / abi / "liblitecl_delegate.so").write_bytes(b"\x7fELF built for the first plan")
+    (out / "build" / "mine.txt").write_text("mine")
     (out / "t999.bin").write_bytes(b"my constant")
     (out / "src" / "notes.txt").write_text("mine")
     (out / "notes.txt").write_text("mine")
     p = tmp_path / "mul.tflite"
     p.write_bytes(chain_model(["float32", ("mul", 2.0)], [4]))  # nothing lowered: no k*.cl
     assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
-    assert sorted(f.name for f in out.iterdir()) == ["build.sh", "delegate_options.json", "exported_device.json", "manifest.json",
-                                                     "notes.txt", "plan.c", "src", "t999.bin"]
+    assert sorted(f.name for f in out.iterdir()) == ["build", "build.sh", "delegate_options.json", "exported_device.json",
+                                                     "manifest.json", "notes.txt", "plan.c", "src", "t999.bin"]
+    # the first model's built libraries go too (loaded, they ran nothing on OpenCL: a fresh
+    # user's report); the user's file in build/ stays
+    assert sorted(str(f.relative_to(out)) for f in (out / "build").rglob("*") if f.is_file()) == ["build/mine.txt"]
     assert (out / "src" / "notes.txt").read_text() == "mine" and (out / "t999.bin").read_bytes() == b"my constant"
     m = json.loads((out / "manifest.json").read_text())
     assert m["launches"] == [] and "k000" not in " ".join(m["files"])
@@ -562,3 +569,16 @@ def test_export_that_takes_nothing_says_why(fast_device, tmp_path, capsys, monke
         "kept on LiteRT: OpenCL ~" in said, said
     m = json.loads((out / "manifest.json").read_text())
     assert [(k["index"], k["op"]) for k in m["kept_on_litert"]] == [(0, "CAST")]
+
+
+def test_the_build_line_pastes_into_a_shell_for_any_folder(fast_device, tmp_path, capsys, model_files):
+    """The printed "build it with: sh DIR/build.sh" quotes DIR for the shell (a folder with
+    a space and a quote printed as is did not paste: a fresh user's report)."""
+    import shlex
+
+    out = tmp_path / "with space" / "dir 'q'"
+    out.parent.mkdir()
+    assert main(["export", str(model_files["fused_chain"]), "--out", str(out), "--device", fast_device]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("build it with: "))
+    words = shlex.split(line[len("build it with: "):].split(" (then ")[0])
+    assert words == ["sh", str(out / "build.sh")], line

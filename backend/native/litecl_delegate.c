@@ -636,8 +636,12 @@ static int said_refused; /* the INFO line about a refused binary: once per proce
 static void refused(const delegate *d, const char *what, const char *path, int code) {
     if (path && path[0] == '/') unlink(path);
     if (d->quiet || __sync_lock_test_and_set(&said_refused, 1)) return;
-    fprintf(stderr, "INFO: litecl: %s %s refused by %s (OpenCL error %d): building from source\n", what,
-            path ? path : "", d->dev->device_name, code);
+    if (code == CL_SUCCESS) /* never given to the runtime: its header or checksum is wrong */
+        fprintf(stderr, "INFO: litecl: %s %s does not hold what litecl wrote (header or checksum): building "
+                "from source\n", what, path ? path : "");
+    else
+        fprintf(stderr, "INFO: litecl: %s %s refused by %s (OpenCL error %d): building from source\n", what,
+                path ? path : "", d->dev->device_name, code);
 }
 
 static cl_program from_binary(delegate *d, const lcl_program *pg, const unsigned char *bin, size_t len,
@@ -1358,13 +1362,14 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
                 sh += rank;
             }
             if (!ok) {
-                char now[160], what[160] = "";
+                char now[160], what[256] = "";
                 shape_text(in, now, sizeof now);
                 if (ln->shape_fixed && ln->fixed_elements > 0)
                     snprintf(what, sizeof what, "; its source depends on the element count (compiled for %d "
-                             "elements): export the model again at these shapes", (int)ln->fixed_elements);
+                             "elements): export the model again at these shapes (litecl export --inputs FILE.npz)", (int)ln->fixed_elements);
                 else if (ln->shape_fixed)
-                    snprintf(what, sizeof what, "; %s compiled in: export the model again at these shapes",
+                    snprintf(what, sizeof what, "; %s compiled in: export the model again at these shapes "
+                             "(litecl export --inputs FILE.npz)",
                              ln->fixed_elements ? "the exported shapes are" : "its broadcast is");
                 say(d, ctx, "litecl: node %d's kernel was exported for other shapes (tensor %d is %s now)%s",
                     node0, in->tensor, now, what);
@@ -2418,7 +2423,7 @@ static void pick_devices(device_entry *e, cl_platform_id *plats, cl_uint np, con
             device_lacks(&e->cl, devs[j], lack, sizeof lack);
             if (lack[0]) {
                 snprintf(note, sizeof note, "%s: %s", dname, lack);
-                append_quoted(seen, len, note);
+                if (!strstr(seen, note)) append_quoted(seen, len, note); /* pick_devices runs per type */
             } else if (*n < LCL_MAX_CANDIDATES) {
                 candidate *c = &out[(*n)++];
                 c->platform = plats[i], c->device = devs[j];
@@ -2510,6 +2515,9 @@ static int open_device(device_entry *e, delegate *d, char *err, size_t len) {
                  "devices passed over: %s; set the library, platform, device or device_type option)",
                  e->platform[0] ? " on platform " : "", e->platform, e->device[0] ? ", device " : "", e->device,
                  tried[0] ? tried : "none", platforms[0] ? platforms : "none", seen[0] ? seen : "none");
+        if (strstr(platforms, "rusticl") && !getenv("RUSTICL_ENABLE"))
+            snprintf(err + strlen(err), len - strlen(err), "; Mesa's rusticl lists no device unless "
+                     "RUSTICL_ENABLE names its driver (e.g. RUSTICL_ENABLE=llvmpipe)");
         return -1;
     }
     /* the first candidate that opens and passes the self-test (when there is a choice) */
