@@ -46,6 +46,7 @@ from .errors import KernelBuildError, LiteclError, env_flag
 from .kernels import SMALL_PARTITION_BYTES, build_program, plan_built
 from .memory import _Memory, _memory_policy  # noqa: F401  (_Memory re-exported)
 from . import runtime
+from .runtime import c_plan as _c_plan  # tests patch delegate._c_plan
 from . import placement as _placement
 from .placement import PLACEMENTS
 from .records import _EVENTS, _MAX_RECORDS, _Records, _record_rows, _template
@@ -418,30 +419,6 @@ _DEVICE_INDEX: dict = {}
 #: points into): one C copy per plan (_Planner.plan_for); the plan is kept, so no other
 #: takes its id while the entry lives
 _C_PLANS: dict = {}
-
-
-def _c_plan(plan, programs: list, device: int, memory: "_Memory"):
-    """``plan`` (kernels.PartitionPlan) on runtime device ``device`` with ``memory`` as
-    litecl_plan.h's lcl_inprocess_plan: (the Plan struct, what it points into, kept alive
-    while the runtime may read it)."""
-    ints: list = []
-
-    def span(values) -> "runtime.Span":
-        off = len(ints)
-        ints.extend(int(v) for v in values)
-        return runtime.Span(off, len(values))
-
-    launches = (runtime.Launch * max(1, len(plan.launches)))()
-    for i, ln in enumerate(plan.launches):
-        launches[i] = runtime.Launch(i, 32 // ln.tiling.align_num, 0, span(ln.nodes), span(ln.inputs),
-                                     span(ln.outputs), span(()), 0, span([v for _, v in ln.args]), -1)
-    arr = (C.c_int32 * max(1, len(ints)))(*ints)
-    progs = (C.c_void_p * max(1, len(programs)))(*[p.int_ptr for p in programs])
-    names = (C.c_char_p * max(1, len(plan.launches)))(*[ln.name.encode() for ln in plan.launches])
-    out = runtime.Plan(C.cast(arr, C.POINTER(C.c_int32)), C.cast(launches, C.POINTER(runtime.Launch)),
-                       len(plan.launches), C.cast(progs, C.POINTER(C.c_void_p)),
-                       C.cast(names, C.POINTER(C.c_char_p)), device, int(memory.in_place), int(memory.align or 0))
-    return out, (arr, launches, progs, names, programs)
 
 
 def _new_keys(n: int) -> int:

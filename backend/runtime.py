@@ -29,7 +29,7 @@ import threading
 from . import abi
 from .errors import LiteclError
 
-__all__ = ["Expected", "Launch", "Plan", "ProfileCmd", "ProfileSpan", "PLANNER", "REPORTER", "PROFILER", "load",
+__all__ = ["Expected", "Launch", "Plan", "c_plan", "ProfileCmd", "ProfileSpan", "PLANNER", "REPORTER", "PROFILER", "load",
            "opencl_loader", "type_tables_c", "inprocess_plan_c", "COUNTS"]
 
 #: lcl_partition_counts' order (litecl_delegate.c LCL_IN_PLACE ...)
@@ -279,3 +279,27 @@ def load():
         if _STATE["lib"] is None:
             raise _STATE["error"]
         return _STATE["lib"]
+
+
+def c_plan(plan, programs: list, device: int, memory):
+    """``plan`` (kernels.PartitionPlan) on runtime device ``device`` with ``memory`` (its
+    ``in_place`` and ``align``) as litecl_plan.h's lcl_inprocess_plan: (the Plan struct,
+    what it points into, kept alive while the runtime may read it)."""
+    ints: list = []
+
+    def span(values) -> Span:
+        off = len(ints)
+        ints.extend(int(v) for v in values)
+        return Span(off, len(values))
+
+    launches = (Launch * max(1, len(plan.launches)))()
+    for i, ln in enumerate(plan.launches):
+        launches[i] = Launch(i, 32 // ln.tiling.align_num, 0, span(ln.nodes), span(ln.inputs),
+                                     span(ln.outputs), span(()), 0, span([v for _, v in ln.args]), -1)
+    arr = (C.c_int32 * max(1, len(ints)))(*ints)
+    progs = (C.c_void_p * max(1, len(programs)))(*[p.int_ptr for p in programs])
+    names = (C.c_char_p * max(1, len(plan.launches)))(*[ln.name.encode() for ln in plan.launches])
+    out = Plan(C.cast(arr, C.POINTER(C.c_int32)), C.cast(launches, C.POINTER(Launch)),
+                       len(plan.launches), C.cast(progs, C.POINTER(C.c_void_p)),
+                       C.cast(names, C.POINTER(C.c_char_p)), device, int(memory.in_place), int(memory.align or 0))
+    return out, (arr, launches, progs, names, programs)
