@@ -181,7 +181,8 @@ def _parser() -> argparse.ArgumentParser:
                    "or auto (only where the cost model expects OpenCL to be faster)")
     s.add_argument("--inputs", metavar="NPZ",
                    help=".npz keyed by input tensor (or signature input) name: the model is planned at "
-                   "these arrays' shapes instead of its own (the app then resizes its inputs to them)")
+                   "these arrays' shapes (only their shapes are read) instead of its own (the app then "
+                   "resizes its inputs to them)")
     s.set_defaults(fn=cmd_export)
 
     s = sub.add_parser("sweep", help="check many models on many devices (verifier, placement, compare; "

@@ -379,6 +379,11 @@ def cmd_export(args) -> int:
             print(f"subgraph {g['subgraph']}: {len(g['left_at_invoke'])} more node(s) that litecl.Delegate "
                   f"claims are left to LiteRT by the native delegate: their input shapes are known only at "
                   f"invoke (litecl.Delegate plans them then) and their kernels compile in the exported shapes")
+        if g.get("left_at_construction"):
+            print(f"subgraph {g['subgraph']}: {len(g['left_at_construction'])} more node(s) that litecl.Delegate "
+                  f"claims are left to LiteRT by the native delegate: their kernels compile in the shapes given "
+                  f"to export, and LiteRT prepares this graph's delegate once, at the model's own shapes (the "
+                  f"graph has shapes known only at invoke), not after a resize")
     sources = len({ln["source"] for ln in m["launches"]})
     print(f"manifest.json: {len(m['launches'])} launches of the {len(m['partitions'])} partition(s) "
           f"planned at allocate_tensors in subgraph {m['subgraph']} ({len(m['lowered_nodes'])} nodes, "

@@ -237,23 +237,26 @@ def _checked_shapes(interp, signature, shapes: dict | None) -> dict | None:
     """``shapes`` ({input name: shape}) checked against the inputs of ``signature``
     (None: the primary subgraph's) of LiteRT Interpreter ``interp``: tuples of ints >= 0.
     Raises InputError naming a name it lacks or a shape that is none."""
-    if not shapes:
+    if shapes is None:
         return None
-    if signature is None:
-        names = [x["name"] for x in interp.get_input_details()]
-    else:
-        names = list(interp.get_signature_list()[signature]["inputs"])
+    if not shapes:
+        raise InputError("no input shapes given (an --inputs file with no arrays): name the inputs to plan at")
+    sigs = interp.get_signature_list()
+    names = [x["name"] for x in interp.get_input_details()] if signature is None else \
+        list(sigs[signature]["inputs"])
     out = {}
     for name, shape in shapes.items():
         if name not in names:
             where = f"signature {signature!r}" if signature else "the model"
-            raise InputError(f"{name!r} is not an input of {where}; its inputs: {', '.join(names) or 'none'}")
+            hint = next((f" (signature {k!r}'s: pass --signature {k})" for k, io in sigs.items()
+                         if k != signature and name in io["inputs"]), "")
+            raise InputError(f"{name!r} is not an input of {where}{hint}; its inputs: {', '.join(names) or 'none'}")
         try:
             dims = tuple(int(x) for x in shape)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             dims = None
-        if dims is None or any(x < 0 for x in dims) or any(not float(x).is_integer() for x in shape):
-            raise InputError(f"input {name!r}: shape {shape!r} is not a list of integers >= 0")
+        if dims is None or any(not 0 <= x < 1 << 31 for x in dims) or any(not float(x).is_integer() for x in shape):
+            raise InputError(f"input {name!r}: shape {shape!r} is not a list of integers from 0 to 2^31 - 1")
         out[name] = dims
     return out
 

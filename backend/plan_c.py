@@ -229,6 +229,7 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
         # one unfused launch per claimed node, at the shapes of its partition's plan
         first_single = len(launches_c)
         at_invoke = []  # claimed by litecl.Delegate, left to LiteRT by the native delegate
+        at_construction = []  # the same, for a kernel exported at shapes other than the model's
         for i in claimed:
             pr = next(r for r in part_rows if i in r["nodes"])
             n = next(n for n in pr["p"].nodes if n.index == i)
@@ -247,15 +248,22 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
             launch_c(ln, plan.shapes, generic, dynamic=dynamic, fixed=fixed, fam=family(n, plan.shapes))
             if dynamic and flags & ALLOW_DYNAMIC_TENSORS:  # litecl_delegate.c delegate_prepare declines it
                 at_invoke.append(i)
+            elif not generic and flags & ALLOW_DYNAMIC_TENSORS and any(
+                    tuple(plan.shapes[t]) != tuple(sg.tensors[t].shape) for t in ln.inputs):
+                # LiteRT prepares such a graph's delegate once, at construction, at the
+                # model's shapes (the views' shapes: read there), never after a resize: a
+                # kernel compiling in the shapes export was given stays on LiteRT
+                at_construction.append(i)
         subs_c.append(f"{{{span(fp)}, {span(claimed)}, {rec['nodes']}, {first_part}, "
                       f"{len(parts_c) - first_part}, {first_single}}}")
         # claimed: litecl.Delegate's nodes; native_claimed: the native delegate's at the
-        # exported shapes; left_at_invoke: the difference (shapes known only at invoke, a
-        # kernel that compiles them in, a graph whose delegate sets AllowDynamicTensors)
+        # exported shapes; left_at_invoke + left_at_construction: the difference (a graph
+        # whose delegate sets AllowDynamicTensors, a kernel that compiles in its shapes, and
+        # shapes known only at invoke, or export given shapes other than the model's)
         summary["subgraphs"].append({"subgraph": si, "nodes": rec["nodes"], "claimed": len(claimed),
                                      "partitions": rec["partitions"],
-                                     "native_claimed": len(claimed) - len(at_invoke),
-                                     "left_at_invoke": at_invoke})
+                                     "native_claimed": len(claimed) - len(at_invoke) - len(at_construction),
+                                     "left_at_invoke": at_invoke, "left_at_construction": at_construction})
     # programs: the source, and the device's binary (loaded first; the source when the
     # runtime refuses it, litecl_delegate.c ``program``)
     prog_c, bins = [], []

@@ -34,7 +34,10 @@ class _Records:
         its small_device for a small partition; "" until planned and on LiteRT)}.
         Records stay until the Delegate goes, also those of a LiteRT interpreter that has
         been deleted (LiteRT tells a delegate of no deletion when no partition kernel is
-        left to free); litecl.Interpreter drops its own when it closes.
+        left to free), up to 4096 subgraphs of LiteRT's own interpreters: past that, half
+        go, those of interpreters known deleted (a new one took their address) first, then
+        the oldest, and the numbers below count what is left; litecl.Interpreter drops its
+        own when it closes.
 
         ``interpreter`` numbers the LiteRT interpreters (LiteRT's, tf.lite's or
         litecl.Interpreter's) this delegate was applied to, 0, 1, ... in the order of
@@ -230,8 +233,11 @@ class _Records:
         self._records[addr] = rec
         if rec["owner"] is not None:
             self._owned.setdefault(rec["owner"], {})[addr] = None
-        elif len(self._records) > _MAX_RECORDS:
-            for a in [a for a, r in self._records.items() if r["owner"] is None and a != addr]:
+        elif len(self._records) > _MAX_RECORDS:  # freed interpreters' first, then the oldest
+            freed = [a for a in self._records if not isinstance(a, int)]
+            for a in [*freed, *(a for a, r in self._records.items() if r["owner"] is None and a != addr)]:
+                if a not in self._records:
+                    continue
                 del self._records[a]
                 self._announced.discard(a)
                 if len(self._records) <= _MAX_RECORDS // 2:

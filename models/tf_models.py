@@ -77,6 +77,22 @@ def dynamic_reshape_model() -> bytes:
     return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
 
 
+def add_then_dynamic_model() -> bytes:
+    """float32[1, None] x -> ADD x + x (same-shape float32: its kernel compiles in the count) ->
+    SHAPE, STRIDED_SLICE, FLOOR_DIV, PACK -> RESHAPE to [1, n // 4, 4, 1] (a shape computed
+    at invoke) -> ADD 1: the first ADD is prepared at allocate, the graph still has
+    invoke-time shapes (its delegate sets AllowDynamicTensors)."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    @tf.function(input_signature=[tf.TensorSpec([1, None], tf.float32)])
+    def f(x):
+        a = x + x
+        n = tf.shape(a)[1] // 4
+        return tf.reshape(a, tf.stack([1, n, 4, 1])) + 1.0
+
+    return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
+
+
 def dynamic_broadcast_add_model() -> bytes:
     """int32 x [None, 1] + y [1, None] -> ADD (a broadcast whose operands' shapes a resize
     changes; TensorFlow's converter writes the -1s in their shape signatures)."""
@@ -115,7 +131,7 @@ def detector_head_model() -> bytes:
 
 MODELS = {"detector_head": detector_head_model, "while_cast": while_cast_model, "variable_cast": variable_cast_model,
           "reshape_scalar": reshape_scalar_model, "dynamic_reshape": dynamic_reshape_model,
-          "dynamic_broadcast_add": dynamic_broadcast_add_model}
+          "dynamic_broadcast_add": dynamic_broadcast_add_model, "add_then_dynamic": add_then_dynamic_model}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in MODELS:

@@ -810,6 +810,24 @@ def test_deleted_interpreters_keep_their_rows_when_their_address_is_reused(fast_
     assert [g["interpreter"] for g in d.graph_info()] == list(range(20))
 
 
+def test_past_the_record_bound_deleted_interpreters_go_first(fast_device):
+    """Past 4096 records (records._MAX_RECORDS) the Delegate drops those of interpreters
+    known deleted first: a live interpreter made first keeps its rows and number 0 while
+    4100 others are made and deleted (it lost both: a fresh user's report)."""
+    from litecl.records import _MAX_RECORDS
+
+    d = litecl.Delegate(fast_device, quiet=True)
+    first = make_interpreter(chain_model(["float32", "int32", ("add", 1)], (5,)), delegates=[d])
+    first.allocate_tensors()
+    other = cast_model("float32", "int8", (3,))
+    for _ in range(_MAX_RECORDS + 4):
+        it = make_interpreter(other, delegates=[d])
+        del it
+    rows = d.placement()
+    assert [(r["interpreter"], r["op"]) for r in rows if r["interpreter"] == 0] == [(0, "CAST"), (0, "ADD")], rows[:3]
+    assert len(d.graph_info()) <= _MAX_RECORDS
+
+
 def test_close_drops_the_interpreters_rows(fast_device):
     d = litecl.Delegate(fast_device, quiet=True)
     a = litecl.Interpreter(model_content=cast_model("float32", "int8", (3,)), delegate=d)

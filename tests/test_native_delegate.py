@@ -1021,6 +1021,17 @@ def test_export_plans_at_the_shapes_an_inputs_file_gives(tmp_path, fast_device, 
                  "--inputs", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: 'nope' is not an input of the model; its inputs: input1, input2"], err
+    empty = tmp_path / "empty.npz"
+    np.savez(empty)
+    assert main(["export", str(model), "--out", str(tmp_path / "ex3"), "--device", fast_device,
+                 "--inputs", str(empty)]) == 2
+    assert capsys.readouterr().err.strip() == ("error: no input shapes given (an --inputs file with no arrays): "
+                                               "name the inputs to plan at")
+    from litecl.errors import InputError
+    from litecl.export import export
+
+    with pytest.raises(InputError, match=r"shape \[2147483648, 1, 5\] is not a list of integers from 0 to 2\^31 - 1"):
+        export(str(model), str(tmp_path / "ex4"), device=fast_device, shapes={"input1": [2**31, 1, 5]})
     if shutil.which(CC) is None:
         return
     r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True)
@@ -1033,3 +1044,30 @@ def test_export_plans_at_the_shapes_an_inputs_file_gives(tmp_path, fast_device, 
     r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", model, out / "exported_device.json", "[[2, 1, 5], [3, 1]]")
     assert r.returncode == 0 and "EQUAL" in r.stdout, r.stderr[-500:]
     assert r.stderr.rstrip().splitlines()[-1].startswith("INFO: Replacing 1 out of 1 node(s)"), r.stderr
+
+
+def test_export_at_other_shapes_of_a_graph_with_invoke_time_shapes_says_what_stays(tmp_path, fast_device, capsys):
+    """A graph with invoke-time shapes (its delegate sets AllowDynamicTensors) is prepared
+    by LiteRT once, at construction, at the model's own shapes: a kernel that compiles in
+    the shapes `--inputs` gave (x + x, float32: the element count) is left to LiteRT there
+    and never claimed after the app's resize. Export says so (left_at_construction, one
+    line) instead of counting it as claimed (melspectrogram: "claims 1", the library
+    none; a fresh user's report); the app's run is bit-exact with no Replacing line."""
+    model = tmp_path / "m.tflite"
+    model.write_bytes(tf_model("add_then_dynamic"))
+    npz = tmp_path / "in.npz"
+    np.savez(npz, x=np.zeros((1, 32), np.float32))
+    out = tmp_path / "ex"
+    assert main(["export", str(model), "--out", str(out), "--device", fast_device, "--inputs", str(npz)]) == 0
+    said = capsys.readouterr().out
+    (g,) = json.loads((out / "manifest.json").read_text())["native"]["subgraphs"]
+    assert g["native_claimed"] == 0 and len(g["left_at_construction"]) == 1 and len(g["left_at_invoke"]) == 1, g
+    assert "subgraph 0: the native delegate claims 0 of its 7 nodes at the exported shapes" in said, said
+    assert "LiteRT prepares this graph's delegate once, at the model's own shapes" in said, said
+    if shutil.which(CC) is None:
+        return
+    r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", model, out / "exported_device.json", "[1, 32]")
+    assert r.returncode == 0 and "EQUAL" in r.stdout, r.stderr[-500:]
+    assert "Replacing" not in r.stderr, r.stderr
