@@ -198,6 +198,17 @@ def test_resize_keeps_elementwise_nodes_and_leaves_baked_broadcasts_to_litert(tm
     assert r.returncode == 0 and "EQUAL" in r.stdout and "left to LiteRT" not in r.stderr, r.stderr[-500:]
 
 
+def _resized_run(out: Path, model: Path, shapes: str) -> subprocess.CompletedProcess:
+    """Build ``out``'s library (once) and run RESIZE_CHILD with it at ``shapes`` (JSON),
+    asserting it ran and its outputs equal LiteRT's alone; returns the child's result."""
+    if not (out / "liblitecl_delegate.so").exists():
+        r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", model, out / "exported_device.json", shapes)
+    assert r.returncode == 0 and "EQUAL" in r.stdout, (r.stdout, r.stderr[-800:])
+    return r
+
+
 REFUSED_RESIZE_CHILD = r'''
 import sys, json
 sys.modules["litecl"] = None
@@ -317,10 +328,7 @@ def test_export_summary_says_what_the_native_delegate_claims(models, tmp_path, f
     assert "static-sized tensors" not in cap.err, cap.err
     if shutil.which(CC) is None:
         return
-    r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "exported_device.json", "[1, 16]")
-    assert r.returncode == 0 and "EQUAL" in r.stdout, r.stderr[-800:]
+    r = _resized_run(out, m, "[1, 16]")
     assert "Replacing" not in r.stderr and "left to LiteRT: its input shapes are known only at invoke" in r.stderr
 
 
@@ -1034,15 +1042,11 @@ def test_export_plans_at_the_shapes_an_inputs_file_gives(tmp_path, fast_device, 
         export(str(model), str(tmp_path / "ex4"), device=fast_device, shapes={"input1": [2**31, 1, 5]})
     if shutil.which(CC) is None:
         return
-    r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", model, out / "exported_device.json", "[[4, 1, 5], [3, 1]]")
-    assert r.returncode == 0 and "EQUAL" in r.stdout, r.stderr[-500:]
+    r = _resized_run(out, model, "[[4, 1, 5], [3, 1]]")
     assert "INFO: litecl: node 0 left to LiteRT at these input shapes" in r.stderr, r.stderr
     assert "Replacing" not in r.stderr, r.stderr
     # constructed at the declared shapes (left to LiteRT there), resized: claimed
-    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", model, out / "exported_device.json", "[[2, 1, 5], [3, 1]]")
-    assert r.returncode == 0 and "EQUAL" in r.stdout, r.stderr[-500:]
+    r = _resized_run(out, model, "[[2, 1, 5], [3, 1]]")
     assert r.stderr.rstrip().splitlines()[-1].startswith("INFO: Replacing 1 out of 1 node(s)"), r.stderr
 
 
@@ -1066,8 +1070,5 @@ def test_export_at_other_shapes_of_a_graph_with_invoke_time_shapes_says_what_sta
     assert "LiteRT prepares this graph's delegate once, at the model's own shapes" in said, said
     if shutil.which(CC) is None:
         return
-    r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", model, out / "exported_device.json", "[1, 32]")
-    assert r.returncode == 0 and "EQUAL" in r.stdout, r.stderr[-500:]
+    r = _resized_run(out, model, "[1, 32]")
     assert "Replacing" not in r.stderr, r.stderr
