@@ -22,3 +22,5 @@ for f in backend/*.py; do ln -sfn "$PWD/$f" $T/shim/litecl/; done
 ln -sfn "$PWD/backend/native" $T/shim/litecl/native  # the native delegate's C sources (export)
 ln -sfn "$PWD/ops" $T/shim/litecl/ops
 export PYTHONPATH=$T/site:$T/shim:$PWD PYTHONUNBUFFERED=1 LITECL_SHARED_MODELS=$PWD/.shared_models
+# the GPU's tests in one process, as before pyproject's -n auto (.whl carries pytest-xdist)
+export PYTEST_ADDOPTS="-n 0"

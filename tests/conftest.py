@@ -45,6 +45,18 @@ def _device_status() -> dict[str, str]:
     return out
 
 
+def pytest_xdist_auto_num_workers(config) -> int:
+    """``-n auto`` (pyproject addopts): a worker per core this process may use, at most 4 and
+    one per 3 GiB of memory (a worker imports TensorFlow, LiteRT and every OpenCL runtime;
+    Ray's test starts a cluster beside them)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        gib = 3.0
+    return max(1, min(cores, 4, int(gib // 3)))
+
+
 DEVICE_STATUS = _device_status()
 
 

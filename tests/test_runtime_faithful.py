@@ -462,7 +462,7 @@ def test_interpreters_freed_at_exit_do_not_crash():
     kept traceback) calls the delegate kernels' free callback after module globals are
     cleared; the callbacks must still exist (the process exited 139 after printing its
     summary, three runs in three, before they were kept alive: delegate._immortal)."""
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0",
                         "tests/test_add.py", "tests/test_add_quant.py",
                         "-k", "errors_are or test_refusals or litert_refuses"],
                        capture_output=True, text=True, cwd=ROOT, timeout=600)
