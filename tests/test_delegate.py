@@ -17,7 +17,7 @@ from litecl import abi
 from litecl.compare import bit_equal, make_interpreter, random_inputs, run_outputs
 from models.builders import add_model, cast_model, chain_model, multi_op_model
 
-from conftest import ROOT, tf_model
+from conftest import REAL_DEVICES, ROOT, device_params, tf_model
 
 
 def _both(model: bytes, device: str, inputs=None, reference="builtin", **kw):
@@ -882,3 +882,24 @@ def test_equal_nodes_with_other_outputs_plan_apart(fast_device):
         ins = random_inputs(ref.get_input_details(), seed=1)
         got, want = run_outputs(it, ins), run_outputs(ref, ins)
         _same(got, want)
+
+
+@pytest.mark.parametrize("device", device_params(REAL_DEVICES))
+def test_many_resizes_of_one_interpreter_stay_exact(device):
+    """Each resize moves LiteRT's tensors, so each invoke binds new memory in place: past
+    the runtime's 64 cached in-place buffers it starts again. It did so while binding, and
+    released a buffer bound to an earlier tensor of the same invoke: from the 22nd shape of
+    an ADD (3 tensors) clSetKernelArg failed (CL_INVALID_MEM_OBJECT) on Intel's runtime and
+    PoCL aborted the process (a fresh user's report; openwakeword's melspectrogram at its
+    22nd audio length, BirdNET's MData model at batch 11)."""
+    buf = add_model("float32", [1, 8], [1, 8])  # 3 tensors in place: the 64th is the 22nd invoke's first
+    d = litecl.Delegate(device, quiet=True)
+    it, ref = make_interpreter(buf, delegates=[d]), make_interpreter(buf)
+    for b in [*range(1, 46), 3, 1, 45]:
+        for x in (it, ref):
+            for det in x.get_input_details():
+                x.resize_tensor_input(det["index"], [b, 8])
+            x.allocate_tensors()
+        ins = random_inputs(ref.get_input_details(), seed=b, full_range=True)  # NaN, inf, subnormals
+        _same(run_outputs(it, ins), run_outputs(ref, ins))
+    assert all(r["placement"] == "opencl" for r in d.placement()) and d.stats["partition_invokes"] == 48

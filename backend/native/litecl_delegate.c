@@ -42,7 +42,7 @@
 
 #define LCL_NAME "litecl OpenCL"    /* backend/delegate.py DELEGATE_NAME */
 #define LCL_MAX_RANK 16
-#define LCL_MAX_BOUND 64            /* in-place buffers kept per partition (delegate.py _MAX_BOUND) */
+#define LCL_MAX_BOUND 64            /* in-place buffers kept per partition */
 #define LCL_BLOCK_BYTES 32          /* ops/tiling.py BLOCK_BYTES */
 #define LCL_MAX_ELEMENTS (1ull << 31) /* ops/tiling.py MAX_ELEMENTS */
 #define LCL_SPIN_US 1000            /* kernel_invoke's wait on a runtime SPIN_ROWS does not name */
@@ -493,14 +493,24 @@ static void release_mem(device_entry *dev, cl_mem *m) {
     *m = NULL;
 }
 
+/* the buffers each launch's kernel was last given (run.last: an argument is set again only
+ * when its buffer changes) are forgotten whenever a buffer is released: a buffer made later
+ * can get the released one's handle, and its kernel argument would then not be set */
+static void forget_args(partition *p) {
+    for (int i = 0; i < p->n_runs; i++)
+        if (p->runs[i].last) memset(p->runs[i].last, 0, (size_t)p->runs[i].n_bufs * sizeof(cl_mem));
+}
+
 static void release_consts(partition *p) {
     for (int i = 0; i < p->n_consts; i++) release_mem(p->dev, &p->consts[i].mem);
     p->n_consts = 0;
+    forget_args(p);
 }
 
 static void release_bound(partition *p) {
     for (int i = 0; i < p->n_bound; i++) release_mem(p->dev, &p->bound[i].mem);
     p->n_bound = 0;
+    forget_args(p);
 }
 
 /* Kernel objects of a device, kept by program and name when a partition lets one go and
@@ -1457,7 +1467,10 @@ out:
 static cl_mem own_buffer(partition *p, slot *s, size_t bytes) {
     if (bytes < 1) bytes = 1;
     if (s->own && s->own_bytes >= bytes) return s->own;
-    release_mem(p->dev, &s->own);
+    if (s->own) {
+        release_mem(p->dev, &s->own);
+        forget_args(p);
+    }
     cl_int err = 0;
     s->own = p->dev->cl.CreateBuffer(p->dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
     p->counts[LCL_BUFFERS]++;
@@ -1487,12 +1500,13 @@ static void *pinned(partition *p, slot *s, size_t bytes) {
 }
 
 /* a USE_HOST_PTR buffer over LiteRT's memory (the same memory on host-unified devices at
- * the measured alignment: memory.py _measure_memory), cached per pointer and size */
+ * the measured alignment: memory.py _measure_memory), cached per pointer and size; with
+ * the cache full (kernel_invoke empties it before binding anything) NULL: copied instead */
 static cl_mem in_place(partition *p, void *ptr, size_t bytes) {
     if (!p->in_place || !ptr || (uintptr_t)ptr % (uintptr_t)p->align) return NULL;
     for (int i = 0; i < p->n_bound; i++)
         if (p->bound[i].ptr == ptr && p->bound[i].bytes == bytes) return p->bound[i].mem;
-    if (p->n_bound >= LCL_MAX_BOUND) release_bound(p);
+    if (p->n_bound >= LCL_MAX_BOUND) return NULL;
     cl_int err = 0;
     cl_mem m = p->dev->cl.CreateBuffer(p->dev->context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, bytes, ptr, &err);
     p->counts[LCL_BUFFERS]++;
@@ -1693,6 +1707,11 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
     const int64_t t_invoke = now_ns();
     profile_begin(p);
     p->counts[LCL_INVOKES]++;
+    /* LiteRT's memory moves with each resize: past LCL_MAX_BOUND pointers the cache of
+     * in-place buffers starts again, here, before any of this invoke's is bound (emptied
+     * while binding, it released a buffer an earlier slot of this invoke was bound to:
+     * clSetKernelArg failed with CL_INVALID_MEM_OBJECT on Intel's runtime, PoCL aborted) */
+    if (p->n_bound && p->n_bound + p->n_slots > LCL_MAX_BOUND) release_bound(p);
     /* inputs: constants uploaded once, LiteRT's memory in place or copied in */
     for (int i = 0; i < p->n_slots; i++) {
         slot *s = &p->slots[i];
