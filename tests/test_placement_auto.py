@@ -336,4 +336,4 @@ def test_auto_prices_each_partition_on_the_device_it_runs_on(fast_device, monkey
             on_opencl = small is not None and small_runs_it
             assert (kept == {}) == on_opencl, (n, small, kept)
             if kept:
-                assert "round trip ~1000 us" in kept[p.nodes[0].index]
+                assert "cold round trip ~1000 us" in kept[p.nodes[0].index]
