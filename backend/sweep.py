@@ -72,11 +72,15 @@ def find_models(items: list, listed: bool = False) -> list[tuple[Path, str]]:
     flatbuffer; any file a list names), a folder (its ``*.tflite`` files, recursively,
     sorted; name: the path under it) or a list file (UTF-8, one file or folder a line,
     relative to the list; blank lines and ``#`` comments skipped). Raises LiteclError for
-    a path that does not exist or is not a regular file or folder, or a list not text."""
+    a path that does not exist or is not a regular file or folder, a folder without a
+    model, or a list not text."""
     out = []
     for p in map(Path, items):
         if p.is_dir():
-            out += _folder(p)
+            got = _folder(p)
+            if not got:  # given beside others, it was skipped without a word
+                raise LiteclError(f"no model found in {p} (folders are searched for *.tflite)")
+            out += got
         elif not p.is_file():
             raise LiteclError(f"model, folder or list not found: {p}" if not p.exists()
                               else f"{p} is not a regular file or a folder")
@@ -478,8 +482,9 @@ def default_jobs(probes: dict) -> int:
 
 def run(args) -> int:
     """``litecl sweep`` (cli.py's namespace). Returns the exit status: 0 when every row of
-    the models and devices swept is exact or refused (bench rows: ok), else 1. Raises
-    LiteclError for bad input (cli prints one ``error:`` line, exit 2)."""
+    the models and devices swept is exact or refused for its model (bench rows: ok), else
+    1, also when a --device could not be used (its rows refused). Raises LiteclError for
+    bad input (cli prints one ``error:`` line, exit 2)."""
     from .report import write_report  # noqa: PLC0415
 
     if args.report is not None:
@@ -648,4 +653,10 @@ class _Sweep:
         print("checks: " + ", ".join(f"{k} {v}" for k, v in tally.items())
               + (f"; bench: {bench.count('ok')} ok, {len(bench) - bench.count('ok')} error" if self.args.bench else ""))
         print(f"wrote {self.out / RESULTS}, {md} and {page}")
-        return 0 if tally["differs"] == tally["error"] == 0 and bench.count("ok") == len(bench) else 1
+        # a device given that could not be used (a typo, a runtime not installed) refuses
+        # each of its rows: the sweep did not check what it was asked to
+        unusable = {d: self.probes[d]["error"] for d in self.devices if self.probes.get(d, {}).get("error")}
+        for d, why in unusable.items():
+            print(f"device {d} could not be used, so its rows are refused: {why}")
+        ok = tally["differs"] == tally["error"] == 0 and bench.count("ok") == len(bench)
+        return 0 if ok and not unusable else 1

@@ -73,6 +73,7 @@ def test_rows_carry_their_reasons(first, zoo):
         assert ok["status"] == "exact" and ok["opencl_nodes"] > 0 and ok["outputs"], ok
         assert {n["placement"] for n in ok["placement"]} == {"opencl"}
     assert all(r["status"] == "refused" and NO_DEVICE in r["reason"] for (_, d, _), r in rows.items() if d == NO_DEVICE)
+    assert f"device {NO_DEVICE} could not be used, so its rows are refused: " in r.stdout, r.stdout
     # placement with reasons: int64 stays on LiteRT under noint64, and says why
     full, cut = rows[("int64_chain.tflite", dev, "check")], rows[("int64_chain.tflite", noint64, "check")]
     assert full["status"] == cut["status"] == "exact"
@@ -112,6 +113,19 @@ def test_jobs_two_gives_the_rows_of_one(zoo, tmp_path):
         assert r.returncode == 0 and f"with {n} job(s)" in r.stdout, r.stdout + r.stderr  # refused: still 0
         outs.append(rows_by(out))
     assert outs[0] == outs[1]
+
+
+def test_a_device_that_cannot_be_used_fails_the_sweep(zoo, tmp_path):
+    """Every row exact but a --device that matches nothing (a typo): its rows are refused and
+    the sweep exits 1, naming it (it exited 0, so a CI sweep with a typo passed)."""
+    dev = any_fast_device()
+    r = sweep(zoo / "alternating.tflite", "--device", dev, "--device", NO_DEVICE, "--out", tmp_path)
+    rows = rows_by(tmp_path)
+    assert rows[("alternating.tflite", dev, "check")]["status"] == "exact", rows
+    assert rows[("alternating.tflite", NO_DEVICE, "check")]["status"] == "refused", rows
+    assert r.returncode == 1 and f"device {NO_DEVICE} could not be used" in r.stdout, r.stdout + r.stderr
+    r = sweep(zoo / "alternating.tflite", "--device", dev, "--out", tmp_path)
+    assert r.returncode == 0 and " 0 run now" in r.stdout, r.stdout + r.stderr
 
 
 def test_columns_keep_their_order_when_fewer_devices_are_swept(first, zoo):
@@ -162,6 +176,7 @@ def test_bad_input_is_one_error_line(tmp_path, zoo):
             ([zoo, "--out", tmp_path], {}, "needs MODELS, at least one --device"),
             ([tmp_path / "missing.tflite", "--device", "x", "--out", tmp_path], {}, "not found"),
             ([empty, "--device", "x", "--out", tmp_path], {}, "no model found"),
+            ([zoo / "alternating.tflite", empty, "--device", "x", "--out", tmp_path], {}, f"no model found in {empty}"),
             ([zoo, "--device", "x", "--out", tmp_path], {FAULT_ENV: "explode:a"}, "test-only"),
             (["--report", empty], {}, "no results"),
             (["--report", empty, zoo], {}, "give no MODELS"),
