@@ -170,6 +170,28 @@ def _child(code: str, *args) -> subprocess.CompletedProcess:
                           timeout=300, env=env, cwd="/")
 
 
+@pytest.mark.parametrize("device", ["intel", "pocl"])
+def test_without_options_it_runs_on_the_exporting_device_and_names_it(device, tmp_path):
+    """Loaded with no options in a process without litecl, the library runs on the device it
+    was exported on where this machine reaches it, and one INFO line names the device. A
+    fresh user's export on Intel's runtime ran on Debian's PoCL, which the ICD loader lists
+    first (Intel's pip runtime is litecl's own ICD), with no word of which device ran."""
+    if DEVICE_STATUS.get(device):
+        pytest.skip(DEVICE_STATUS[device])
+    _need(CC)
+    model = tmp_path / "cast.tflite"
+    model.write_bytes(chain_model(["float32", "float16", "float32", ("add", 0.25)], [757]))
+    out = tmp_path / "out"
+    _export_build(model, out, device)
+    exported = json.loads((out / "exported_device.json").read_text())["device"]
+    (out / "none.json").write_text("{}")
+    r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", model, out / "none.json", "[757]")
+    assert r.returncode == 0 and "EQUAL" in r.stdout, (r.stdout, r.stderr[-800:])
+    said = [ln for ln in r.stderr.splitlines() if ln.startswith("INFO: litecl: OpenCL device ")]
+    assert len(said) == 1 and said[0].startswith(f"INFO: litecl: OpenCL device {exported} (platform "), r.stderr
+    assert "exported on" not in said[0], said
+
+
 def test_resize_keeps_elementwise_nodes_and_leaves_baked_broadcasts_to_litert(tmp_path, fast_device):
     """A resized input: an elementwise chain keeps running on OpenCL with the tiling of the
     new size (computed in C), bit-exact; a broadcast ADD, whose kernel bakes the exported

@@ -2507,12 +2507,22 @@ static int open_device(device_entry *e, delegate *d, char *err, size_t len) {
         if (LCL_PLAN.library[0]) libs[n_libs++] = LCL_PLAN.library;
     }
     char tried[LCL_NAME_MAX] = "", seen[LCL_NAME_MAX] = "", platforms[LCL_NAME_MAX] = "";
-    static candidate cands[LCL_MAX_CANDIDATES]; /* under DEVICES_LOCK */
+    static candidate cands[LCL_MAX_CANDIDATES], found[LCL_MAX_CANDIDATES]; /* under DEVICES_LOCK */
     int n = 0;
+    /* no library, platform or device option: the exporting device where a library lists it
+     * (its programs' binaries are for it; the ICD loader of a process without litecl may not
+     * list the runtime litecl used, Intel's pip one, which the exported library path opens),
+     * else the first library's devices */
+    const int prefer = !e->library[0] && !e->platform[0] && !e->device[0] && LCL_PLAN.device && LCL_PLAN.device[0];
+    lcl_cl first_cl;
+    void *first_lib = NULL;
+    const char *first_name = NULL;
+    int n_first = 0;
     for (int k = 0; k < n_libs && !n; k++) {
         const char *lib = libs[k];
         cl_platform_id *plats = NULL;
         cl_uint np = 0;
+        int m = 0;
         char why[LCL_NAME_MAX + 200];
         if (lcl_cl_open(lib, &e->cl, &e->lib, &plats, &np, why, sizeof why)) {
             append_quoted(tried, sizeof tried, why);
@@ -2520,14 +2530,34 @@ static int open_device(device_entry *e, delegate *d, char *err, size_t len) {
             continue;
         }
         if (e->device_type[0])
-            pick_devices(e, plats, np, e->device_type, cands, &n, seen, sizeof seen, platforms, sizeof platforms);
+            pick_devices(e, plats, np, e->device_type, found, &m, seen, sizeof seen, platforms, sizeof platforms);
         else {
-            pick_devices(e, plats, np, LCL_PLAN.target, cands, &n, seen, sizeof seen, platforms, sizeof platforms);
-            pick_devices(e, plats, np, "any", cands, &n, seen, sizeof seen, platforms, sizeof platforms);
+            pick_devices(e, plats, np, LCL_PLAN.target, found, &m, seen, sizeof seen, platforms, sizeof platforms);
+            pick_devices(e, plats, np, "any", found, &m, seen, sizeof seen, platforms, sizeof platforms);
         }
         free(plats);
-        if (n) snprintf(e->opened, sizeof e->opened, "%s", lib);
-        else append_quoted(tried, sizeof tried, lib);
+        if (!m) {
+            append_quoted(tried, sizeof tried, lib);
+            continue;
+        }
+        int exported = -1;
+        for (int c = 0; c < m && prefer && exported < 0; c++)
+            if (!strcmp(found[c].device_name, LCL_PLAN.device) &&
+                    (!LCL_PLAN.platform || !strcmp(found[c].platform_name, LCL_PLAN.platform)))
+                exported = c;
+        if (!prefer || exported >= 0) {
+            if (exported > 0) { candidate t = found[0]; found[0] = found[exported]; found[exported] = t; }
+            memcpy(cands, found, (size_t)m * sizeof *found);
+            n = m;
+            snprintf(e->opened, sizeof e->opened, "%s", lib);
+        } else if (!first_lib) { /* kept in case no library lists the exporting device */
+            first_cl = e->cl, first_lib = e->lib, first_name = lib, n_first = m;
+            memcpy(cands, found, (size_t)m * sizeof *found);
+        }
+    }
+    if (!n && first_lib) {
+        e->cl = first_cl, e->lib = first_lib, n = n_first;
+        snprintf(e->opened, sizeof e->opened, "%s", first_name);
     }
     if (!n) {
         snprintf(err, len, "no OpenCL device for litecl's kernels%s%s%s%s (libraries tried: %s; platforms: %s; "
@@ -2562,6 +2592,13 @@ static int open_device(device_entry *e, delegate *d, char *err, size_t len) {
     if (chosen < 0 && first != n - 1) { /* none passes: the first that opened, its wrong families refused */
         char why[LCL_NAME_MAX + 200];
         if (use_candidate(e, &cands[first], why, sizeof why)) { snprintf(err, len, "%s", why); return -1; }
+    }
+    if (!d->quiet && !e->library[0] && !e->platform[0] && !e->device[0]) { /* the search chose it: which */
+        const int same = LCL_PLAN.device && !strcmp(e->device_name, LCL_PLAN.device);
+        fprintf(stderr, "INFO: litecl: OpenCL device %s (platform %s, library %s)%s%s%s\n", e->device_name,
+                e->platform_name, e->opened, same || !LCL_PLAN.device ? "" : "; exported on ",
+                same || !LCL_PLAN.device ? "" : LCL_PLAN.device,
+                same || !LCL_PLAN.device ? "" : ": the programs are built from source for this one");
     }
     return 0;
 }
