@@ -73,6 +73,16 @@ def _compare_targets(interp, sig, given) -> list:
     return [None]  # _inputs_for says which names are unknown and which signature they are
 
 
+def _litert_message(e: BaseException) -> str:
+    """LiteRT's error text on one line, at most 300 characters: its reporter's messages,
+    which it runs together ("index out of boundsNode number 4 (GATHER) failed to invoke."),
+    parted by "; "."""
+    import re  # noqa: PLC0415
+
+    msg = re.sub(r"(?<=was not true\.)(?=\S)", " ", " ".join(str(e).split()))  # TF_LITE_ENSURE's
+    return re.sub(r"(?<=[^\s;:])(?=Node number \d+ \()", "; ", msg)[:300]
+
+
 def _compare_one(args, interp, ref, sig, given) -> dict:
     """Compare signature ``sig`` (None: subgraph 0) of ``interp`` (litecl) with ``ref``
     (LiteRT alone) on the inputs of --inputs (``given``, by name: those of ``sig``) or
@@ -94,10 +104,13 @@ def _compare_one(args, interp, ref, sig, given) -> dict:
             raise
         if isinstance(e, UnicodeDecodeError):  # a tensor name that is not UTF-8: litecl's
             run_outputs(interp, inputs, sig)    # Interpreter says so in its own words
-        msg = " ".join(str(e).split())[:300]
+        msg = _litert_message(e)
+        values = (" over every value of each type (--full-range: integers the model uses as indices or sizes are "
+                  "then mostly out of range)" if args.full_range else "")
         hint = ("" if given is not None else
-                f" (inputs at the model's declared shapes {', '.join(str(list(v.shape)) for v in inputs.values())}; "
-                "give inputs of shapes it runs with --inputs FILE.npz)")
+                f" (random inputs{values} at the model's declared shapes "
+                f"{', '.join(str(list(v.shape)) for v in inputs.values())}; give inputs it runs with --inputs "
+                "FILE.npz)")
         raise _Usage(f"LiteRT without the delegate cannot run the model: {msg}{hint}") from None
     got = run_outputs(interp, inputs, sig)
     if sig is not None:  # a signature's outputs are keyed by name; keep LiteRT's order
@@ -166,8 +179,7 @@ def cmd_compare(args) -> int:
     try:
         ref = make_interpreter(interp._model.raw, args.num_threads, args.reference)
     except (RuntimeError, ValueError) as e:
-        msg = " ".join(str(e).split())[:300]
-        raise _Usage(f"LiteRT without the delegate cannot run the model: {msg}") from None
+        raise _Usage(f"LiteRT without the delegate cannot run the model: {_litert_message(e)}") from None
     results = [_compare_one(args, interp, ref, sig, given) for sig in targets]
     ok = all(r["all_bit_exact"] for r in results)
     others = ", ".join(r for r in _REFERENCE_TEXT if r != args.reference)

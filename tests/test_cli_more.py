@@ -629,3 +629,34 @@ def test_compare_says_which_signature_has_no_cast_or_add():
     for sig in ("mul", "sub"):
         assert f"note: the subgraph of signature '{sig}' has no CAST or ADD node" in r.stdout, r.stdout
     assert "the model has no CAST or ADD node" not in r.stdout
+
+
+def _gather_model() -> bytes:
+    """GATHER of a constant [10] at int32 indices [3] (the input), then a CAST to float16:
+    an index out of range fails LiteRT's invoke."""
+    from models.builders import _Graph  # noqa: PLC0415
+
+    g = _Graph()
+    params = g.constant("params", "float32", np.arange(10, dtype=np.float32))  # random int32: [0, 10)
+    idx = g.tensor("idx", "int32", (3,))
+    mid = g.tensor("mid", "float32", (3,))
+    out = g.tensor("out", "float16", (3,))
+    g.op(schema.BuiltinOperator.GATHER, [params, idx], [mid], options_type=schema.BuiltinOptions.GatherOptions,
+         options=schema.GatherOptionsT())
+    g.op(schema.BuiltinOperator.CAST, [mid], [out])
+    g.inputs, g.outputs = [idx], [out]
+    return g.finish()
+
+
+@needs_intel
+def test_full_range_inputs_litert_cannot_run_say_so(tmp_path):
+    """compare --full-range on a model whose integer input is an index: LiteRT alone fails,
+    and the error says the values are the cause (it named only the shapes), with LiteRT's
+    run-together messages parted ("out of boundsNode number ..." before)."""
+    m = tmp_path / "gather.tflite"
+    m.write_bytes(_gather_model())
+    assert run_cli("compare", m, "--device", DEV).returncode == 0  # indices in range: runs, bit-exact
+    line = one_error(run_cli("compare", m, "--device", DEV, "--full-range"),
+                     "LiteRT without the delegate cannot run the model", "(--full-range: integers the model uses as "
+                     "indices or sizes are then mostly out of range)", "--inputs FILE.npz")
+    assert "; Node number 0 (GATHER) failed to invoke" in line and "boundsNode" not in line, line

@@ -109,7 +109,7 @@ def test_compare_says_litert_alone_cannot_run_the_declared_shapes(fast_device):
                        capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert r.stderr.startswith("error: LiteRT without the delegate cannot run the model: Node number 3 (CONV_2D)")
-    assert "declared shapes [1, 1]; give inputs of shapes it runs with --inputs FILE.npz" in r.stderr
+    assert "declared shapes [1, 1]; give inputs it runs with --inputs FILE.npz" in r.stderr
 
 
 def test_bench_resizes_to_given_inputs_before_allocating(fast_device, tmp_path):
