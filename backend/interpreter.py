@@ -164,7 +164,8 @@ class Interpreter(_litert.Interpreter):
         (default: builtin kernels, no XNNPACK), "ref" (BUILTIN_REF), "xnnpack" (LiteRT's
         default: XNNPACK takes the nodes litecl leaves). The delegate matches the same
         kernels (int16 quantized ADD ties: "ref" matches BUILTIN_REF, else builtin).
-      device, placement ("all" | "auto"), fuse, keep_order, quiet: litecl.Delegate's.
+      device, placement ("all" | "auto"), fuse, keep_order, quiet, ops, nodes:
+        litecl.Delegate's (``nodes=`` naming a subgraph the model lacks: LiteclError).
       delegate: an existing litecl.Delegate to use instead of making one (its own
         options then apply).
     Raises ModelError (bad model), DeviceError (no such device), LiteclError (bad
@@ -176,7 +177,8 @@ class Interpreter(_litert.Interpreter):
                  num_threads=None, experimental_op_resolver_type=None,
                  experimental_preserve_all_tensors: bool = False, *, device=None,
                  reference: str | None = None, placement: str = "all", fuse: bool = True,
-                 keep_order=KEEP_ORDER_DEFAULT, quiet=None, delegate: Delegate | None = None, **litert_flags):
+                 keep_order=KEEP_ORDER_DEFAULT, quiet=None, ops=None, nodes=None, delegate: Delegate | None = None,
+                 **litert_flags):
         self._closed = True  # until LiteRT's constructor has run (close() and __del__)
         self._busy = threading.Lock()
         reference = _resolve_reference(reference, experimental_op_resolver_type)
@@ -185,13 +187,14 @@ class Interpreter(_litert.Interpreter):
         model = _verified(model_path, model_content)
         if delegate is None:
             delegate = Delegate(device, placement, reference="ref" if reference == "ref" else "builtin",
-                                quiet=quiet, fuse=fuse, keep_order=keep_order)
+                                quiet=quiet, fuse=fuse, keep_order=keep_order, ops=ops, nodes=nodes)
         elif not isinstance(delegate, Delegate):
             raise LiteclError(f"delegate must be a litecl.Delegate, got {type(delegate).__name__}")
         else:
             given = [k for k, v, d in (("device", device, None), ("placement", placement, "all"),
                                        ("fuse", fuse, True), ("keep_order", keep_order, KEEP_ORDER_DEFAULT),
-                                       ("quiet", quiet, None)) if v != d]
+                                       ("quiet", quiet, None), ("ops", ops, None), ("nodes", nodes, None))
+                     if v is not d and v != d]
             if given:
                 raise LiteclError(f"{', '.join(given)} given with delegate=: they are the Delegate's "
                                   "options; pass them to litecl.Delegate(...)")

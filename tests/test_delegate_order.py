@@ -122,6 +122,16 @@ def test_ops_and_nodes_take_exactly_what_they_name(fast_device):
     assert {r["index"] for r in rows if r["placement"] == "opencl"} == {2, 5}
     assert all(r["reason"] == "not among nodes= of subgraph 0" for r in rows if r["index"] not in (2, 5))
     assert _exact(m, it)
+    # litecl.Interpreter takes them too, as the Delegate's options (a fresh user's report: a
+    # TypeError from LiteRT's constructor); beside delegate= they are one line
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True, ops=("CAST",), nodes={0: [2, 5]})
+    it.allocate_tensors()
+    rows = it.placement()
+    op = {r["index"]: r["op"] for r in rows}
+    assert {r["index"] for r in rows if r["placement"] == "opencl"} == {i for i in (2, 5) if op[i] == "CAST"} != set()
+    assert _exact(m, it)
+    with pytest.raises(litecl.LiteclError, match="ops given with delegate="):
+        litecl.Interpreter(model_content=m, delegate=litecl.Delegate(fast_device, quiet=True), ops=("CAST",))
     for bad in ({"ops": "CAST"}, {"ops": ("MUL",)}, {"nodes": [1, 2]}, {"nodes": {0: "12"}}, {"nodes": {-1: [1]}}):
         with pytest.raises(litecl.LiteclError) as e:
             litecl.Delegate(fast_device, **bad)
