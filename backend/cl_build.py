@@ -26,13 +26,30 @@ from .icd import _owned_dir
 _WARNED: set = set()
 
 
-def _warn_once(key: str, message: str) -> None:
+#: warnings of ``import litecl`` (the cache folders, repaired before pyopencl loads), said
+#: at the first device opened (``say_held``): the command line's one-line form is in place
+#: by then (it printed "litecl:0: RuntimeWarning: ..." before litecl's own "warning: ...")
+_HELD: list = []
+
+
+def _warn_once(key: str, message: str, hold: bool = False) -> None:
     if key not in _WARNED:
         _WARNED.add(key)
+        if hold:
+            _HELD.append(message)
+            return
         import warnings  # noqa: PLC0415
 
         # explicit location: one line on stderr ("litecl:0: RuntimeWarning: ..."), no source
         warnings.warn_explicit(message, RuntimeWarning, "litecl", 0, module="litecl")
+
+
+def say_held() -> None:
+    """Warn what import time held (``_HELD``), once."""
+    import warnings  # noqa: PLC0415
+
+    while _HELD:
+        warnings.warn_explicit(_HELD.pop(0), RuntimeWarning, "litecl", 0, module="litecl")
 
 
 def _unwritable_reason(folder: Path) -> str | None:
@@ -79,7 +96,7 @@ def _fix_pocl_cache_folder() -> None:
         return
     os.environ["POCL_CACHE_DIR"] = fresh
     _warn_once(f"pocl-folder|{folder}", f"PoCL's kernel cache folder {folder} is unusable ({why}); "
-               f"PoCL caches kernels in {fresh} instead")
+               f"PoCL caches kernels in {fresh} instead", hold=True)
 
 
 def _bitcode_truncated(path, size: int) -> str | None:
@@ -419,5 +436,5 @@ def _fix_pyopencl_caches() -> None:
         if why:
             os.environ["PYOPENCL_NO_CACHE"] = "1"
             _warn_once(f"pyopencl-folder|{folder}", f"pyopencl's cache folder {folder} is unusable "
-                       f"({why}); building kernels without pyopencl's caches")
+                       f"({why}); building kernels without pyopencl's caches", hold=True)
             return

@@ -60,6 +60,7 @@ import sys
 from dataclasses import dataclass, field, replace
 
 from . import icd
+from .cl_build import say_held  # noqa: I001
 from .cl_build import (STALE_LOCK_SECONDS, _bitcode_truncated, _elf_truncated,  # noqa: F401  (re-exported)
                        _fix_pocl_cache_folder, _fix_pyopencl_caches, _warn_once, build_binary,
                        build_source, pocl_binary_problem, pocl_cache_problem, pyopencl_cache_folder)
@@ -371,6 +372,7 @@ def _all_devices() -> list:
 def list_devices() -> list[Caps]:
     """Capabilities of every OpenCL device the loader sees (a platform registered twice
     is listed once)."""
+    say_held()
     return [read_caps(d) for d in _all_devices()]
 
 
@@ -677,6 +679,7 @@ def open_device(spec: str | Device | None = None) -> Device:
     when a substring matches devices of more than one platform, or when the spec is
     malformed (an empty name included) or not a string.
     """
+    say_held()  # import's warnings (cache folders), in the command line's form by now
     if isinstance(spec, Device):
         spec.check_usable()
         return spec
