@@ -903,3 +903,24 @@ def test_many_resizes_of_one_interpreter_stay_exact(device):
         ins = random_inputs(ref.get_input_details(), seed=b, full_range=True)  # NaN, inf, subnormals
         _same(run_outputs(it, ins), run_outputs(ref, ins))
     assert all(r["placement"] == "opencl" for r in d.placement()) and d.stats["partition_invokes"] == 48
+
+
+def test_a_partition_of_many_tensors_keeps_its_in_place_buffers(fast_device):
+    """The in-place buffer cache starts again only when this invoke's bindable tensors (its
+    inputs that are not constants, its outputs) would not fit: a partition of 40 ADDs of
+    constants (80+ tensors) keeps its two in-place buffers from one invoke to the next."""
+    steps = ["float32"]
+    for k in range(40):
+        steps += [("add", np.full([33], k + 0.5, np.float32))]
+    buf = chain_model(steps, [33])
+    d = litecl.Delegate(fast_device, quiet=True)
+    it, ref = make_interpreter(buf, delegates=[d]), make_interpreter(buf)
+    it.allocate_tensors()
+    ref.allocate_tensors()
+    made = []
+    for k in range(4):
+        ins = random_inputs(ref.get_input_details(), seed=k)
+        _same(run_outputs(it, ins), run_outputs(ref, ins))
+        (part,) = d.partitions()
+        made.append(part.counts()["buffers"])
+    assert made[1] == made[2] == made[3], made

@@ -1711,7 +1711,10 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
      * in-place buffers starts again, here, before any of this invoke's is bound (emptied
      * while binding, it released a buffer an earlier slot of this invoke was bound to:
      * clSetKernelArg failed with CL_INVALID_MEM_OBJECT on Intel's runtime, PoCL aborted) */
-    if (p->n_bound && p->n_bound + p->n_slots > LCL_MAX_BOUND) release_bound(p);
+    int bindable = 0; /* the slots an invoke may bind in place: inputs not constant, outputs */
+    for (int i = 0; i < p->n_slots; i++)
+        bindable += (p->slots[i].is_in && !p->slots[i].constant) || (p->slots[i].is_out && !p->slots[i].is_in);
+    if (p->n_bound && p->n_bound + bindable > LCL_MAX_BOUND) release_bound(p);
     /* inputs: constants uploaded once, LiteRT's memory in place or copied in */
     for (int i = 0; i < p->n_slots; i++) {
         slot *s = &p->slots[i];
