@@ -1094,3 +1094,23 @@ def test_export_at_other_shapes_of_a_graph_with_invoke_time_shapes_says_what_sta
         return
     r = _resized_run(out, model, "[1, 32]")
     assert "Replacing" not in r.stderr, r.stderr
+
+
+def test_devices_passed_over_name_each_device_once_whole(models, tmp_path):
+    """Every device the library saw is named among those passed over, also one whose name is
+    part of another's (Intel's runtime calls this CPU "AMD EPYC", PoCL "pthread-...-AMD
+    EPYC": a substring check left Intel's out)."""
+    if DEVICE_STATUS.get("intel") or DEVICE_STATUS.get("pocl"):
+        pytest.skip("needs Intel's runtime and PoCL: " + (DEVICE_STATUS.get("intel") or DEVICE_STATUS["pocl"]))
+    _need(CC)
+    out = tmp_path / "e"
+    _export_build(models["cast_f32_f16"], out, "intel")
+    opts = json.loads((out / "exported_device.json").read_text())
+    # the system ICD loader's devices (Debian's PoCL where installed; not litecl's own ICD
+    # folder, which lists Intel's first), then the exported library's
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LITECL_QUIET", "OCL_ICD_VENDORS")}
+    r = subprocess.run([sys.executable, "-c", BAD_OPTIONS, str(out / "liblitecl_delegate.so"),
+                        json.dumps([{"device": "zzz"}])], capture_output=True, text=True, timeout=300, env=env, cwd="/")
+    (row,) = r.stdout.splitlines()
+    seen = json.loads(row.split(" ", 1)[1]).split("devices passed over: ", 1)[1]
+    assert f'"{opts["device"]}: not the device option\'s"' in seen, seen

@@ -2354,6 +2354,15 @@ static void append_quoted(char *buf, size_t len, const char *name) {
     snprintf(buf + k, len - k, "%s\"%s\"", k ? ", " : "", name);
 }
 
+/* whether ``buf`` (append_quoted's list) holds an item that is ``name``, or ``name`` then
+ * ": " and a reason; not a substring: Intel's "AMD EPYC" is in PoCL's "pthread-...-AMD EPYC" */
+static int listed(const char *buf, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = strchr(buf, '"'); p; p = strchr(p + 1, '"'))
+        if (!strncmp(p + 1, name, n) && (p[1 + n] == '"' || p[1 + n] == ':')) return 1;
+    return 0;
+}
+
 static int contains(const char *hay, const char *needle) {
     if (!needle || !*needle) return 1;
     size_t n = strlen(needle);
@@ -2425,7 +2434,7 @@ static void pick_devices(device_entry *e, cl_platform_id *plats, cl_uint np, con
     for (cl_uint i = 0; i < np; i++) {
         char pname[LCL_NAME_MAX] = "";
         e->cl.GetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof pname - 1, pname, NULL);
-        if (!strstr(platforms, pname)) append_quoted(platforms, plen, pname);
+        if (!listed(platforms, pname)) append_quoted(platforms, plen, pname);
         if (!contains(pname, e->platform)) continue;
         cl_device_id devs[16];
         cl_uint nd = 0;
@@ -2439,13 +2448,13 @@ static void pick_devices(device_entry *e, cl_platform_id *plats, cl_uint np, con
             if (!contains(dname, e->device) || !type_matches(&e->cl, devs[j], type)) {
                 snprintf(note, sizeof note, "%s: %s", dname, contains(dname, e->device) ? "not of device_type" :
                          "not the device option's");
-                if (!strstr(seen, dname)) append_quoted(seen, len, note);
+                if (!listed(seen, dname)) append_quoted(seen, len, note);
                 continue;
             }
             device_lacks(&e->cl, devs[j], lack, sizeof lack);
             if (lack[0]) {
                 snprintf(note, sizeof note, "%s: %s", dname, lack);
-                if (!strstr(seen, note)) append_quoted(seen, len, note); /* pick_devices runs per type */
+                if (!listed(seen, note)) append_quoted(seen, len, note); /* pick_devices runs per type */
             } else if (*n < LCL_MAX_CANDIDATES) {
                 candidate *c = &out[(*n)++];
                 c->platform = plats[i], c->device = devs[j];
