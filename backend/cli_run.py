@@ -380,8 +380,8 @@ def cmd_export(args) -> int:
         why = (f"; {len(kept)} CAST/ADD node(s) kept on LiteRT, e.g. node {kept[0]['index']} ({kept[0]['op']}): "
                f"{kept[0]['reason']}" if kept else "; the model has no CAST or ADD node")
         print(f"{args.model}: no node is lowered to OpenCL on {where} (target {m['target']}){why}; "
-              f"wrote an empty manifest to {os.path.join(args.out, 'manifest.json')}")
-        return 0
+              f"wrote an empty manifest to {os.path.join(args.out, 'manifest.json')}; nothing to ship (exit 1)")
+        return 1  # a library that runs nothing: not a success a script should pass on
     print(f"exported litecl's native TFLite delegate for target {m['target']} on {where} to {args.out}: "
           f"{nat['programs']} programs ({nat['binaries']} with {d['name']}'s binary)")
     for g in nat["subgraphs"]:  # one line per subgraph: what the native delegate claims

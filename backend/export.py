@@ -658,6 +658,14 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         replaced = _previous_export(out, out_dir)  # before the model's work: refuse at once
     except PermissionError as e:
         raise InputError(f"cannot export to {out_dir}: {e.strerror or e}") from None
+    if replaced:  # another model's export (and its builds) go: said, not silently
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            was = json.loads((out / "manifest.json").read_text()).get("model")
+            if isinstance(was, str) and os.path.basename(was) != os.path.basename(str(model)):
+                import warnings  # noqa: PLC0415
+
+                warnings.warn(f"litecl: {out_dir} held the export of {was}: replacing it (and its builds) "
+                              f"with {model}'s", RuntimeWarning, stacklevel=2)
     model_file(model)  # missing, a directory, a FIFO: every command's words, before the device opens
     dev = target_device(open_device(device), target)
     m = _verified(model, None)  # litecl's verifier, as litecl.Interpreter's

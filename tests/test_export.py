@@ -351,7 +351,7 @@ def test_export_without_lowered_node_writes_empty_manifest(fast_device, tmp_path
     p = tmp_path / "mul.tflite"
     p.write_bytes(chain_model(["float32", ("mul", 2.0)], [4]))
     out = tmp_path / "e"
-    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
+    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 1  # nothing to ship
     said = capsys.readouterr().out
     assert "no node is lowered to OpenCL" in said and "the model has no CAST or ADD node" in said
     m = json.loads((out / "manifest.json").read_text())
@@ -441,7 +441,7 @@ def test_export_again_removes_the_earlier_export_s_files_only(fast_device, tmp_p
     (out / "notes.txt").write_text("mine")
     p = tmp_path / "mul.tflite"
     p.write_bytes(chain_model(["float32", ("mul", 2.0)], [4]))  # nothing lowered: no k*.cl
-    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
+    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 1  # nothing to ship
     assert sorted(f.name for f in out.iterdir()) == ["build", "build.sh", "delegate_options.json", "exported_device.json",
                                                      "manifest.json", "notes.txt", "plan.c", "src", "t999.bin"]
     # the first model's built libraries go too (loaded, they ran nothing on OpenCL: a fresh
@@ -495,14 +495,14 @@ def test_export_replaces_only_names_it_writes_of_an_older_or_edited_manifest(fas
     (out / "manifest.json").write_text(json.dumps(m))
     p = tmp_path / "mul.tflite"
     p.write_bytes(chain_model(["float32", ("mul", 2.0)], [4]))
-    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
+    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 1  # nothing to ship
     assert not any((out / f).exists() for f in consts) and not list(out.glob("k*.cl"))
     (tmp_path / "outside.txt").write_text("mine")
     (out / "notes.txt").write_text("mine")
     m = json.loads((out / "manifest.json").read_text())
     m["files"] += ["../outside.txt", "notes.txt", str(tmp_path / "outside.txt")]
     (out / "manifest.json").write_text(json.dumps(m))
-    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 0
+    assert main(["export", str(p), "--out", str(out), "--device", fast_device]) == 1  # nothing to ship
     assert (tmp_path / "outside.txt").read_text() == "mine" and (out / "notes.txt").read_text() == "mine"
 
 
@@ -548,7 +548,7 @@ def test_export_placement_auto_follows_the_cost_model(tmp_path, fast_device, mon
                       litert_gbs=1.0, litert_node_us=1.0)
         monkeypatch.setattr(pm, "device_costs", lambda device, c=costs: c)
         out = tmp_path / f"o{want}"
-        assert main(["export", str(m), "--out", str(out), "--device", fast_device, "--placement", "auto"]) == 0
+        assert main(["export", str(m), "--out", str(out), "--device", fast_device, "--placement", "auto"]) == 1 - want
         man = json.loads((out / "manifest.json").read_text())
         assert man["placement"] == "auto" and len(man["launches"]) == want and len(man["partitions"]) == want
 
@@ -563,7 +563,7 @@ def test_export_that_takes_nothing_says_why(fast_device, tmp_path, capsys, monke
     p = tmp_path / "cast.tflite"
     p.write_bytes(chain_model(["float32", "int8"], [64]))
     out = tmp_path / "e"
-    assert main(["export", str(p), "--out", str(out), "--device", fast_device, "--placement", "auto"]) == 0
+    assert main(["export", str(p), "--out", str(out), "--device", fast_device, "--placement", "auto"]) == 1
     said = capsys.readouterr().out
     assert "no node is lowered to OpenCL" in said and "1 CAST/ADD node(s) kept on LiteRT, e.g. node 0 (CAST): " \
         "kept on LiteRT: OpenCL ~" in said, said
@@ -582,3 +582,19 @@ def test_the_build_line_pastes_into_a_shell_for_any_folder(fast_device, tmp_path
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("build it with: "))
     words = shlex.split(line[len("build it with: "):].split(" (then ")[0])
     assert words == ["sh", str(out / "build.sh")], line
+
+
+def test_exporting_another_model_into_an_export_folder_says_so(fast_device, tmp_path, capsys):
+    """A folder holding another model's export is replaced (documented), with one warning
+    line naming the model it held (a fresh user's MoveNet export and its builds went
+    without a word)."""
+    a, b = tmp_path / "a.tflite", tmp_path / "b.tflite"
+    a.write_bytes(cast_model("float32", "float16", [8]))
+    b.write_bytes(cast_model("float32", "int8", [8]))
+    out = tmp_path / "e"
+    assert main(["export", str(a), "--out", str(out), "--device", fast_device]) == 0
+    assert main(["export", str(a), "--out", str(out), "--device", fast_device]) == 0  # the same model: no word
+    assert "warning:" not in capsys.readouterr().err
+    assert main(["export", str(b), "--out", str(out), "--device", fast_device]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {out} held the export of {a}: replacing it (and its builds) with {b}'s" in err, err
