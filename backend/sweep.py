@@ -215,8 +215,10 @@ def _check(job: dict) -> dict:
     opts = ["--device", job["device"], "--reference", job["reference"], "--placement", job["placement"]]
     code, out, err = _cli(["compare", job["path"], "--json", *opts])
     if code == 2:
-        if err.startswith(_REFUSALS):
-            return {"status": "refused", "reason": err}
+        if err.startswith(_REFUSALS):  # compare's hint names its --inputs, which a sweep has not
+            return {"status": "refused", "reason": err.replace(
+                "give inputs it runs with --inputs FILE.npz", "a sweep runs no others: litecl compare MODEL "
+                "--inputs FILE.npz runs it on inputs it takes")}
         why = _litert_alone(job)
         return ({"status": "refused", "reason": f"LiteRT alone cannot run it: {why}"} if why
                 else {"status": "error", "reason": err})
@@ -460,7 +462,8 @@ class _Progress:
             self.bar.set_postfix_str(text[-60:], refresh=False)
             self.bar.update()
         else:
-            why = f" ({row['reason'][:120]})" if row["reason"] else ""
+            r = row["reason"]  # cut at a word, marked, not mid-phrase (the report has it whole)
+            why = f" ({r if len(r) <= 120 else r[:120].rsplit(' ', 1)[0] + ' ...'})" if r else ""
             print(f"[{self.n}/{self.total}] {text}{why} {row['seconds']:.1f} s", file=sys.stderr, flush=True)
 
     def close(self) -> None:

@@ -238,3 +238,28 @@ def test_report_from_results_alone(tmp_path):
     assert page.index(">b.tflite<") < page.index(">0.tflite<")  # rows with an error or a difference first
     assert page.count("<svg") == 3 and "1.5" in page and "litecl median us" in md
     assert "| b.tflite | [error](#why-" in md and "1.50 | 2 | 10.0 | 0.25 |" in md
+
+
+def test_a_model_litert_cannot_run_at_its_declared_shapes_is_refused_with_what_to_do(tmp_path):
+    """An ADD of x [2] and y [3] (signature dims -1): LiteRT cannot prepare it at its
+    declared shapes. The row is refused, and its reason names what runs it at others
+    (compare's hint named --inputs, which sweep has not); the progress line cuts the
+    reason at a word, marked."""
+    from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
+    from models.builders import _Graph  # noqa: PLC0415
+
+    g = _Graph()
+    x = g.tensor("x", "float32", (2,), signature=[-1])
+    y = g.tensor("y", "float32", (3,), signature=[-1])
+    out = g.tensor("out", "float32", (3,), signature=[-1])
+    g.op(schema.BuiltinOperator.ADD, [x, y], [out], options_type=schema.BuiltinOptions.AddOptions,
+         options=schema.AddOptionsT())
+    g.inputs, g.outputs = [x, y], [out]
+    m = tmp_path / "add.tflite"
+    m.write_bytes(g.finish())
+    r = sweep(m, "--device", any_fast_device(), "--out", tmp_path / "o")
+    (row,) = read_results(tmp_path / "o")
+    assert row["status"] == "refused" and "a sweep runs no others: litecl compare MODEL --inputs FILE.npz" \
+        in row["reason"] and "give inputs it runs with" not in row["reason"], row
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("[1/1] ")]
+    assert re.search(r"\(LiteRT without the delegate cannot run the model: .*\w \.\.\.\) \d+\.\d s$", line), line
