@@ -48,11 +48,13 @@ def resource_of(spec: str) -> str:
 def node_resources() -> dict:
     """``{resource: units}`` of this machine's OpenCL devices (module docstring), for ``ray
     start --resources``. Raises DeviceError where there is no OpenCL device."""
-    from .device import _all_devices, auto_device, read_caps, specs_of  # noqa: PLC0415
+    from .device import _all_devices, auto_device, probe_compiler, read_caps, specs_of  # noqa: PLC0415
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     auto, out = auto_device(), {}
     for d in _all_devices():
+        if probe_compiler(d):  # it cannot build kernels here (PoCL 3.0 on AMD Zen 4/5): no job for it
+            continue
         c = read_caps(d)
         units = 1 if c.is_gpu else max(cores // max(c.compute_units, 1), 1)
         specs = specs_of(d) + (["auto"] if auto is not None and auto.int_ptr == d.int_ptr else [])

@@ -264,6 +264,18 @@ def test_ray_resources_name_this_machines_devices():
     assert resource_of(" Intel:profile=mobile+noint64") == "litecl_device:intel"
 
 
+def test_ray_resources_leave_out_a_device_that_cannot_build_kernels(monkeypatch):
+    """A device whose compiler fails litecl's probe (pip's PoCL 3.0 on AMD Zen 4/5) is
+    offered to no job (it was: "litecl_device:pthread-amd epyc")."""
+    import litecl.device as dv
+    from litecl.sweep_ray import node_resources
+
+    real = dv.probe_compiler
+    monkeypatch.setattr(dv, "probe_compiler", lambda d: "broken" if "Oclgrind" in d.platform.name else real(d))
+    res = node_resources()
+    assert res and not any("oclgrind" in k for k in res), res
+
+
 def test_a_node_unlike_the_key_gives_an_error_row_saying_how(tmp_path):
     """No device: the worker's cached probe of a spec stands in for the node's."""
     from litecl import sweep, sweep_ray  # noqa: PLC0415
