@@ -214,8 +214,8 @@ def test_resize_keeps_elementwise_nodes_and_leaves_baked_broadcasts_to_litert(tm
     r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", bcast, out / "exported_device.json", "[4, 1, 5]")
     assert r.returncode == 0 and "EQUAL" in r.stdout, (r.stdout, r.stderr[-500:])
     assert "Replacing 1 out of 1 node(s)" in r.stderr  # at construction, the exported shapes
-    assert ("INFO: litecl: node 0 left to LiteRT at these input shapes: its kernel compiles in the exported "
-            "shapes (a broadcast)\n") in r.stderr, r.stderr
+    assert ("INFO: litecl: node 0 left to LiteRT at these input shapes (tensor 0 is [4, 1, 5], exported at "
+            "[2, 1, 5]): its kernel compiles in the exported shapes (a broadcast)\n") in r.stderr, r.stderr
     r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", bcast, out / "exported_device.json", "[2, 1, 5]")
     assert r.returncode == 0 and "EQUAL" in r.stdout and "left to LiteRT" not in r.stderr, r.stderr[-500:]
 
@@ -306,8 +306,9 @@ def test_resize_names_why_a_same_shape_add_stays_or_goes(tmp_path, fast_device):
             assert lines == ["INFO: Replacing 1 out of 1 node(s) with delegate (litecl OpenCL) node, yielding 1 "
                              "partitions for the whole graph."], (dtype, r.stderr)
         else:
-            assert ("INFO: litecl: node 0 left to LiteRT at these input shapes: its kernel's source depends on "
-                    "the element count (compiled for 512 elements)") in lines, (dtype, r.stderr)
+            assert ("INFO: litecl: node 0 left to LiteRT at these input shapes (tensor 0 is [757], exported at "
+                    "[512]): its kernel's source depends on the element count (compiled for 512 elements)") in lines, \
+                (dtype, r.stderr)
             assert not any("broadcast" in ln for ln in lines), lines
     # the same-shape float32 ADD resized into a broadcast ([1] + [512]): the element count
     # is still 512, so the reason is the broadcast (a fresh user's report)
@@ -315,8 +316,8 @@ def test_resize_names_why_a_same_shape_add_stays_or_goes(tmp_path, fast_device):
                tmp_path / "float32" / "exported_device.json", "[[1], [512]]")
     assert r.returncode == 0 and "EQUAL" in r.stdout, (r.stdout, r.stderr[-500:])
     assert [ln for ln in r.stderr.splitlines() if "left to LiteRT" in ln] == [
-        "INFO: litecl: node 0 left to LiteRT at these input shapes: its operands broadcast and its kernel is "
-        "elementwise (exported for operands of one shape)"], r.stderr
+        "INFO: litecl: node 0 left to LiteRT at these input shapes (tensor 0 is [1], exported at [512]): its "
+        "operands broadcast and its kernel is elementwise (exported for operands of one shape)"], r.stderr
 
 
 def test_export_summary_says_what_the_native_delegate_claims(models, tmp_path, fast_device, capfd):

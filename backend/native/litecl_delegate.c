@@ -481,12 +481,14 @@ static int same_shape(const slot *a, const slot *b) {
     return a->rank == b->rank && !memcmp(a->dims, b->dims, (size_t)a->rank * sizeof(int));
 }
 
-static void shape_text(const slot *s, char *buf, size_t len) {
+static void dims_text(const int *dims, int rank, char *buf, size_t len) {
     size_t k = (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < s->rank && k < len; i++)
-        k += (size_t)snprintf(buf + k, len - k, i ? ", %d" : "%d", s->dims[i]);
+    for (int i = 0; i < rank && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, i ? ", %d" : "%d", dims[i]);
     if (k < len) snprintf(buf + k, len - k, "]");
 }
+
+static void shape_text(const slot *s, char *buf, size_t len) { dims_text(s->dims, s->rank, buf, len); }
 
 static void release_mem(device_entry *dev, cl_mem *m) {
     if (*m) dev->cl.ReleaseMemObject(*m);
@@ -2246,11 +2248,17 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
              * runs it again after a resize, so the check below holds as for shape_fixed 1
              * (nmp, star_trek, lyra's second signature: claimed as the Python delegate) */
             int dynamic = ln->shape_fixed == 2 && (d->base.flags & kTfLiteDelegateFlagsAllowDynamicTensors);
+            char now[96] = "", then[96] = ""; /* the first input not at its exported shape */
+            int off = -1;
             for (int a = 0; a < ln->inputs.len && keep; a++) {
-                const TfLiteTensor *ts = &ctx->tensors[LCL_INTS[ln->inputs.off + a]];
-                const TfLiteIntArray *dims = ts->dims;
+                off = LCL_INTS[ln->inputs.off + a];
+                const TfLiteIntArray *dims = ctx->tensors[off].dims;
                 int rank = *sh++;
                 keep = dims && dims->size == rank && !memcmp(dims->data, sh, (size_t)rank * sizeof(int));
+                if (!keep) {
+                    if (dims) dims_text(dims->data, dims->size, now, sizeof now);
+                    dims_text(sh, rank, then, sizeof then);
+                }
                 sh += rank;
             }
             /* why the kernel holds at the exported shapes only (lcl_launch.fixed_elements) */
@@ -2264,8 +2272,9 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
             else
                 snprintf(what, sizeof what, "its kernel compiles in the exported shapes%s",
                          ln->fixed_elements ? "" : " (a broadcast)");
-            if (!keep && !d->quiet)
-                fprintf(stderr, "INFO: litecl: node %d left to LiteRT at these input shapes: %s\n", n, what);
+            if (!keep && !d->quiet) /* LiteRT prepares at the model's own shapes first (a resize later) */
+                fprintf(stderr, "INFO: litecl: node %d left to LiteRT at these input shapes (tensor %d is %s, "
+                        "exported at %s): %s\n", n, off, now, then, what);
             else if (dynamic && !d->quiet)
                 fprintf(stderr, "INFO: litecl: node %d left to LiteRT: its input shapes are known only at "
                         "invoke and %s\n", n, what);
