@@ -281,6 +281,7 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
     row = launch_config(caps)
     mem = d.memory
     tested = [x for dist, prefixes in tested_versions().items() for v in prefixes for x in (dist, v)]
+    refused = [x for row in refused_devices() for x in row]
     text = "\n".join([
         f"/* litecl's native delegate plan for {os.path.basename(model)}: written by litecl export",
         f" * (backend/plan_c.py native_plan) for {caps.platform}: {caps.name}"
@@ -292,6 +293,9 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
         "/* (distribution, version prefix): the LiteRT / TensorFlow versions the structs were checked",
         " * against (backend/abi.py TESTED); tflite_plugin_create_delegate refuses any other */",
         f"static const char *const TESTED[{max(1, len(tested))}] = {{{', '.join(map(_q, tested)) or 'NULL'}}};",
+        "/* (platform, device, driver version, why): this machine's devices whose compiler failed",
+        " * litecl's probe (device.py probe_compiler); the delegate never picks them */",
+        f"static const char *const REFUSED[{max(1, len(refused))}] = {{{', '.join(map(_q, refused)) or 'NULL'}}};",
         "const lcl_program LCL_PROGRAMS[] = {\n    " + (",\n    ".join(prog_c) or '{"", "", 0, NULL, 0}')
         + "\n};",
         "const lcl_launch LCL_LAUNCHES[] = {\n    " + (",\n    ".join(launches_c) or
@@ -313,11 +317,26 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
         f"    {int(flags)}, TESTED, {len(tested) // 2},",
         f"    {', '.join(str(int(any(_USES[k].search(p) for p in programs))) for k in ('fp16', 'fp64', 'int64'))}, "
         f"{needs['local']}, {float(needs['alloc'])!r},",
-        f"    {len(families)}, {_q(caps.arch)}",
+        f"    {len(families)}, {_q(caps.arch)}, REFUSED, {len(refused) // 4}",
         "};", ""])
     summary.update(programs=len(prog_c), binaries=len(bins), launches=len(launches_c), delegate_flags=int(flags),
-                   tested_versions=tested_versions())
+                   tested_versions=tested_versions(), refused_devices=[list(r) for r in refused_devices()])
     return text, summary
+
+
+def refused_devices() -> list[tuple[str, str, str, str]]:
+    """(platform, device, driver version, the probe's error) of each OpenCL device of this
+    machine whose compiler fails litecl's probe (device.py probe_compiler): plan.c's REFUSED,
+    which the native delegate never picks. pip's PoCL 3.0 on AMD Zen 4 fails the probe with
+    an error, and aborts the process building litecl's CAST kernels (LLVM "Cannot select")."""
+    from .device import _all_devices, probe_compiler  # noqa: PLC0415
+
+    out = []
+    for d in _all_devices():
+        why = probe_compiler(d)
+        if why:
+            out.append((d.platform.name.strip(), d.name.strip(), d.driver_version.strip(), why.splitlines()[0][:200]))
+    return out
 
 
 #: what a kernel's text uses that a device may lack (litecl_delegate.c device_lacks)

@@ -1115,3 +1115,28 @@ def test_devices_passed_over_name_each_device_once_whole(models, tmp_path):
     (row,) = r.stdout.splitlines()
     seen = json.loads(row.split(" ", 1)[1]).split("devices passed over: ", 1)[1]
     assert f'"{opts["device"]}: not the device option\'s"' in seen, seen
+
+
+def test_a_device_whose_compiler_failed_the_probe_at_export_is_never_picked(models, tmp_path, monkeypatch):
+    """plan.c lists the exporting machine's devices whose compiler fails litecl's probe
+    (pip's PoCL 3.0 on AMD Zen 4: an error there, while building litecl's CAST kernels its
+    LLVM aborted the app that loaded the library); the library passes them over, saying
+    why. Here PoCL stands in for such a device."""
+    if DEVICE_STATUS.get("intel") or DEVICE_STATUS.get("pocl"):
+        pytest.skip("needs Intel's runtime and PoCL: " + (DEVICE_STATUS.get("intel") or DEVICE_STATUS["pocl"]))
+    _need(CC)
+    from litecl import plan_c
+    from litecl.device import open_device
+
+    pocl = open_device("pocl").device
+    row = (pocl.platform.name.strip(), pocl.name.strip(), pocl.driver_version.strip(), "unknown target CPU (a stand-in)")
+    monkeypatch.setattr(plan_c, "refused_devices", lambda: [row])
+    model = tmp_path / "cast.tflite"
+    model.write_bytes(cast_model("float32", "int32", [757]))  # no cl_khr_fp16 needed: PoCL could run it
+    out = tmp_path / "e"
+    m = _export_build(model, out, "intel")
+    assert m["native"]["refused_devices"] == [list(row)]
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([{"platform": row[0], "device": row[1]}]))
+    (line,) = r.stdout.splitlines()
+    assert line.startswith("REFUSED") and (f'"{row[1]}: its compiler failed litecl\'s probe on the exporting machine '
+                                           f'({row[3]})"') in json.loads(line.split(" ", 1)[1]), line

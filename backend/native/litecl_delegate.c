@@ -2419,6 +2419,17 @@ static void device_lacks(const lcl_cl *cl, cl_device_id dev, char *why, size_t l
                  LCL_PLAN.max_alloc_bytes);
 }
 
+/* ``s`` without leading or trailing blanks (as Python's str.strip()), in one of three
+ * static buffers (``slot``) */
+static const char *trimmed(const char *s, int slot) {
+    static char buf[3][LCL_NAME_MAX];
+    while (*s == ' ' || *s == '\t' || *s == '\n') s++;
+    snprintf(buf[slot], sizeof buf[slot], "%s", s);
+    size_t k = strlen(buf[slot]);
+    while (k && (buf[slot][k - 1] == ' ' || buf[slot][k - 1] == '\t' || buf[slot][k - 1] == '\n')) buf[slot][--k] = 0;
+    return buf[slot];
+}
+
 static int type_matches(const lcl_cl *cl, cl_device_id dev, const char *type) {
     cl_device_type t = 0;
     cl->GetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof t, &t, NULL);
@@ -2461,6 +2472,17 @@ static void pick_devices(device_entry *e, cl_platform_id *plats, cl_uint np, con
                 continue;
             }
             device_lacks(&e->cl, devs[j], lack, sizeof lack);
+            if (!lack[0]) { /* a device whose compiler failed litecl's probe where the plan was exported */
+                char drv[LCL_NAME_MAX] = "";
+                e->cl.GetDeviceInfo(devs[j], CL_DRIVER_VERSION, sizeof drv - 1, drv, NULL);
+                for (int r = 0; r < LCL_PLAN.n_refused && !lack[0]; r++) {
+                    const char *const *q = LCL_PLAN.refused + 4 * r;
+                    if (!strcmp(trimmed(pname, 0), q[0]) && !strcmp(trimmed(dname, 1), q[1]) &&
+                            !strcmp(trimmed(drv, 2), q[2]))
+                        snprintf(lack, sizeof lack, "its compiler failed litecl's probe on the exporting machine (%s)",
+                                 q[3]);
+                }
+            }
             if (lack[0]) {
                 snprintf(note, sizeof note, "%s: %s", dname, lack);
                 if (!listed(seen, note)) append_quoted(seen, len, note); /* pick_devices runs per type */

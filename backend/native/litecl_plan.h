@@ -104,6 +104,11 @@ typedef struct {
     const char *binary_arch;           /* the architecture the binaries were built for
                                           (-DLITECL_ARCH_...: ops/add.py arch_source); used
                                           only by a library compiled for it (LCL_ARCH) */
+    const char *const *refused;        /* (platform, device, driver version, why) of each device
+                                          on the exporting machine whose compiler failed
+                                          litecl's probe (device.py probe_compiler): never
+                                          picked (its compiler may abort the app) */
+    int32_t n_refused;                 /* quadruples */
 } lcl_plan_info;
 
 /* ---- in process: litecl.Delegate's partitions (backend/runtime.py mirrors these) ---- */
