@@ -329,6 +329,19 @@ def cast_model(src: str, dst: str, shape, *, constant: np.ndarray | None = None,
     return g.finish()
 
 
+def unpreparable_add_model() -> bytes:
+    """ADD of inputs x [2] and y [3] (signature dims -1): LiteRT cannot prepare it at its
+    declared shapes; at [3] and [3] it runs (commands' "declared shapes" hints)."""
+    g = _Graph()
+    x = g.tensor("x", "float32", (2,), signature=[-1])
+    y = g.tensor("y", "float32", (3,), signature=[-1])
+    out = g.tensor("out", "float32", (3,), signature=[-1])
+    g.op(schema.BuiltinOperator.ADD, [x, y], [out], options_type=schema.BuiltinOptions.AddOptions,
+         options=schema.AddOptionsT())
+    g.inputs, g.outputs = [x, y], [out]
+    return g.finish()
+
+
 def add_model(dtype: str, shape1, shape2, *, activation: str = "NONE",
               quant: tuple | None = None, const1=None, const2=None, pot_scale_int16: bool = False) -> bytes:
     """One ADD node ``output = act(input1 + input2)`` with numpy broadcasting.

@@ -22,7 +22,8 @@ import flatbuffers  # noqa: E402
 import litecl  # noqa: E402
 from litecl.cli import _parser  # noqa: E402
 from litecl.compare import random_inputs  # noqa: E402
-from models.builders import _AlignedBufferT, add_model, cast_model, multi_op_model  # noqa: E402
+from models.builders import (_AlignedBufferT, add_model, cast_model, multi_op_model,  # noqa: E402
+                            unpreparable_add_model)
 
 from conftest import DEVICE_STATUS  # noqa: E402
 
@@ -590,27 +591,12 @@ def test_compare_names_the_differing_outputs_and_litert_s_reused_intermediate(tm
     assert "note: mid: litecl's value equals LiteRT's with experimental_preserve_all_tensors" in out, out
 
 
-def _unpreparable_at_declared_shapes() -> bytes:
-    """ADD of inputs x [2] and y [3] (signature dims -1): LiteRT cannot prepare it at its
-    declared shapes; at [3] and [3] it runs."""
-    from models.builders import _Graph  # noqa: PLC0415
-
-    g = _Graph()
-    x = g.tensor("x", "float32", (2,), signature=[-1])
-    y = g.tensor("y", "float32", (3,), signature=[-1])
-    out = g.tensor("out", "float32", (3,), signature=[-1])
-    g.op(schema.BuiltinOperator.ADD, [x, y], [out], options_type=schema.BuiltinOptions.AddOptions,
-         options=schema.AddOptionsT())
-    g.inputs, g.outputs = [x, y], [out]
-    return g.finish()
-
-
 def test_bench_runs_signature_inputs_at_their_shapes(tmp_path):
     """bench with an .npz keyed by signature input names allocates at those shapes, as
     run and compare do (it once allocated at the declared ones, which LiteRT cannot
     prepare here)."""
     m = tmp_path / "m.tflite"
-    m.write_bytes(_unpreparable_at_declared_shapes())
+    m.write_bytes(unpreparable_add_model())
     npz = tmp_path / "in.npz"
     np.savez(npz, x=np.arange(3, dtype=np.float32), y=np.full(3, 0.5, np.float32))
     for cmd in ("run", "compare", "bench"):

@@ -245,18 +245,10 @@ def test_a_model_litert_cannot_run_at_its_declared_shapes_is_refused_with_what_t
     declared shapes. The row is refused, and its reason names what runs it at others
     (compare's hint named --inputs, which sweep has not); the progress line cuts the
     reason at a word, marked."""
-    from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
-    from models.builders import _Graph  # noqa: PLC0415
+    from models.builders import unpreparable_add_model  # noqa: PLC0415
 
-    g = _Graph()
-    x = g.tensor("x", "float32", (2,), signature=[-1])
-    y = g.tensor("y", "float32", (3,), signature=[-1])
-    out = g.tensor("out", "float32", (3,), signature=[-1])
-    g.op(schema.BuiltinOperator.ADD, [x, y], [out], options_type=schema.BuiltinOptions.AddOptions,
-         options=schema.AddOptionsT())
-    g.inputs, g.outputs = [x, y], [out]
     m = tmp_path / "add.tflite"
-    m.write_bytes(g.finish())
+    m.write_bytes(unpreparable_add_model())
     r = sweep(m, "--device", any_fast_device(), "--out", tmp_path / "o")
     (row,) = read_results(tmp_path / "o")
     assert row["status"] == "refused" and "a sweep runs no others: litecl compare MODEL --inputs FILE.npz" \
