@@ -43,7 +43,8 @@ from . import abi
 from . import claims
 from .device import open_device, small_device, small_device_why
 from .errors import KernelBuildError, LiteclError, env_flag
-from .kernels import SMALL_PARTITION_BYTES, build_program, plan_built
+from . import kernels
+from .kernels import build_program, plan_built
 from .memory import _Memory, _memory_policy  # noqa: F401  (_Memory re-exported)
 from . import runtime
 from .runtime import c_plan as _c_plan  # tests patch delegate._c_plan
@@ -269,7 +270,7 @@ class Delegate(_Records):
         if self.small_device is None:
             why = small_device_why(self.device) if self.memory.in_place else ""
             return f"no small-partition device: {why}" if why else ""
-        return (f"partitions moving <= {SMALL_PARTITION_BYTES / 2**20:g} MiB run on "
+        return (f"partitions moving <= {kernels.SMALL_PARTITION_BYTES / 2**20:g} MiB run on "
                 f"{self.small_device.caps.name}")
 
     @property
@@ -562,8 +563,10 @@ class _Expected:
 
 def _settings(d: Delegate) -> tuple:
     """What plan_for's answer depends on besides the partition and its shapes: delegate
-    ``d``'s caps, fuse, devices and memory policy (objects by id: the memo entries hold them)."""
-    return (id(d.caps), d.fuse, id(d.device), id(d.small_device), d.memory.in_place, d.memory.align)
+    ``d``'s caps, fuse, devices (with the size that sends a partition to the small one,
+    kernels.SMALL_PARTITION_BYTES) and memory policy (objects by id: the memo entries hold them)."""
+    small = None if d.small_device is None else (id(d.small_device), kernels.SMALL_PARTITION_BYTES)
+    return (id(d.caps), d.fuse, id(d.device), small, d.memory.in_place, d.memory.align)
 
 
 class _Planner:

@@ -663,7 +663,7 @@ def auto_keep_on_litert(ctx, nodes, sg, delegate, wiring=None) -> dict:
     the device it would run on (the delegate's small device for a partition moving at
     most SMALL_PARTITION_BYTES). Partitions of constants only stay on OpenCL (computed
     once)."""
-    from .delegate import SMALL_PARTITION_BYTES  # noqa: PLC0415
+    from .kernels import SMALL_PARTITION_BYTES  # noqa: PLC0415
 
     big = device_costs(delegate.device)
     # a partition moving at most SMALL_PARTITION_BYTES runs on the small device (PoCL's

@@ -186,6 +186,18 @@ def script_json(script: str, env: dict, *args) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+
+def force_copies(d):
+    """Delegate ``d`` on the copy path of a discrete GPU on any device: LiteRT's tensors
+    copied to and from device buffers (no buffer in place), and no small-partition device
+    (a GPU has none; PoCL's basic one would take small partitions in place). Returns ``d``."""
+    from litecl.memory import _Memory  # noqa: PLC0415
+
+    d.memory = _Memory(False, 0)
+    d.small_device = None
+    return d
+
+
 def invoke_with(it, xs: list) -> list:
     """Set ``xs`` as ``it``'s inputs in order, invoke, return every output."""
     for d, x in zip(it.get_input_details(), xs):

@@ -39,7 +39,7 @@ from litecl.compare import make_interpreter
 from litecl.ops.add_quant import quant_add_params, quant_add_reference
 from models.builders import add_model
 
-from conftest import (REAL_DEVICES, any_fast_device, assert_folded_and_count_launches, assert_on_opencl, device_params,
+from conftest import (force_copies, REAL_DEVICES, any_fast_device, assert_folded_and_count_launches, assert_on_opencl, device_params,
                       launches, shared_model)
 
 DTYPES = ("float32", "int32", "int64", "int8", "uint8", "int16")
@@ -131,10 +131,7 @@ def litecl_run(content: bytes, inputs, device: str, reference: str = "builtin", 
     at the invoke; returns (output, interp). copies: the GPU memory path (device buffers
     copied to and from LiteRT's memory) forced on any device."""
     if copies:
-        import litecl.delegate as delegate_mod  # noqa: PLC0415
-
-        d = litecl.Delegate(device, quiet=True, reference="ref" if reference == "ref" else "builtin")
-        d.memory = delegate_mod._Memory(False, 0)
+        d = force_copies(litecl.Delegate(device, quiet=True, reference="ref" if reference == "ref" else "builtin"))
         it = litecl.Interpreter(model_content=content, reference=reference, delegate=d)
     else:
         it = litecl.Interpreter(model_content=content, device=device, reference=reference, quiet=True)
@@ -201,13 +198,13 @@ def test_add_matrix_on_pocl_pthread(monkeypatch):
     """Every dtype x shape pair x activation on PoCL's pthread device (parallel
     work-groups): these partitions are small, so by default they run on PoCL's basic
     device (test_add_matrix); SMALL_PARTITION_BYTES below them all sends them to pthread."""
-    import litecl.delegate as delegate_mod
+    import litecl.kernels as kernels_mod
 
     from conftest import DEVICE_STATUS
 
     if DEVICE_STATUS.get("pocl"):
         pytest.skip(DEVICE_STATUS["pocl"])
-    monkeypatch.setattr(delegate_mod, "SMALL_PARTITION_BYTES", -1)
+    monkeypatch.setattr(kernels_mod, "SMALL_PARTITION_BYTES", -1)
     for dt in DTYPES:
         refs = ("ref", "builtin") if dt in QUANT else ("builtin",)
         for k, (s1, s2) in enumerate(SHAPES):
@@ -572,12 +569,8 @@ def _runtime_counts(d) -> dict:
 def _delegate(device, copies: bool):
     """A quiet litecl.Delegate; copies: the GPU memory path (device buffers copied to and
     from LiteRT's memory) forced on a CPU device, so it is checked where no GPU is."""
-    import litecl.delegate as delegate_mod  # noqa: PLC0415
-
     d = litecl.Delegate(device, quiet=True)
-    if copies:
-        d.memory = delegate_mod._Memory(False, 0)
-    return d
+    return force_copies(d) if copies else d
 
 
 @pytest.mark.parametrize("copies", [False, True], ids=["in_place", "copies"])

@@ -13,7 +13,7 @@ from litecl.compare import make_interpreter
 from litecl.ops.dtypes import CAST_TYPES
 from models.builders import cast_model
 
-from conftest import REAL_DEVICES, assert_on_opencl, device_params, launches, run_one_input, assert_folded_and_count_launches
+from conftest import force_copies, REAL_DEVICES, assert_on_opencl, device_params, launches, run_one_input, assert_folded_and_count_launches
 
 NAMES = [d.name for d in CAST_TYPES]
 #: the 110 real pairs, complex64 -> each real type, each real type -> complex64 and
@@ -116,9 +116,7 @@ def check_pair(device: str, src: str, dst: str, sizes=SIZES, copies: bool = Fals
     for n in sizes:
         d = litecl.Delegate(device, quiet=True)
         if copies:
-            import litecl.delegate as delegate_mod
-
-            d.memory = delegate_mod._Memory(False, 0)
+            force_copies(d)
         it = litecl.Interpreter(model_content=_model(src, dst, n), delegate=d)
         pl = it.placement()
         assert [p["placement"] for p in pl] == ["opencl"], pl
@@ -160,13 +158,13 @@ def test_cast_all_pairs_on_pocl_pthread(monkeypatch):
     """Every pair on PoCL's pthread device, whose worker threads run the work-groups in
     parallel: these partitions are small, so by default they run on PoCL's basic device
     (test_cast_all_pairs); SMALL_PARTITION_BYTES below them all sends them to pthread."""
-    import litecl.delegate as delegate_mod
+    import litecl.kernels as kernels_mod
 
     from conftest import DEVICE_STATUS
 
     if DEVICE_STATUS.get("pocl"):
         pytest.skip(DEVICE_STATUS["pocl"])
-    monkeypatch.setattr(delegate_mod, "SMALL_PARTITION_BYTES", -1)
+    monkeypatch.setattr(kernels_mod, "SMALL_PARTITION_BYTES", -1)
     it = litecl.Interpreter(model_content=_model("float32", "int32", 33), device="pocl")
     it.allocate_tensors()
     assert [p.dev for p in it.delegate.partitions()] == [it.delegate.device]
@@ -217,13 +215,11 @@ def test_constant_input_cast_computed_once(fast_device, monkeypatch, copies):
     the GPU memory path (device buffers copied to LiteRT's memory) forced on a CPU device."""
     import pyopencl as cl
 
-    import litecl.delegate as delegate_mod
-
     const = np.array([[1.5, -2.5, np.nan, 70000.0]], np.float32)
     m = cast_model("float32", "float16", [1, 4], constant=const)
     d = litecl.Delegate(fast_device, quiet=True)
     if copies:
-        d.memory = delegate_mod._Memory(False, 0)
+        force_copies(d)
     it = litecl.Interpreter(model_content=m, delegate=d)
     it.allocate_tensors()
     ran = assert_folded_and_count_launches(it, monkeypatch)

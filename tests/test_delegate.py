@@ -567,7 +567,8 @@ def test_kernel_rows_name_this_model_s_nodes_after_an_equal_plan(fast_device):
         it.allocate_tensors()
         (row,) = [r for r in d.placement() if r["op"] == "ADD"]
         assert row["index"] == index and row["placement"] == "opencl", row
-        assert row["kernel"].startswith("ADD float32") and row["device"] == d.device.caps.name, row
+        ran_on = d.small_device or d.device  # a partition this small runs on the small device where there is one
+        assert row["kernel"].startswith("ADD float32") and row["device"] == ran_on.caps.name, row
         ins = random_inputs(it.get_input_details(), seed=1)
         _same(run_outputs(it, ins), run_outputs(make_interpreter(buf), ins))
 

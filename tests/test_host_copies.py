@@ -17,6 +17,7 @@ import litecl.hostcopy as hc
 import litecl.interpreter as lit
 from litecl.compare import make_interpreter
 from models.builders import add_model, cast_model
+from conftest import force_copies
 
 
 @pytest.mark.parametrize("n", [1, 31, 33, 81, 757, 1999, 70001])
@@ -251,13 +252,12 @@ def test_copy_devices_stage_small_tensors_through_pinned_memory(fast_device):
     mapped ALLOC_HOST_PTR buffer, a larger one straight from LiteRT's memory; both
     bit-exact with LiteRT (NaN, inf, -0.0, subnormals), across a resize that grows the
     staging buffers."""
-    import litecl.delegate as dm
     from litecl.compare import bit_equal
 
     specials = np.array([np.nan, np.inf, -np.inf, -0.0, 1e-45, 3.4e38, -7.5], np.float32)
     raw = cast_model("float32", "float16", [757])
     d = litecl.Delegate(fast_device, quiet=True)
-    d.memory = dm._Memory(False, 0)
+    force_copies(d)
     it, ref = make_interpreter(raw, delegates=[d]), make_interpreter(raw)
     # in 4n bytes, out 2n: both staged, both, then the output only (the input is 1.6 MB)
     for n, staged in ((757, 2), (81, 2), (400_000, 1)):

@@ -1125,7 +1125,7 @@ def test_a_device_whose_compiler_failed_the_probe_at_export_is_never_picked(mode
     if DEVICE_STATUS.get("intel") or DEVICE_STATUS.get("pocl"):
         pytest.skip("needs Intel's runtime and PoCL: " + (DEVICE_STATUS.get("intel") or DEVICE_STATUS["pocl"]))
     _need(CC)
-    from litecl import plan_c
+    from litecl import export, plan_c
     from litecl.device import open_device
 
     pocl = open_device("pocl").device
@@ -1136,7 +1136,11 @@ def test_a_device_whose_compiler_failed_the_probe_at_export_is_never_picked(mode
     out = tmp_path / "e"
     m = _export_build(model, out, "intel")
     assert m["native"]["refused_devices"] == [list(row)]
-    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([{"platform": row[0], "device": row[1]}]))
+    # PoCL's own library: where no ICD loader is installed (pip's runtimes only) the
+    # library's search would not reach it
+    lib = export.opencl_library(row[0], row[1])
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so",
+               json.dumps([{"library": lib, "platform": row[0], "device": row[1]}]))
     (line,) = r.stdout.splitlines()
     assert line.startswith("REFUSED") and (f'"{row[1]}: its compiler failed litecl\'s probe on the exporting machine '
                                            f'({row[3]})"') in json.loads(line.split(" ", 1)[1]), line

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from conftest import any_fast_device
+from conftest import any_fast_device, force_copies
 from litecl.cli import main
 from litecl.pictures import COL_W, ROW, TRACE_RUNS, trace_events
 from models.builders import many_partitions_model, multi_op_model
@@ -265,13 +265,12 @@ def test_trace_shows_copies_where_the_device_copies(tmp_path):
     writes and reads on the device's thread, of the tensors' bytes, inside its span; the
     host's staging memcpys inside the partition's host span."""
     import litecl  # noqa: PLC0415
-    from litecl import delegate as dm  # noqa: PLC0415
     from litecl.pictures import trace_invokes  # noqa: PLC0415
 
     model = tmp_path / "m.tflite"
     model.write_bytes(multi_op_model("cast_mul_cast", (4, 8)))
     it = litecl.Interpreter(model_path=str(model), device=any_fast_device(), quiet=True)
-    it.delegate.memory = dm._Memory(False, 0)
+    force_copies(it.delegate)
     it.allocate_tensors()
     it.set_tensor(it.get_input_details()[0]["index"], np.arange(32, dtype=np.uint8).reshape(4, 8))
     names = {r["context"]: r["subgraph"] for r in it.delegate.subgraph_records()}

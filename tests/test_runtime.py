@@ -19,7 +19,7 @@ from litecl import delegate as D
 from litecl import runtime as R
 from litecl.compare import make_interpreter
 
-from conftest import ROOT, assert_on_opencl, device_params, invoke_with, litert_outputs, same_outputs
+from conftest import force_copies, ROOT, assert_on_opencl, device_params, invoke_with, litert_outputs, same_outputs
 from models.builders import cast_model, chain_model
 
 HAVE_CC = shutil.which(os.environ.get("CC") or "cc") is not None
@@ -204,7 +204,7 @@ def test_staged_copies(fast_device):
     device: host copies before the writes and after the wait, all exact."""
     m = _model()
     d = litecl.Delegate(fast_device, quiet=True)
-    d.memory = D._Memory(False, 0)
+    force_copies(d)
     it = litecl.Interpreter(model_content=m, delegate=d)
     it.allocate_tensors()
     for k in range(4):

@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import DEVICE_STATUS, ROOT, SHARED_MODELS
+from conftest import force_copies, DEVICE_STATUS, ROOT, SHARED_MODELS
 
 TF_FIRST = textwrap.dedent("""
     import sys
@@ -196,11 +196,10 @@ def test_overwritten_input_in_one_partition(fast_device, fuse, copies):
     """ADD reads x, then CAST z -> x in the same partition: the ADD runs first (LiteRT
     lists the partition's nodes CAST first) and reads the x that was set, also on the
     copy path (x is uploaded as an input and read back as an output)."""
-    import litecl.delegate as delegate_mod
 
     d = litecl.Delegate(fast_device, quiet=True, fuse=fuse)
     if copies:
-        d.memory = delegate_mod._Memory(False, 0)
+        force_copies(d)
     buf = rg.input_overwritten()
     ref, it = _litert(buf), litecl.Interpreter(model_content=buf, delegate=d)
     for i in (ref, it):

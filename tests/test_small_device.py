@@ -1,4 +1,4 @@
-"""Small partitions on PoCL's basic device (device.small_device, delegate.py
+"""Small partitions on PoCL's basic device (device.small_device, kernels.py
 SMALL_PARTITION_BYTES): which device a partition runs on follows its size, moves with a
 resize, and both devices give LiteRT's results bit for bit on the edge values and tail
 sizes; the basic device litecl lists for itself stays out of every listing and spec."""
@@ -16,6 +16,7 @@ import litecl
 from litecl import delegate as D
 from litecl import device as dev_mod
 from litecl import icd
+from litecl import kernels as K
 
 from conftest import DEVICE_STATUS, ROOT, invoke_with, litert_outputs, same_outputs
 from models.builders import add_model, cast_model
@@ -48,7 +49,7 @@ def test_the_partition_follows_its_size_across_resizes():
     d = _pocl_delegate()
     m = cast_model("float32", "int32", [757])
     it = litecl.Interpreter(model_content=m, delegate=d)
-    big = D.SMALL_PARTITION_BYTES // 8 + 1001  # float32 in + int32 out: 8 bytes an element
+    big = K.SMALL_PARTITION_BYTES // 8 + 1001  # float32 in + int32 out: 8 bytes an element
     seen = []
     for n in (757, big, 81, big, 0, 33):
         it.resize_tensor_input(it.get_input_details()[0]["index"], [n])
@@ -61,8 +62,7 @@ def test_the_partition_follows_its_size_across_resizes():
         want = d.device if n == big else d.small_device
         assert part.dev is want, (n, part.dev)
         assert [r["device"] for r in it.placement()] == [want.caps.name]  # which device, said
-        if part.fast is not None:
-            assert part.fast.queue == want.queue.int_ptr
+        assert part._c[1].device == d._device_index(want)  # the plan the C runtime runs names it
     assert seen[0] is d.small_device and seen[1] is d.device
 
 
@@ -74,7 +74,7 @@ def test_edge_values_and_tails_on_both_devices(n, threads, monkeypatch):
     (SMALL_PARTITION_BYTES below every partition): each bit-exact with LiteRT."""
     d = _pocl_delegate()
     if threads:
-        monkeypatch.setattr(D, "SMALL_PARTITION_BYTES", -1)
+        monkeypatch.setattr(K, "SMALL_PARTITION_BYTES", -1)
     want = d.device if threads else d.small_device
     models = [(cast_model("float32", dst, [n]), [_edge_f32(n, 7)]) for dst in ("int32", "float16", "bool")]
     rng = np.random.default_rng(n)
