@@ -373,7 +373,13 @@ def _nan_pick(rule, i: str, w: int = 0) -> str:
 
 def _in_body(i: str, n: int, block: int, w: int = 0, op: str = "<") -> str:
     """Element ``i`` (a uint, or a uintN of indices) lies in the SIMD body of its run of
-    ``n``: i % n < n - n % block (``op`` ">=": in the scalar remainder)."""
+    ``n``: i % n < n - n % block (``op`` ">=": in the scalar remainder). Where the body
+    covers every run (n % block == 0) or none (n < block) the answer is a constant, so
+    no kernel divides by n per element (1/-1 true, 0 false)."""
+    body = n - n % block
+    if body in (0, n):
+        true = (body == n) == (op == "<")
+        return (f"(int{w})({-1 if true else 0})" if w else "1" if true else "0")
     if w:
         return f"(({i} % (uint{w})({n}u)) {op} (uint{w})({n - n % block}u))"
     return f"(({i} % {n}u) {op} {n - n % block}u)"
@@ -405,7 +411,8 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
         # the NaN cases choose bits in integers: NVIDIA canonicalizes NaNs in float
         # selects folded into min/max
-        cbits = f"(c == 0.0f && {_in_body('i', *zero)} ? 0u : as_uint(c))" if zero else "as_uint(c)"
+        body = _in_body("i", *zero) if zero else "0"
+        cbits = "as_uint(c)" if body == "0" else f"(c == 0.0f && {body} ? 0u : as_uint(c))"
         text = (f"float {fn}(const float x, const float y, const uint i)\n{{\n"
                 "    const float v = x + y;\n"
                 f"    const float c = {val};\n"
