@@ -108,12 +108,22 @@ def _load_npz(path: str) -> dict:
         raise _Usage(f"cannot read inputs file {path} as .npz: {msg}") from None
 
 
-def _check_writable(path: str, what: str) -> None:
-    """Refuse an output path that cannot be written, before any work is done."""
+def _check_writable(path: str, what: str, reads=()) -> None:
+    """Refuse an output path that cannot be written, or that is one of the files the
+    command reads (``reads``: the model, the inputs file; None entries skipped), before
+    any work is done."""
     full = os.path.abspath(path)
     parent = os.path.dirname(full)
     if os.path.isdir(full):
         raise _Usage(f"cannot write {what} {path}: it is a directory")
+    for r in reads:
+        try:
+            same = r is not None and os.path.exists(full) and os.path.samefile(full, r)
+        except OSError:
+            same = False
+        if same:
+            raise _Usage(f"cannot write {what} {path}: it is {r}, which this command reads "
+                         "(writing would destroy it)")
     from .model import special_file_kind  # noqa: PLC0415
 
     kind = special_file_kind(full)

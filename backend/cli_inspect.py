@@ -93,7 +93,7 @@ def cmd_inspect(args) -> int:
     from .errors import LiteclError, PrepareError  # noqa: PLC0415
 
     if args.html:
-        _check_writable(args.html, "HTML file")
+        _check_writable(args.html, "HTML file", (args.model, args.inputs))
     given = _load_npz(args.inputs) if args.inputs else None
     interp = _open(args)
     sig = _pick_signature(interp, args.signature, given)

@@ -33,7 +33,7 @@ def cmd_run(args) -> int:
         if os.path.isdir(args.output):
             raise _Usage(f"cannot write outputs file {args.output}: it is a directory")
         out_path = _npz_path(args.output)
-        _check_writable(out_path, "outputs file")
+        _check_writable(out_path, "outputs file", (args.model, args.inputs))
     interp, sig, inputs = _open_with_inputs(args)
     outs = _unique_names(run_outputs(interp, inputs, sig))
     for name, v in outs.items():
@@ -236,7 +236,9 @@ def cmd_bench(args) -> int:
 
     for path, what in ((args.json, "JSON file"), (args.trace, "trace file")):
         if path:
-            _check_writable(path, what)
+            _check_writable(path, what, (args.model, args.inputs))
+    if args.json and args.trace and os.path.abspath(args.json) == os.path.abspath(args.trace):
+        raise _Usage(f"--json and --trace both name {args.json}: give each its own file")
     given = _load_npz(args.inputs) if args.inputs else None
     t0 = time.perf_counter()
     interp = _open(args)

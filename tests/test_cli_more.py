@@ -646,3 +646,22 @@ def test_full_range_inputs_litert_cannot_run_say_so(tmp_path):
                      "LiteRT without the delegate cannot run the model", "(--full-range: integers the model uses as "
                      "indices or sizes are then mostly out of range)", "--inputs FILE.npz")
     assert "; Node number 0 (GATHER) failed to invoke" in line and "boundsNode" not in line, line
+
+
+def test_an_output_file_never_overwrites_the_model_or_the_inputs(tmp_path):
+    """bench --json/--trace, inspect --html and run --output naming the model (or the
+    inputs file) this command reads: one error line before any work, the file intact (a
+    fresh user's tab completion replaced a model with JSON, exit 0)."""
+    m = tmp_path / "m.tflite"
+    m.write_bytes(add_model("float32", [4], [4]))
+    raw = m.read_bytes()
+    ins = tmp_path / "in.npz"
+    np.savez(ins, **{"x": np.ones(4, np.float32)})
+    for args, flag in ((("bench", m, "--json", m), "JSON file"), (("bench", m, "--trace", m), "trace file"),
+                       (("inspect", m, "--html", tmp_path / "." / "m.tflite"), "HTML file"),
+                       (("run", m, "--inputs", ins, "--output", tmp_path / "in"), "outputs file")):
+        one_error(run_cli(*args, "--device", "oclgrind"), f"cannot write {flag}", "which this command reads")
+        assert m.read_bytes() == raw
+    assert np.load(ins)["x"].tolist() == [1.0] * 4
+    one_error(run_cli("bench", m, "--json", tmp_path / "o", "--trace", tmp_path / "o", "--device", "oclgrind"),
+              "--json and --trace both name")
