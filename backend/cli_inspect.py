@@ -95,7 +95,7 @@ def cmd_inspect(args) -> int:
     if args.html:
         _check_writable(args.html, "HTML file", (args.model, args.inputs))
     given = _load_npz(args.inputs) if args.inputs else None
-    interp = _open(args)
+    interp = _open(args, given)
     sig = _pick_signature(interp, args.signature, given)
     si = _subgraph_of(interp, sig)
     try:

@@ -18,7 +18,7 @@ def _open_with_inputs(args):
     """run/compare: (interpreter, signature key or None, inputs by name) from the
     command line (--inputs or seeded random, --resize, --full-range, --signature)."""
     given = _load_npz(args.inputs) if args.inputs else None
-    interp = _open(args)
+    interp = _open(args, given)
     sig = _pick_signature(interp, args.signature, given)
     inputs = _inputs_for(_details_by_name(interp, sig), given, args.seed, args.resize, args.full_range,
                          interp, sig)
@@ -174,7 +174,7 @@ def cmd_compare(args) -> int:
     from .compare import make_interpreter  # noqa: PLC0415
 
     given = _load_npz(args.inputs) if args.inputs else None
-    interp = _open(args)
+    interp = _open(args, given)
     targets = _compare_targets(interp, args.signature, given)
     try:
         ref = make_interpreter(interp._model.raw, args.num_threads, args.reference)
@@ -241,7 +241,7 @@ def cmd_bench(args) -> int:
         raise _Usage(f"--json and --trace both name {args.json}: give each its own file")
     given = _load_npz(args.inputs) if args.inputs else None
     t0 = time.perf_counter()
-    interp = _open(args)
+    interp = _open(args, given)
     sig = _pick_signature(interp, args.signature, given)
 
     def ready(it, given):

@@ -353,11 +353,11 @@ def fingerprint(ctx) -> list[int]:
     return out
 
 
-def _probe(model: str, flags: int):
+def _probe(model, flags: int):
     """(fingerprints per subgraph LiteRT prepares, errors) read by a delegate with
     ``flags`` that claims nothing, on a plain LiteRT Interpreter (resolver
-    BUILTIN_WITHOUT_DEFAULT_DELEGATES), at construction; fingerprints None when LiteRT
-    refuses the delegate (the Interpreter raises)."""
+    BUILTIN_WITHOUT_DEFAULT_DELEGATES) of ``model`` (a path, or the model's bytes), at
+    construction; fingerprints None when LiteRT refuses the delegate (the Interpreter raises)."""
     import ctypes as C  # noqa: PLC0415
     import types  # noqa: PLC0415
 
@@ -382,7 +382,8 @@ def _probe(model: str, flags: int):
     holder = types.SimpleNamespace(_get_native_delegate_pointer=lambda: C.addressof(st))
     _KEEP.append((st, probe))  # LiteRT may hold the struct until the process ends
     try:
-        it = Interpreter(model_path=model, experimental_delegates=[holder],
+        src = {"model_content": model} if isinstance(model, (bytes, bytearray)) else {"model_path": model}
+        it = Interpreter(**src, experimental_delegates=[holder],
                          experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     except (RuntimeError, ValueError):
         return None, errors
@@ -390,8 +391,9 @@ def _probe(model: str, flags: int):
     return list(seen.values()), errors
 
 
-def delegate_flags(model: str) -> int:
-    """The native delegate's TfLiteDelegate flags for ``model``. Without
+def delegate_flags(model) -> int:
+    """The native delegate's TfLiteDelegate flags for ``model`` (a path, or the model's
+    bytes), and litecl.Interpreter's own Delegate's under placement="auto". Without
     AllowDynamicTensors LiteRT treats the graph as static: it propagates shapes before
     the delegate's Prepare and, after resize_tensor_input, undoes the delegate and runs
     its Prepare again at the new shapes (measured, LiteRT 2.3.0), so a kernel whose
@@ -642,7 +644,8 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     from .delegate import Delegate  # noqa: PLC0415
     from .device import open_device  # noqa: PLC0415
     from .interpreter import _verified, _visible  # noqa: PLC0415
-    from .model import model_file  # noqa: PLC0415
+    from . import abi  # noqa: PLC0415
+    from .model import model_file, with_input_shapes  # noqa: PLC0415
     from .model_plan import ModelPlan  # noqa: PLC0415
 
     if placement not in PLACEMENTS:
@@ -670,7 +673,11 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     dev = target_device(open_device(device), target)
     m = _verified(model, None)  # litecl's verifier, as litecl.Interpreter's
     d = Delegate(dev, placement=placement, fuse=fuse, quiet=True)
-    probe = ModelPlan(m.raw, d, _visible(m))  # model -> what the delegate decides and plans
+    raw, probe_flags = m.raw, abi.ALLOW_DYNAMIC_TENSORS
+    if placement == "auto" and shapes:  # auto prices the nodes at the shapes they run at
+        raw = with_input_shapes(m, shapes)  # (interpreter._price_at_running_shapes)
+        probe_flags = delegate_flags(raw)
+    probe = ModelPlan(raw, d, _visible(m), probe_flags)  # model -> what the delegate decides and plans
     try:
         flags = delegate_flags(model)
         sigs = probe.interpreter.get_signature_list()

@@ -85,6 +85,24 @@ _VERIFIED: dict = {}  # (length, hash) -> Model: models verified in this process
 _VERIFIED_MAX_BYTES = 256 << 20  # the oldest go first past this many bytes of models
 
 
+def _price_at_running_shapes(delegate: Delegate, model) -> None:
+    """Under placement="auto", this Interpreter's own ``delegate`` allows no dynamic
+    tensors where LiteRT takes such a delegate on ``model`` (a graph whose shapes are
+    known before invoke; export.delegate_flags, asked once per model): LiteRT then
+    propagates the shapes before the delegate's Prepare, and after resize_tensor_input
+    undoes the delegate and prepares it again, so auto prices every node at the shapes
+    it runs at. With the flag LiteRT keeps the first decision across resizes, made at the
+    declared shapes (a [-1, 1000] CAST run at [2000, 1000] stayed on LiteRT as "~0 us"
+    of LiteRT). A shared Delegate (delegate=, or stock LiteRT) keeps the flag: its
+    decisions are those of the shapes its first Prepare saw."""
+    from .export import delegate_flags  # noqa: PLC0415
+
+    if model._static is None:
+        model._static = delegate_flags(model.raw) == 0
+    if model._static:
+        delegate._struct.flags = 0
+
+
 def _verified(model_path, model_content):
     """load_model's verified Model, memoised in the process by content (a hit costs reading
     the file, a hash and a comparison of the bytes, not the verifier)."""
@@ -188,6 +206,8 @@ class Interpreter(_litert.Interpreter):
         if delegate is None:
             delegate = Delegate(device, placement, reference="ref" if reference == "ref" else "builtin",
                                 quiet=quiet, fuse=fuse, keep_order=keep_order, ops=ops, nodes=nodes)
+            if placement == "auto":
+                _price_at_running_shapes(delegate, model)
         elif not isinstance(delegate, Delegate):
             raise LiteclError(f"delegate must be a litecl.Delegate, got {type(delegate).__name__}")
         else:

@@ -38,7 +38,8 @@ class ModelPlan:
     its bytes as LiteRT holds them at prepare}). Raises LiteclError (a lookup, plan or
     build that fails) or InputError (LiteRT refuses the model)."""
 
-    def __init__(self, model_content: bytes, delegate, visible: frozenset = frozenset()):
+    def __init__(self, model_content: bytes, delegate, visible: frozenset = frozenset(),
+                 flags: int = abi.ALLOW_DYNAMIC_TENSORS):
         from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
 
         self.subgraphs: list = []
@@ -50,7 +51,7 @@ class ModelPlan:
         reg.init, reg.prepare, reg.invoke, reg.free = cbs[1:]
         reg.builtin_code, reg.custom_name, reg.version = abi.BUILTIN_DELEGATE, b"litecl export probe", 1
         st = abi.TfLiteDelegate()
-        st.Prepare, st.flags = cbs[0], abi.ALLOW_DYNAMIC_TENSORS  # as litecl.Delegate's
+        st.Prepare, st.flags = cbs[0], flags  # as litecl.Delegate's (``flags``: _price_at_running_shapes)
         self._reg = reg
         _KEEP.append((cbs, reg, st))
         holder = types.SimpleNamespace(_get_native_delegate_pointer=lambda: C.addressof(st))

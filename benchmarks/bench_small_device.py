@@ -1,6 +1,6 @@
 """Where a partition runs on PoCL: its ``pthread`` device (worker threads) or its ``basic``
 device (the enqueueing thread), by the partition's size: the measurement behind
-delegate.py's SMALL_PARTITION_BYTES.
+kernels.py's SMALL_PARTITION_BYTES.
 
 One float32 ADD partition (input1 + input2, N elements: 12 N bytes read and written) in a
 model whose other nodes (MUL chains on LiteRT) keep the host busy for ``--gap-us`` before it,
@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import litecl  # noqa: E402
-from litecl import delegate as _delegate  # noqa: E402
+from litecl import kernels as _kernels  # noqa: E402
 from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
 from models.builders import chain_model  # noqa: E402
 
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     if base.small_device is None:
         raise SystemExit("error: PoCL lists no basic device here (POCL_DEVICES set, LITECL_NO_POCL_BASIC, "
                          "a GPU device node, or no PoCL)")
-    rows, saved = [], _delegate.SMALL_PARTITION_BYTES
+    rows, saved = [], _kernels.SMALL_PARTITION_BYTES
     print(f"pthread: {base.device.caps.name}; basic: {base.small_device.caps.name}; "
           f"load {os.getloadavg()[0]:.2f}")
     print(f"{'elements':>9} {'MiB':>6} {'LiteRT us':>10} {'pthread +us':>11} {'basic +us':>10}")
@@ -73,9 +73,9 @@ def main(argv=None) -> int:
         raw = _model(n, muls)
         its = {"litert": _interp(raw)}
         for kind, bound in (("pthread", -1), ("basic", 1 << 62)):
-            _delegate.SMALL_PARTITION_BYTES = bound  # read at Prepare
+            _kernels.SMALL_PARTITION_BYTES = bound  # read at Prepare
             its[kind] = _interp(raw, litecl.Delegate(device=a.device, quiet=True))
-        _delegate.SMALL_PARTITION_BYTES = saved
+        _kernels.SMALL_PARTITION_BYTES = saved
         ref = None
         for kind, it in its.items():
             it.invoke()

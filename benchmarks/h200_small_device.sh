@@ -2,7 +2,7 @@
 # PoCL (pip's pocl-binary-distribution 3.0) on the H200 host's CPU cores: the partition
 # size where PoCL's pthread device (worker threads on every core) starts to beat its basic
 # device (the enqueueing thread): bench_small_device.py, the measurement behind
-# delegate.py's SMALL_PARTITION_BYTES on a many-core host. One device call; carry .whlx
+# kernels.py's SMALL_PARTITION_BYTES on a many-core host. One device call; carry .whlx
 # (the wheels of h200_env.sh plus pocl-binary-distribution, unpacked into site/ and packed
 # as .whlx/site.tar.xz: the zipped wheels exceed the carry's 64 MiB).
 T=$(mktemp -d)

@@ -343,7 +343,7 @@ def test_auto_prices_each_partition_on_the_device_it_runs_on(fast_device, monkey
     import types  # noqa: PLC0415
     from dataclasses import replace  # noqa: PLC0415
 
-    from litecl import delegate as dm  # noqa: PLC0415
+    from litecl import kernels  # noqa: PLC0415
     from models.builders import cast_model  # noqa: PLC0415
 
     base = pm.Costs(device_gbs=10.0, transfer_gbs=10.0, round_trip_us=0.0, launch_us=1.0, litert_gbs=10.0,
@@ -352,7 +352,7 @@ def test_auto_prices_each_partition_on_the_device_it_runs_on(fast_device, monkey
     monkeypatch.setattr(pm, "device_costs", lambda device: by_device[device])
     monkeypatch.setattr(pm, "node_rates", lambda d, n, sg: (1.0, 2.0))  # ns per element: OpenCL, LiteRT
     monkeypatch.setattr(pm, "run_rate", lambda d, run, sg: None)
-    for n, small_runs_it in ((81, True), (dm.SMALL_PARTITION_BYTES // 8 + 1001, False)):
+    for n, small_runs_it in ((81, True), (kernels.SMALL_PARTITION_BYTES // 8 + 1001, False)):
         it = litecl.Interpreter(model_content=cast_model("float32", "int32", [n]), device=fast_device, quiet=True)
         it.allocate_tensors()
         (p,) = it.delegate.partitions()
@@ -365,3 +365,48 @@ def test_auto_prices_each_partition_on_the_device_it_runs_on(fast_device, monkey
             assert (kept == {}) == on_opencl, (n, small, kept)
             if kept:
                 assert "cold round trip ~1000 us" in kept[p.nodes[0].index]
+
+
+def test_auto_decides_at_the_shapes_the_model_runs_at(fast_device, monkeypatch, tmp_path):
+    """A [-1, 1000] CAST under placement="auto" (a fresh user's report: decided once at the
+    declared [1, 1000], "LiteRT ~0 us", and kept on LiteRT at [2000, 1000]):
+    litecl.Interpreter prices it again at each resize (LiteRT keeps it at 1 x 1000, litecl
+    takes it at 512 x 1000, bit-exact, and gives it back), and the CLI and export price it
+    at the --inputs shapes. Costs are simulated, so the answer is the rule's, not this
+    machine's measurements."""
+    from models.builders import cast_model
+
+    costs = Costs(device_gbs=10.0, transfer_gbs=10.0, round_trip_us=45.0, launch_us=1.0, litert_gbs=10.0,
+                  litert_node_us=1.0)
+    monkeypatch.setattr(pm, "device_costs", lambda device: costs)
+    monkeypatch.setattr(pm, "node_rates", lambda d, n, sg: (1.0, 2.0))  # ns per element: OpenCL, LiteRT
+    monkeypatch.setattr(pm, "run_rate", lambda d, run, sg: None)
+    raw = cast_model("float32", "float16", [1, 1000], dynamic=True)
+    ref = LiteRT(model_content=raw, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    it = litecl.Interpreter(model_content=raw, device=fast_device, placement="auto", quiet=True)
+    rng = np.random.default_rng(3)
+    for rows, where in ((1, "litert"), (512, "opencl"), (1, "litert")):
+        x = (rng.standard_normal((rows, 1000)) * 1e5).astype(np.float32)
+        x[0, :4] = [np.nan, -0.0, np.inf, 1e-45]
+        for i in (it, ref):
+            i.resize_tensor_input(0, [rows, 1000])
+            i.allocate_tensors()
+            i.set_tensor(i.get_input_details()[0]["index"], x)
+            i.invoke()
+        (row,) = it.placement()
+        assert row["placement"] == where, (rows, row)
+        got, want = (i.get_tensor(i.get_output_details()[0]["index"]) for i in (it, ref))
+        assert got.view(np.uint16).tolist() == want.view(np.uint16).tolist()
+    # the CLI's --inputs: the shapes of the file (in process: the monkeypatched costs)
+    from litecl import cli
+
+    m = tmp_path / "dyn.tflite"
+    m.write_bytes(raw)
+    ins = tmp_path / "in.npz"
+    np.savez(ins, input=np.ones((512, 1000), np.float32))
+    out = tmp_path / "e"
+    assert cli.main(["export", str(m), "--out", str(out), "--inputs", str(ins), "--placement", "auto",
+                     "--device", fast_device]) == 0
+    assert (out / "plan.c").exists()
+    assert cli.main(["export", str(m), "--out", str(tmp_path / "e1"), "--placement", "auto",
+                     "--device", fast_device]) == 1  # at the declared [1, 1000]: nothing to ship
