@@ -107,7 +107,8 @@ def _compare_one(args, interp, ref, sig, given) -> dict:
         msg = _litert_message(e)
         values = (" over every value of each type (--full-range: integers the model uses as indices or sizes are "
                   "then mostly out of range)" if args.full_range else "")
-        hint = ("" if given is not None else
+        # other inputs cannot help an operator this LiteRT lacks
+        hint = ("" if given is not None or "unresolved custom op" in msg.lower() else
                 f" (random inputs{values} at the model's declared shapes "
                 f"{', '.join(str(list(v.shape)) for v in inputs.values())}; give inputs it runs with --inputs "
                 "FILE.npz)")

@@ -175,7 +175,7 @@ def run_outputs(interp, inputs: dict, signature: str | None = None) -> list:
         except ValueError as e:  # LiteRT's own refusal, e.g. "Invalid tensor size." for an
             # output of no elements that no operator writes and the model gives no data
             raise ModelError(f"LiteRT cannot read output {d['name']!r} ({np.dtype(d['dtype']).name}"
-                             f"{list(d['shape'])}): {e}") from None
+                             f"{[int(x) for x in d['shape']]}): {e}") from None
     return out
 
 

@@ -1144,3 +1144,44 @@ def test_a_device_whose_compiler_failed_the_probe_at_export_is_never_picked(mode
     (line,) = r.stdout.splitlines()
     assert line.startswith("REFUSED") and (f'"{row[1]}: its compiler failed litecl\'s probe on the exporting machine '
                                            f'({row[3]})"') in json.loads(line.split(" ", 1)[1]), line
+
+
+FORK_CHILD = r"""
+import os, sys, numpy as np
+from ai_edge_litert.interpreter import Interpreter, OpResolverType, load_delegate
+R = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+d = load_delegate(sys.argv[1], {})
+def run():
+    it = Interpreter(model_path=sys.argv[2], experimental_delegates=[d], experimental_op_resolver_type=R)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], np.ones(757, np.float32))
+    it.invoke()
+run()  # the parent opened the device
+pid = os.fork()
+if pid == 0:
+    try:
+        run()
+        print("CHILD RAN", flush=True)
+    except Exception as e:
+        print("CHILD ERROR", " ".join(str(e).split()), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.parametrize("device", ["pocl", "intel"])
+def test_an_interpreter_in_a_fork_child_is_one_error_not_a_hang(device, tmp_path):
+    """The exported library in a child fork()ed after the parent opened the device: one
+    error line naming fork(), as litecl.Delegate says (a fresh user's pre-fork server
+    blocked for good in PoCL's clWaitForEvents: its worker threads are gone in the child)."""
+    if DEVICE_STATUS.get(device):
+        pytest.skip(DEVICE_STATUS[device])
+    _need(CC)
+    model = tmp_path / "cast.tflite"
+    model.write_bytes(cast_model("float32", "int32", [757]))
+    out = tmp_path / "out"
+    _export_build(model, out, device)
+    r = _child(FORK_CHILD, out / "liblitecl_delegate.so", model)
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("CHILD")]
+    assert line.startswith("CHILD ERROR") and "fork()ed after the OpenCL device" in line \
+        and "'spawn' or 'forkserver'" in line, (r.stdout, r.stderr[-800:])

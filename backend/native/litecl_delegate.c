@@ -1245,6 +1245,10 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
         return kTfLiteError;
     }
     delegate *d = p->d;
+    if (p->dev->fork_message[0] && p->dev->pid != getpid()) { /* as kernel_invoke */
+        say(d, ctx, "%s", p->dev->fork_message);
+        return kTfLiteError;
+    }
     TfLiteStatus status = kTfLiteError;
     const int inproc = d->planner != NULL;
     /* in process, Prepare does not hold the device's lock: the planner takes Python's GIL,
@@ -2688,6 +2692,13 @@ static device_entry *device_for(const char *library, const char *platform, const
                 e->group_bytes = LCL_PLAN.group_bytes;
                 e->serial = 1;
                 e->pid = getpid();
+                /* as litecl.Delegate's (device.py FORK_MESSAGE): PoCL's worker threads are
+                 * gone in a fork()ed child, whose first wait then blocks for good */
+                snprintf(e->fork_message, sizeof e->fork_message,
+                         "litecl: this process was fork()ed after the OpenCL device %.200s (platform %.200s) was "
+                         "opened, and an OpenCL context cannot be used across fork(); load the delegate "
+                         "in a process that had not opened the device (multiprocessing's 'spawn' or "
+                         "'forkserver' start method)", e->device_name, e->platform_name);
                 e->next = DEVICES;
                 DEVICES = e;
             }
