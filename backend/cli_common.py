@@ -100,7 +100,11 @@ def _load_npz(path: str) -> dict:
         if not hasattr(z, "files"):  # not an NpzFile after all
             raise ValueError("not an .npz archive")
         with z:
-            return {k: z[k] for k in z.files}
+            got = {k: z[k] for k in z.files}
+        bad = [k for k, v in got.items() if not isinstance(v, np.ndarray)]  # numpy returns a
+        if bad:                                                           # non-.npy member as bytes
+            raise ValueError(f"entry {bad[0]!r} is no .npy array")
+        return got
     except MemoryError:
         raise
     except Exception as e:  # BadZipFile, zlib.error, object arrays (pickles), EOFError...

@@ -665,3 +665,16 @@ def test_an_output_file_never_overwrites_the_model_or_the_inputs(tmp_path):
     assert np.load(ins)["x"].tolist() == [1.0] * 4
     one_error(run_cli("bench", m, "--json", tmp_path / "o", "--trace", tmp_path / "o", "--device", "oclgrind"),
               "--json and --trace both name")
+
+
+def test_an_inputs_file_with_a_member_that_is_no_npy_array_is_one_error(tmp_path):
+    """A zip whose member is not an .npy array (numpy hands it back as bytes): one error
+    line naming the entry, not "internal error (AttributeError ...)" (a fresh user's)."""
+    import zipfile
+
+    m = tmp_path / "m.tflite"
+    m.write_bytes(add_model("float32", [4], [4]))
+    bad = tmp_path / "bad.npz"
+    with zipfile.ZipFile(bad, "w") as z:
+        z.writestr("x.npy", b"not an array")
+    one_error(run_cli("run", m, "--inputs", bad, "--device", "oclgrind"), "entry 'x' is no .npy array")

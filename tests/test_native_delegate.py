@@ -307,7 +307,7 @@ def test_resize_names_why_a_same_shape_add_stays_or_goes(tmp_path, fast_device):
                              "partitions for the whole graph."], (dtype, r.stderr)
         else:
             assert ("INFO: litecl: node 0 left to LiteRT at these input shapes (tensor 0 is [757], exported at "
-                    "[512]): its kernel's source depends on the element count (compiled for 512 elements)") in lines, \
+                    "[512]): its kernel's source depends on the exported shapes, not only their 512 elements") in lines, \
                 (dtype, r.stderr)
             assert not any("broadcast" in ln for ln in lines), lines
     # the same-shape float32 ADD resized into a broadcast ([1] + [512]): the element count
@@ -978,6 +978,11 @@ def test_an_unwritable_cache_dir_is_said_once_and_the_model_runs_exact(tmp_path,
     lines = [ln for ln in err.splitlines() if "cannot write to the cache folder" in ln]
     assert exact and built >= 1, err
     assert len(lines) == 1 and str(blocker) in lines[0] and lines[0].startswith("WARNING: litecl:"), err
+    # with the exported binaries (the exporting device) no program is built from source:
+    # the line names what each process does again (a fresh user's said "builds its programs")
+    exact, built, err = _start(out, m, {"cache_dir": str(blocker)}, tmp_path / "cache")
+    lines = [ln for ln in err.splitlines() if "cannot write to the cache folder" in ln]
+    assert exact and built == 0 and len(lines) == 1 and "self-test" in lines[0] and "from source" not in lines[0], err
     exact, _, err = _start(out, m, {"binaries": "0", "cache_dir": str(tmp_path / "ok")}, tmp_path / "cache")
     assert exact and "cannot write" not in err, err
 
@@ -1185,3 +1190,31 @@ def test_an_interpreter_in_a_fork_child_is_one_error_not_a_hang(device, tmp_path
     (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("CHILD")]
     assert line.startswith("CHILD ERROR") and "fork()ed after the OpenCL device" in line \
         and "'spawn' or 'forkserver'" in line, (r.stdout, r.stderr[-800:])
+
+
+NULL_OPTIONS_CHILD = r"""
+import ctypes as C, sys
+so = C.CDLL(sys.argv[1])
+so.tflite_plugin_create_delegate.restype = C.c_void_p
+so.tflite_plugin_create_delegate.argtypes = [C.c_void_p, C.c_void_p, C.c_size_t, C.c_void_p]
+print("NULL ARRAYS", so.tflite_plugin_create_delegate(None, None, 2, None), flush=True)
+keys = (C.c_char_p * 2)(b"quiet", None)
+values = (C.c_char_p * 2)(b"1", b"1")
+print("NULL KEY", so.tflite_plugin_create_delegate(keys, values, 2, None), flush=True)
+"""
+
+
+def test_null_option_arrays_at_the_c_entry_are_refused_not_a_crash(tmp_path, fast_device):
+    """tflite_plugin_create_delegate with NULL key/value arrays or a NULL key (a C caller
+    outside LiteRT's loader; a fresh user's test segfaulted): NULL and one ERROR line."""
+    _need(CC)
+    model = tmp_path / "cast.tflite"
+    model.write_bytes(cast_model("float32", "int32", [33]))
+    out = tmp_path / "out"
+    _export_build(model, out, fast_device)
+    r = _child(NULL_OPTIONS_CHILD, out / "liblitecl_delegate.so")
+    assert r.returncode == 0, (r.returncode, r.stderr[-800:])
+    assert r.stdout.split("\n")[:2] == ["NULL ARRAYS None", "NULL KEY None"], r.stdout
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("ERROR: litecl:")]
+    assert errors == ["ERROR: litecl: 2 options given without their keys array",
+                      "ERROR: litecl: option 1 has no key (a NULL pointer)"], r.stderr

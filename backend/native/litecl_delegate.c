@@ -711,15 +711,15 @@ static int make_dirs(const char *dir) {
 }
 
 /* cache_dir cannot be written (read-only, not a folder, no permission): one WARNING line
- * per delegate, naming the folder and why, as litecl's Python cache warns once
- * (backend/cache.py); the delegate runs on, building its programs from source in each
- * process. */
-static void cache_unwritable(delegate *d, int err) {
+ * per delegate, naming the folder, why, and what each process then does again (``redo``:
+ * a program built from source, or the self-test), as litecl's Python cache warns once
+ * (backend/cache.py); the delegate runs on. */
+static void cache_unwritable(delegate *d, int err, const char *redo) {
     if (d->cache_warned) return;
     d->cache_warned = 1;
-    fprintf(stderr, "WARNING: litecl: cannot write to the cache folder %s (%s); each process builds "
-            "its programs from source (name a writable folder with the cache_dir option, or cache_dir=none)\n",
-            d->cache_dir, strerror(err));
+    fprintf(stderr, "WARNING: litecl: cannot write to the cache folder %s (%s); each process %s again "
+            "(name a writable folder with the cache_dir option, or cache_dir=none)\n",
+            d->cache_dir, strerror(err), redo);
 }
 
 static void store_program(delegate *d, cl_program prg, const char *path) {
@@ -733,13 +733,14 @@ static void store_program(delegate *d, cl_program prg, const char *path) {
     FILE *f = NULL;
     if (d->dev->cl.GetProgramInfo(prg, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS) {
         if (make_dirs(d->cache_dir) || !(f = fopen(tmp, "wb"))) {
-            cache_unwritable(d, errno);
+            cache_unwritable(d, errno, "builds the programs the exported binaries do not cover from source");
         } else {
             uint64_t len = n, sum = fnv(1469598103934665603ull, bin, n);
             int ok = fwrite("LCLBIN1\n", 1, 8, f) == 8 && fwrite(&len, 8, 1, f) == 1 && fwrite(&sum, 8, 1, f) == 1 &&
                      fwrite(bin, 1, n, f) == n;
             ok = !fclose(f) && ok;
-            if (!ok) cache_unwritable(d, errno ? errno : EIO);
+            if (!ok) cache_unwritable(d, errno ? errno : EIO,
+                                      "builds the programs the exported binaries do not cover from source");
             if (!ok || rename(tmp, path)) unlink(tmp);
         }
     }
@@ -1036,7 +1037,7 @@ static const char *self_test(delegate *d, int k) {
         char tmp[LCL_NAME_MAX + 128];
         snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
         if (stored && (make_dirs(d->cache_dir) || !(fp = fopen(tmp, "w")))) {
-            cache_unwritable(d, errno);
+            cache_unwritable(d, errno, "runs litecl's self-test of its kernel families");
         } else if (stored) {
             int ok = fprintf(fp, "litecl-selftest 1 %s\n", line) > 0;
             if (fclose(fp) || !ok || rename(tmp, path)) unlink(tmp);
@@ -1381,8 +1382,9 @@ static TfLiteStatus kernel_prepare(TfLiteContext *ctx, TfLiteNode *node) {
                 char now[160], what[256] = "";
                 shape_text(in, now, sizeof now);
                 if (ln->shape_fixed && ln->fixed_elements > 0)
-                    snprintf(what, sizeof what, "; its source depends on the element count (compiled for %d "
-                             "elements): export the model again at these shapes (litecl export --inputs FILE.npz)", (int)ln->fixed_elements);
+                    snprintf(what, sizeof what, "; its source depends on the exported shapes, not only their %d "
+                             "elements: export the model again at these shapes (litecl export --inputs FILE.npz)",
+                             (int)ln->fixed_elements);
                 else if (ln->shape_fixed)
                     snprintf(what, sizeof what, "; %s compiled in: export the model again at these shapes "
                              "(litecl export --inputs FILE.npz)",
@@ -2271,8 +2273,8 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
                 snprintf(what, sizeof what, "its operands broadcast and its kernel is elementwise (exported "
                          "for operands of one shape)");
             else if (ln->fixed_elements > 0)
-                snprintf(what, sizeof what, "its kernel's source depends on the element count (compiled for %d "
-                         "elements)", (int)ln->fixed_elements);
+                snprintf(what, sizeof what, "its kernel's source depends on the exported shapes, not only their "
+                         "%d elements", (int)ln->fixed_elements);
             else
                 snprintf(what, sizeof what, "its kernel compiles in the exported shapes%s",
                          ln->fixed_elements ? "" : " (a broadcast)");
@@ -2808,7 +2810,15 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
     int env_quiet = env_flag("LITECL_QUIET", 0), quiet_given = 0; /* the quiet option wins over it */
     int cache_given = 0;
     d->quiet = env_quiet > 0;
+    if (n && (!keys || !values)) { /* LiteRT's loader never passes these; a C caller may */
+        snprintf(err, sizeof err, "litecl: %zu options given without their %s array", n, keys ? "values" : "keys");
+        goto fail;
+    }
     for (size_t i = 0; i < n; i++) {
+        if (!keys[i]) {
+            snprintf(err, sizeof err, "litecl: option %zu has no key (a NULL pointer)", i);
+            goto fail;
+        }
         const char *k = keys[i], *v = values[i] ? values[i] : "";
         int known = !strcmp(k, "library") || !strcmp(k, "platform") || !strcmp(k, "device") ||
                     !strcmp(k, "memory") || !strcmp(k, "binaries") || !strcmp(k, "quiet") || !strcmp(k, "spin_us") ||
