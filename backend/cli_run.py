@@ -385,8 +385,10 @@ def cmd_export(args) -> int:
         print(f"{args.model}: no node is lowered to OpenCL on {where} (target {m['target']}){why}; "
               f"wrote an empty manifest to {os.path.join(args.out, 'manifest.json')}; nothing to ship (exit 1)")
         return 1  # a library that runs nothing: not a success a script should pass on
-    print(f"exported litecl's native TFLite delegate for target {m['target']} on {where} to {args.out}: "
-          f"{nat['programs']} programs ({nat['binaries']} with {d['name']}'s binary)")
+    shipped = sum(g["native_claimed"] for g in nat["subgraphs"])
+    if shipped:
+        print(f"exported litecl's native TFLite delegate for target {m['target']} on {where} to {args.out}: "
+              f"{nat['programs']} programs ({nat['binaries']} with {d['name']}'s binary)")
     for g in nat["subgraphs"]:  # one line per subgraph: what the native delegate claims
         print(f"subgraph {g['subgraph']}: the native delegate claims {g['native_claimed']} of its "
               f"{g['nodes']} nodes at the exported shapes")
@@ -399,6 +401,10 @@ def cmd_export(args) -> int:
                   f"claims are left to LiteRT by the native delegate: their kernels compile in the shapes given "
                   f"to export, and LiteRT prepares this graph's delegate once, at the model's own shapes (the "
                   f"graph has shapes known only at invoke), not after a resize")
+    if not shipped:  # litecl.Delegate's nodes, none of which the native delegate takes (said above)
+        print(f"{args.model}: the native delegate would take no node at the exported shapes on {where}; "
+              f"nothing to ship (exit 1)")
+        return 1
     sources = len({ln["source"] for ln in m["launches"]})
     print(f"manifest.json: {len(m['launches'])} launches of the {len(m['partitions'])} partition(s) "
           f"planned at allocate_tensors in subgraph {m['subgraph']} ({len(m['lowered_nodes'])} nodes, "

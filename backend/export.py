@@ -716,7 +716,9 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
             f"litecl's delegate takes {sub['claimed']} node(s) of this subgraph but plans them only at invoke "
             f"(their shapes are known then): no launch is listed here; the native delegate takes "
             f"{sub['native_claimed']} of them at the exported shapes (native.subgraphs)"
-            if sub.get("claimed") else "litecl's delegate takes no node of this subgraph: nothing to export")
+            if sub.get("claimed") else "litecl's delegate takes no node of this subgraph" + (
+                "; the native delegate takes nodes of other subgraphs (native.subgraphs)"
+                if any(g["native_claimed"] for g in native["subgraphs"]) else ": nothing to export"))
     # delegate_options.json holds no option: the delegate finds OpenCL and a device that can
     # run its kernels where it is loaded (litecl_delegate.c open_device); the exporting
     # machine's library and device, which pin it, go to exported_device.json

@@ -1084,14 +1084,17 @@ def test_export_at_other_shapes_of_a_graph_with_invoke_time_shapes_says_what_sta
     the shapes `--inputs` gave (x + x, float32: the element count) is left to LiteRT there
     and never claimed after the app's resize. Export says so (left_at_construction, one
     line) instead of counting it as claimed (melspectrogram: "claims 1", the library
-    none; a fresh user's report); the app's run is bit-exact with no Replacing line."""
+    none; a fresh user's report), and exits 1 as an export with nothing to ship (it
+    exited 0 saying "build it with"); the app's run is bit-exact with no Replacing line."""
     model = tmp_path / "m.tflite"
     model.write_bytes(tf_model("add_then_dynamic"))
     npz = tmp_path / "in.npz"
     np.savez(npz, x=np.zeros((1, 32), np.float32))
     out = tmp_path / "ex"
-    assert main(["export", str(model), "--out", str(out), "--device", fast_device, "--inputs", str(npz)]) == 0
+    assert main(["export", str(model), "--out", str(out), "--device", fast_device, "--inputs", str(npz)]) == 1
     said = capsys.readouterr().out
+    assert "the native delegate would take no node at the exported shapes" in said and "nothing to ship (exit 1)" \
+        in said and "build it with" not in said, said
     (g,) = json.loads((out / "manifest.json").read_text())["native"]["subgraphs"]
     assert g["native_claimed"] == 0 and len(g["left_at_construction"]) == 1 and len(g["left_at_invoke"]) == 1, g
     assert "subgraph 0: the native delegate claims 0 of its 7 nodes at the exported shapes" in said, said
