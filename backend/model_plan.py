@@ -71,7 +71,11 @@ class ModelPlan:
         try:
             allocate(self.interpreter, signature, shapes)
         except RuntimeError as e:
-            self._raise(e, "" if shapes else " at its declared input shapes; give the shapes it runs at "
+            # other shapes cannot help an operator this LiteRT lacks (an app's custom op)
+            lacks = "unresolved custom op" in str(e).lower()
+            self._raise(e, " (this LiteRT lacks an operator the model uses, which export needs in order to "
+                        "plan the model; an app's own custom ops are not known to it)" if lacks else
+                        "" if shapes else " at its declared input shapes; give the shapes it runs at "
                         "(litecl export --inputs FILE.npz)")
         if self._errors:
             self._raise(None)

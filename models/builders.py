@@ -342,6 +342,25 @@ def unpreparable_add_model() -> bytes:
     return g.finish()
 
 
+def custom_op_model(name: str = "LiteclAbsentOp") -> bytes:
+    """x float32 [4] -> CAST int32 -> the custom operator ``name`` (which no LiteRT
+    resolver has) -> y int32 [4]: LiteRT cannot prepare it at any shape ("Encountered
+    unresolved custom op"), as a model that needs an app's own custom ops."""
+    g = _Graph()
+    x = g.tensor("x", "float32", (4,))
+    c = g.cast(x, "int32", "c")
+    y = g.tensor("y", "int32", (4,))
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.CUSTOM
+    code.customCode, code.version = name, 1
+    g.opcodes.append(code)
+    op = schema.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = len(g.opcodes) - 1, [c], [y]
+    g.operators.append(op)
+    g.inputs, g.outputs = [x], [y]
+    return g.finish()
+
+
 def add_model(dtype: str, shape1, shape2, *, activation: str = "NONE",
               quant: tuple | None = None, const1=None, const2=None, pot_scale_int16: bool = False) -> bytes:
     """One ADD node ``output = act(input1 + input2)`` with numpy broadcasting.

@@ -678,3 +678,19 @@ def test_an_inputs_file_with_a_member_that_is_no_npy_array_is_one_error(tmp_path
     with zipfile.ZipFile(bad, "w") as z:
         z.writestr("x.npy", b"not an array")
     one_error(run_cli("run", m, "--inputs", bad, "--device", "oclgrind"), "entry 'x' is no .npy array")
+
+
+def test_a_model_this_litert_lacks_an_operator_of_gets_no_inputs_hint(tmp_path):
+    """compare and export of a model with a custom operator no resolver has: LiteRT's
+    words without the "give inputs it runs with --inputs" or "give the shapes it runs at"
+    hint, which no inputs file can satisfy (fresh users' reports: mediapipe's
+    selfie_segmentation); export says this LiteRT lacks an operator the model uses."""
+    from models.builders import custom_op_model
+
+    m = tmp_path / "custom.tflite"
+    m.write_bytes(custom_op_model())
+    line = one_error(run_cli("compare", m, "--device", "oclgrind"), "unresolved custom op")
+    assert "--inputs" not in line, line
+    line = one_error(run_cli("export", m, "--out", tmp_path / "e", "--device", "oclgrind"), "unresolved custom op",
+                     "this LiteRT lacks an operator the model uses")
+    assert "--inputs" not in line, line
