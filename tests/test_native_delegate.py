@@ -1221,3 +1221,26 @@ def test_null_option_arrays_at_the_c_entry_are_refused_not_a_crash(tmp_path, fas
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("ERROR: litecl:")]
     assert errors == ["ERROR: litecl: 2 options given without their keys array",
                       "ERROR: litecl: option 1 has no key (a NULL pointer)"], r.stderr
+
+
+def test_an_export_needing_fp16_on_a_device_without_it_names_the_profile_to_export_with(models, tmp_path):
+    """A float16 CAST exported on Intel's runtime (cl_khr_fp16) and loaded where only
+    PoCL (no cl_khr_fp16) is reached: one line naming the capability and the export
+    profile that runs without it (a fresh user's load said only "set the library,
+    platform, device or device_type option", none of which can help)."""
+    if DEVICE_STATUS.get("intel") or DEVICE_STATUS.get("pocl"):
+        pytest.skip("needs Intel's runtime and PoCL: " + (DEVICE_STATUS.get("intel") or DEVICE_STATUS["pocl"]))
+    from litecl import export
+    from litecl.device import open_device
+
+    pocl = open_device("pocl")
+    if pocl.caps.fp16:
+        pytest.skip("this PoCL has cl_khr_fp16")
+    _need(CC)
+    out = tmp_path / "e"
+    _export_build(models["cast_f32_f16"], out, "intel")
+    lib = export.opencl_library(pocl.caps.platform, pocl.caps.name)
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([{"library": lib}]))
+    (line,) = r.stdout.splitlines()
+    assert line.startswith("REFUSED") and "no cl_khr_fp16" in line and "this export's kernels need float16 " \
+        "(cl_khr_fp16): for devices without it export again with --device SPEC:profile=nofp16" in line, line

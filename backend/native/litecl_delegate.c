@@ -2616,6 +2616,14 @@ static int open_device(device_entry *e, delegate *d, char *err, size_t len) {
         if (strstr(platforms, "rusticl") && !getenv("RUSTICL_ENABLE"))
             snprintf(err + strlen(err), len - strlen(err), "; Mesa's rusticl lists no device unless "
                      "RUSTICL_ENABLE names its driver (e.g. RUSTICL_ENABLE=llvmpipe)");
+        /* a capability the export's kernels need: no option of this library gives it */
+        const char *needs = strstr(seen, "no cl_khr_fp16") ? "float16 (cl_khr_fp16)"
+                            : strstr(seen, "no cl_khr_fp64") ? "float64 (cl_khr_fp64)"
+                            : strstr(seen, "no 64-bit integers") ? "64-bit integers" : NULL;
+        if (needs)
+            snprintf(err + strlen(err), len - strlen(err), "; this export's kernels need %s: for devices "
+                     "without it export again with --device SPEC:profile=%s (or profile=mobile)", needs,
+                     !strncmp(needs, "float16", 7) ? "nofp16" : !strncmp(needs, "float64", 7) ? "nofp64" : "noint64");
         return -1;
     }
     /* the first candidate that opens and passes the self-test (when there is a choice) */
