@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from .cli_common import (MAX_NUM_RUNS, MAX_PROFILE_RUNS, _NON_NEGATIVE, _POSITIVE, _arg_int, _arg_secs,
+from .cli_common import (MAX_NUM_RUNS, MAX_PROFILE_RUNS, _NON_NEGATIVE, _POSITIVE, _arg_int, _arg_limit, _arg_secs,
                          _fail, _Parser, _Usage)
 from .cli_inspect import cmd_devices, cmd_inspect
 from .cli_kernel import _arg_qparam, _arg_shape, cmd_kernel, cmd_kernel_add
@@ -196,7 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--report", metavar="DIR", help="only write DIR/report.md and report.html from DIR's results")
     s.add_argument("--jobs", type=_POSITIVE, metavar="N", help="jobs at once (default: cores divided by the "
                    "threads one CPU device uses, plus one per GPU)")
-    s.add_argument("--timeout", type=_arg_secs, default=600.0, metavar="SECS",
+    s.add_argument("--timeout", type=_arg_limit, default=600.0, metavar="SECS",
                    help="time limit of each job's process (default 600): a job past it is killed, an error row")
     s.add_argument("--reference", choices=ref_choices, default="builtin", help=reference_help)
     add_placement(s)

@@ -53,15 +53,21 @@ def _arg_int(lo: int, what: str, hi: int | None = None):
     return conv
 
 
-def _arg_secs(text: str) -> float:
-    """argparse type: a finite number of seconds >= 0."""
+def _arg_secs(text: str, positive: bool = False) -> float:
+    """argparse type: a finite number of seconds >= 0 (``positive``: > 0)."""
+    what = "> 0" if positive else ">= 0"
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}") from None
-    if not (v >= 0 and np.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"expected a finite number of seconds >= 0, got {text}")
+        raise argparse.ArgumentTypeError(f"expected a number of seconds {what}, got {text!r}") from None
+    if not (v >= 0 and np.isfinite(v)) or (positive and v == 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds {what}, got {text}")
     return v
+
+
+def _arg_limit(text: str) -> float:
+    """argparse type: a time limit, a finite number of seconds > 0."""
+    return _arg_secs(text, positive=True)
 
 
 _NON_NEGATIVE = _arg_int(0, "an integer >= 0")

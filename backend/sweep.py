@@ -374,7 +374,8 @@ class _Child:
             os.close(self.fd)
         if pid == 0:
             self.kill()
-            return {"status": "error", "reason": f"hung: no result after {self.limit_s:g} s (--timeout), killed"}
+            return {"status": "error", "reason": f"hung: no result after {self.limit_s:g} s (--timeout), killed",
+                    "limit_s": self.limit_s}
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
@@ -527,6 +528,23 @@ def run(args) -> int:
         return sweep(args, found, faults).run(write_report)
 
 
+def _distinct_names(models: list) -> None:
+    """Give models of one name from different MODELS arguments (za/model.tflite, zb/model.tflite)
+    as many of their last path components as tell them apart, in place: progress lines
+    and the report name each row's model."""
+    by: dict = {}
+    for m in models:
+        by.setdefault(m["name"], []).append(m)
+    for same in (g for g in by.values() if len(g) > 1):
+        parts = [Path(m["path"]).parts for m in same]
+        for k in range(2, max(map(len, parts)) + 1):
+            names = ["/".join(p[-k:]) for p in parts]
+            if len(set(names)) == len(names):
+                break
+        for m, n in zip(same, names):
+            m["name"] = n
+
+
 class _Sweep:
     """One sweep: the models (one per content), the device probes, the jobs to run, the
     rows found and made (``current``: identity -> row)."""
@@ -543,6 +561,7 @@ class _Sweep:
                 seen.add(sha)
                 self.models.append({"path": str(path.resolve()), "name": name, "sha": sha,
                                     "size": path.stat().st_size})
+        _distinct_names(self.models)
         self.devices = list(dict.fromkeys(args.device))
         self.env = {"litert": _litert_version(), "litecl": __version__, "source": _source_hash()}
         self.old = {(r["path"], r["id"]): r for r in read_results(self.out)}
@@ -583,7 +602,7 @@ class _Sweep:
         return self.args.jobs or default_jobs(self.probes)
 
     def _at_once(self) -> str:
-        return f"with {self.jobs} job(s) at once"
+        return f"with at most {self.jobs} job(s) at once"
 
     def _execute(self, jobs: list, fn, n: int) -> None:
         """``fn`` on each job, ``n`` at a time, each row to _add as it ends (sweep_ray's seam)."""
@@ -603,8 +622,9 @@ class _Sweep:
             job = {**m, **(extra or {}), "n": f"{kind}{len(todo)}", "id": _key_id(key), "key": key, "device": spec,
                    "out": str(self.out.resolve()),
                    "reference": a.reference, "placement": a.placement, "fault": fault}
-            if (m["path"], job["id"]) in self.old and not a.force:
-                row = self.old[(m["path"], job["id"])]
+            row = self.old.get((m["path"], job["id"]))
+            # a job killed at a shorter --timeout than this sweep's runs again (it may finish now)
+            if row is not None and not a.force and not row.get("limit_s", a.timeout) < a.timeout:
                 self.current[identity(row)] = row
                 self.kept += 1
             else:

@@ -110,7 +110,7 @@ def test_jobs_two_gives_the_rows_of_one(zoo, tmp_path):
     for n in (1, 2):
         out = tmp_path / f"j{n}"
         r = sweep(zoo, "--device", dev, "--device", f"{dev}:profile=noint64", "--out", out, "--jobs", n)
-        assert r.returncode == 0 and f"with {n} job(s)" in r.stdout, r.stdout + r.stderr  # refused: still 0
+        assert r.returncode == 0 and f"with at most {n} job(s)" in r.stdout, r.stdout + r.stderr  # refused: still 0
         outs.append(rows_by(out))
     assert outs[0] == outs[1]
 
@@ -255,3 +255,34 @@ def test_a_model_litert_cannot_run_at_its_declared_shapes_is_refused_with_what_t
         in row["reason"] and "give inputs it runs with" not in row["reason"], row
     (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("[1/1] ")]
     assert re.search(r"\(LiteRT without the delegate cannot run the model: .*\w \.\.\.\) \d+\.\d s$", line), line
+
+
+def test_a_hung_row_runs_again_under_a_longer_timeout(tmp_path):
+    """A row killed at --timeout is kept by a sweep with the same limit, and run again by
+    one with a longer limit (a fresh user's: "0 run now, 1 unchanged" after raising
+    --timeout; only --force, which reruns every row, cleared it)."""
+    dev = any_fast_device()
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "hang.tflite").write_bytes(multi_op_model("reshape_cast"))
+    env = {FAULT_ENV: "hang:hang.tflite"}
+    out = tmp_path / "out"
+    for limit, ran, said in ((1, 1, "after 1 s"), (1, 0, "after 1 s"), (2, 1, "after 2 s")):
+        r = sweep(zoo, "--device", dev, "--out", out, "--timeout", limit, env=env)
+        assert f" {ran} run now" in r.stdout, r.stdout + r.stderr
+        (row,) = read_results(out)
+        assert row["status"] == "error" and said in row["reason"], row
+
+
+def test_models_of_one_name_from_two_folders_are_told_apart(tmp_path):
+    """za/model.tflite and zb/model.tflite given as two MODELS: each row, progress line and
+    report row names its folder too (both read "model.tflite")."""
+    dev = any_fast_device()
+    for sub, op in (("za", "alternating"), ("zb", "reshape_cast")):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "model.tflite").write_bytes(multi_op_model(op))
+    out = tmp_path / "out"
+    r = sweep(tmp_path / "za", tmp_path / "zb", "--device", dev, "--out", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(r["name"] for r in read_results(out)) == ["za/model.tflite", "zb/model.tflite"]
+    assert "za/model.tflite" in r.stderr and "zb/model.tflite" in (out / "report.md").read_text()
