@@ -141,6 +141,7 @@ def prepare(dlg, ctx) -> int:
         if bad:  # a typo that would leave every node to LiteRT without a word
             raise LiteclError(f"nodes= names node {bad[0]} of subgraph {si}, which has {n_model} node(s) "
                               f"(0..{n_model - 1})")
+        _named_nodes_are_lowered(ctx, si, dlg.nodes[si])
     costs = dlg._device_costs() if dlg.placement_mode == "auto" else None  # auto follows the device's costs
     # the entry holds ``costs``, so no other object takes its id while it lives
     mkey = (context_key(dlg._rt, ctx), id(dlg.caps), id(costs), dlg.placement_mode, dlg.reference, dlg.fuse,
@@ -263,6 +264,23 @@ def already_delegated(dlg, ctx, plan) -> bool:
                                  "application claims none\n")
             return True
     return False
+
+
+def _named_nodes_are_lowered(ctx, si: int, nodes) -> None:
+    """Raise LiteclError where ``nodes`` (nodes= of subgraph ``si``) names a node of an
+    operator litecl does not lower (a misremembered index claimed nothing without a word)."""
+    from .lowering import LOWERINGS  # noqa: PLC0415
+    from .model import OP_NAMES  # noqa: PLC0415
+
+    c = ctx.contents
+    node_p, reg_p = C.POINTER(abi.TfLiteNode)(), C.POINTER(abi.TfLiteRegistration)()
+    for i in sorted(nodes):
+        if c.GetNodeAndRegistration(ctx, i, C.byref(node_p), C.byref(reg_p)) != abi.K_OK:
+            raise LiteclError(f"LiteRT's GetNodeAndRegistration failed for node {i}")
+        name = OP_NAMES.get(reg_p.contents.builtin_code, f"operator {reg_p.contents.builtin_code}")
+        if name not in LOWERINGS:
+            raise LiteclError(f"nodes= names node {i} of subgraph {si}, a {name} node: litecl takes "
+                              f"{' and '.join(LOWERINGS)} nodes only")
 
 
 def _model_nodes(ctx, plan) -> int:

@@ -21,7 +21,7 @@ from litecl.compare import make_interpreter, mismatches, random_inputs
 
 from conftest import ROOT, SHARED_MODELS, tf_model
 from gpu_standin import StandIn
-from models.builders import chain_model
+from models.builders import chain_model, multi_op_model
 
 #: stand-in, litecl, stand-in, litecl: the stand-in takes the float MUL/ADD and the
 #: float32 <-> int32 CASTs, litecl the int64 ones and float32 -> float16 (the GPU
@@ -149,6 +149,14 @@ def test_ops_and_nodes_take_exactly_what_they_name(fast_device):
     d = litecl.Delegate(fast_device, quiet=True, nodes={0: [n + 5]})
     with pytest.raises(RuntimeError, match=f"nodes= names node {n + 5} of subgraph 0"):
         Interpreter(model_content=m, experimental_delegates=[d])
+    # a node of an operator litecl does not lower (a misremembered index claimed nothing)
+    m2 = multi_op_model("cast_mul_cast")
+    ops = [x.op for x in litecl.model.load_model(model_content=m2).subgraphs[0].nodes]
+    k = ops.index("MUL")
+    with pytest.raises(litecl.LiteclError) as e:
+        litecl.Interpreter(model_content=m2, device=fast_device, quiet=True, nodes={0: [0, k]})
+    assert str(e.value).endswith(f"nodes= names node {k} of subgraph 0, a MUL node: litecl takes CAST and ADD "
+                                 "nodes only"), e.value
 
 
 def test_keep_order_names_the_order_it_drops_around_another_delegate(fast_device):
