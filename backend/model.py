@@ -268,7 +268,9 @@ def _read(path) -> bytes:
             before = os.fstat(f.fileno())
             if before.st_size > MAX_MODEL_BYTES:
                 raise ModelError(f"model file {p} is {before.st_size} bytes; at most {MAX_MODEL_BYTES} supported")
-            raw = f.read(before.st_size)  # no more than the size it had when opened
+            # no more than the size it had when opened; a file whose size reads 0 may still
+            # hold bytes (procfs): its first 64 KiB tell what it is (no model, or too short)
+            raw = f.read(before.st_size if before.st_size else 1 << 16)
             after = os.fstat(f.fileno())
     except OSError as e:
         raise ModelError(f"cannot read model file {p}: {e.strerror or e}") from None

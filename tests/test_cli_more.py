@@ -694,3 +694,15 @@ def test_a_model_this_litert_lacks_an_operator_of_gets_no_inputs_hint(tmp_path):
     line = one_error(run_cli("export", m, "--out", tmp_path / "e", "--device", "oclgrind"), "unresolved custom op",
                      "this LiteRT lacks an operator the model uses")
     assert "--inputs" not in line, line
+
+
+def test_a_file_whose_size_reads_zero_but_holds_bytes_is_read():
+    """/proc/self/status (procfs reports size 0): "not a TFLite model", not "empty file"."""
+    import pathlib
+
+    if not pathlib.Path("/proc/self/status").exists():
+        pytest.skip("no /proc here")
+    from litecl.model import ModelError, load_model
+
+    with pytest.raises(ModelError, match="not a TFLite model"):
+        load_model("/proc/self/status")
