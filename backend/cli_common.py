@@ -286,8 +286,11 @@ def _inputs_for(details: list[dict], given: dict | None, seed: int, resize: bool
         hint = ""
         if interp is not None and sig is None:  # names of a signature's inputs?
             keys = [k for k, v in interp.get_signature_list().items() if set(given) <= set(v["inputs"])]
-            if keys:
+            if len(keys) == 1:
                 hint = f" (those are the inputs of signature {keys[0]!r}: pass --signature {keys[0]})"
+            elif keys:  # compare runs every signature; run and bench run one
+                hint = (f" (signatures {', '.join(repr(k) for k in keys)} take those inputs: pass --signature "
+                        "with one of them)")
         raise _Usage(f"unknown input name(s) {unknown}; the model's inputs are {names}{hint}")
     missing = [n for n in names if n not in given]
     if missing:

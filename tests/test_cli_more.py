@@ -393,7 +393,8 @@ def test_signature_input_names_without_signature_get_a_hint(tmp_path):
     m = shared_model("multi_signature_model.tflite")
     npz = tmp_path / "in.npz"
     np.savez(npz, a=np.ones([10, 10], np.float32), b=np.ones([10, 10], np.float32))
-    one_error(run_cli("run", m, "--device", DEV, "--inputs", npz), "pass --signature add")
+    one_error(run_cli("run", m, "--device", DEV, "--inputs", npz),  # every signature taking them
+              "signatures 'add', 'mul', 'sub' take those inputs: pass --signature with one of them")
     r = run_cli("run", m, "--device", DEV, "--inputs", npz, "--signature", "add")
     assert r.returncode == 0, r.stderr
     r = run_cli("bench", m, "--device", DEV, "--num_threads", "1", "--num_runs", "1", "--min_secs", "0",
