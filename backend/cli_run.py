@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import numpy as np
 
@@ -396,6 +397,13 @@ def cmd_export(args) -> int:
             print(f"subgraph {g['subgraph']}: {len(g['left_at_invoke'])} more node(s) that litecl.Delegate "
                   f"claims are left to LiteRT by the native delegate: their input shapes are known only at "
                   f"invoke (litecl.Delegate plans them then) and their kernels compile in the exported shapes")
+        if g.get("fixed_across_resize"):
+            k = g["fixed_across_resize"]
+            print(f"warning: subgraph {g['subgraph']}: {len(k)} node(s) the native delegate claims (node "
+                  f"{k[0]}{', ...' if len(k) > 1 else ''}) compile in the exported shapes, and LiteRT keeps this "
+                  f"graph's delegate across resize_tensor_input (its shapes are known only at invoke): at other "
+                  f"input shapes allocate_tensors fails; export at the shapes the app runs (--inputs FILE.npz)",
+                  file=sys.stderr)
         if g.get("left_at_construction"):
             print(f"subgraph {g['subgraph']}: {len(g['left_at_construction'])} more node(s) that litecl.Delegate "
                   f"claims are left to LiteRT by the native delegate: their kernels compile in the shapes given "

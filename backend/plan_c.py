@@ -230,6 +230,11 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
         first_single = len(launches_c)
         at_invoke = []  # claimed by litecl.Delegate, left to LiteRT by the native delegate
         at_construction = []  # the same, for a kernel exported at shapes other than the model's
+        # claimed, compiling in its shapes, in a graph whose delegate LiteRT keeps across a
+        # resize (AllowDynamicTensors), with an operand a resize may change (a -1 in its
+        # shape signature): allocate_tensors fails for them at other shapes (BirdNET FP32
+        # at batch 2)
+        fixed_across_resize = []
         for i in claimed:
             pr = next(r for r in part_rows if i in r["nodes"])
             n = next(n for n in pr["p"].nodes if n.index == i)
@@ -254,6 +259,9 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
                 # model's shapes (the views' shapes: read there), never after a resize: a
                 # kernel compiling in the shapes export was given stays on LiteRT
                 at_construction.append(i)
+            elif not generic and flags & ALLOW_DYNAMIC_TENSORS and any(
+                    -1 in tuple(sg.tensors[t].shape_signature or ()) for t in ln.inputs):
+                fixed_across_resize.append(i)
         subs_c.append(f"{{{span(fp)}, {span(claimed)}, {rec['nodes']}, {first_part}, "
                       f"{len(parts_c) - first_part}, {first_single}}}")
         # claimed: litecl.Delegate's nodes; native_claimed: the native delegate's at the
@@ -263,7 +271,8 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
         summary["subgraphs"].append({"subgraph": si, "nodes": rec["nodes"], "claimed": len(claimed),
                                      "partitions": rec["partitions"],
                                      "native_claimed": len(claimed) - len(at_invoke) - len(at_construction),
-                                     "left_at_invoke": at_invoke, "left_at_construction": at_construction})
+                                     "left_at_invoke": at_invoke, "left_at_construction": at_construction,
+                                     "fixed_across_resize": fixed_across_resize})
     # programs: the source, and the device's binary (loaded first; the source when the
     # runtime refuses it, litecl_delegate.c ``program``)
     prog_c, bins = [], []

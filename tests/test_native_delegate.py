@@ -1244,3 +1244,20 @@ def test_an_export_needing_fp16_on_a_device_without_it_names_the_profile_to_expo
     (line,) = r.stdout.splitlines()
     assert line.startswith("REFUSED") and "no cl_khr_fp16" in line and "this export's kernels need float16 " \
         "(cl_khr_fp16): for devices without it export again with --device SPEC:profile=nofp16" in line, line
+
+
+def test_export_warns_of_kernels_a_resize_of_a_dynamic_graph_breaks(tmp_path, fast_device, capsys):
+    """A graph with invoke-time shapes (its delegate keeps AllowDynamicTensors, so LiteRT
+    keeps the delegate's nodes across a resize) exported at its declared [1, 32]: x + x
+    compiles in its element count and its operand has a -1 dimension, so at another
+    length allocate_tensors fails. Export says so in a warning line (a fresh user's
+    BirdNET FP32 export broke batched inference with nothing said at export)."""
+    model = tmp_path / "m.tflite"
+    model.write_bytes(tf_model("add_then_dynamic"))
+    out = tmp_path / "ex"
+    assert main(["export", str(model), "--out", str(out), "--device", fast_device]) == 0
+    err = capsys.readouterr().err
+    (g,) = json.loads((out / "manifest.json").read_text())["native"]["subgraphs"]
+    assert g["fixed_across_resize"] and g["native_claimed"] >= 1, g
+    assert "compile in the exported shapes, and LiteRT keeps this graph's delegate across resize_tensor_input" \
+        in err and "export at the shapes the app runs (--inputs FILE.npz)" in err, err
