@@ -690,6 +690,16 @@ def open_device(spec: str | Device | None = None) -> Device:
     if hit is not None:  # a spec opened before in this process: no listing, no probe
         hit.check_usable()
         return hit
+    with icd.LISTING_LOCK:  # one thread lists and opens; the others then take its Device
+        hit = _BY_SPEC.get((spec, env))
+        if hit is not None:
+            hit.check_usable()
+            return hit
+        return _open_spec(spec, env)
+
+
+def _open_spec(spec, env) -> Device:
+    """open_device's first opening of ``spec`` (under icd.LISTING_LOCK)."""
     base, profile = parse_spec(spec)
     try:
         d = _select(base)
@@ -754,7 +764,9 @@ def _small(dev: Device) -> tuple:
         return None, ""
     k = id(dev)
     if k not in _SMALL:
-        _SMALL[k] = _find_small(dev)
+        with icd.LISTING_LOCK:  # it lists PoCL's devices and may open one (open_device)
+            if k not in _SMALL:
+                _SMALL[k] = _find_small(dev)
     return _SMALL[k]
 
 

@@ -418,7 +418,20 @@ _STATIC_ONLY = b"WARNING: Attempting to use a delegate that only supports static
 @contextlib.contextmanager
 def _without_line(prefix: bytes):
     """File descriptor 2 through a pipe while the block runs; every line written to it
-    but those starting with ``prefix`` is written to the real stderr afterwards."""
+    but those starting with ``prefix`` is written to the real stderr afterwards. One
+    block at a time in the process (_STDERR_LOCK): two threads' blocks interleaved would
+    each save the other's pipe as "stderr" (one waits for good on a pipe the other holds
+    open, and fd 2 is left on a pipe)."""
+    with _STDERR_LOCK:
+        with _through_pipe(prefix):
+            yield
+
+
+_STDERR_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _through_pipe(prefix: bytes):
     sys.stderr.flush()
     saved, (r, w) = os.dup(2), os.pipe()
     got: list = []

@@ -19,6 +19,7 @@ import re
 import stat
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from .errors import LiteclError, env_flag
@@ -254,18 +255,27 @@ def _pocl_env_off() -> None:
     os.environ.pop("POCL_DEVICES", None)
 
 
+#: one OpenCL listing or device opening at a time in the process (_listing, device.open_device):
+#: eight threads making their first Interpreter at once listed platforms together and
+#: PoCL's clGetDeviceInfo segfaulted (a device another thread's listing was making; and
+#: POCL_DEVICES is set around a listing, for the process)
+LISTING_LOCK = threading.RLock()
+
+
 def _listing(fn):
-    """Run ``fn`` (a function that lists OpenCL devices) with _pocl_env_on/off around."""
+    """Run ``fn`` (a function that lists OpenCL devices) under LISTING_LOCK with
+    _pocl_env_on/off around."""
     import functools  # noqa: PLC0415
 
     @functools.wraps(fn)
     def wrapper(*a, **k):
-        mine = _pocl_env_on()
-        try:
-            return fn(*a, **k)
-        finally:
-            if mine:
-                _pocl_env_off()
+        with LISTING_LOCK:
+            mine = _pocl_env_on()
+            try:
+                return fn(*a, **k)
+            finally:
+                if mine:
+                    _pocl_env_off()
     return wrapper
 
 

@@ -1117,3 +1117,71 @@ def test_interpreters_are_not_picklable(fast_device):
     for f in (pickle.dumps, copy.copy, copy.deepcopy):
         with pytest.raises(TypeError, match="cannot be pickled or copied"):
             f(it)
+
+
+FIRST_INTERPRETERS_AT_ONCE = r"""
+import sys, threading
+import numpy as np
+import litecl
+from models.builders import cast_model
+device = sys.argv[1]
+models = [cast_model("float32", "float16", [1, 100 + k], dynamic=True) for k in range(8)]
+start, errors = threading.Barrier(8), []
+def work(m):
+    start.wait()
+    try:
+        for placement in ("auto", "all"):
+            it = litecl.Interpreter(model_content=m, device=device, placement=placement, quiet=True)
+            it.allocate_tensors()
+            it.set_tensor(it.get_input_details()[0]["index"], np.ones(it.get_input_details()[0]["shape"], np.float32))
+            it.invoke()
+    except Exception as e:
+        errors.append(repr(e))
+threads = [threading.Thread(target=work, args=(m,)) for m in models]
+for t in threads: t.start()
+for t in threads: t.join()
+print("DONE", errors)
+"""
+
+
+@pytest.mark.parametrize("device", device_params(["intel", "pocl"]))
+def test_eight_threads_making_a_process_s_first_interpreters_at_once(device):
+    """Eight threads construct a fresh process's first litecl.Interpreters at once (an
+    app's thread pool at start-up): each lists and opens the OpenCL device, one at a time
+    (icd.LISTING_LOCK). Before, their listings ran together and PoCL's clGetDeviceInfo
+    segfaulted (1 to 3 of 6 processes here). The serialisation itself is checked first:
+    eight open_device calls at once, the device search entered by one thread at a time."""
+    r = subprocess.run([sys.executable, "-c", SEARCHES_AT_ONCE, device], capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    assert r.returncode == 0 and "AT ONCE 1 OPENED 1" in r.stdout, (r.returncode, r.stdout, r.stderr[-1500:])
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", FIRST_INTERPRETERS_AT_ONCE, device], capture_output=True,
+                           text=True, timeout=300, cwd=ROOT)
+        assert r.returncode == 0 and "DONE []" in r.stdout, (r.returncode, r.stdout, r.stderr[-1500:])
+
+
+SEARCHES_AT_ONCE = r"""
+import sys, threading, time
+from litecl import device as D
+inside, most, lock = [0], [0], threading.Lock()
+select = D._select
+def counted(base):
+    with lock:
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+    time.sleep(0.05)
+    try:
+        return select(base)
+    finally:
+        with lock:
+            inside[0] -= 1
+D._select = counted
+start, got = threading.Barrier(8), []
+def work():
+    start.wait()
+    got.append(D.open_device(sys.argv[1]))
+threads = [threading.Thread(target=work) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("AT ONCE", most[0], "OPENED", len({id(d) for d in got}))
+"""
