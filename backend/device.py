@@ -229,7 +229,7 @@ class Device:
     #: True in a child of fork() when the device was opened before it (see _after_fork)
     forked: bool = False
     #: commands may be enqueued and waited for by one thread at a time only (PoCL's basic
-    #: device: two threads doing so at once deadlocked it, measured; delegate.py _serial)
+    #: device: two threads doing so at once deadlocked it, measured; Oclgrind crashed)
     one_thread: bool = False
 
     def __repr__(self) -> str:
@@ -728,7 +728,9 @@ def _open(d: "cl.Device", profile: str) -> Device:
         err = probe_compiler(d)
         caps = replace(read_caps(d, profile), compiler_error=err,
                        nontemporal=not err and not _is_gpu(d) and probe_nontemporal(d))
-        _OPEN[k] = Device(d, ctx, queue, caps)
+        # Oclgrind: two threads' kernels at once crashed it (oclgrind::WorkGroup, 14 of 15
+        # runs of two threads invoking) and once gave a wrong output: one thread at a time
+        _OPEN[k] = Device(d, ctx, queue, caps, one_thread=_ALIASES["oclgrind"] in d.platform.name.lower())
     return _OPEN[k]
 
 

@@ -1185,3 +1185,46 @@ for t in threads: t.start()
 for t in threads: t.join()
 print("AT ONCE", most[0], "OPENED", len({id(d) for d in got}))
 """
+
+
+OCLGRIND_THREADS = r"""
+import sys, threading
+import numpy as np
+import litecl
+from litecl.compare import make_interpreter
+from models.builders import add_model
+m = add_model("float32", [1, 8], [1, 8])
+errors = []
+def work(k):
+    try:
+        it = litecl.Interpreter(model_content=m, device="oclgrind", quiet=True)
+        it.allocate_tensors()
+        rng = np.random.default_rng(k)
+        for _ in range(20):
+            x, y = (rng.standard_normal((1, 8)).astype(np.float32) for _ in range(2))
+            it.set_tensor(it.get_input_details()[0]["index"], x)
+            it.set_tensor(it.get_input_details()[1]["index"], y)
+            it.invoke()
+            if it.get_tensor(it.get_output_details()[0]["index"]).tobytes() != (x + y).tobytes():
+                errors.append("differs")
+    except Exception as e:
+        errors.append(repr(e))
+threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+for t in threads: t.start()
+for t in threads: t.join()
+print("DONE", errors)
+"""
+
+
+def test_two_threads_invoking_on_oclgrind_run_one_at_a_time():
+    """Oclgrind with two threads invoking their interpreters: it crashed in
+    oclgrind::WorkGroup (14 of 15 processes, a fresh user's) and once returned a wrong sum;
+    its commands now run one thread at a time (Device.one_thread), exact."""
+    from conftest import DEVICE_STATUS
+
+    if DEVICE_STATUS.get("oclgrind"):
+        pytest.skip(DEVICE_STATUS["oclgrind"])
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", OCLGRIND_THREADS], capture_output=True, text=True,
+                           timeout=300, cwd=ROOT)
+        assert r.returncode == 0 and "DONE []" in r.stdout, (r.returncode, r.stdout, r.stderr[-1500:])

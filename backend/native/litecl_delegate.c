@@ -169,6 +169,8 @@ typedef struct device_entry {
     int local_size, groups_per_cu, vec_bytes, group_bytes;  /* ops/tiling.py LAUNCH row for it */
     int serial;                        /* 1: kernels' prepare and invoke hold ``lock`` (exported:
                                           always; in process: Device.one_thread) */
+    int one_thread;                    /* exported: invokes hold ``lock`` too (Oclgrind: two
+                                          threads' kernels at once crashed it, device.py _open) */
     pid_t pid;                         /* the process that opened it (fork check) */
     char fork_message[1024];           /* in process: what an invoke after fork() says (device.py) */
     struct pooled_kernel *pool;        /* kernels partitions gave back (take_kernel) */
@@ -1710,7 +1712,7 @@ static TfLiteStatus kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) {
         say(d, ctx, "%s", p->dev->fork_message);
         return kTfLiteError;
     }
-    const int serial = d->planner && p->dev->serial;
+    const int serial = d->planner ? p->dev->serial : p->dev->one_thread;
     if (serial) pthread_mutex_lock(&p->dev->lock);
     const int64_t t_invoke = now_ns();
     profile_begin(p);
@@ -2701,6 +2703,7 @@ static device_entry *device_for(const char *library, const char *platform, const
                 e->vec_bytes = LCL_PLAN.vec_bytes;
                 e->group_bytes = LCL_PLAN.group_bytes;
                 e->serial = 1;
+                e->one_thread = strstr(e->platform_name, "Oclgrind") != NULL;
                 e->pid = getpid();
                 /* as litecl.Delegate's (device.py FORK_MESSAGE): PoCL's worker threads are
                  * gone in a fork()ed child, whose first wait then blocks for good */
