@@ -85,6 +85,20 @@ _VERIFIED: dict = {}  # (length, hash) -> Model: models verified in this process
 _VERIFIED_MAX_BYTES = 256 << 20  # the oldest go first past this many bytes of models
 
 
+def _check_dims(tensor_size) -> None:
+    """resize_tensor_input's shape: whole numbers from 0 to 2**31 - 1 (LiteRT's int32 dims)."""
+    try:
+        dims = list(np.asarray(tensor_size).reshape(-1)) if not isinstance(tensor_size, (str, bytes)) else None
+    except Exception:  # noqa: BLE001  (a ragged or odd object: said below)
+        dims = None
+    ok = dims is not None and np.ndim(tensor_size) == 1 and all(
+        isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) and 0 <= int(d) < 2**31
+        for d in dims)
+    if not ok:
+        raise LiteclError(f"resize_tensor_input: tensor_size must be a list of whole dimensions from 0 to "
+                          f"2147483647, got {tensor_size!r}")
+
+
 def _price_at_running_shapes(delegate: Delegate, model) -> None:
     """Under placement="auto", this Interpreter's own ``delegate`` allows no dynamic
     tensors where LiteRT takes such a delegate on ``model`` (a graph whose shapes are
@@ -313,7 +327,10 @@ class Interpreter(_litert.Interpreter):
 
     def resize_tensor_input(self, input_index, tensor_size, strict=False):
         """LiteRT's resize_tensor_input; until the next allocate_tensors, invoke raises
-        NotAllocatedError (LiteRT's "not ready" in litecl's type)."""
+        NotAllocatedError (LiteRT's "not ready" in litecl's type). Raises LiteclError for a
+        ``tensor_size`` that is not a sequence of whole dimensions from 0 to 2**31 - 1
+        (LiteRT raised a RuntimeError with earlier calls' text for [-5, 1000], took 1.5 as 1)."""
+        _check_dims(tensor_size)
         self._plain_invoke = False
         return super().resize_tensor_input(input_index, tensor_size, strict)
 
