@@ -163,7 +163,10 @@ def _why_none(interp, sig=None) -> str:
     if not rows:
         what = f"the subgraph of signature {sig!r}" if sig is not None else "the model"
         return f"{what} has no CAST or ADD node: litecl has nothing to take, LiteRT ran every node"
-    reason, n = Counter(r["reason"] or "(no reason given)" for r in rows).most_common(1)[0]
+    def kind(reason: str) -> str:  # auto's reasons carry each partition's own figures
+        return ("auto's cost model expects no partition 1.2x faster on OpenCL" if reason.startswith("kept on LiteRT:")
+                else reason or "(no reason given)")
+    reason, n = Counter(kind(r["reason"]) for r in rows).most_common(1)[0]
     return (f"no CAST/ADD node ran on OpenCL; {n} of {len(rows)} stay on LiteRT because {reason} "
             "(`litecl inspect MODEL` gives each node's reason)")
 
@@ -215,6 +218,15 @@ def cmd_compare(args) -> int:
             of = f"signature {sig}: " if len(results) > 1 else ""
             print(f"{of}{len(bad)} of {len(r['outputs'])} output(s) DIFFER ({', '.join(bad)}) from {against}; "
                   f"--reference {others.replace(', ', ' or ')} compares against another LiteRT resolver")
+        payloads = sum(o.get("nan_payloads", 0) for o in r["outputs"])
+        if payloads:
+            print(f"note: {payloads} NaN(s) equal LiteRT's in sign but not in payload bits; NaN payloads are "
+                  "outside the bit-for-bit contract (README, 'Bit for bit')")
+        signs = [o for o in r["outputs"] if not o["bit_exact"] and o.get("nan_signs") == o["mismatched"]]
+        if signs:
+            print(f"note: every differing element of {', '.join(o['name'] for o in signs)} is a NaN of the other "
+                  "sign" + (" (--reference ref: LiteRT's reference kernels give either sign for two NaNs "
+                            "of opposite sign, README)" if args.reference == "ref" else ""))
         for note in r["notes"]:
             print(f"note: {note}")
     if len(results) > 1:

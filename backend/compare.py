@@ -75,7 +75,10 @@ def bit_equal(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def diff_report(name: str, got: np.ndarray, want: np.ndarray) -> dict:
-    """Per-output comparison: dtype, shape, bit_exact, max_abs_diff, mismatched.
+    """Per-output comparison: dtype, shape, bit_exact, max_abs_diff, mismatched;
+    nan_payloads: NaNs of the same sign whose other bits differ (equal under the
+    contract, counted so a byte-for-byte check is not a surprise); nan_signs: the
+    mismatched elements that are NaN on both sides (of the other sign).
 
     A litecl output whose dtype or shape differs from LiteRT's (``litecl_dtype``,
     ``litecl_shape``) is reported as a difference, not an error: bit_exact False,
@@ -100,7 +103,13 @@ def diff_report(name: str, got: np.ndarray, want: np.ndarray) -> dict:
         mad = float(np.nanmax(d)) if np.isfinite(d).any() or not np.isnan(d).all() else float("nan")
     else:
         mad = 0.0
-    rep.update(bit_exact=not bool(m.any()), max_abs_diff=mad, mismatched=int(m.sum()))
+    rep.update(bit_exact=not bool(m.any()), max_abs_diff=mad, mismatched=int(m.sum()), nan_payloads=0, nan_signs=0)
+    ng, nw = _nan_mask(got), _nan_mask(want)
+    if ng is not None and want.dtype.kind != "c" and (ng & nw).any():
+        both = ng & nw
+        raw = got.reshape(-1).view(_UINT[got.dtype.itemsize]) != want.reshape(-1).view(_UINT[want.dtype.itemsize])
+        rep["nan_payloads"] = int((raw.reshape(both.shape) & both & ~m).sum())
+        rep["nan_signs"] = int((both & m).sum())
     return rep
 
 

@@ -16,7 +16,7 @@ ways, in microseconds, at the shapes LiteRT gives the delegate's Prepare (``esti
 
 A partition goes to the device only when its OpenCL estimate is AUTO_MARGIN times below
 LiteRT's; the nodes of the others stay on LiteRT with a reason ("kept on LiteRT: OpenCL
-~52 us (cold round trip ~45 us) not 1.2x below LiteRT ~3 us"). Partitions of constants only
+~52 us (cold round trip ~45 us) not 1.2x below LiteRT ~3 us, at [1, 1000]"). Partitions of constants only
 (computed once) cost nothing at invoke and stay on OpenCL.
 
 The Costs figures are measured once per device and host (``measure_costs``, ~0.3 s), the
@@ -680,7 +680,10 @@ def auto_keep_on_litert(ctx, nodes, sg, delegate, wiring=None) -> dict:
                                lambda run: run_rate(delegate, run, sg))
         if ocl * AUTO_MARGIN < lit:
             continue
+        # the shape priced: the Prepare's (a graph with invoke-time shapes, or a Delegate
+        # shared by interpreters of other shapes, runs at others)
+        at = list(sg.tensors[g[0].outputs[0]].shape)
         why = (f"kept on LiteRT: OpenCL ~{ocl:.0f} us (cold round trip ~{costs.round_trip_us:.0f} us) "
-               f"not {AUTO_MARGIN}x below LiteRT ~{lit:.0f} us")
+               f"not {AUTO_MARGIN}x below LiteRT ~{lit:.0f} us, at {at}")
         out.update({n.index: why for n in g})
     return out

@@ -250,3 +250,17 @@ def test_cli_empty_device_is_one_line_error(tmp_path):
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1, r.stderr
         assert lines[0].startswith("error: empty device spec") and "Traceback" not in r.stderr
+
+
+def test_diff_report_counts_nan_payloads_and_nan_signs_apart():
+    """NaNs of one sign with other payload bits are equal (the contract) but counted
+    (nan_payloads: a fresh user's byte-for-byte check found them behind "bit-exact yes");
+    a mismatch that is a NaN of the other sign is counted as such (nan_signs)."""
+    bits = np.array([0x7FC00000, 0x7FC00001, 0x7F800001, 0xFFC00000, 0x3F800000], np.uint32)
+    want = bits.view(np.float32)
+    got = np.array([0x7FC00000, 0x7FC00000, 0x7FC00001, 0x7FC00000, 0x3F800000], np.uint32).view(np.float32)
+    rep = diff_report("o", got, want)
+    assert rep["bit_exact"] is False and rep["mismatched"] == 1
+    assert rep["nan_payloads"] == 2 and rep["nan_signs"] == 1, rep
+    rep = diff_report("o", want, want.copy())
+    assert rep["bit_exact"] and rep["nan_payloads"] == 0 and rep["nan_signs"] == 0
