@@ -118,6 +118,12 @@ def _load_npz(path: str) -> dict:
         raise _Usage(f"cannot read inputs file {path} as .npz: {msg}") from None
 
 
+def shown(text: str) -> str:
+    """``text`` (a name from the model) as the terminal may show it: control characters
+    escaped (a crafted tensor name could clear the screen or repaint a line)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def _check_writable(path: str, what: str, reads=()) -> None:
     """Refuse an output path that cannot be written, or that is one of the files the
     command reads (``reads``: the model, the inputs file; None entries skipped), before
@@ -295,6 +301,10 @@ def _inputs_for(details: list[dict], given: dict | None, seed: int, resize: bool
     missing = [n for n in names if n not in given]
     if missing:
         raise _Usage(f"missing input(s) {missing}; the model's inputs are {names}")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # one array would feed both (a model the converter does not write, but valid)
+        raise _Usage(f"the model has several inputs named {twice[0]!r}: an --inputs file cannot tell them "
+                     "apart (leave --inputs out for seeded random inputs)")
     out = {}
     for d in details:
         v = np.asarray(given[d["name"]])

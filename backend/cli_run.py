@@ -10,7 +10,7 @@ import numpy as np
 
 from .cli_common import (_Usage, _check_writable, _details_by_name, _device_json, _device_line, _inputs_for,
                          _load_npz, _npz_path, _open, _pick_signature, _reachable, _report, _subgraph_of,
-                         _summary, _unique_names)
+                         _summary, _unique_names, shown)
 from .cli_inspect import _node_runs, _unwritten_outputs
 from .errors import PrepareError
 
@@ -38,7 +38,7 @@ def cmd_run(args) -> int:
     interp, sig, inputs = _open_with_inputs(args)
     outs = _unique_names(run_outputs(interp, inputs, sig))
     for name, v in outs.items():
-        print(f"{name}: {v.dtype}{list(v.shape)}")
+        print(f"{shown(name)}: {v.dtype}{list(v.shape)}")
     if out_path:
         try:
             with open(out_path, "wb") as f:  # a file object: numpy appends nothing
@@ -208,13 +208,13 @@ def cmd_compare(args) -> int:
         print(f"{'output':<32} {'dtype':<9} {'shape':<18} {'bit-exact':<9} {'max abs diff':>12} {'mismatched':>10}")
         for o in r["outputs"]:
             mad = "-" if o["max_abs_diff"] is None else f"{o['max_abs_diff']:.6g}"
-            print(f"{o['name'][:32]:<32} {o['dtype']:<9} {str(o['shape']):<18} "
+            print(f"{shown(o['name'])[:32]:<32} {o['dtype']:<9} {str(o['shape']):<18} "
                   f"{'yes' if o['bit_exact'] else 'NO':<9} {mad:>12} {o['mismatched']:>10}")
         what = f"signature {sig}'s outputs" if len(results) > 1 else "all outputs"
         if r["all_bit_exact"]:
             print(f"{what} bit-exact with {against}")
         else:
-            bad = [o["name"] for o in r["outputs"] if not o["bit_exact"]]
+            bad = [shown(o["name"]) for o in r["outputs"] if not o["bit_exact"]]
             of = f"signature {sig}: " if len(results) > 1 else ""
             print(f"{of}{len(bad)} of {len(r['outputs'])} output(s) DIFFER ({', '.join(bad)}) from {against}; "
                   f"--reference {others.replace(', ', ' or ')} compares against another LiteRT resolver")
@@ -224,7 +224,7 @@ def cmd_compare(args) -> int:
                   "outside the bit-for-bit contract (README, 'Bit for bit')")
         signs = [o for o in r["outputs"] if not o["bit_exact"] and o.get("nan_signs") == o["mismatched"]]
         if signs:
-            print(f"note: every differing element of {', '.join(o['name'] for o in signs)} is a NaN of the other "
+            print(f"note: every differing element of {', '.join(shown(o['name']) for o in signs)} is a NaN of the other "
                   "sign" + (" (--reference ref: LiteRT's reference kernels give either sign for two NaNs "
                             "of opposite sign, README)" if args.reference == "ref" else ""))
         for note in r["notes"]:

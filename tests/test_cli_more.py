@@ -707,3 +707,32 @@ def test_a_file_whose_size_reads_zero_but_holds_bytes_is_read():
 
     with pytest.raises(ModelError, match="not a TFLite model"):
         load_model("/proc/self/status")
+
+
+def _named_add(x_name: str, y_name: str, out_name: str) -> bytes:
+    from ai_edge_litert import schema_py_generated as S
+
+    from models.builders import _Graph
+
+    g = _Graph()
+    x, y = g.tensor(x_name, "float32", (4,)), g.tensor(y_name, "float32", (4,))
+    out = g.tensor(out_name, "float32", (4,))
+    g.op(S.BuiltinOperator.ADD, [x, y], [out], options_type=S.BuiltinOptions.AddOptions, options=S.AddOptionsT())
+    g.inputs, g.outputs = [x, y], [out]
+    return g.finish()
+
+
+def test_names_from_the_model_reach_the_terminal_escaped_and_twin_inputs_are_refused(tmp_path, fast_device):
+    """A tensor name holding terminal escapes is printed escaped by compare and run (a
+    fresh user's crafted name cleared the screen and recoloured lines); two inputs of one
+    name with --inputs: one error (both took the same array, exit 0)."""
+    m = tmp_path / "evil.tflite"
+    m.write_bytes(_named_add("x", "y", "o\x1b[2J\x1b[31mRED"))
+    for cmd in ("compare", "run"):
+        r = run_cli(cmd, m, "--device", fast_device)
+        assert r.returncode == 0 and "\x1b" not in r.stdout and "\\x1b[2J" in r.stdout, (cmd, r.stdout, r.stderr)
+    twins = tmp_path / "twins.tflite"
+    twins.write_bytes(_named_add("x", "x", "out"))
+    ins = tmp_path / "x.npz"
+    np.savez(ins, x=np.ones(4, np.float32))
+    one_error(run_cli("run", twins, "--inputs", ins, "--device", fast_device), "several inputs named 'x'")
