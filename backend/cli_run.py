@@ -422,6 +422,8 @@ def cmd_export(args) -> int:
                   f"to export, and LiteRT prepares this graph's delegate once, at the model's own shapes (the "
                   f"graph has shapes known only at invoke), not after a resize")
     if not shipped:  # litecl.Delegate's nodes, none of which the native delegate takes (said above)
+        if m.get("note"):
+            print(f"note: {m['note']}")
         print(f"{args.model}: the native delegate would take no node at the exported shapes on {where}; "
               f"nothing to ship (exit 1)")
         return 1
