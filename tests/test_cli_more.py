@@ -736,3 +736,21 @@ def test_names_from_the_model_reach_the_terminal_escaped_and_twin_inputs_are_ref
     ins = tmp_path / "x.npz"
     np.savez(ins, x=np.ones(4, np.float32))
     one_error(run_cli("run", twins, "--inputs", ins, "--device", fast_device), "several inputs named 'x'")
+
+
+def test_bench_table_counts_every_launch_of_a_while_body(fast_device):
+    """launch_profile sums a WHILE body's launches over the run (7 iterations: 7 launches a
+    run); it kept the last iteration's time only, so a fresh user's 100-iteration loop read
+    0.13% of the inference."""
+    from conftest import tf_model
+    from litecl.bench import launch_profile
+
+    it = litecl.Interpreter(model_content=tf_model("while_cast"), device=fast_device, quiet=True)
+    it.allocate_tensors()
+    x, n = it.get_input_details()
+    it.set_tensor(x["index"], np.arange(5, dtype=np.float32))
+    it.set_tensor(n["index"], np.array(7, np.int32))
+    rows = launch_profile(it.delegate, it.invoke, runs=2)
+    body = [r for r in rows if r["subgraph"] not in (0, None)]
+    assert body and all(r["per_run"] == 7 and r["runs"] == 2 for r in body), rows
+    assert all(r["per_run"] == 1 for r in rows if r["subgraph"] == 0), rows
