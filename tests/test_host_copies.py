@@ -274,3 +274,15 @@ def test_copy_devices_stage_small_tensors_through_pinned_memory(fast_device):
         assert bit_equal(got, want), n
         assert d.stats["staged"] - before == staged, (n, d.stats)
         assert d.stats["in_place"] == 0
+
+def test_a_busy_host_splits_a_copy_over_fewer_threads(monkeypatch):
+    """The split copy takes the cores the 1-minute load average leaves idle (a fresh
+    user's 16 MiB reads took 1.6x LiteRT's with both cores of the 2-core VM busy), at
+    least one; LITECL_HOST_THREADS set wins."""
+    monkeypatch.delenv("LITECL_HOST_THREADS", raising=False)
+    monkeypatch.setattr(hc, "_CPUS", 4)
+    for load, want in ((0.0, 4), (1.2, 3), (3.6, 1), (40.0, 1)):
+        monkeypatch.setattr(hc.os, "getloadavg", lambda load=load: (load, load, load))
+        assert hc._idle_threads() == want, load
+    monkeypatch.setenv("LITECL_HOST_THREADS", "3")
+    assert hc._idle_threads() == 3
