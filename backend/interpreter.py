@@ -105,11 +105,16 @@ def _price_at_running_shapes(delegate: Delegate, model) -> None:
     it runs at. With the flag LiteRT keeps the first decision across resizes, made at the
     declared shapes (a [-1, 1000] CAST run at [2000, 1000] stayed on LiteRT as "~0 us"
     of LiteRT). A shared Delegate (delegate=, or stock LiteRT) keeps the flag: its
-    decisions are those of the shapes its first Prepare saw."""
+    decisions are those of the shapes its first Prepare saw. Only a model with an input
+    whose shape signature has a -1 (a dimension meant to vary) asks: the static delegate
+    costs LiteRT an allocation at construction (auto's start-up over the 34 models of
+    bench_delegate: 1.77x LiteRT's, 2.0x had every model asked)."""
     from .export import delegate_flags  # noqa: PLC0415
 
     if model._static is None:
-        model._static = delegate_flags(model.raw) == 0
+        varies = any(-1 in tuple(sg.tensors[t].shape_signature or ()) for sg in model.subgraphs for t in sg.inputs
+                     if 0 <= t < len(sg.tensors))
+        model._static = varies and delegate_flags(model.raw) == 0
     if model._static:
         delegate._struct.flags = 0
 
