@@ -387,7 +387,10 @@ def _auto_order(devices: list) -> list:
     docs/PERFORMANCE.md, session 17): on a 16-core Xeon (Skylake-AVX512) it ran litecl's
     partitions at 0.16 round-trip floors each against pip's PoCL 3.0's 0.39, invoke median
     1.48x LiteRT against 1.94x, MoveNet's first Interpreter in 109 ms against 121, the
-    16M-element models alike; on an AMD EPYC Zen 4 pip's PoCL builds no kernel."""
+    16M-element models alike; on an AMD EPYC Zen 4 pip's PoCL builds no kernel; on a
+    2-core Xeon with AVX-512 and AMX (session 20) invoke median 1.25x against 1.32x, a
+    third of PoCL's round trip, PoCL ahead only on one-node models and the first
+    Interpreter (49 ms against 68)."""
     order = [d for d in devices if _is_gpu(d)]
     for alias in ("intel", "pocl", "oclgrind"):
         order += [d for d in devices if d not in order and _ALIASES[alias] in d.platform.name.lower()]
