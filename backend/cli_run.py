@@ -376,8 +376,9 @@ def _print_run_order(rows: list) -> None:
 def cmd_export(args) -> int:
     from .export import export  # noqa: PLC0415
 
-    if not os.path.exists(args.model):
-        raise _Usage(f"model file not found: {args.model}")
+    from .model import model_file  # noqa: PLC0415
+
+    model_file(args.model)  # missing, a directory, a link to nothing: every command's words
     if not args.out:
         raise _Usage("--out is empty: name the folder to write the delegate to")
     if os.path.exists(args.out) and not os.path.isdir(args.out):

@@ -252,6 +252,9 @@ def model_file(path) -> Path:
     except TypeError:
         raise ModelError(f"model_path must be a str or path-like, got {type(path).__name__}") from None
     if not p.exists():
+        if p.is_symlink():  # exists() follows it: a loop, or a target that is gone
+            raise ModelError(f"model path {p} is a symbolic link that leads to no file (a loop, or its target "
+                             f"{os.readlink(p)} is missing)")
         raise ModelError(f"model file not found: {p}")
     if p.is_dir():
         raise ModelError(f"model path is a directory, expected a .tflite file: {p}")

@@ -754,3 +754,14 @@ def test_bench_table_counts_every_launch_of_a_while_body(fast_device):
     body = [r for r in rows if r["subgraph"] not in (0, None)]
     assert body and all(r["per_run"] == 7 and r["runs"] == 2 for r in body), rows
     assert all(r["per_run"] == 1 for r in rows if r["subgraph"] == 0), rows
+
+
+def test_a_symbolic_link_to_nothing_is_named_as_such(tmp_path):
+    """A link loop, or a link whose target is gone, given as the model: one error naming
+    the link (it read "model file not found", although the path is there)."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "gone").symlink_to(tmp_path / "missing.tflite")
+    for link in ("a", "gone"):
+        for cmd in (("compare",), ("export", "--out", tmp_path / "e")):
+            one_error(run_cli(cmd[0], tmp_path / link, *cmd[1:]), "is a symbolic link that leads to no file")
