@@ -1262,3 +1262,26 @@ def test_export_warns_of_kernels_a_resize_of_a_dynamic_graph_breaks(tmp_path, fa
     assert g["fixed_across_resize"] and g["native_claimed"] >= 1, g
     assert "compile in the exported shapes, and LiteRT keeps this graph's delegate across resize_tensor_input" \
         in err and "export at the shapes the app runs (--inputs FILE.npz)" in err, err
+
+
+def test_the_nodes_option_names_cast_and_add_nodes_only(tmp_path, fast_device):
+    """nodes naming a node of another operator (a MUL) is refused at load in one line, as
+    litecl.Delegate's nodes= (a fresh user's "0=1,5" on MoveNet loaded and claimed
+    nothing without a word); a CAST's index loads."""
+    from models.builders import multi_op_model
+
+    _need(CC)
+    m = tmp_path / "m.tflite"
+    m.write_bytes(multi_op_model("cast_mul_cast"))
+    from litecl.model import load_model
+
+    ops = [x.op for x in load_model(str(m)).subgraphs[0].nodes]
+    out = tmp_path / "e"
+    _export_build(m, out, fast_device)
+    mul, cast = ops.index("MUL"), ops.index("CAST")
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([{"nodes": f"0={cast},{mul}"},
+                                                                       {"nodes": f"0={cast}"}]))
+    refused, loaded = r.stdout.splitlines()
+    assert refused.startswith("REFUSED") and f"nodes names node {mul} of subgraph 0, a node of builtin operator" \
+        in refused and "litecl takes CAST and ADD nodes only" in refused, refused
+    assert loaded == "LOADED", r.stdout

@@ -2721,6 +2721,28 @@ static device_entry *device_for(const char *library, const char *platform, const
     return e;
 }
 
+/* Node ``node``'s builtin operator code in subgraph ``s`` as exported (its fingerprint:
+ * tensor and node counts, then per node index, code, version, inputs, outputs, and for
+ * an ADD its activation and pot_scale_int16; export.py ``fingerprint``), or -1. */
+static int exported_builtin(const lcl_subgraph *s, int node) {
+    const int32_t *f = LCL_INTS + s->fingerprint.off, *end = f + s->fingerprint.len;
+    if (end - f < 2) return -1;
+    int n_nodes = f[1];
+    f += 2;
+    for (int k = 0; k < n_nodes && end - f >= 4; k++) {
+        int index = f[0], code = f[1];
+        f += 3;                       /* index, code, version */
+        if (end - f < 1) return -1;
+        f += 1 + f[0];                /* inputs */
+        if (end - f < 1) return -1;
+        f += 1 + f[0];                /* outputs */
+        if (code == kTfLiteBuiltinAdd) f += 2;
+        if (index == node) return code;
+        if (f > end) return -1;
+    }
+    return -1;
+}
+
 /* A yes/no option's value: 1 or 0, -1 when it is neither (then refused, naming these). */
 #define LCL_FLAG_VALUES "1, 0, true, false, yes, no, on or off"
 static int flag_value(const char *v) {
@@ -2939,6 +2961,12 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
         if (node >= LCL_SUBGRAPHS[sg].n_nodes) {
             snprintf(err, sizeof err, "litecl: nodes names node %d of subgraph %d, which has %d node(s) (0..%d)",
                      node, sg, LCL_SUBGRAPHS[sg].n_nodes, LCL_SUBGRAPHS[sg].n_nodes - 1);
+            goto fail;
+        }
+        int code = exported_builtin(&LCL_SUBGRAPHS[sg], node);
+        if (code >= 0 && code != kTfLiteBuiltinCast && code != kTfLiteBuiltinAdd) { /* as litecl.Delegate's nodes= */
+            snprintf(err, sizeof err, "litecl: nodes names node %d of subgraph %d, a node of builtin operator %d: "
+                     "litecl takes CAST and ADD nodes only", node, sg, code);
             goto fail;
         }
     }
