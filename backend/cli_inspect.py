@@ -62,22 +62,25 @@ def cmd_devices(args) -> int:
 
 def _devices_check(args, devices) -> int:
     """``devices --check``: every self-test family on every device (backend/selftest.py),
-    each device in a child process; one row per device, the failing families named."""
+    each device in a child process; one row per device, the failing families named. Exit
+    1 when a device computes a family wrong, builds no kernel or could not be checked (a
+    check that never ran exited 0, a fresh user's), else 0."""
     from .selftest import check_devices  # noqa: PLC0415
 
     rows = check_devices([(s, d) for s, d, err in devices if s and not err])
     rows += [{"spec": s, "device": d, "checked": 0, "failed": {}, "error": f"builds no kernel: {err}"}
              for s, d, err in devices if s and err]
+    bad = int(any(r["error"] or r["failed"] for r in rows))
     if args.json:
         print(json.dumps(rows, indent=2))
-        return 0
+        return bad
     for r in rows:
         state = r["error"] or (f"{len(r['failed'])} of {r['checked']} families computed wrong, kept on LiteRT"
                                if r["failed"] else f"all {r['checked']} families give LiteRT's bits")
         print(f"{r['spec']:<12} {r['device']}: {state}")
         for name, why in r["failed"].items():
             print(f"    {name}: {why}")
-    return 0
+    return bad
 
 
 def cmd_inspect(args) -> int:

@@ -64,7 +64,7 @@ from .cl_build import say_held  # noqa: I001
 from .cl_build import (STALE_LOCK_SECONDS, _bitcode_truncated, _elf_truncated,  # noqa: F401  (re-exported)
                        _fix_pocl_cache_folder, _fix_pyopencl_caches, _warn_once, build_binary,
                        build_source, pocl_binary_problem, pocl_cache_problem, pyopencl_cache_folder)
-from .errors import DeviceError
+from .errors import CHILD_PATH, DeviceError
 from .icd import (_GPU_NODES, _LLVM_EXPORTERS, _add_pocl_basic, _check_env,  # noqa: F401  (re-exported)
                   _icd_folder_name, _is_pocl_basic, _listing, _materialize_icd_folder, _pocl_kind,
                   _preload_icds_if_llvm_clash, _switched_off, _wire_intel_icd)
@@ -609,7 +609,7 @@ def _compiler_probe(d: "cl.Device") -> str:
 #: LLVM names znver3 (AMD EPYC Zen 4, measured), compiles kernels without avx512f but links
 #: its avx512 builtin library: convert_uchar16(int16) returns garbage and some kernels crash
 #: the process (a CAST returned zeros, another segfaulted). Run in a child process.
-_WIDE_VECTOR_PROBE = r"""
+_WIDE_VECTOR_PROBE = CHILD_PATH + r"""
 import sys
 import numpy as np
 from litecl.device import _all_devices

@@ -109,3 +109,10 @@ def env_flag(name: str, default: bool = False) -> bool:
     if flag is None:
         raise LiteclError(f"{name} must be one of {FLAG_VALUES} (or unset), got {v!r}")
     return flag
+
+
+#: the first line of every ``python -c`` child litecl starts (device.py's probe,
+#: selftest.check_devices): -c puts the working folder first on the import path, where a
+#: folder named litecl (a checkout of it, from the folder above) hides the installed
+#: package ("cannot import name 'open_device'": every device's check failed)
+CHILD_PATH = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"

@@ -32,6 +32,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .errors import CHILD_PATH
+
 __all__ = ["Family", "FAMILIES", "family_of", "family_name", "canonical_inputs", "check", "refusal",
            "check_all", "FAULT_ENV"]
 
@@ -341,7 +343,7 @@ def check_all(device) -> list:
     return out
 
 
-_CHILD = ("import json, sys\nfrom litecl import open_device, selftest\n"
+_CHILD = (CHILD_PATH + "import json, sys\nfrom litecl import open_device, selftest\n"
           "rows = selftest.check_all(open_device(sys.argv[1]))\n"
           "print(json.dumps({'checked': len(rows), 'failed': {n: v for n, v in rows if v}}))\n")
 
