@@ -379,6 +379,9 @@ class _Child:
         if os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+            if sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL, signal.SIGHUP):  # sent from outside
+                return {"status": "error", "reason": f"killed ({name}) from outside the job; a later sweep runs "
+                                                     "it again", "retry": True}
             return {"status": "error", "reason": f"crashed ({name}) in LiteRT or the OpenCL runtime{self._log_tail()}"}
         try:
             return json.loads(self.out.read_text())
@@ -495,6 +498,8 @@ def run(args) -> int:
         if args.models or args.device or args.out or getattr(args, "ray", None) is not None:
             raise LiteclError("--report DIR writes the report of DIR's results alone: give no MODELS, --device, "
                               "--out or --ray")
+        if not Path(args.report).is_dir():
+            raise LiteclError(f"--report {args.report}: not a folder (give the --out folder of a sweep)")
         print("wrote {} and {}".format(*write_report(args.report)))
         return 0
     sweep = _Sweep
@@ -506,6 +511,15 @@ def run(args) -> int:
         raise LiteclError("litecl sweep needs MODELS, at least one --device SPEC and --out DIR (or --report DIR alone)")
     if not args.timeout > 0:
         raise LiteclError(f"--timeout must be more than 0 seconds, got {args.timeout:g}")
+    # the variables every job reads: a bad one is one error line here, not an error row
+    # per model x device that a later sweep keeps (a fresh user's LITECL_CACHE_MAX_BYTES=abc)
+    from .cache import max_bytes  # noqa: PLC0415
+    from .errors import env_flag  # noqa: PLC0415
+    from .hostcopy import host_threads  # noqa: PLC0415
+
+    max_bytes(), host_threads()
+    for flag in ("LITECL_QUIET", "LITECL_NO_CACHE", "LITECL_NO_SUPERVISOR", "LITECL_DEBUG"):
+        env_flag(flag)
     faults = _faults()
     try:
         found = find_models(args.models)
@@ -623,8 +637,10 @@ class _Sweep:
                    "out": str(self.out.resolve()),
                    "reference": a.reference, "placement": a.placement, "fault": fault}
             row = self.old.get((m["path"], job["id"]))
-            # a job killed at a shorter --timeout than this sweep's runs again (it may finish now)
-            if row is not None and not a.force and not row.get("limit_s", a.timeout) < a.timeout:
+            # a job killed at a shorter --timeout than this sweep's, or from outside (an
+            # interrupt, the OOM killer), runs again (it may finish now)
+            if row is not None and not a.force and not row.get("retry") \
+                    and not row.get("limit_s", a.timeout) < a.timeout:
                 self.current[identity(row)] = row
                 self.kept += 1
             else:

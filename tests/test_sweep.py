@@ -286,3 +286,26 @@ def test_models_of_one_name_from_two_folders_are_told_apart(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(r["name"] for r in read_results(out)) == ["za/model.tflite", "zb/model.tflite"]
     assert "za/model.tflite" in r.stderr and "zb/model.tflite" in (out / "report.md").read_text()
+
+
+def test_bad_variables_and_report_paths_are_one_error_and_killed_jobs_run_again(tmp_path):
+    """A LITECL_* variable every job reads that is bad: one error line before any job (it
+    made an error row per model x device that later sweeps kept); --report naming a file:
+    one error line (internal NotADirectoryError); a row of a job killed from outside
+    (retry: an interrupt, the OOM killer) runs again at the next sweep."""
+    dev = any_fast_device()
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "m.tflite").write_bytes(multi_op_model("alternating"))
+    out = tmp_path / "out"
+    r = sweep(zoo, "--device", dev, "--out", out, env={"LITECL_CACHE_MAX_BYTES": "abc"})
+    assert r.returncode == 2 and r.stderr.strip().startswith("error: LITECL_CACHE_MAX_BYTES"), r.stderr
+    assert not (out / "results.jsonl").exists()
+    r = sweep("--report", zoo / "m.tflite")
+    assert r.returncode == 2 and "not a folder" in r.stderr, r.stderr
+    assert sweep(zoo, "--device", dev, "--out", out).returncode == 0
+    (row,) = read_results(out)
+    row.update(status="error", reason="killed (SIGKILL) from outside the job", retry=True)
+    (out / "results.jsonl").write_text(json.dumps(row) + "\n")
+    r = sweep(zoo, "--device", dev, "--out", out)
+    assert " 1 run now" in r.stdout and read_results(out)[0]["status"] == "exact", r.stdout + r.stderr
