@@ -425,16 +425,42 @@ def _pool(jobs: list, fn, n: int, limit_s: float, tmp: Path, done) -> None:
 
 def read_results(folder) -> list[dict]:
     """The rows of FOLDER/results.jsonl in file order ([] when there is none); a line that
-    is not a JSON object (a write cut short) is skipped."""
+    is not a JSON object (a write cut short) or not a row as sweep writes them (a hand
+    edit: a field missing or of another type) is skipped, the latter said once in a
+    ``warning:`` line on stderr (each was an internal error of every later sweep)."""
     try:
         lines = (Path(folder) / RESULTS).read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return []
-    rows = []
-    for line in lines:
-        with contextlib.suppress(ValueError):
-            rows.append(json.loads(line))
-    return [r for r in rows if isinstance(r, dict) and "key" in r]
+    rows, odd = [], []
+    for n, line in enumerate(lines, 1):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(r, dict) and "key" in r:
+            if _row_ok(r):
+                rows.append(r)
+            else:
+                odd.append(n)
+    if odd:
+        print(f"warning: {Path(folder) / RESULTS}: line(s) {', '.join(map(str, odd[:5]))}"
+              f"{' ...' if len(odd) > 5 else ''} are not rows as litecl sweep writes them; left out",
+              file=sys.stderr)
+    return rows
+
+
+#: a row's fields and their types, as _Sweep._add writes them (key: as _plan makes it)
+_ROW_FIELDS = {"id": str, "path": str, "name": str, "device": str, "kind": str, "status": str,
+               "reason": str, "seconds": (int, float)}
+_KEY_FIELDS = {"device": str, "kind": str, "reference": str, "placement": str}
+_STATUSES = ("exact", "differs", "error", "refused", "ok")
+
+
+def _row_ok(r: dict) -> bool:
+    k = r.get("key")
+    return (all(isinstance(r.get(f), t) for f, t in _ROW_FIELDS.items()) and isinstance(k, dict)
+            and all(isinstance(k.get(f), t) for f, t in _KEY_FIELDS.items()) and r["status"] in _STATUSES)
 
 
 def identity(row: dict) -> tuple:

@@ -309,3 +309,24 @@ def test_bad_variables_and_report_paths_are_one_error_and_killed_jobs_run_again(
     (out / "results.jsonl").write_text(json.dumps(row) + "\n")
     r = sweep(zoo, "--device", dev, "--out", out)
     assert " 1 run now" in r.stdout and read_results(out)[0]["status"] == "exact", r.stdout + r.stderr
+
+
+def test_a_hand_edited_row_is_left_out_with_a_warning(tmp_path):
+    """A results.jsonl row edited by hand into something sweep does not write (seconds
+    "abc", a field gone): a warning line naming it, the row left out and its job run again
+    (each was an internal error of every later sweep and of --report)."""
+    dev = any_fast_device()
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "m.tflite").write_bytes(multi_op_model("alternating"))
+    out = tmp_path / "out"
+    assert sweep(zoo, "--device", dev, "--out", out).returncode == 0
+    (row,) = read_results(out)
+    for edit in ({"seconds": "abc"}, {"name": None}, {"status": "foo"}):
+        (out / "results.jsonl").write_text(json.dumps({**row, **edit}) + "\n")
+        r = sweep(zoo, "--device", dev, "--out", out)
+        assert r.returncode == 0 and " 1 run now" in r.stdout, (edit, r.stdout, r.stderr)
+        assert "are not rows as litecl sweep writes them; left out" in r.stderr, (edit, r.stderr)
+    (out / "results.jsonl").write_text(json.dumps(row) + "\n" + json.dumps({**row, "seconds": "abc"}) + "\n")
+    r = sweep("--report", out)
+    assert r.returncode == 0 and "left out" in r.stderr, r.stderr
