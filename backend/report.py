@@ -141,7 +141,10 @@ def write_report(folder) -> tuple[Path, Path]:
 
 
 def _md(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """``text`` as one table cell of plain text: the cell separator escaped, HTML a
+    Markdown viewer would render (a model file named <img onerror=...>) as entities."""
+    return (str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("|", "\\|").replace("\n", " "))
 
 
 def _markdown(d: _Data) -> str:

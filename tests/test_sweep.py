@@ -330,3 +330,11 @@ def test_a_hand_edited_row_is_left_out_with_a_warning(tmp_path):
     (out / "results.jsonl").write_text(json.dumps(row) + "\n" + json.dumps({**row, "seconds": "abc"}) + "\n")
     r = sweep("--report", out)
     assert r.returncode == 0 and "left out" in r.stderr, r.stderr
+
+
+def test_report_md_cells_are_plain_text():
+    """A model file named like HTML is text in report.md (a Markdown viewer rendered a
+    fresh user's <img onerror=...>.tflite); the cell separator is escaped."""
+    from litecl.report import _md
+
+    assert _md("<img src=x onerror=alert(1)>|a.tflite") == "&lt;img src=x onerror=alert(1)&gt;\\|a.tflite"
