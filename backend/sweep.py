@@ -64,7 +64,14 @@ def _is_model(p: Path) -> bool:
 
 
 def _folder(p: Path) -> list:
-    return [(q, q.relative_to(p).as_posix()) for q in sorted(p.rglob("*.tflite")) if q.is_file()]
+    """(path, name under ``p``) of the *.tflite files under folder ``p``; the ones that
+    are no file (a link to nothing, a folder named so) are named in one warning line."""
+    found = sorted(p.rglob("*.tflite"))
+    odd = [q.relative_to(p).as_posix() for q in found if not q.is_file()]
+    if odd:
+        print(f"warning: {p}: {', '.join(odd[:5])}{' ...' if len(odd) > 5 else ''}: no model file there (a "
+              "link to nothing, or a folder); skipped", file=sys.stderr)
+    return [(q, q.relative_to(p).as_posix()) for q in found if q.is_file()]
 
 
 def find_models(items: list, listed: bool = False) -> list[tuple[Path, str]]:

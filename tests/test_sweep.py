@@ -338,3 +338,12 @@ def test_report_md_cells_are_plain_text():
     from litecl.report import _md
 
     assert _md("<img src=x onerror=alert(1)>|a.tflite") == "&lt;img src=x onerror=alert(1)&gt;\\|a.tflite"
+
+
+def test_a_link_to_nothing_in_a_swept_folder_is_named(tmp_path, capsys):
+    """A *.tflite link to nothing in a folder: one warning line naming it (it was skipped
+    without a word; given directly it is an error)."""
+    (tmp_path / "a.tflite").write_bytes(multi_op_model("alternating"))
+    (tmp_path / "gone.tflite").symlink_to(tmp_path / "missing.tflite")
+    assert [n for _, n in find_models([str(tmp_path)])] == ["a.tflite"]
+    assert "gone.tflite: no model file there" in capsys.readouterr().err
