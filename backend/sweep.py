@@ -602,12 +602,15 @@ class _Sweep:
         self.args, self.faults, self.t0 = args, faults, time.monotonic()
         self.out = Path(args.out)
         self.found, self.models, seen = len(found), [], set()
+        self.dups: set = set()  # files skipped as another's content: their earlier rows go (_compact)
         for path, name in found:  # the same content twice is swept once
             sha = _sha256(path)
             if sha not in seen:
                 seen.add(sha)
                 self.models.append({"path": str(path.resolve()), "name": name, "sha": sha,
                                     "size": path.stat().st_size})
+            else:
+                self.dups.add(str(path.resolve()))
         _distinct_names(self.models)
         self.devices = list(dict.fromkeys(args.device))
         self.env = {"litert": _litert_version(), "litecl": __version__, "source": _source_hash()}
@@ -706,8 +709,11 @@ class _Sweep:
         row, by device: those of earlier sweeps in their order, then new ones in --device order
         (the report's column order; rows were appended as jobs ended)."""
         mine = {(r["path"], r["id"]) for r in self.current.values()}
+        # a file now holding another's content is swept as that one: its rows of what it
+        # held before would stay in the report (a fresh user's "refused: 5 bytes" of a file
+        # since replaced)
         rows = {(r["path"], r["id"]): r for r in read_results(self.out)
-                if identity(r) not in self.current or (r["path"], r["id"]) in mine}
+                if r["path"] not in self.dups and (identity(r) not in self.current or (r["path"], r["id"]) in mine)}
         order = {d: k for k, d in enumerate(dict.fromkeys([r["device"] for r in self.old.values()] + self.devices))}
         rows = sorted(rows.values(), key=lambda r: order.get(r["device"], len(order)))
         tmp = self.out / (RESULTS + ".tmp")

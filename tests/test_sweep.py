@@ -347,3 +347,22 @@ def test_a_link_to_nothing_in_a_swept_folder_is_named(tmp_path, capsys):
     (tmp_path / "gone.tflite").symlink_to(tmp_path / "missing.tflite")
     assert [n for _, n in find_models([str(tmp_path)])] == ["a.tflite"]
     assert "gone.tflite: no model file there" in capsys.readouterr().err
+
+
+def test_a_file_that_now_holds_another_s_content_leaves_no_stale_row(tmp_path):
+    """b.tflite refused as junk, then overwritten with a.tflite's bytes: the next sweep
+    skips it as a's content and drops its old row (the report kept "refused: 5 bytes is
+    too short" beside a console saying refused 0, a fresh user's)."""
+    dev = any_fast_device()
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "a.tflite").write_bytes(multi_op_model("alternating"))
+    (zoo / "b.tflite").write_bytes(b"junk!")
+    out = tmp_path / "out"
+    sweep(zoo, "--device", dev, "--out", out)
+    assert {r["name"] for r in read_results(out)} == {"a.tflite", "b.tflite"}
+    (zoo / "b.tflite").write_bytes((zoo / "a.tflite").read_bytes())
+    r = sweep(zoo, "--device", dev, "--out", out)
+    assert r.returncode == 0 and "1 file(s) skipped, the same content as another" in r.stdout, r.stdout
+    assert [r["name"] for r in read_results(out)] == ["a.tflite"]
+    assert "b.tflite" not in (out / "report.md").read_text()
