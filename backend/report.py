@@ -169,7 +169,8 @@ def _markdown(d: _Data) -> str:
                 out.append(f"| {_md(d.names[m])} | {_md(c)} | {_md(b['status'] + ': ' + b['reason'])} | | | | | |")
                 continue
             fpp = "-" if b["floors_per_partition"] is None else f"{b['floors_per_partition']:.2f}"
-            out.append(f"| {_md(d.names[m])} | {_md(c)} | {b['litecl_median_us']:.0f} | {b['litert_median_us']:.0f} | "
+            name = d.names[m] + (f" (signature {b['signature']})" if b.get("signature") else "")
+            out.append(f"| {_md(name)} | {_md(c)} | {b['litecl_median_us']:.0f} | {b['litert_median_us']:.0f} | "
                        f"{b['ratio_median']:.2f} | {b['partitions']} | {b['floor_us']:.1f} | {fpp} |")
     return "\n".join(out) + "\n"
 

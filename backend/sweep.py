@@ -302,7 +302,10 @@ def _bench(job: dict) -> dict:
             rep = json.load(f)
     lit, ref = rep["runs"]["median"], rep["litert"]["median"]
     parts = sum(g["partitions"] for g in rep["graphs"])
+    # bench times one signature (a model of several: the primary subgraph's), the check
+    # every one: the row says which
     return {"status": "ok", "reason": "", "litecl_median_us": lit, "litert_median_us": ref,
+            "signature": rep.get("signature"),
             "ratio_median": rep["ratio_median"], "partitions": parts, "floor_us": floor,
             "floors_per_partition": (lit - ref) / parts / floor if parts and floor else None,
             "init_ms": rep["init_ms"], "litert_init_ms": rep["litert_init_ms"]}
