@@ -148,7 +148,7 @@ def test_unsafe_cache_folder_is_off_for_the_process(tmp_path, monkeypatch):
     root = tmp_path / "c"
     monkeypatch.setenv("LITECL_CACHE_DIR", str(root))
     monkeypatch.delenv("LITECL_NO_CACHE", raising=False)
-    for name, fresh in (("_warned", set()), ("_REFUSED", set()), ("_usage", {})):
+    for name, fresh in (("_warned", set()), ("_REFUSED", set())):
         monkeypatch.setattr(cache, name, fresh, raising=False)
     old = os.umask(0)
     try:
@@ -220,7 +220,6 @@ def test_cache_is_bounded_least_recently_used_first(tmp_path, monkeypatch):
     monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("LITECL_NO_CACHE", raising=False)
     monkeypatch.setenv("LITECL_CACHE_MAX_BYTES", str(10 * 1100))
-    monkeypatch.setattr(cache, "_usage", {})
     for i in range(10):  # 10 entries of 1044 bytes: under the bound
         cache.store_blob("models", f"k{i}", bytes([i]) * 1000)
         p = cache._entry("models", "", f"k{i}")
@@ -241,10 +240,39 @@ def test_cache_bound_holds_over_many_stores_and_processes(tmp_path, monkeypatch)
     monkeypatch.delenv("LITECL_NO_CACHE", raising=False)
     monkeypatch.setenv("LITECL_CACHE_MAX_BYTES", "5000")
     for process in range(3):
-        monkeypatch.setattr(cache, "_usage", {})  # a new process
         for i in range(20):
             cache.store_blob("models", f"p{process}-{i}", b"x" * 900)
             assert sum(p.stat().st_size for p in tmp_path.rglob("*.bin")) <= 5000 + 944
+
+
+def test_a_store_counts_the_cache_only_when_its_ledger_says_so(tmp_path, monkeypatch):
+    """Every process's first store walked the whole cache (250 ms at 21,000 entries on the
+    2-core VM): a store appends to the root's ledger and the entries are counted again
+    only when the ledger is missing, unreadable or too long, or its sum passes the bound."""
+    monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("LITECL_NO_CACHE", raising=False)
+    monkeypatch.setenv("LITECL_CACHE_MAX_BYTES", "100000")
+    counts = []
+    real = cache._count_and_prune
+    monkeypatch.setattr(cache, "_count_and_prune", lambda root, cap: counts.append(1) or real(root, cap))
+    for i in range(5):
+        cache.store_blob("models", f"k{i}", b"x" * 1000)
+    assert len(counts) == 1  # the first store: no ledger yet
+    ledger = (tmp_path / cache.LEDGER).read_text().split()
+    assert ledger[0] == "=1044" and ledger[1:] == ["+1044"] * 4
+    (tmp_path / cache.LEDGER).write_text("=junk\n")
+    cache.store_blob("models", "k5", b"x" * 1000)
+    assert len(counts) == 2 and (tmp_path / cache.LEDGER).read_text() == f"={6 * 1044}\n"
+    monkeypatch.setattr(cache, "LEDGER_LINES", 3)
+    for i in range(4):
+        cache.store_blob("models", f"m{i}", b"y" * 1000)
+    assert len(counts) == 3  # the fourth line past the count
+    monkeypatch.setattr(cache, "LEDGER_LINES", 4096)
+    monkeypatch.setenv("LITECL_CACHE_MAX_BYTES", str(12006))
+    cache.store_blob("models", "n", b"z" * 1000)  # 11 entries: under the bound
+    assert len(counts) == 3
+    cache.store_blob("models", "o", b"z" * 1000)  # 12: past it, the oldest removed
+    assert len(counts) == 4 and sum(p.stat().st_size for p in tmp_path.rglob("*.bin")) <= 12006 * 3 // 4
 
 
 def test_no_cache_values(monkeypatch, tmp_path):
