@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 import numpy as np
@@ -20,7 +21,13 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors, and every multi-word flag in both spellings:
     ``--full-range`` and ``--full_range``, ``--num_runs`` and ``--num-runs`` (users mix
     benchmark_model's underscores with the usual hyphens). The first spelling given is
-    the one help shows first and names the attribute."""
+    the one help shows first and names the attribute. A value that starts with a minus and
+    a digit is a value (``--shapes -1,3 4``: Python 3.11's argparse took "-1,3" for an
+    option and said "expected 2 arguments"; 3.13's reads it so)."""
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self._negative_number_matcher = re.compile(r"-\.?\d")
 
     def error(self, message):  # argparse's own exit status is 2 already; keep one line
         raise _Usage(message)

@@ -527,6 +527,8 @@ def test_kernel_add_and_cast_take_target(fast_device, capsys):
                        (["float32", "--quant", "1:0", "1:0", "1:0"], "int8, uint8 and int16"),
                        (["int8", "--quant", "0:0", "1:0", "1:0"], "scale"),
                        (["float32", "--shapes", "2,x", "2"], "shape"),
+                       # a value starting "-1,": argparse took it for an option ("expected 2 arguments")
+                       (["float32", "--shapes", "-1,3", "4"], "dimensions must be >= 0, got '-1,3'"),
                        (["bfloat16"], ""),
                        (["int16", "--quant", "0.5:3", "0.5:0", "0.5:0"], "zero point")]:
         rc = main(["kernel", "add", *argv, "--device", fast_device])
