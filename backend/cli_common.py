@@ -319,7 +319,9 @@ def _inputs_for(details: list[dict], given: dict | None, seed: int, resize: bool
         if v.dtype != want and v.dtype.newbyteorder("=") == want:
             v = v.astype(want)  # the other byte order: its values, as Interpreter.set_tensor
         if v.dtype != want:
-            raise _Usage(f"input {d['name']!r} expects {want}, got {v.dtype}")
+            got = (f"raw {v.dtype.itemsize}-byte values ({v.dtype.str}: how an .npz stores bfloat16 and "
+                   "other ml_dtypes types, which LiteRT's inputs are not)") if v.dtype.kind == "V" else v.dtype
+            raise _Usage(f"input {d['name']!r} expects {want}, got {got}")
         _check_shape(d, v, resize)
         out[d["name"]] = v
     return out

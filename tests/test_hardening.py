@@ -681,6 +681,9 @@ def test_cli_input_errors(tmp_path, fast_device):
     good = {"input1": np.zeros([2, 3], np.float32), "input2": np.zeros([3], np.float32)}
     cases = {
         "dtype": (dict(good, input2=np.zeros([3], np.int32)), r"input 'input2' expects float32, got int32"),
+        # bfloat16 (ml_dtypes) is stored as raw 2-byte values: the message said "got |V2"
+        "bfloat16": (dict(good, input2=np.zeros([3], "V2")), r"expects float32, got raw 2-byte values \(\|V2: how "
+                     r"an \.npz stores bfloat16"),
         "missing": ({"input1": good["input1"]}, r"missing input\(s\) \['input2'\]"),
         "unknown": (dict(good, nope=good["input2"]), r"unknown input name\(s\) \['nope'\]"),
         "shape": (dict(good, input2=np.zeros([4], np.float32)),
