@@ -381,6 +381,18 @@ def _unique_names(outs: list) -> dict:
     return {(f"{n}#{k}" if n in dup else n): v for k, (n, v) in enumerate(outs)}
 
 
+def _signature_note(interp, sig) -> str:
+    """Where ``sig`` is None (subgraph 0 runs) in a model of several signatures, a line
+    saying so and naming them, else "" (run and bench ran subgraph 0 without a word)."""
+    sigs = interp._model.signatures
+    if sig is not None or len(sigs) < 2:
+        return ""
+    own = [s.key for s in sigs if s.subgraph == 0]
+    which = f" (signature {own[0]!r})" if len(own) == 1 else ""
+    return (f"subgraph 0{which} ran; the model has signatures {', '.join(repr(s.key) for s in sigs)}: "
+            "--signature runs another")
+
+
 def _pick_signature(interp, sig, given=None):
     """The signature key to run, or None for subgraph 0's own inputs and outputs:
     ``sig`` (--signature, checked); else the first signature when subgraph 0 has no

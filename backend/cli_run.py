@@ -9,8 +9,8 @@ import sys
 import numpy as np
 
 from .cli_common import (_Usage, _check_writable, _details_by_name, _device_json, _device_line, _inputs_for,
-                         _load_npz, _npz_path, _open, _pick_signature, _reachable, _report, _subgraph_of,
-                         _summary, _unique_names, shown)
+                         _load_npz, _npz_path, _open, _pick_signature, _reachable, _report, _signature_note,
+                         _subgraph_of, _summary, _unique_names, shown)
 from .cli_inspect import _node_runs, _unwritten_outputs
 from .errors import PrepareError
 
@@ -37,6 +37,9 @@ def cmd_run(args) -> int:
         _check_writable(out_path, "outputs file", (args.model, args.inputs))
     interp, sig, inputs = _open_with_inputs(args)
     outs = _unique_names(run_outputs(interp, inputs, sig))
+    note = _signature_note(interp, sig)
+    if note:  # stdout holds the outputs alone
+        sys.stderr.write(f"INFO: {note}\n")
     for name, v in outs.items():
         print(f"{shown(name)}: {v.dtype}{list(v.shape)}")
     if out_path:
@@ -285,6 +288,8 @@ def cmd_bench(args) -> int:
     init_ms = (time.perf_counter() - t0) * 1e3
     if sig is not None:
         print(f"INFO: signature: {sig}")
+    elif _signature_note(interp, sig):
+        print(f"INFO: {_signature_note(interp, sig)}")
     print(f"INFO: litecl device: {_device_line(interp.device)}")
     if interp.delegate.small_partitions:
         print(f"INFO: {interp.delegate.small_partitions}")

@@ -400,6 +400,11 @@ def test_signature_input_names_without_signature_get_a_hint(tmp_path):
     r = run_cli("bench", m, "--device", DEV, "--num_threads", "1", "--num_runs", "1", "--min_secs", "0",
                 "--warmup_min_secs", "0")
     assert r.returncode == 0, r.stderr
+    # without --signature, run and bench say which one ran (subgraph 0) and name the others
+    note = "INFO: subgraph 0 (signature 'add') ran; the model has signatures 'add', 'mul', 'sub'"
+    assert r.stdout.startswith(note), r.stdout
+    r = run_cli("run", m, "--device", DEV)
+    assert r.returncode == 0 and note in r.stderr and "INFO" not in r.stdout, (r.stdout, r.stderr)
 
 
 def test_npz_inputs_in_the_other_byte_order_are_read_by_value(tmp_path, fast_device):
