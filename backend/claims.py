@@ -134,7 +134,11 @@ def prepare(dlg, ctx) -> int:
     if plan and max(plan) >= len(plan) and already_delegated(dlg, ctx, plan):
         return abi.K_OK  # keep the first application's record (placement())
     size = c.tensors_size
-    si = None if dlg.nodes is None else _subgraph_index(C.addressof(c))
+    si = None
+    if dlg.nodes is not None:
+        si = _subgraph_index(C.addressof(c))
+        if si == 0:  # once per interpreter
+            _check_subgraphs_named(C.addressof(c), dlg.nodes)
     if si is not None and dlg.nodes.get(si):
         n_model = _model_nodes(ctx, plan)
         bad = sorted(i for i in dlg.nodes[si] if i >= n_model)
@@ -313,6 +317,24 @@ def _subgraph_index(addr: int) -> int:
             release(ctx, k)
     raise LiteclError("nodes= needs LiteRT's AcquireSubgraphContext, which this LiteRT does not give "
                       "(its subgraphs cannot be told apart)")
+
+
+def _check_subgraphs_named(addr: int, named) -> None:
+    """Raise LiteclError where subgraph ``max(named)`` (nodes=' subgraph indices) is not in
+    the interpreter of the context at ``addr`` (LiteRT's subgraphs are numbered 0..n-1).
+    Only the highest is asked for: a missing one makes LiteRT's AcquireSubgraphContext
+    report an error, which LiteRT's reporter keeps into its next error's text."""
+    top = max(named, default=0)
+    c = abi.TfLiteContext.from_address(addr)
+    if top == 0 or not (c.AcquireSubgraphContext and c.ReleaseSubgraphContext):
+        return
+    acquire = C.CFUNCTYPE(C.c_int, abi.Ctx, C.c_int, C.POINTER(abi.Ctx))(c.AcquireSubgraphContext)
+    release = C.CFUNCTYPE(C.c_int, abi.Ctx, C.c_int)(c.ReleaseSubgraphContext)
+    ctx, got = C.cast(addr, abi.Ctx), abi.Ctx()
+    if acquire(ctx, top, C.byref(got)) == abi.K_OK:
+        release(ctx, top)
+        return
+    raise LiteclError(f"nodes= names subgraph {top}, which this model does not have")
 
 
 def _taken_by_other(ctx, node, reg, mine: int) -> list:

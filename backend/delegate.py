@@ -156,8 +156,8 @@ class Delegate(_Records):
       nodes: {subgraph index: [node indices]}: litecl takes only these nodes (default:
         every one); a subgraph not named gives none. A node index past its subgraph's
         nodes fails that subgraph's Prepare with LiteclError (LiteRT's RuntimeError
-        outside litecl.Interpreter); a subgraph the model lacks is refused by
-        litecl.Interpreter, which knows the model (a Delegate alone cannot tell).
+        outside litecl.Interpreter); so does a subgraph the model lacks (subgraph 0's
+        Prepare asks LiteRT's AcquireSubgraphContext for the highest one named).
     Placed anywhere in the delegate list: litecl claims from the nodes the delegates
     before it left, in every subgraph; placement() names the CAST/ADD nodes another
     delegate took ("placement": "delegate").

@@ -149,6 +149,20 @@ def test_ops_and_nodes_take_exactly_what_they_name(fast_device):
     d = litecl.Delegate(fast_device, quiet=True, nodes={0: [n + 5]})
     with pytest.raises(RuntimeError, match=f"nodes= names node {n + 5} of subgraph 0"):
         Interpreter(model_content=m, experimental_delegates=[d])
+    # a subgraph the model lacks: counted through LiteRT's AcquireSubgraphContext (was accepted)
+    d = litecl.Delegate(fast_device, quiet=True, nodes={0: [2], 3: [1]})
+    with pytest.raises(RuntimeError, match=r"nodes= names subgraph 3, which this model does not have"):
+        Interpreter(model_content=m, experimental_delegates=[d])
+    from models.tf_models import while_cast_model  # noqa: PLC0415 (3 subgraphs)
+
+    w = while_cast_model()
+    it = Interpreter(model_content=w, experimental_delegates=[litecl.Delegate(fast_device, quiet=True,
+                                                                              nodes={0: [0], 2: [1]})])
+    it.allocate_tensors()
+    with pytest.raises((ValueError, RuntimeError)) as e:  # the subgraph check left nothing in LiteRT's next error
+        it.resize_tensor_input(0, [-5])
+        it.allocate_tensors()
+    assert "subgraph.cc" not in str(e.value), e.value
     # a node of an operator litecl does not lower (a misremembered index claimed nothing)
     m2 = multi_op_model("cast_mul_cast")
     ops = [x.op for x in litecl.model.load_model(model_content=m2).subgraphs[0].nodes]
