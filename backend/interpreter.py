@@ -397,13 +397,16 @@ class Interpreter(_litert.Interpreter):
                     except Exception:  # noqa: BLE001 (LiteRT's get_tensor below says why, in its words)
                         pass
                     if view is not None and view.nbytes >= SPLIT_BYTES and view.dtype.kind in "biufc":
-                        out = self._spare.pop(tensor_index, None)
+                        spare = self._spare_arrays
+                        if spare is None:
+                            spare = self._spare_arrays = {}
+                        out = spare.pop(tensor_index, None)
                         # 2: the local name and getrefcount's argument, nothing of the caller's
                         if out is None or sys.getrefcount(out) != 2 or out.shape != view.shape \
                                 or out.dtype != view.dtype or not out.flags.writeable or out.base is not None:
                             out = np.empty(view.shape, view.dtype)
                         copy_host(out, view)  # LiteclError for a bad LITECL_HOST_THREADS
-                        self._spare[tensor_index] = out
+                        spare[tensor_index] = out
                         return out
                 finally:
                     del view  # no reference to LiteRT's memory outlives the call (its _ensure_safe)
@@ -412,15 +415,7 @@ class Interpreter(_litert.Interpreter):
 
     _big_tensors = None  # tensor index -> get_tensor copies it itself (since allocate_tensors)
 
-    _spare_arrays = None
-
-    @property
-    def _spare(self) -> dict:
-        """tensor index -> the array get_tensor last returned for it (see get_tensor)."""
-        d = self._spare_arrays
-        if d is None:
-            d = self._spare_arrays = {}
-        return d
+    _spare_arrays = None  # tensor index -> the array get_tensor last returned for it
 
     def get_signature_runner(self, signature_key=None):
         runner = super().get_signature_runner(signature_key)
