@@ -571,9 +571,17 @@ def write_native(out: Path, plan_c: str, options: dict, *, model: str, where: st
         (src / name).write_bytes((here / name).read_bytes())
     (out / "plan.c").write_text(plan_c)
     b = out / "build.sh"
-    b.write_text(BUILD_SH.format(model=os.path.basename(model), version=_version(), where=where, so=SO_NAME))
+    # names in its comments are printable only: a model file named "m\nid > x\n.tflite" ran
+    # "id > x" when the user ran build.sh (a fresh user's report)
+    b.write_text(BUILD_SH.format(model=_printable(os.path.basename(model)), version=_version(),
+                                 where=_printable(where), so=SO_NAME))
     b.chmod(0o755)
     (out / "delegate_options.json").write_text(json.dumps(options, indent=1) + "\n")
+
+
+def _printable(text: str) -> str:
+    """``text`` with every character that is not printable written as its escape."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 #: the files ``export`` writes besides k*.cl and t*.bin (and the library build.sh makes)

@@ -586,6 +586,18 @@ def test_the_build_line_pastes_into_a_shell_for_any_folder(fast_device, tmp_path
     assert words == ["sh", str(out / "build.sh")], line
 
 
+def test_a_model_file_name_runs_nothing_in_build_sh(fast_device, tmp_path, capsys):
+    """build.sh names the model in a comment: a file named "m\nid > PWNED\n.tflite" ended
+    the comment, and "id > PWNED" ran when the user ran build.sh (a fresh user's report)."""
+    m = tmp_path / "m\ntouch PWNED\n.tflite"
+    m.write_bytes(cast_model("float32", "float16", [8]))
+    out = tmp_path / "e"
+    assert main(["export", str(m), "--out", str(out), "--device", fast_device]) == 0
+    text = (out / "build.sh").read_text()
+    assert "m\\ntouch PWNED\\n.tflite" in text
+    assert all(ln.startswith("#") for ln in text.splitlines()[:8]), text[:600]
+
+
 def test_exporting_another_model_into_an_export_folder_says_so(fast_device, tmp_path, capsys):
     """A folder holding another model's export is replaced (documented), with one warning
     line naming the model it held (a fresh user's MoveNet export and its builds went
