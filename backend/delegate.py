@@ -87,6 +87,11 @@ _KEYS = itertools.count(1)   # delegate keys; partitions' planner keys come from
 _NEXT_KEY = [1]
 _KEY_LOCK = threading.Lock()
 _LOCK = threading.Lock()
+#: a partition's preset made its plan (_Planner.settle) or replaced by the planner's answer
+#: (plan_for), one at a time: placement() in one thread while interpreters of the same
+#: Delegate were prepared in others raised TypeError (a preset cleared between its check
+#: and its use: a fresh user's report)
+_SETTLE_LOCK = threading.RLock()
 
 
 def _immortal(obj):
@@ -633,7 +638,8 @@ class _Planner:
             slot = self.__dict__.get("_slot")
             if slot is not None:  # made from an _Expected's template: its own preset too
                 slot[0].keep(sets, slot[1], preset)
-        self._use(plan, dev, hit, out)
+        with _SETTLE_LOCK:
+            self._use(plan, dev, hit, out)
 
     def _plan(self, shapes: dict, consts: set) -> tuple:
         """(plan, the device it runs on, its _C_PLANS entry) at input ``shapes`` with
@@ -667,9 +673,11 @@ class _Planner:
         """Make the preset this partition's plan (``plan``, ``dev``, placement() rows) once
         the runtime prepared the partition with it: it asks no planner then. Reports and
         profiles call it before reading them."""
-        if self._preset is not None and self.handle and self.delegate._rt.lcl_partition_on_preset(self.handle):
-            self._use(*self._preset, None)
-            self._preset = None
+        with _SETTLE_LOCK:  # another thread's placement() or planner (plan_for) may be here
+            preset = self._preset
+            if preset is not None and self.handle and self.delegate._rt.lcl_partition_on_preset(self.handle):
+                self._use(*preset, None)
+                self._preset = None
 
     def _use(self, plan, dev, hit, out) -> None:
         """Make ``plan`` (on ``dev``; ``hit``: its _C_PLANS entry) this partition's: copy
