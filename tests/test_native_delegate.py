@@ -976,16 +976,26 @@ def test_an_unwritable_cache_dir_is_said_once_and_the_model_runs_exact(tmp_path,
     blocker = tmp_path / "not_a_folder"
     blocker.write_text("x")
     exact, built, err = _start(out, m, {"binaries": "0", "cache_dir": str(blocker)}, tmp_path / "cache")
-    lines = [ln for ln in err.splitlines() if "cannot write to the cache folder" in ln]
+    lines = [ln for ln in err.splitlines() if "cache folder" in ln]
     assert exact and built >= 1, err
-    assert len(lines) == 1 and str(blocker) in lines[0] and lines[0].startswith("WARNING: litecl:"), err
+    assert len(lines) == 1 and lines[0].startswith(f"WARNING: litecl: the cache folder {blocker} is not a folder;"), err
+    # a folder below a file: no folder can be made there
+    exact, built, err = _start(out, m, {"cache_dir": str(blocker / "sub")}, tmp_path / "cache")
+    lines = [ln for ln in err.splitlines() if "cannot write to the cache folder" in ln]
     # with the exported binaries (the exporting device) no program is built from source:
     # the line names what each process does again (a fresh user's said "builds its programs")
-    exact, built, err = _start(out, m, {"cache_dir": str(blocker)}, tmp_path / "cache")
-    lines = [ln for ln in err.splitlines() if "cannot write to the cache folder" in ln]
     assert exact and built == 0 and len(lines) == 1 and "self-test" in lines[0] and "from source" not in lines[0], err
     exact, _, err = _start(out, m, {"binaries": "0", "cache_dir": str(tmp_path / "ok")}, tmp_path / "cache")
-    assert exact and "cannot write" not in err, err
+    assert exact and "cache folder" not in err, err
+    # a folder others can write is neither read nor written (a binary planted there ran in
+    # place of the kernel, and a planted "ok" verdict passed the self-test: a fresh user's report)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    exact, built, err = _start(out, m, {"binaries": "0", "cache_dir": str(shared)}, tmp_path / "cache")
+    lines = [ln for ln in err.splitlines() if "cache folder" in ln]
+    assert exact and built >= 1 and len(lines) == 1 and "others can write it; litecl does not use it" in lines[0], err
+    assert not list(shared.iterdir())
 
 
 def test_the_second_start_compiles_nothing_and_a_damaged_cache_file_is_rebuilt(tmp_path, fast_device):

@@ -2949,6 +2949,19 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
 #else
     (void)cache_given;
 #endif
+    { /* a cache folder that is not this user's alone to write is neither read nor written
+       * (as backend/cache.py _refused): a binary planted there ran in place of the kernel, and
+       * a planted "ok" verdict passed the self-test (a fresh user's report); an absent folder
+       * is made this user's only (0700) by the first store */
+        struct stat st;
+        if (d->cache_dir[0] && !stat(d->cache_dir, &st) &&
+                (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))) {
+            fprintf(stderr, "WARNING: litecl: the cache folder %s is %s; litecl does not use it (name a folder of "
+                    "this user's that others cannot write with the cache_dir option, or cache_dir=none)\n",
+                    d->cache_dir, !S_ISDIR(st.st_mode) ? "not a folder" : "not this user's or others can write it");
+            d->cache_dir[0] = 0;
+        }
+    }
     /* "nodes" naming a subgraph or node the exported model lacks: a typo that would
      * otherwise leave every node to LiteRT without a word */
     for (int k = 0; k < d->n_nodes; k++) {
