@@ -423,7 +423,10 @@ def test_bad_options_fail_with_one_line_naming_the_cause(models, tmp_path, fast_
              {**opts, "device": "no such device"}, {**opts, "library": "libc.so.6"}, {**opts, "spin_us": "-5"},
              {**opts, "spin_us": "soon"}, {**opts, "binaries": "maybe"}, {**opts, "quiet": "loud"},
              {**opts, "library": ""}, {**opts, "platform": ""}, {**opts, "device": ""}, {**opts, "memory": ""},
-             {**opts, "binaries": ""}, {**opts, "quiet": ""}, {**opts, "spin_us": ""}]
+             {**opts, "binaries": ""}, {**opts, "quiet": ""}, {**opts, "spin_us": ""},
+             # an empty item or a blank, wherever it is (trailing ones were accepted, leading ones refused)
+             {**opts, "ops": "ADD,"}, {**opts, "ops": ",ADD"}, {**opts, "nodes": "0=0;"}, {**opts, "nodes": "0=0,"},
+             {**opts, "nodes": ";0=0"}, {**opts, "spin_us": " 5"}, {**opts, "untested_runtime": "maybe"}]
     r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps(cases))
     rows = r.stdout.splitlines()
     assert [ln.split()[0] for ln in rows] == ["REFUSED"] * len(cases), (r.stdout, r.stderr)
@@ -436,11 +439,16 @@ def test_bad_options_fail_with_one_line_naming_the_cause(models, tmp_path, fast_
                               "quiet \"loud\" is not a yes/no value", "the library option is empty",
                               "the platform option is empty", "the device option is empty",
                               "the memory option is empty; expected auto", "the binaries option is empty; expected 1, 0",
-                              "the quiet option is empty", "the spin_us option is empty"]):
+                              "the quiet option is empty", "the spin_us option is empty",
+                              "ops \"ADD,\" names no operator", "ops \",ADD\" names no operator",
+                              "nodes \"0=0;\" is not SUBGRAPH=NODE", "nodes \"0=0,\" is not SUBGRAPH=NODE",
+                              "nodes \";0=0\" is not SUBGRAPH=NODE", "spin_us \" 5\" is not a whole number",
+                              "untested_runtime \"maybe\" is not a yes/no value"]):
         assert what in e, (what, e)
     # a platform or device that is not there: the line names it and what the library has
     assert ", device no such device (" in errs[3] and f'"{opts["device"]}: not the device option' in errs[3], errs[3]
-    good = [{**opts, "binaries": v, "quiet": q} for v, q in (("0", "yes"), ("true", "off"), ("no", "1"))]
+    # yes/no words in any case, as the LITECL_* variables (quiet=TRUE was refused)
+    good = [{**opts, "binaries": v, "quiet": q} for v, q in (("0", "yes"), ("true", "off"), ("no", "1"), ("TRUE", "Off"))]
     r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps(good))
     assert r.stdout.splitlines() == ["LOADED"] * len(good), (r.stdout, r.stderr)
 
@@ -648,9 +656,17 @@ def test_untested_litert_version_is_refused_with_one_line(models, tmp_path, fast
     v = md.version("ai-edge-litert")
     assert said.startswith(f"litecl: ai-edge-litert {v} (") and said.endswith(
         "is not a version litecl's native delegate was checked against (ai-edge-litert 9.9.x; tensorflow 9.8.x): "
-        "its TFLite C structs may differ; install a tested version"), said
+        "its TFLite C structs may differ; install a tested version (or, at your risk, the option "
+        "untested_runtime=yes)"), said
     lines = [ln for ln in r.stderr.splitlines() if "litecl" in ln]
     assert lines == [f"ERROR: {said}"], r.stderr
+    # the user's choice (tflite-runtime 2.14 on a board ran MoveNet bit-exact: a fresh user's
+    # report): one WARNING line, and the per-Prepare layout check stands guard
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([{**opts, "untested_runtime": "yes"}]))
+    assert r.stdout.splitlines() == ["LOADED"], (r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if "litecl" in ln]
+    assert len(lines) == 1 and lines[0].startswith(f"WARNING: litecl: ai-edge-litert {v} (") and \
+        "untested_runtime is on: litecl relies on each Prepare's check" in lines[0], r.stderr
 
 
 NO_LITERT_CHILD = r"""

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "cl_loader.h"
@@ -2745,11 +2746,11 @@ static int exported_builtin(const lcl_subgraph *s, int node) {
 
 /* A yes/no option's value: 1 or 0, -1 when it is neither (then refused, naming these). */
 #define LCL_FLAG_VALUES "1, 0, true, false, yes, no, on or off"
-static int flag_value(const char *v) {
+static int flag_value(const char *v) { /* in any case, as env_flag and litecl's Python read them */
     static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
     for (int i = 0; i < 4; i++) {
-        if (!strcmp(v, yes[i])) return 1;
-        if (!strcmp(v, no[i])) return 0;
+        if (!strcasecmp(v, yes[i])) return 1;
+        if (!strcasecmp(v, no[i])) return 0;
     }
     return -1;
 }
@@ -2780,6 +2781,7 @@ static int parse_ops(const char *v) {
         if (n == 4 && !strncmp(v, "CAST", 4)) ops |= LCL_OP_CAST;
         else if (n == 3 && !strncmp(v, "ADD", 3)) ops |= LCL_OP_ADD;
         else return -1;
+        if (v[n] == ',' && !v[n + 1]) return -1; /* "ADD,": an empty item, as ",ADD" */
         v += n + (v[n] == ',');
     }
     return ops ? ops : -1;
@@ -2794,16 +2796,18 @@ static int parse_nodes(delegate *d, const char *v) {
     d->n_nodes = 0;
     while (*v) {
         char *end;
+        if (*v < '0' || *v > '9') return -1;
         long sg = strtol(v, &end, 10);
         if (end == v || *end != '=' || sg < 0 || sg > 1 << 20) return -1;
         v = end + 1;
-        do {
+        do { /* a number after every separator: "0=1," and "0=1;" are refused as ";0=1" is */
+            if (*v < '0' || *v > '9') return -1;
             long n = strtol(v, &end, 10);
             if (end == v || n < 0 || n > 1 << 24) return -1;
             d->nodes[2 * d->n_nodes] = (int)sg, d->nodes[2 * d->n_nodes + 1] = (int)n, d->n_nodes++;
             v = end;
-        } while (*v == ',' && *++v);
-        if (*v == ';') v++;
+        } while (*v == ',' && ++v);
+        if (*v == ';' && v[1]) v++;
         else if (*v) return -1;
     }
     return 0;
@@ -2841,7 +2845,7 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
     d->keep_order = LCL_KEEP_ORDER_DEFAULT;
     d->ops = LCL_OP_CAST | LCL_OP_ADD;
     int env_quiet = env_flag("LITECL_QUIET", 0), quiet_given = 0; /* the quiet option wins over it */
-    int cache_given = 0;
+    int cache_given = 0, untested_runtime = 0;
     d->quiet = env_quiet > 0;
     if (n && (!keys || !values)) { /* LiteRT's loader never passes these; a C caller may */
         snprintf(err, sizeof err, "litecl: %zu options given without their %s array", n, keys ? "values" : "keys");
@@ -2856,7 +2860,7 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
         int known = !strcmp(k, "library") || !strcmp(k, "platform") || !strcmp(k, "device") ||
                     !strcmp(k, "memory") || !strcmp(k, "binaries") || !strcmp(k, "quiet") || !strcmp(k, "spin_us") ||
                     !strcmp(k, "keep_order") || !strcmp(k, "ops") || !strcmp(k, "nodes") || !strcmp(k, "device_type") ||
-                    !strcmp(k, "cache_dir");
+                    !strcmp(k, "cache_dir") || !strcmp(k, "untested_runtime");
         if (known && !*v) { /* every option the same way: an empty value is no value */
             snprintf(err, sizeof err, "litecl: the %s option is empty; %s", k,
                      !strcmp(k, "library") ? "name the OpenCL library (a path, or a name the dynamic loader finds)"
@@ -2897,7 +2901,8 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
         else if (!strcmp(k, "device")) device = v;
         else if (!strcmp(k, "memory")) memory = v;
         else if (!strcmp(k, "keep_order") && !strcmp(v, "auto")) d->keep_order = LCL_KEEP_AUTO;
-        else if (!strcmp(k, "binaries") || !strcmp(k, "quiet") || !strcmp(k, "keep_order")) {
+        else if (!strcmp(k, "binaries") || !strcmp(k, "quiet") || !strcmp(k, "keep_order") ||
+                 !strcmp(k, "untested_runtime")) {
             int f = flag_value(v);
             if (f < 0) {
                 snprintf(err, sizeof err, "litecl: %s \"%s\" is not a yes/no value; expected " LCL_FLAG_VALUES "%s",
@@ -2905,12 +2910,13 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
                 goto fail;
             }
             if (!strcmp(k, "binaries")) d->use_binaries = f;
+            else if (!strcmp(k, "untested_runtime")) untested_runtime = f;
             else if (!strcmp(k, "keep_order")) d->keep_order = f ? LCL_KEEP_YES : LCL_KEEP_NO;
             else d->quiet = f, quiet_given = 1;
         } else if (!strcmp(k, "spin_us")) {
             char *end = NULL;
             d->spin_us = strtol(v, &end, 10);
-            if (!*v || *end || d->spin_us < 0 || d->spin_us > 1000000) {
+            if (*v < '0' || *v > '9' || *end || d->spin_us < 0 || d->spin_us > 1000000) { /* " 5" too */
                 snprintf(err, sizeof err, "litecl: spin_us \"%s\" is not a whole number of microseconds from 0 "
                          "to 1000000", v);
                 goto fail;
@@ -2931,7 +2937,7 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
             }
         } else {
             snprintf(err, sizeof err, "litecl: unknown option \"%s\"; expected library, platform, device, "
-                     "device_type, cache_dir, memory, binaries, quiet, spin_us, keep_order, ops, nodes", k);
+                     "device_type, cache_dir, memory, binaries, quiet, spin_us, keep_order, ops, nodes, untested_runtime", k);
             goto fail;
         }
     }
@@ -2996,8 +3002,13 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
      * (its structs may differ from tflite_abi.h's); where no version can be found, each
      * Prepare's layout check (lcl_context_plausible) is what stands guard */
     int version = lcl_litert_version_check(LCL_PLAN.tested, LCL_PLAN.n_tested, why, sizeof why);
+    if (version < 0 && untested_runtime) { /* the user's choice: guarded as an unknown version is */
+        fprintf(stderr, "WARNING: litecl: %s; untested_runtime is on: litecl relies on each Prepare's check that "
+                "LiteRT's TfLiteContext reads as its structs expect\n", why);
+        version = 1;
+    }
     if (version < 0) {
-        snprintf(err, sizeof err, "litecl: %s", why);
+        snprintf(err, sizeof err, "litecl: %s (or, at your risk, the option untested_runtime=yes)", why);
         fprintf(stderr, "ERROR: %s\n", err); /* also when the app swallows load_delegate's ValueError */
         if (report_error) report_error(err);
         delegate_free(d);
