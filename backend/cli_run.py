@@ -408,6 +408,16 @@ def cmd_export(args) -> int:
     if shipped:
         print(f"exported litecl's native TFLite delegate for target {m['target']} on {where} to {args.out}: "
               f"{nat['programs']} programs ({nat['binaries']} with {d['name']}'s binary)")
+        needs = {"fp16": ("float16 (cl_khr_fp16)", "nofp16"), "fp64": ("float64 (cl_khr_fp64)", "nofp64"),
+                 "int64": ("64-bit integers", "noint64")}
+        if nat.get("needs"):  # a device without them refuses the whole library at load
+            print(f"its kernels need {', '.join(needs[k][0] for k in nat['needs'])} on the device that loads it: "
+                  f"for devices without, export with --device SPEC:profile="
+                  f"{'+'.join(needs[k][1] for k in nat['needs'])}"
+                  f"{'' if 'int64' in nat['needs'] else ' (or profile=mobile)'}")
+        if args.placement == "auto":  # the library keeps what auto chose here
+            print(f"placement auto chose the nodes by {d['name']}'s measured costs on this machine; the library "
+                  "takes them wherever it is loaded (export on the target, or with --placement all)")
     for g in nat["subgraphs"]:  # one line per subgraph: what the native delegate claims
         print(f"subgraph {g['subgraph']}: the native delegate claims {g['native_claimed']} of its "
               f"{g['nodes']} nodes at the exported shapes")

@@ -291,6 +291,8 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
     mem = d.memory
     tested = [x for dist, prefixes in tested_versions().items() for v in prefixes for x in (dist, v)]
     refused = [x for row in refused_devices() for x in row]
+    # what the loading device must have (litecl_delegate.c device_lacks refuses one without)
+    uses = [k for k in ("fp16", "fp64", "int64") if any(_USES[k].search(p) for p in programs)]
     text = "\n".join([
         f"/* litecl's native delegate plan for {os.path.basename(model)}: written by litecl export",
         f" * (backend/plan_c.py native_plan) for {caps.platform}: {caps.name}"
@@ -324,11 +326,12 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
         f"{caps.max_work_group_size},",
         f"    {len(subs_c)}, {len(prog_c)}, PACKED, LCL_N_PACKED, SIZES, LCL_N_SIZES,",
         f"    {int(flags)}, TESTED, {len(tested) // 2},",
-        f"    {', '.join(str(int(any(_USES[k].search(p) for p in programs))) for k in ('fp16', 'fp64', 'int64'))}, "
+        f"    {', '.join(str(int(k in uses)) for k in ('fp16', 'fp64', 'int64'))}, "
         f"{needs['local']}, {float(needs['alloc'])!r},",
         f"    {len(families)}, {_q(caps.arch)}, REFUSED, {len(refused) // 4}",
         "};", ""])
     summary.update(programs=len(prog_c), binaries=len(bins), launches=len(launches_c), delegate_flags=int(flags),
+                   needs=uses,
                    tested_versions=tested_versions(), refused_devices=[list(r) for r in refused_devices()])
     return text, summary
 

@@ -537,9 +537,10 @@ def test_kernel_add_and_cast_take_target(fast_device, capsys):
         assert err.count("[2]") <= 1, err  # each shape named once (was twice)
 
 
-def test_export_placement_auto_follows_the_cost_model(tmp_path, fast_device, monkeypatch):
+def test_export_placement_auto_follows_the_cost_model(tmp_path, fast_device, monkeypatch, capsys):
     # the delegate's cost model (placement="auto"): with a round trip dearer than LiteRT's
-    # time for the node, nothing is exported; with a free one, the kernel is
+    # time for the node, nothing is exported; with a free one, the kernel is, with a line
+    # saying the choice is this machine's (a fresh user cross-built it for a board)
     import litecl.placement as pm
     from litecl.placement import Costs
 
@@ -553,6 +554,28 @@ def test_export_placement_auto_follows_the_cost_model(tmp_path, fast_device, mon
         assert main(["export", str(m), "--out", str(out), "--device", fast_device, "--placement", "auto"]) == 1 - want
         man = json.loads((out / "manifest.json").read_text())
         assert man["placement"] == "auto" and len(man["launches"]) == want and len(man["partitions"]) == want
+        said = capsys.readouterr().out
+        assert ("placement auto chose the nodes by" in said and "measured costs on this machine" in said) == bool(want)
+
+
+def test_export_names_what_the_loading_device_needs(tmp_path, fast_device, capsys):
+    """A library whose kernels use float16 arithmetic or 64-bit integers is refused whole by
+    a device without them; export says so, with the profile that needs neither (a fresh
+    user's default export from Intel's runtime would not load on arm64 PoCL)."""
+    from litecl.device import open_device  # noqa: PLC0415
+
+    m = tmp_path / "m.tflite"
+    m.write_bytes(chain_model(["int64", "float16", ("add", np.full([64], 1.0, np.float16))], [64]))
+    caps = open_device(fast_device).caps
+    assert main(["export", str(m), "--out", str(tmp_path / "o"), "--device", fast_device]) == 0
+    line = next((ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("its kernels need ")), "")
+    man = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert bool(line) == bool(man["native"]["needs"]), (line, man["native"]["needs"])
+    if caps.int64:
+        assert "int64" in man["native"]["needs"] and "64-bit integers" in line and "noint64" in line, line
+    assert main(["export", str(m), "--out", str(tmp_path / "p"), "--device", f"{fast_device}:profile=nofp16+noint64"]) in (0, 1)
+    man = json.loads((tmp_path / "p" / "manifest.json").read_text())
+    assert not set(man["native"].get("needs", [])) & {"fp16", "int64"}, man["native"]
 
 
 def test_export_that_takes_nothing_says_why(fast_device, tmp_path, capsys, monkeypatch):

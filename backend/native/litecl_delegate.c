@@ -2625,8 +2625,9 @@ static int open_device(device_entry *e, delegate *d, char *err, size_t len) {
                             : strstr(seen, "no 64-bit integers") ? "64-bit integers" : NULL;
         if (needs)
             snprintf(err + strlen(err), len - strlen(err), "; this export's kernels need %s: for devices "
-                     "without it export again with --device SPEC:profile=%s (or profile=mobile)", needs,
-                     !strncmp(needs, "float16", 7) ? "nofp16" : !strncmp(needs, "float64", 7) ? "nofp64" : "noint64");
+                     "without it export again with --device SPEC:profile=%s", needs,
+                     !strncmp(needs, "float16", 7) ? "nofp16 (or profile=mobile)"
+                     : !strncmp(needs, "float64", 7) ? "nofp64 (or profile=mobile)" : "noint64");
         return -1;
     }
     /* the first candidate that opens and passes the self-test (when there is a choice) */
