@@ -68,8 +68,8 @@ _REFUSED: set = set()  # cache folders this process found unsafe: the cache is o
 
 
 def _refused(root: Path) -> bool:
-    """Whether cache folder ``root`` exists but is not this user's alone to write: not
-    owned by the user, or writable by others (sticky bit or not), the rule its entries are
+    """Whether cache folder ``root`` exists but is no folder, or not this user's alone to
+    write: not owned by the user, or writable by others (sticky bit or not), the rule its entries are
     read under (_private, root=True). Then litecl neither reads nor writes it for the rest
     of the process, and warns once naming it (a world-writable folder was written to by a
     first run, and every later run warned that its entries are not used and wrote more).
@@ -81,14 +81,15 @@ def _refused(root: Path) -> bool:
         st = os.stat(key)
     except OSError:  # absent, or unreachable: a store says why (_warn_once)
         return False
-    if not stat.S_ISDIR(st.st_mode) or _private(st, root=True):
+    folder = stat.S_ISDIR(st.st_mode)
+    if folder and _private(st, root=True):
         return False
     _REFUSED.add(key)
     if f"open|{root}" not in _warned:  # _trusted's warning for the same folder
         _warned.add(f"open|{root}")
-        warnings.warn(f"litecl: the cache folder {root} is not this user's or others can write it; "
-                      "litecl does not use it (kernels built from source, models checked in full)",
-                      RuntimeWarning, stacklevel=3)
+        what = "is not this user's or others can write it" if folder else "is not a folder"  # was "(File exists)"
+        warnings.warn(f"litecl: the cache folder {root} {what}; litecl does not use it (kernels built from "
+                      "source, models checked in full)", RuntimeWarning, stacklevel=3)
     return True
 
 

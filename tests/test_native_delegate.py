@@ -930,7 +930,7 @@ sys.modules["litecl"] = None
 from ai_edge_litert.interpreter import Interpreter, load_delegate
 so, model = sys.argv[1], sys.argv[2]
 d = load_delegate(so, json.loads(sys.argv[3]))
-it = Interpreter(model_path=model, experimental_delegates=[d])
+it = Interpreter(model_path=model, experimental_delegates=[d] * (2 if sys.argv[4:] == ["twice"] else 1))
 ref = Interpreter(model_path=model)
 it.allocate_tensors(); ref.allocate_tensors()
 x = np.concatenate([np.array([np.nan, -np.nan, np.inf, -np.inf, -0.0, 1e-40, 4e4, -4e4, 3e9], np.float32),
@@ -943,11 +943,12 @@ print("EXACT" if same else "DIFFER", "BUILT", ctypes.CDLL(so).litecl_native_prog
 """
 
 
-def _start(out: Path, model: Path, options: dict, cache: Path) -> tuple[bool, int, str]:
+def _start(out: Path, model: Path, options: dict, cache: Path, *more: str) -> tuple[bool, int, str]:
     """(bit-exact, programs built from source, stderr) of one process that loads the
-    exported library with ``options`` and runs ``model`` beside LiteRT alone."""
+    exported library with ``options`` and runs ``model`` beside LiteRT alone (``more``:
+    "twice", the delegate twice in experimental_delegates)."""
     r = subprocess.run([sys.executable, "-c", START_CHILD, str(out / "liblitecl_delegate.so"), str(model),
-                        json.dumps(options)], capture_output=True, text=True, timeout=300,
+                        json.dumps(options), *more], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "XDG_CACHE_HOME": str(cache)}, cwd=out)
     assert r.returncode == 0 and "BUILT" in r.stdout, r.stderr[-800:]
     return "EXACT" in r.stdout, int(r.stdout.split("BUILT")[1]), r.stderr
@@ -957,6 +958,19 @@ def _int16_chain(tmp: Path) -> Path:
     m = tmp / "chain.tflite"
     m.write_bytes(chain_model(["float32", "int16", "int32"], [1999]))
     return m
+
+
+def test_the_same_library_twice_in_the_delegate_list_says_so(tmp_path, fast_device):
+    """experimental_delegates=[n, n]: the second application finds the first one's kernels
+    and says so (it said 2 nodes "were taken by a delegate applied before litecl's"), as
+    litecl.Delegate does; bit-exact."""
+    _need(CC)
+    m = _int16_chain(tmp_path)
+    out = tmp_path / "e"
+    _export_build(m, out, fast_device)
+    exact, _, err = _start(out, m, {}, tmp_path / "cache", "twice")
+    assert exact and "Replacing 2 out of 2" in err and "applied before" not in err, err
+    assert err.count("taken by this same litecl delegate (it is in the delegate list twice)") == 1, err
 
 
 def test_a_family_made_wrong_at_build_time_is_declined_and_the_model_stays_exact(tmp_path, fast_device):

@@ -2216,6 +2216,17 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
         fprintf(stderr, LCL_LAYOUT_DECLINED, why);
         return kTfLiteOk;
     }
+    for (int k = 0; k < plan->size; k++) { /* this delegate's own kernel: it is in the delegate list twice */
+        TfLiteNode *node;
+        TfLiteRegistration *reg;
+        if (ctx->GetNodeAndRegistration(ctx, plan->data[k], &node, &reg) == kTfLiteOk && node && reg &&
+                reg->builtin_code == kTfLiteBuiltinDelegate && node->delegate == base) {
+            if (!d->quiet)
+                fprintf(stderr, "INFO: litecl: this graph's CAST/ADD nodes were taken by this same litecl delegate "
+                        "(it is in the delegate list twice): nothing more to take\n");
+            return kTfLiteOk;
+        }
+    }
     int implausible;
     const lcl_subgraph *sg = match_subgraph(ctx, plan, why, sizeof why, &implausible);
     if (implausible) {
