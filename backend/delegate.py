@@ -469,7 +469,10 @@ class _Expected:
         base, made = _new_keys(n), (C.c_void_p * n)()
         rec["partitions"] = n  # _INIT numbers a partition nobody expected after these
         d._rt.lcl_inprocess_expect(d._native, C.addressof(d._struct), entries, ints, n, base, made)
-        return base, made, presets
+        # the runtime reads ``entries`` and ``ints`` until ``end``: held here, since another
+        # thread's _table may replace this table meanwhile (a preset kept at a resize), which
+        # freed them under this Replace (a Bus error with two threads resizing: a fresh user's report)
+        return base, made, presets, entries, ints
 
     def end(self, d: Delegate, rec: dict, addr: int, state, ok: bool) -> None:
         """After ReplaceNodeSubsetsWithDelegateKernels (``ok``: it succeeded): learn the
@@ -482,7 +485,7 @@ class _Expected:
         d._rt.lcl_inprocess_expect(d._native, None, None, None, 0, 0, None)
         if not ok:  # LiteRT may have freed them already: leaked, never a dangling handle
             return
-        base, made, presets = state
+        base, made, presets = state[:3]
         rows, sg, dev = _record_rows(rec), rec["sg"], d.device
         parts = []
         new = _Planner.__new__

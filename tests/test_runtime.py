@@ -75,6 +75,46 @@ def test_every_invoke_runs_in_c_and_stays_exact(fast_device, fuse, monkeypatch):
     assert part.launches_run == 5 * len(part.plan.launches)
 
 
+def test_the_expected_table_lives_until_its_replace_ends(fast_device, monkeypatch):
+    """The runtime reads an _Expected's table (the Expected array and its ints) during
+    ReplaceNodeSubsetsWithDelegateKernels. Another thread's Prepare of an equal context
+    may build the table again meanwhile (a preset kept at a resize bumps its version),
+    which dropped the last reference to the arrays under this Replace: two threads
+    constructing and resizing interpreters died of SIGSEGV or SIGBUS, or failed with
+    garbage node numbers (a fresh user's report). The arrays stay alive until ``end``."""
+    import gc
+    import weakref
+
+    m = chain_model(["float32", "int32", ("sub", 1), ("add", 7), "float16"], (757,))
+    d = litecl.Delegate(fast_device, quiet=True)
+    make_interpreter(m, delegates=[d]).allocate_tensors()
+    alive = []
+    real_begin, real_end = D._Expected.begin, D._Expected.end
+
+    def begin(self, dlg, rec):
+        state = real_begin(self, dlg, rec)
+        if state is not None:  # as another thread rebuilding this entry's table
+            refs = [weakref.ref(x) for t in self.tables.values() for x in t[4:6]]
+            self.version += 1
+            self.tables.clear()
+            gc.collect()
+            self._refs = refs
+        return state
+
+    def end(self, dlg, rec, addr, state, ok):
+        if state is not None:
+            alive.append(all(r() is not None for r in self._refs))
+        return real_end(self, dlg, rec, addr, state, ok)
+
+    monkeypatch.setattr(D._Expected, "begin", begin)
+    monkeypatch.setattr(D._Expected, "end", end)
+    second = make_interpreter(m, delegates=[d])
+    second.allocate_tensors()
+    assert alive == [True]
+    ins = _inputs(m, 0)
+    assert _same(_invoke(second, ins), _litert(m, ins))
+
+
 def test_a_second_construction_makes_its_partitions_in_c(fast_device, monkeypatch):
     """A second interpreter of a model (an equal context: claims' Prepare memo) gets its
     partitions from the runtime's init with the plans the first one had: no Python init
