@@ -9,6 +9,7 @@ and ``summary()`` (which nodes run where and why), and ``close()``.
 from __future__ import annotations
 
 import math
+import operator
 import os
 import sys
 import threading
@@ -156,6 +157,28 @@ def _visible(model) -> frozenset:
                        if t not in edge and 0 <= t < len(sg.tensors))
         model._visible = frozenset(out)
     return model._visible
+
+
+def _refuse_constant(model, t) -> None:
+    """Refuse set_tensor on a constant tensor of subgraph 0 (LiteclError, a ValueError as
+    LiteRT's set_tensor errors): LiteRT writes the value into the model's bytes, which
+    litecl.Interpreter shares among the interpreters of one model (_verified), and litecl's
+    kernels upload constants once: a fresh user's ADD kept the old constant while LiteRT's
+    MUL took the new one, and another interpreter of the model got it. LiteRT's own
+    model_path interpreter crashes there (read-only memory)."""
+    ro = model._readonly
+    if ro is None:
+        ro = model._readonly = frozenset(x.index for x in model.subgraphs[0].tensors if x.is_constant) \
+            if model.subgraphs else frozenset()
+    try:
+        hit = operator.index(t) in ro
+    except TypeError:  # LiteRT's set_tensor says what is wrong with such an index
+        return
+    if hit:
+        raise LiteclError(f"Cannot set tensor: tensor {t} ({model.subgraphs[0].tensors[t].name!r}) is a constant "
+                          "of the model: its data is the model's bytes, shared by every litecl.Interpreter of "
+                          "the model, and OpenCL kernels read it once (LiteRT's model_path interpreter crashes "
+                          "here); build the model with another constant")
 
 
 def _memo_get(content):
@@ -417,6 +440,10 @@ class Interpreter(_litert.Interpreter):
 
     _spare_arrays = None  # tensor index -> the array get_tensor last returned for it
 
+    def set_tensor(self, tensor_index, value):
+        _refuse_constant(self._model, tensor_index)
+        return super().set_tensor(tensor_index, value)
+
     def get_signature_runner(self, signature_key=None):
         runner = super().get_signature_runner(signature_key)
         runner.__class__ = SignatureRunner
@@ -438,8 +465,7 @@ class Interpreter(_litert.Interpreter):
         "placement": "opencl"|"litert", "reason", "partition", "kernel", "device"}
         (litecl.Delegate.placement, for this Interpreter's contexts: ``subgraph`` is the
         model's subgraph index; ``interpreter`` is the delegate's number for this
-        Interpreter, 0 unless it shares a Delegate, ``delegate=``). Raises LiteclError
-        after close()."""
+        Interpreter, 0 unless it shares a Delegate, ``delegate=``). LiteclError after close()."""
         if self._closed:
             raise LiteclError(_CLOSED)
         return self._litecl.placement(id(self))
@@ -447,7 +473,7 @@ class Interpreter(_litert.Interpreter):
     def summary(self) -> list[str]:
         """TFLite delegate-style log lines: the nodes kept on LiteRT and why, then per
         subgraph "Replacing N out of M node(s) with delegate (litecl OpenCL) node,
-        yielding P partitions". Raises LiteclError after close()."""
+        yielding P partitions". LiteclError after close()."""
         if self._closed:
             raise LiteclError(_CLOSED)
         return summary_lines(self._litecl, id(self))

@@ -206,6 +206,8 @@ class Model:
     #: litecl.Interpreter's under placement="auto": whether LiteRT takes a delegate that
     #: allows no dynamic tensors on this model (export.delegate_flags), None until asked
     _static: Optional[bool] = field(default=None, repr=False, compare=False)
+    #: litecl.Interpreter's: subgraph 0's constant tensors (its set_tensor refuses them)
+    _readonly: frozenset = field(default=None, repr=False, compare=False)
 
 
 def shape_too_big(shape, itemsize: int) -> str | None:

@@ -595,6 +595,26 @@ def test_misuse_before_allocate_is_litert_s_error(fast_device):
                     litecl.NotAllocatedError if what == "invoke" else None)  # a RuntimeError
 
 
+def test_set_tensor_on_a_constant_is_refused(fast_device):
+    """LiteRT's set_tensor on a constant writes into the model's bytes, which every
+    litecl.Interpreter of the model shares, while litecl's kernels read constants once:
+    a fresh user's ADD kept the old constant, LiteRT's MUL in the same interpreter took
+    the new one, and a second interpreter of the model got it too. One error line, and
+    nothing changes; inputs are set as before."""
+    k = np.array([1, 2, 3, 4], np.float32)
+    m = chain_model(["float32", ("add", k)], [4])
+    a, b = (litecl.Interpreter(model_content=bytes(m), device=fast_device, quiet=True) for _ in range(2))
+    const = next(t for t in litecl.model.load_model(model_content=m).subgraphs[0].tensors if t.is_constant)
+    for it in (a, b):
+        it.allocate_tensors()
+    with pytest.raises(litecl.LiteclError, match=rf"Cannot set tensor: tensor {const.index} \(.*\) is a constant"):
+        a.set_tensor(const.index, np.full(4, 100, np.float32))
+    for it in (a, b):
+        it.set_tensor(it.get_input_details()[0]["index"], np.ones(4, np.float32))
+        it.invoke()
+        assert it.get_tensor(it.get_output_details()[0]["index"]).tolist() == [2, 3, 4, 5]
+
+
 def test_huge_shapes_are_errors_not_crashes(fast_device):
     """A resize to shapes no memory holds: LiteRT's arena refuses them (RuntimeError);
     when litecl's delegate holds the node, its kernel refuses them first (InputError:
