@@ -159,6 +159,18 @@ def _visible(model) -> frozenset:
     return model._visible
 
 
+def _litert_text(e: Exception, reference: str) -> str:
+    """LiteRT's error text on one line, each repeated message once (_once); where LiteRT
+    lacks a custom op and the resolver is not LiteRT's default, a hint: the default's
+    XNNPACK resolves MediaPipe's (selfie_segmentation's Convolution2DTransposeBias ran
+    under stock LiteRT and failed under litecl.Interpreter: a fresh user's report)."""
+    text = _once(" ".join(str(e).split()))
+    if reference != "xnnpack" and "unresolved custom op" in text.lower():
+        text += (" (reference=\"xnnpack\", LiteRT's default resolver, has MediaPipe's custom ops such as "
+                 "Convolution2DTransposeBias)")
+    return text
+
+
 def _refuse_constant(model, t) -> None:
     """Refuse set_tensor on a constant tensor of subgraph 0 (LiteclError, a ValueError as
     LiteRT's set_tensor errors): LiteRT writes the value into the model's bytes, which
@@ -303,7 +315,7 @@ class Interpreter(_litert.Interpreter):
                 raise ResizedPrepareError(f"{err} (at the shapes resize_tensor_input gave)") from None
             raise err from None
         if kind is not None and isinstance(e, RuntimeError):
-            raise kind(_once(" ".join(str(e).split())) or "LiteRT failed to prepare the model") from None
+            raise kind(_litert_text(e, self._reference) or "LiteRT failed to prepare the model") from None
         if isinstance(e, RuntimeError) and "model that is not ready" in str(e):
             raise NotAllocatedError(str(e)) from None  # LiteRT's words, litecl's type
         raise e

@@ -615,6 +615,21 @@ def test_set_tensor_on_a_constant_is_refused(fast_device):
         assert it.get_tensor(it.get_output_details()[0]["index"]).tolist() == [2, 3, 4, 5]
 
 
+def test_an_unresolved_custom_op_names_the_resolver_that_has_it():
+    """selfie_segmentation's Convolution2DTransposeBias (MediaPipe's) runs under LiteRT's
+    default resolver (XNNPACK) and fails under litecl's builtin one: the error says which
+    reference resolves it (a fresh user found nothing pointing there)."""
+    from litecl.interpreter import _litert_text  # noqa: PLC0415
+
+    e = RuntimeError("Encountered unresolved custom op: Convolution2DTransposeBias.\nNode number 244 "
+                     "(Convolution2DTransposeBias) failed to prepare.")
+    for ref in ("builtin", "ref"):
+        assert _litert_text(e, ref).endswith('(reference="xnnpack", LiteRT\'s default resolver, has MediaPipe\'s '
+                                             'custom ops such as Convolution2DTransposeBias)')
+    assert "reference=" not in _litert_text(e, "xnnpack")
+    assert "reference=" not in _litert_text(RuntimeError("Node number 3 (CONV_2D) failed to prepare."), "builtin")
+
+
 def test_huge_shapes_are_errors_not_crashes(fast_device):
     """A resize to shapes no memory holds: LiteRT's arena refuses them (RuntimeError);
     when litecl's delegate holds the node, its kernel refuses them first (InputError:
