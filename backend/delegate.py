@@ -402,6 +402,9 @@ _TEMPLATES: dict = {}
 #: delegate settings (_settings)) -> (caps, device, small device, plan, the device it runs
 #: on, its _C_PLANS entry): plan_for's answers
 _PLANNED: dict = {}
+#: entries of _PLANNED and _C_PLANS: ~11 KB each with the plan's C arrays; at the views'
+#: bound (65,536) a model fed 40,000 input lengths held 450 MB (a fresh user's report)
+_PLANS_MAX = 4096
 #: (plan key, outputs, delegate settings) -> (caps, device, small device, the runtime's input
 #: key as int32s, plan, device, _C_PLANS entry): each partition's latest plan_for answer,
 #: which _INIT hands the runtime with a partition of the same nodes (lcl_partition_new's
@@ -633,7 +636,8 @@ class _Planner:
                     consts.add(t)
             if pkey is None:
                 pkey = (*self.pkey, (tuple(shapes.items()), frozenset(consts)), sets)
-            got = _memo_put(_PLANNED, pkey, (d.caps, d.device, d.small_device, *self._plan(shapes, consts)))
+            got = _memo_put(_PLANNED, pkey, (d.caps, d.device, d.small_device, *self._plan(shapes, consts)),
+                            _PLANS_MAX)
         plan, dev, hit = got[3:]
         if shape_key is not None:
             preset = _memo_put(_PRESETS, (*self.pkey, sets), (d.caps, d.device, d.small_device, shape_key, plan,
@@ -657,7 +661,7 @@ class _Planner:
         ckey = (id(plan), index, mem.in_place, mem.align)
         hit = _C_PLANS.get(ckey)
         if hit is None or hit[0] is not plan:
-            hit = _memo_put(_C_PLANS, ckey, (plan, *_c_plan(plan, programs, index, mem)))
+            hit = _memo_put(_C_PLANS, ckey, (plan, *_c_plan(plan, programs, index, mem)), _PLANS_MAX)
         return plan, dev, hit
 
     def preset(self) -> tuple:

@@ -75,6 +75,21 @@ def test_every_invoke_runs_in_c_and_stays_exact(fast_device, fuse, monkeypatch):
     assert part.launches_run == 5 * len(part.plan.launches)
 
 
+def test_plan_memos_stay_bounded_over_many_input_shapes(fast_device, monkeypatch):
+    """plan_for's memos (_PLANNED, _C_PLANS: ~11 KB an entry) hold at most _PLANS_MAX
+    entries: a model fed 40,000 input lengths held 450 MB at the views' bound (a fresh
+    user's report); bit-exact throughout."""
+    monkeypatch.setattr(D, "_PLANS_MAX", 8)
+    m = chain_model(["float32", "int32", ("add", 7), "float16"], (40,))
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    for n in range(30, 50):
+        it.resize_tensor_input(it.get_input_details()[0]["index"], [n])
+        it.allocate_tensors()
+        ins = [np.linspace(-3e3, 3e3, n, dtype=np.float32)]
+        assert _same(_invoke(it, ins), _litert(m, ins)), n
+        assert len(D._PLANNED) <= 8 and len(D._C_PLANS) <= 8
+
+
 def test_the_expected_table_lives_until_its_replace_ends(fast_device, monkeypatch):
     """The runtime reads an _Expected's table (the Expected array and its ints) during
     ReplaceNodeSubsetsWithDelegateKernels. Another thread's Prepare of an equal context
