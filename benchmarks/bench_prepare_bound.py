@@ -12,12 +12,21 @@ alternating rounds, for
   init and kernel_prepare, and one Python callback per Prepare (which C would not pay).
 
 ``bound`` leaves every partition it makes without a planner (they are not freed: the
-numbers are all it is for). A model whose partitions the runtime cannot prepare from the
-first construction's presets alone (it would ask the planner) is left out of every column.
+numbers are all it is for), which slows the other kinds' rounds in the same process
+(litecl 1.80x alone, 2.06x beside bound): LITECL_BOUND_KINDS picks the kinds, so run
+``litert,floor,litecl`` and ``litert,floor,bound`` apart. A model whose partitions the
+runtime cannot prepare from the first construction's presets alone (it would ask the
+planner) is left out of every column.
+
+Measured (Intel's runtime 2026.2, the 34 LiteRT runs of .shared_models + .real_models, 9
+rounds, load 0.4-0.5, session 21): floor 1.24-1.25x, litecl 1.80x, bound 1.62-1.66x. A
+recalled Prepare without any of Python's bookkeeping stays above 1.5x: the rest is the
+Python callback, the key and the runtime's per-partition init and kernel_prepare.
 
 Usage::
 
-    python benchmarks/bench_prepare_bound.py DIR [DIR ...] [--device intel] [--rounds 15]
+    LITECL_BOUND_KINDS=litert,floor,bound python benchmarks/bench_prepare_bound.py DIR [DIR ...]
+        [--device intel] [--rounds 15]
 """
 from __future__ import annotations
 
@@ -45,9 +54,11 @@ _BOUND = [False]      # the Prepare of the round being timed is the bound's
 
 
 def _prepare(dlg, ctx) -> int:
+    if not _BOUND[0]:  # litecl.Delegate's Prepare as it is: nothing added
+        return _ORIGINAL(dlg, ctx)
     key = claims.context_key(dlg._rt, ctx)
     hit = _LEARNT.get(key)
-    if hit is None or not _BOUND[0]:
+    if hit is None or _BOUND[0] == "learn":
         status = _ORIGINAL(dlg, ctx)
         if key not in _LEARNT:
             for mkey, memo in claims._PREPARES.items():
@@ -85,8 +96,10 @@ def main(argv=None) -> int:
     rows = []
     for name, raw in ms:
         d = litecl.Delegate(a.device, quiet=True)
+        _BOUND[0] = "learn"
         first = make_interpreter(raw, delegates=[d])
         first.allocate_tensors()
+        _BOUND[0] = False
         floor = _FloorDelegate(_claims_by_record(d))
         del first
         try:
@@ -100,24 +113,23 @@ def main(argv=None) -> int:
         finally:
             _BOUND[0] = False
         rows.append((name, raw, d, floor))
-    kinds = ("litert", "floor", "litecl", "bound")
-    tot = {k: [] for k in kinds}
-    for _ in range(a.rounds):
-        got = dict.fromkeys(kinds, 0.0)
-        for kind in kinds:
-            for name, raw, d, floor in rows:
+    kinds = tuple(os.environ.get("LITECL_BOUND_KINDS", "litert,floor,litecl,bound").split(","))
+    med = dict.fromkeys(kinds, 0.0)
+    for name, raw, d, floor in rows:  # per model alternating rounds, medians summed (bench_delegate's way)
+        ts = {k: [] for k in kinds}
+        for _ in range(a.rounds):
+            for kind in kinds:
                 _BOUND[0] = kind == "bound"
                 t = time.perf_counter()
                 it = make_interpreter(raw, delegates=[] if kind == "litert" else [floor if kind == "floor" else d])
                 it.allocate_tensors()
-                got[kind] += time.perf_counter() - t
+                ts[kind].append(time.perf_counter() - t)
+                _BOUND[0] = False
                 del it
-        _BOUND[0] = False
         for kind in kinds:
-            tot[kind].append(got[kind])
-    med = {k: float(np.median(v)) * 1e3 for k, v in tot.items()}
+            med[kind] += float(np.median(ts[kind])) * 1e3
     print(f"{len(rows)} models, device {a.device}, {a.rounds} alternating rounds, load average "
-          f"{os.getloadavg()[0]:.2f}: construct + allocate, summed, median of rounds")
+          f"{os.getloadavg()[0]:.2f}: construct + allocate, per-model medians summed")
     for k in kinds:
         print(f"  {k:7s} {med[k]:7.2f} ms  {med[k] / med['litert']:.2f}x LiteRT")
     return 0
