@@ -1056,6 +1056,34 @@ def test_the_second_start_compiles_nothing_and_a_damaged_cache_file_is_rebuilt(t
     assert exact and fourth == 0 and "building from source" not in err, err
 
 
+def test_a_cached_program_whose_kernel_takes_other_arguments_is_rebuilt(tmp_path, fast_device):
+    """Two cached programs whose kernels share a name (litecl_fused) but not their
+    parameters, swapped: the runtime built each, so every Prepare failed at clSetKernelArg,
+    in every process, until the folder was cleared by hand (a fresh user's report). The
+    kernel's parameter count is checked against its source: the file is refused, removed
+    and built again, with one INFO line; bit-exact."""
+    _need(CC)
+    m = tmp_path / "two.tflite"
+    m.write_bytes(chain_model(["float32", "float16", "float32", ("mul", 2.0), "int32",
+                               ("add", np.full([1999], 3, np.int32)), "float32"], [1999]))
+    out = tmp_path / "e"
+    _export_build(m, out, fast_device)
+    cache = tmp_path / "cache"
+    opts = {"binaries": "0", "cache_dir": str(cache)}
+    exact, built, _ = _start(out, m, opts, cache)
+    assert exact and built >= 2
+    fused = [f for f in cache.glob("litecl-*.bin") if b"litecl_fused" in f.read_bytes()]
+    assert len(fused) == 2, fused
+    a, b = (f.read_bytes() for f in fused)
+    fused[0].write_bytes(b)
+    fused[1].write_bytes(a)
+    exact, built, err = _start(out, m, opts, cache)
+    lines = [ln for ln in err.splitlines() if "building from source" in ln]
+    assert exact and built >= 1 and len(lines) == 1 and "(OpenCL error -42)" in lines[0], err
+    exact, built, err = _start(out, m, opts, cache)
+    assert exact and built == 0 and "building from source" not in err, err
+
+
 @pytest.mark.parametrize("name", ["variable_cast", "while_cast"])
 def test_nodes_without_outputs_or_leaving_one_out_are_read_as_any_node(name, tmp_path, fast_device):
     """A node with no outputs (ASSIGN_VARIABLE, CALL_ONCE: resource variables) or with an

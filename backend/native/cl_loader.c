@@ -16,7 +16,7 @@ static const struct { size_t offset; const char *name; int index; } ENTRIES[] = 
     ENTRY(ReleaseMemObject, 18), ENTRY(CreateProgramWithSource, 26),
     ENTRY(CreateProgramWithBinary, 27), ENTRY(ReleaseProgram, 29), ENTRY(BuildProgram, 30),
     ENTRY(GetProgramInfo, 32), ENTRY(GetProgramBuildInfo, 33), ENTRY(CreateKernel, 34), ENTRY(ReleaseKernel, 37),
-    ENTRY(SetKernelArg, 38), ENTRY(GetKernelWorkGroupInfo, 40), ENTRY(WaitForEvents, 41), ENTRY(GetEventInfo, 42),
+    ENTRY(SetKernelArg, 38), ENTRY(GetKernelInfo, 39), ENTRY(GetKernelWorkGroupInfo, 40), ENTRY(WaitForEvents, 41), ENTRY(GetEventInfo, 42),
     ENTRY(RetainEvent, 43), ENTRY(ReleaseEvent, 44), ENTRY(GetEventProfilingInfo, 45), ENTRY(Flush, 46), ENTRY(Finish, 47),
     ENTRY(EnqueueReadBuffer, 48), ENTRY(EnqueueWriteBuffer, 49), ENTRY(EnqueueCopyBuffer, 50),
     ENTRY(EnqueueMapBuffer, 56), ENTRY(EnqueueUnmapMemObject, 58),

@@ -65,6 +65,7 @@ typedef struct _cl_event *cl_event;
 #define CL_MAP_WRITE (1 << 1)
 #define CL_PROGRAM_BUILD_LOG 0x1183
 #define CL_KERNEL_WORK_GROUP_SIZE 0x11B0
+#define CL_KERNEL_NUM_ARGS 0x1191
 #define CL_EVENT_COMMAND_EXECUTION_STATUS 0x11D3
 #define CL_PROFILING_COMMAND_QUEUED 0x1280
 #define CL_PROFILING_COMMAND_START 0x1282
@@ -98,6 +99,7 @@ typedef struct lcl_cl {
     cl_kernel (*CreateKernel)(cl_program, const char *, cl_int *);                          /* 34 */
     cl_int (*ReleaseKernel)(cl_kernel);                                                     /* 37 */
     cl_int (*SetKernelArg)(cl_kernel, cl_uint, size_t, const void *);                       /* 38 */
+    cl_int (*GetKernelInfo)(cl_kernel, cl_uint, size_t, void *, size_t *);                 /* 39 */
     cl_int (*GetKernelWorkGroupInfo)(cl_kernel, cl_device_id, cl_uint, size_t, void *, size_t *); /* 40 */
     cl_int (*WaitForEvents)(cl_uint, const cl_event *);                                     /* 41 */
     cl_int (*GetEventInfo)(cl_event, cl_uint, size_t, void *, size_t *);                   /* 42 */

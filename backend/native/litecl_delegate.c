@@ -659,6 +659,22 @@ static void refused(const delegate *d, const char *what, const char *path, int c
                 path ? path : "", d->dev->device_name, code);
 }
 
+/* The parameters of kernel ``pg->name`` in ``pg->source`` ("__kernel void NAME(a, b, ...)"),
+ * or -1 where the text does not say. */
+static int source_args(const lcl_program *pg) {
+    char head[LCL_NAME_MAX + 32];
+    snprintf(head, sizeof head, "__kernel void %s(", pg->name);
+    const char *p = strstr(pg->source, head);
+    if (!p) return -1;
+    int n = 1, depth = 0, any = 0;
+    for (p += strlen(head); *p && (depth || *p != ')'); p++) {
+        depth += (*p == '(') - (*p == ')');
+        n += !depth && *p == ',';
+        any |= *p > ' ';
+    }
+    return *p ? (any ? n : 0) : -1;
+}
+
 static cl_program from_binary(delegate *d, const lcl_program *pg, const unsigned char *bin, size_t len,
                               cl_int *code) {
     cl_int err = 0, status = 0;
@@ -670,13 +686,21 @@ static cl_program from_binary(delegate *d, const lcl_program *pg, const unsigned
         d->dev->cl.ReleaseProgram(prg);
         return NULL;
     }
-    if (prg) { /* it holds the kernel (another program's binary would not) */
+    if (prg) { /* it holds the kernel, with the source's parameters (another program's binary would not:
+                * one with a kernel of the same name and other parameters failed every Prepare at
+                * clSetKernelArg, in every process, a fresh user's report) */
         cl_kernel probe = d->dev->cl.CreateKernel(prg, pg->name, code);
+        cl_uint nargs = 0;
+        int want = source_args(pg);
+        if (probe && *code == CL_SUCCESS && want >= 0 &&
+                d->dev->cl.GetKernelInfo(probe, CL_KERNEL_NUM_ARGS, sizeof nargs, &nargs, NULL) == CL_SUCCESS &&
+                (int)nargs != want)
+            *code = -42; /* CL_INVALID_BINARY: refused() says so */
+        if (probe) d->dev->cl.ReleaseKernel(probe);
         if (!probe || *code != CL_SUCCESS) {
             d->dev->cl.ReleaseProgram(prg);
             return NULL;
         }
-        d->dev->cl.ReleaseKernel(probe);
     }
     return prg;
 }
