@@ -883,7 +883,8 @@ def test_loaded_after_tensorflow_it_runs_bit_exact(models, tmp_path):
     """TensorFlow imported, then the PoCL delegate loaded (tf.lite users do so): Debian's
     PoCL links its own LLVM and clang, whose static initialisers ran into TensorFlow's
     LLVM and segfaulted at load (a fresh user's report); cl_loader.c opens the runtime
-    with RTLD_DEEPBIND where TensorFlow is mapped. MoveNet, bit for bit with LiteRT."""
+    with RTLD_DEEPBIND where TensorFlow is mapped, and with no options the ICD loader's
+    vendor libraries too. MoveNet, bit for bit with LiteRT."""
     import importlib.util
 
     if importlib.util.find_spec("tensorflow") is None:
@@ -897,11 +898,17 @@ def test_loaded_after_tensorflow_it_runs_bit_exact(models, tmp_path):
     _export_build(models["movenet_singlepose_lightning_int8"], out, "pocl")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", POCL_CACHE_DIR=str(tmp_path / "pocl"))
     env.pop("PYTHONPATH", None)
-    r = subprocess.run([sys.executable, "-c", TF_THEN_NATIVE, str(out / "liblitecl_delegate.so"),
-                        str(models["movenet_singlepose_lightning_int8"]), str(out / "exported_device.json")],
-                       capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
-    assert r.returncode == 0, f"rc={r.returncode}: {r.stderr[-1500:]}"
-    assert r.stdout.strip().endswith("OK"), r.stdout
+    none = tmp_path / "no_options.json"
+    none.write_text("{}")
+    # the exporting device's options, then none: the library then opens the ICD loader,
+    # which opened Debian's PoCL plainly and segfaulted (a fresh user's report); cl_loader.c
+    # opens the loader's vendor libraries first with RTLD_DEEPBIND where TensorFlow is mapped
+    for opts in (out / "exported_device.json", none):
+        r = subprocess.run([sys.executable, "-c", TF_THEN_NATIVE, str(out / "liblitecl_delegate.so"),
+                            str(models["movenet_singlepose_lightning_int8"]), str(opts)],
+                           capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+        assert r.returncode == 0, f"{opts.name}: rc={r.returncode}: {r.stderr[-1500:]}"
+        assert r.stdout.strip().endswith("OK"), r.stdout
 
 
 def test_llvm_exporters_are_the_python_side_s():

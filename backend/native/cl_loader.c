@@ -2,7 +2,9 @@
 #define _GNU_SOURCE
 #include "cl_loader.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,11 +65,46 @@ static int llvm_exporter_mapped(void) {
     return hit;
 }
 
+#ifdef RTLD_DEEPBIND
+/* Where TensorFlow is mapped and ``library`` is an ICD loader: each vendor library it will
+ * open (the .icd files of OCL_ICD_VENDORS, a folder or one file, else /etc/OpenCL/vendors)
+ * opened first with RTLD_DEEPBIND, as backend/icd.py _preload_icds_if_llvm_clash does; the
+ * loader's own dlopen of the same library then returns this one. Opened plainly by the
+ * loader, Debian's PoCL ran into TensorFlow's LLVM: the native library loaded with no
+ * options segfaulted after `import tensorflow` (a fresh user's report). Failures are left
+ * to the loader, which reports them as before. */
+static void preload_icd_vendors(void) {
+    const char *env = getenv("OCL_ICD_VENDORS");
+    const char *where = env && *env ? env : "/etc/OpenCL/vendors";
+    struct stat st;
+    if (stat(where, &st)) return;
+    char path[4096], lib[4096];
+    DIR *dir = S_ISDIR(st.st_mode) ? opendir(where) : NULL;
+    struct dirent *e = NULL;
+    for (int one = !S_ISDIR(st.st_mode); one || (dir && (e = readdir(dir))); one = 0) {
+        if (one) snprintf(path, sizeof path, "%s", where);
+        else {
+            size_t n = strlen(e->d_name);
+            if (n < 5 || strcmp(e->d_name + n - 4, ".icd")) continue;
+            snprintf(path, sizeof path, "%s/%s", where, e->d_name);
+        }
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fgets(lib, sizeof lib, f)) {
+            lib[strcspn(lib, "\r\n")] = 0;
+            if (lib[0]) (void)dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND); /* kept for the process */
+        }
+        fclose(f);
+    }
+    if (dir) closedir(dir);
+}
+#endif
+
 int lcl_cl_open(const char *library, lcl_cl *cl, void **handle, cl_platform_id **platforms,
                 cl_uint *n_platforms, char *err, size_t err_len) {
-    int mode = RTLD_NOW | RTLD_LOCAL;
+    int mode = RTLD_NOW | RTLD_LOCAL, llvm = 0;
 #ifdef RTLD_DEEPBIND /* glibc; bionic (Android) has none, and no TensorFlow in-process */
-    if (llvm_exporter_mapped()) mode |= RTLD_DEEPBIND;
+    if ((llvm = llvm_exporter_mapped())) mode |= RTLD_DEEPBIND;
 #else
     (void)llvm_exporter_mapped;
 #endif
@@ -84,6 +121,11 @@ int lcl_cl_open(const char *library, lcl_cl *cl, void **handle, cl_platform_id *
     void *direct = dlsym(h, "clGetPlatformIDs");
     cl_uint n = 0;
     if (direct) { /* the library exports the API (an ICD loader, Intel's runtime) */
+#ifdef RTLD_DEEPBIND
+        const char *base = strrchr(library, '/');
+        if (llvm && !strncmp(base ? base + 1 : library, "libOpenCL", 9)) preload_icd_vendors(); /* a loader */
+#endif
+        (void)llvm;
         for (size_t i = 0; i < N_ENTRIES; i++) {
             void *sym = dlsym(h, ENTRIES[i].name);
             if (!sym) {
