@@ -114,6 +114,8 @@ def cmd_inspect(args) -> int:
         msg = " ".join(str(e).split())[:300]
         if given is not None:
             raise _Usage(f"LiteRT cannot run the model on --inputs: {msg}") from None
+        if "unresolved custom op" in msg.lower():  # no input shapes give LiteRT an operator it lacks
+            raise _Usage(f"LiteRT cannot prepare the model: {msg}") from None
         raise _Usage(f"LiteRT cannot prepare the model at its declared input shapes ({msg}); give inputs of "
                      "shapes it runs with --inputs FILE.npz") from None
     rows, graphs, keep = _report(interp, sig)

@@ -165,10 +165,15 @@ def _litert_text(e: Exception, reference: str) -> str:
     XNNPACK resolves MediaPipe's (selfie_segmentation's Convolution2DTransposeBias ran
     under stock LiteRT and failed under litecl.Interpreter: a fresh user's report)."""
     text = _once(" ".join(str(e).split()))
-    if reference != "xnnpack" and "unresolved custom op" in text.lower():
+    if reference != "xnnpack" and "unresolved custom op" in text.lower() and any(op in text for op in _XNNPACK_OPS):
         text += (" (reference=\"xnnpack\", LiteRT's default resolver, has MediaPipe's custom ops such as "
                  "Convolution2DTransposeBias)")
     return text
+
+
+#: the custom ops LiteRT's default resolver runs through XNNPACK (MediaPipe's): no other
+#: custom op (edgetpu-custom-op, an app's own) is in any of LiteRT's resolvers
+_XNNPACK_OPS = ("Convolution2DTransposeBias", "MaxPoolingWithArgmax2D", "MaxUnpooling2D")
 
 
 def _refuse_constant(model, t) -> None:

@@ -700,6 +700,10 @@ def test_a_model_this_litert_lacks_an_operator_of_gets_no_inputs_hint(tmp_path):
     line = one_error(run_cli("export", m, "--out", tmp_path / "e", "--device", "oclgrind"), "unresolved custom op",
                      "this LiteRT lacks an operator the model uses")
     assert "--inputs" not in line, line
+    # inspect too, and no reference="xnnpack" hint: that resolver has MediaPipe's ops only
+    # (a fresh user's Coral edgetpu-custom-op models got both)
+    line = one_error(run_cli("inspect", m, "--device", "oclgrind"), "unresolved custom op")
+    assert "--inputs" not in line and "reference=" not in line, line
 
 
 def test_a_file_whose_size_reads_zero_but_holds_bytes_is_read():

@@ -628,6 +628,10 @@ def test_an_unresolved_custom_op_names_the_resolver_that_has_it():
                                              'custom ops such as Convolution2DTransposeBias)')
     assert "reference=" not in _litert_text(e, "xnnpack")
     assert "reference=" not in _litert_text(RuntimeError("Node number 3 (CONV_2D) failed to prepare."), "builtin")
+    # an op no LiteRT resolver has (Coral's): no hint that cannot help (a fresh user's report)
+    tpu = RuntimeError("Encountered unresolved custom op: edgetpu-custom-op. Node number 0 (edgetpu-custom-op) "
+                       "failed to prepare.")
+    assert "reference=" not in _litert_text(tpu, "builtin")
 
 
 def test_huge_shapes_are_errors_not_crashes(fast_device):
