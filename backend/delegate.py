@@ -86,7 +86,7 @@ _PLANNERS: dict = {}         # planner key -> _Planner (removed by the kernel's 
 _KEYS = itertools.count(1)   # delegate keys; partitions' planner keys come from _new_keys
 _NEXT_KEY = [1]
 _KEY_LOCK = threading.Lock()
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()  # RLock: _FREE asks whether its own thread holds it
 #: a partition's preset made its plan (_Planner.settle) or replaced by the planner's answer
 #: (plan_for), one at a time: placement() in one thread while interpreters of the same
 #: Delegate were prepared in others raised TypeError (a preset cleared between its check
@@ -760,6 +760,7 @@ def _DELEGATE_PREPARE(ctx, dlg):  # noqa: N802
     try:
         d = _delegate_of(dlg.contents.data_ or 0)
         d.device.check_usable()
+        _free_deferred()
         with d._lock:
             return claims.prepare(d, ctx)
     except BaseException as e:  # noqa: BLE001 (nothing may leave a ctypes callback)
@@ -800,35 +801,56 @@ def _INIT(ctx, buffer, length):  # noqa: N802
         return None  # LiteRT then fails the kernel's prepare (no user data)
 
 
+#: partition kernels LiteRT freed while this thread held _LOCK: a garbage collection inside
+#: a _LOCK block finalised a dead interpreter, whose free waited for the lock its own thread
+#: held (a hang of the CI's system leg in has_partitions). Freed by the next _FREE or Prepare.
+_DEFERRED: list = []
+
+
+def _free_deferred() -> None:
+    while _DEFERRED and not _LOCK._is_owned():
+        _free(_DEFERRED.pop())
+
+
 @_immortal
 @abi.FREE
 def _FREE(ctx, buffer):  # noqa: N802
     try:
-        with _LOCK:
-            key = _KERNELS.pop(buffer or 0, None)
-            part = _PLANNERS.pop(key, None)
-            if part is not None:
-                d = part.delegate
-                part.settle()  # its placement() rows outlive it
-                for k, v in part.counts().items():
-                    if k in d._stats:
-                        d._stats[k] += v
-                mine = d._parts.get(part.ctx_addr)
-                if mine is not None:
-                    mine.pop(key, None)
-                    if not mine:
-                        del d._parts[part.ctx_addr]
-                        freed = d._freed  # newest last, oldest dropped past the bound
-                        freed.pop(part.ctx_addr, None)
-                        freed[part.ctx_addr] = next(_EVENTS)
-                        if len(freed) > _MAX_RECORDS:
-                            del freed[next(iter(freed))]
-        if part is not None:
-            part.handle = None
-            if not part.delegate.device.forked:  # in a fork()ed child an OpenCL call would hang
-                part.delegate._rt.lcl_partition_free(buffer)
+        if _LOCK._is_owned():  # a collection inside this thread's own _LOCK block: later, outside it
+            _DEFERRED.append(buffer or 0)
+            return
+        _free(buffer or 0)
+        _free_deferred()
     except BaseException:  # noqa: BLE001 (free returns nothing: LiteRT cannot be told; the
         pass                # device buffers then go with the process)
+
+
+def _free(buffer: int) -> None:
+    """The partition kernel ``buffer``'s free: its rows settled, its counts kept, its
+    device memory released (the runtime's lcl_partition_free)."""
+    with _LOCK:
+        key = _KERNELS.pop(buffer or 0, None)
+        part = _PLANNERS.pop(key, None)
+        if part is not None:
+            d = part.delegate
+            part.settle()  # its placement() rows outlive it
+            for k, v in part.counts().items():
+                if k in d._stats:
+                    d._stats[k] += v
+            mine = d._parts.get(part.ctx_addr)
+            if mine is not None:
+                mine.pop(key, None)
+                if not mine:
+                    del d._parts[part.ctx_addr]
+                    freed = d._freed  # newest last, oldest dropped past the bound
+                    freed.pop(part.ctx_addr, None)
+                    freed[part.ctx_addr] = next(_EVENTS)
+                    if len(freed) > _MAX_RECORDS:
+                        del freed[next(iter(freed))]
+    if part is not None:
+        part.handle = None
+        if not part.delegate.device.forked:  # in a fork()ed child an OpenCL call would hang
+            part.delegate._rt.lcl_partition_free(buffer)
 
 
 @_immortal

@@ -140,9 +140,19 @@ class _Records:
 
     def forget(self, owner) -> None:
         """Drop the records of ``owner``'s contexts (litecl.Interpreter's, when it is
-        deleted: its key, id(interpreter), may name another one later)."""
-        with self._lock:
-            for a in self._owned.pop(owner, ()):
+        deleted: its key, id(interpreter), may name another one later). Called by a garbage
+        collection inside this thread's own locked section (which may be iterating them),
+        it is done by the next forget or Prepare instead."""
+        self.__dict__.setdefault("_forget_later", []).append(owner)
+        if not self._lock._is_owned():
+            with self._lock:
+                self._forget_now()
+
+    def _forget_now(self) -> None:
+        """forget()'s work for every owner it was asked for (under self._lock, iterating nothing)."""
+        later = self.__dict__.get("_forget_later")
+        while later:
+            for a in self._owned.pop(later.pop(), ()):
                 self._records.pop(a, None)
                 self._announced.discard(a)
 
@@ -201,6 +211,7 @@ class _Records:
         ours, so LiteRT reports no out-of-range index. Where the context has no such
         function, the key is the owner and the index the context's place among that
         owner's (the order LiteRT prepares a model's subgraphs in)."""
+        self._forget_now()  # the owners a collection left (forget)
         place = None
         first = C.c_void_p()
         k = self._rt.lcl_subgraph_place(addr, C.byref(first))  # litecl_delegate.c

@@ -634,6 +634,43 @@ def test_an_unresolved_custom_op_names_the_resolver_that_has_it():
     assert "reference=" not in _litert_text(tpu, "builtin")
 
 
+GC_INSIDE_LOCKS = r"""
+import gc, sys, numpy as np
+import litecl
+from litecl import delegate as D
+from models.builders import add_model
+m = add_model("float32", [4], [4])
+d = litecl.Delegate(sys.argv[1], quiet=True)
+for k in range(3):
+    it = litecl.Interpreter(model_content=m, delegate=d)
+    it.allocate_tensors()
+    it._cycle = it  # only the cyclic collector frees it
+    del it
+    gc.disable()
+    with D._LOCK:  # a collection inside a _LOCK block (has_partitions' generator ran one)
+        gc.collect()
+    with d._lock:  # and inside the Delegate's own (placement, Prepare's record)
+        gc.collect()
+    gc.enable()
+it = litecl.Interpreter(model_content=m, delegate=d)
+it.allocate_tensors()
+for x in it.get_input_details():
+    it.set_tensor(x["index"], np.ones(4, np.float32))
+it.invoke()
+print("OK", it.get_tensor(it.get_output_details()[0]["index"]).tolist(), len(D._DEFERRED), len(d.placement(it)))
+"""
+
+
+def test_a_garbage_collection_inside_litecl_s_locks_frees_later(fast_device):
+    """A cyclic garbage collection that runs inside a block holding litecl's lock (any
+    allocation there may start one) finalises a dead interpreter, whose partition kernels'
+    free took that lock again: the CI's system leg hung for good in has_partitions. The
+    free is done later, outside the lock; the records of a collected litecl.Interpreter
+    likewise."""
+    r = _py_hardening(GC_INSIDE_LOCKS, fast_device, timeout=120)
+    assert "OK [2.0, 2.0, 2.0, 2.0] 0 1" in r.stdout, r.stdout
+
+
 def test_huge_shapes_are_errors_not_crashes(fast_device):
     """A resize to shapes no memory holds: LiteRT's arena refuses them (RuntimeError);
     when litecl's delegate holds the node, its kernel refuses them first (InputError:
