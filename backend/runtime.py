@@ -16,6 +16,7 @@ raises one LiteclError saying so.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes as C
 import os
 import platform
@@ -200,10 +201,14 @@ def _declare(lib) -> None:
         "lcl_context_key": (C.c_long, [vp, C.POINTER(i32), C.c_long]),
         "lcl_flag_nodes": (None, [vp, vp, i32, i32]),
         "lcl_subgraph_place": (i32, [vp, C.POINTER(vp)]),
+        "lcl_exit_now": (None, []),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
+    # Python's atexit, before its final collection: no OpenCL work starts after it, and the
+    # work in flight (daemon threads) ends before the runtime goes (litecl_delegate.c)
+    atexit.register(lib.lcl_exit_now)
 
 
 def _load():

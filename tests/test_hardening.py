@@ -671,6 +671,39 @@ def test_a_garbage_collection_inside_litecl_s_locks_frees_later(fast_device):
     assert "OK [2.0, 2.0, 2.0, 2.0] 0 1" in r.stdout, r.stdout
 
 
+INVOKE_AT_FINALIZATION = r"""
+import sys, numpy as np
+import litecl
+from conftest import shared_model
+M = str(shared_model("movenet_singlepose_lightning_int8.tflite"))
+class Holder:  # a pool or session object torn down by the final collection
+    def __init__(self):
+        self.it = litecl.Interpreter(model_path=M, device=sys.argv[1], quiet=True)
+        self.it.allocate_tensors()
+    def __del__(self):
+        d = self.it.get_input_details()[0]
+        self.it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+        self.it.invoke()
+h = Holder()
+h.cycle = h
+print("main done", flush=True)
+"""
+
+
+def test_an_invoke_in_the_final_collection_does_not_crash(fast_device, shared_models):
+    """An interpreter invoked from a __del__ that Python's final collection runs (after
+    atexit): the OpenCL runtime segfaulted in 8 of 20 processes on Intel's (a fresh
+    user's report: 7 of 20). litecl's atexit handler (runtime.py: lcl_exit_now) stops
+    new OpenCL work first: the invoke raises "the process is exiting", which Python
+    prints as an ignored exception; the process exits 0."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    for _ in range(6):
+        r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", INVOKE_AT_FINALIZATION, fast_device],
+                           capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+        assert r.returncode == 0 and "main done" in r.stdout, (r.returncode, r.stderr[-1500:])
+
+
 def test_huge_shapes_are_errors_not_crashes(fast_device):
     """A resize to shapes no memory holds: LiteRT's arena refuses them (RuntimeError);
     when litecl's delegate holds the node, its kernel refuses them first (InputError:

@@ -1091,6 +1091,47 @@ def test_a_cached_program_whose_kernel_takes_other_arguments_is_rebuilt(tmp_path
     assert exact and built == 0 and "building from source" not in err, err
 
 
+DAEMONS_AT_EXIT = r"""
+import sys, threading, time
+import numpy as np
+sys.modules["litecl"] = None
+from ai_edge_litert.interpreter import Interpreter, OpResolverType, load_delegate
+so, model = sys.argv[1:3]
+def loop():
+    it = Interpreter(model_path=model, experimental_delegates=[load_delegate(so, {"quiet": "1"})],
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+    while True:
+        it.invoke()
+for _ in range(4):
+    threading.Thread(target=loop, daemon=True).start()
+time.sleep(float(sys.argv[3]))
+print("main done", flush=True)
+"""
+
+
+def test_daemon_threads_invoking_at_exit_do_not_crash(models, tmp_path, fast_device):
+    """The process exits while daemon threads invoke through the exported library: exit()
+    tore the OpenCL runtime down under a thread inside clEnqueueNDRangeKernel (SIGSEGV in 6
+    of 20 processes, a fresh user's report and here). The library's atexit handler
+    (lcl_exit_now, registered when it opens a device) stops new OpenCL work and waits for
+    the work in flight."""
+    _need(CC)
+    if "movenet_singlepose_lightning_int8" not in models:
+        pytest.skip("the shared MoveNet model is absent")
+    out = tmp_path / "mv"
+    # Intel's runtime, where it crashed (its teardown at exit); else the fast device
+    _export_build(models["movenet_singlepose_lightning_int8"], out,
+                  "intel" if not DEVICE_STATUS.get("intel") else fast_device)
+    for k in range(8):
+        r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", DAEMONS_AT_EXIT, str(out / "liblitecl_delegate.so"),
+                            str(models["movenet_singlepose_lightning_int8"]), str(0.1 + 0.05 * k)],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert r.returncode == 0 and "main done" in r.stdout, (k, r.returncode, r.stderr[-1500:])
+
+
 @pytest.mark.parametrize("name", ["variable_cast", "while_cast"])
 def test_nodes_without_outputs_or_leaving_one_out_are_read_as_any_node(name, tmp_path, fast_device):
     """A node with no outputs (ASSIGN_VARIABLE, CALL_ONCE: resource variables) or with an
