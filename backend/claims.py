@@ -13,6 +13,7 @@ the Delegate.
 """
 from __future__ import annotations
 
+import collections.abc
 import ctypes as C
 import sys
 import threading
@@ -27,6 +28,27 @@ from .lowering import why_not
 from .model import Node
 from .views import (_CONSTANT_ALLOC, _OPS, _Graph, _memo_put, _node_view, _plausible, _raw_node,
                     _raw_tensor, _Tensors, _tensor_view, node_key)
+
+
+def takes(ops, nodes) -> tuple:
+    """``Delegate(ops=, nodes=)`` checked: (frozenset of op names or None, {subgraph:
+    frozenset of node indices} or None). Raises LiteclError naming what is wrong."""
+    if ops is not None:
+        if isinstance(ops, str) or not all(isinstance(o, str) for o in ops):
+            raise LiteclError(f"ops must be a sequence of operator names such as ('CAST',), got {ops!r}")
+        bad = sorted(set(ops) - set(_OPS.values()))
+        if bad:
+            raise LiteclError(f"ops names {', '.join(bad)}; litecl runs {', '.join(sorted(_OPS.values()))}")
+        ops = frozenset(ops)
+    if nodes is not None:
+        ok = isinstance(nodes, dict) and all(
+            isinstance(k, int) and not isinstance(k, bool) and k >= 0 and not isinstance(v, (str, bytes))
+            and isinstance(v, collections.abc.Iterable)
+            and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in v) for k, v in nodes.items())
+        if not ok:
+            raise LiteclError(f"nodes must map subgraph indices to node indices, e.g. {{0: [1, 5]}}, got {nodes!r}")
+        nodes = {k: frozenset(v) for k, v in nodes.items()}
+    return ops, nodes
 
 
 def decide(dlg, ctx, plan, si=None) -> tuple:

@@ -30,7 +30,6 @@ views.py's, the records of each Prepare and the reports read from them records.p
 from __future__ import annotations
 
 import collections
-import collections.abc
 import ctypes as C
 import itertools
 import threading
@@ -51,7 +50,7 @@ from .runtime import c_plan as _c_plan  # tests patch delegate._c_plan
 from . import placement as _placement
 from .placement import PLACEMENTS
 from .records import _EVENTS, _MAX_RECORDS, _Records, _record_rows, _template
-from .views import _CONSTANT_ALLOC, _OPS, _memo_put, layout_check
+from .views import _CONSTANT_ALLOC, _Cleared, _memo_put, layout_check
 
 __all__ = ["Delegate", "REFERENCES", "DELEGATE_NAME"]
 
@@ -103,27 +102,6 @@ def _immortal(obj):
     return obj
 
 
-def _takes(ops, nodes) -> tuple:
-    """``Delegate(ops=, nodes=)`` checked: (frozenset of op names or None, {subgraph:
-    frozenset of node indices} or None). Raises LiteclError naming what is wrong."""
-    if ops is not None:
-        if isinstance(ops, str) or not all(isinstance(o, str) for o in ops):
-            raise LiteclError(f"ops must be a sequence of operator names such as ('CAST',), got {ops!r}")
-        bad = sorted(set(ops) - set(_OPS.values()))
-        if bad:
-            raise LiteclError(f"ops names {', '.join(bad)}; litecl runs {', '.join(sorted(_OPS.values()))}")
-        ops = frozenset(ops)
-    if nodes is not None:
-        ok = isinstance(nodes, dict) and all(
-            isinstance(k, int) and not isinstance(k, bool) and k >= 0 and not isinstance(v, (str, bytes))
-            and isinstance(v, collections.abc.Iterable)
-            and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in v) for k, v in nodes.items())
-        if not ok:
-            raise LiteclError(f"nodes must map subgraph indices to node indices, e.g. {{0: [1, 5]}}, got {nodes!r}")
-        nodes = {k: frozenset(v) for k, v in nodes.items()}
-    return ops, nodes
-
-
 class Delegate(_Records):
     """A LiteRT delegate running CAST and ADD nodes on an OpenCL device.
 
@@ -173,7 +151,7 @@ class Delegate(_Records):
 
     def __init__(self, device=None, placement: str = "all", *, reference: str = "builtin",
                  quiet=None, fuse: bool = True, keep_order=KEEP_ORDER_DEFAULT, ops=None, nodes=None):
-        self.ops, self.nodes = _takes(ops, nodes)
+        self.ops, self.nodes = claims.takes(ops, nodes)
         if placement not in PLACEMENTS:
             raise LiteclError(f"unknown placement {placement!r}; expected one of {', '.join(PLACEMENTS)}")
         if reference not in REFERENCES:
@@ -409,18 +387,7 @@ _PLANS_MAX = 4096
 #: key as int32s, plan, device, _C_PLANS entry): each partition's latest plan_for answer,
 #: which _INIT hands the runtime with a partition of the same nodes (lcl_partition_new's
 #: preset): a second construction plans without a callback per partition
-class _Cleared(dict):
-    """A dict that counts its clear() calls (``cleared``): what _Expected copied from
-    _PRESETS holds while this count does."""
-
-    cleared = 0
-
-    def clear(self) -> None:
-        self.cleared += 1
-        super().clear()
-
-
-_PRESETS: dict = _Cleared()
+_PRESETS: dict = _Cleared()  # views._Cleared: _Expected reads its clear() count
 
 #: id(Device) -> (that Device, its index in the runtime): Delegate._device_index
 _DEVICE_INDEX: dict = {}

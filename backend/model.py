@@ -188,8 +188,7 @@ class Signature:
 
 @dataclass
 class Model:
-    """A validated model: ``raw`` bytes (what LiteRT is given), the parsed ``subgraphs``
-    and ``signatures``, and ``path`` (None for model_content)."""
+    """A validated model: ``raw`` (what LiteRT is given), ``subgraphs``, ``signatures``, ``path``."""
 
     raw: bytes
     subgraphs: list
@@ -204,9 +203,9 @@ class Model:
     #: litecl.Interpreter's: the signature tensors that are no subgraph input or output
     _visible: frozenset = field(default=None, repr=False, compare=False)
     #: litecl.Interpreter's under placement="auto": whether LiteRT takes a delegate that
-    #: allows no dynamic tensors on this model (export.delegate_flags), None until asked
+    #: allows no dynamic tensors (export.delegate_flags; None until asked); subgraph 0's
+    #: constant tensors (its set_tensor refuses them)
     _static: Optional[bool] = field(default=None, repr=False, compare=False)
-    #: litecl.Interpreter's: subgraph 0's constant tensors (its set_tensor refuses them)
     _readonly: frozenset = field(default=None, repr=False, compare=False)
 
 

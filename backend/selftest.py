@@ -27,6 +27,7 @@ import json
 import math
 import os
 import re
+import threading
 from pathlib import Path
 from typing import NamedTuple
 
@@ -272,6 +273,20 @@ def run(device, f: Family) -> str:
 
 
 _VERDICTS: dict = {}
+#: A family's run at a time. A cached verdict "PoCL's basic device computes CAST
+#: int64->float32 wrong: 76 of 77" came from one run among tests running many threads and
+#: processes at once (the same family ran right in a fresh process): a refusal is now run
+#: twice, one run at a time, before it is kept on disk.
+_RUN_LOCK = threading.Lock()
+
+
+def _run_checked(device, f: Family) -> str:
+    """``run``, a kernel the driver cannot build or run being the refusal's reason."""
+    try:
+        return run(device, f)
+    except Exception as e:  # noqa: BLE001 (a kernel the driver cannot build or run: refused)
+        return (f"this device fails litecl's self-test of {family_name(f)}: "
+                f"{type(e).__name__}: {' '.join(str(e).split())[:200]}")
 
 
 def check(device, f: Family) -> str:
@@ -295,11 +310,10 @@ def check(device, f: Family) -> str:
     except (ValueError, KeyError, TypeError):
         verdict = None
     if verdict is None:
-        try:
-            verdict = run(device, f)
-        except Exception as e:  # noqa: BLE001 (a kernel the driver cannot build or run: refused)
-            verdict = (f"this device fails litecl's self-test of {family_name(f)}: "
-                       f"{type(e).__name__}: {' '.join(str(e).split())[:200]}")
+        with _RUN_LOCK:  # one family run at a time in the process
+            verdict = _run_checked(device, f)
+            if verdict:  # confirmed before it is kept for every later process: a "computes
+                verdict = _run_checked(device, f)  # wrong" once came from one bad run (below)
         store_blob("selftest", key, json.dumps({"verdict": verdict}).encode())
     _VERDICTS[k] = verdict
     return verdict

@@ -71,6 +71,17 @@ def _memo_put(memo: dict, key, value, limit: int = _VIEWS_MAX):
     return value
 
 
+class _Cleared(dict):
+    """A dict that counts its clear() calls (``cleared``): what _Expected copied from
+    _PRESETS holds while this count does."""
+
+    cleared = 0
+
+    def clear(self) -> None:
+        self.cleared += 1
+        super().clear()
+
+
 class _Tensors:
     """``sg.tensors`` for lowering: tensor views of one context, read on first use."""
 

@@ -193,6 +193,27 @@ print(json.dumps({"verdict": v, "runs": len(runs), "first_ms": first * 1e3, "aga
     assert got[1]["again_us"] < 100
 
 
+def test_a_refusal_is_run_again_before_it_is_kept(tmp_path, monkeypatch):
+    """One bad run ("computes ... wrong") was kept on disk and refused the family in every
+    later process (PoCL's basic device, CAST int64->float32, among the suite's concurrent
+    tests; a fresh process ran it right): a refusal is confirmed by a second run first."""
+    monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("LITECL_NO_CACHE", raising=False)
+    d = litecl.open_device(_any())
+    f = S.Family("ADD", ("float32",), "RELU", "same", "builtin")
+    answers = ["this device computes ADD wrong: 76 of 77 edge values", ""]
+    monkeypatch.setattr(S, "run", lambda dev, fam: answers.pop(0))
+    monkeypatch.setattr(S, "_VERDICTS", {})
+    assert S.check(d, f) == "" and answers == []
+    monkeypatch.setattr(S, "_VERDICTS", {})  # a later process: the verdict kept is the second run's
+    monkeypatch.setattr(S, "run", lambda dev, fam: pytest.fail("ran again"))
+    assert S.check(d, f) == ""
+    answers = ["wrong once", "wrong twice"]
+    monkeypatch.setattr(S, "run", lambda dev, fam: answers.pop(0))
+    g = S.Family("ADD", ("float32",), "RELU6", "same", "builtin")
+    assert S.check(d, g) == "wrong twice" and answers == []
+
+
 def test_devices_check_prints_every_family_on_every_device():
     """``litecl devices --check``: each device's families in a child process (a crash is
     reported, not fatal), one row per device, and the families that fail by name."""
