@@ -158,7 +158,11 @@ class _FloorDelegate:
 def _claims_of(it) -> list:
     """litecl's claimed node indices per subgraph of interpreter ``it``, in placement()'s
     subgraph order (the order LiteRT prepared them)."""
-    rows = it.delegate.placement(id(it))
+    return claims_in(it.delegate.placement(id(it)))
+
+
+def claims_in(rows) -> list:
+    """The claimed node indices per subgraph of placement() ``rows`` (one interpreter's)."""
     subs = sorted({r["subgraph"] for r in rows})
     out = [[] for _ in range(max(subs) + 1 if subs else 0)]
     for r in rows:

@@ -46,7 +46,7 @@ import litecl  # noqa: E402
 from litecl import abi, claims  # noqa: E402
 from litecl import delegate as D  # noqa: E402
 from litecl.compare import make_interpreter  # noqa: E402
-from bench_delegate import _FloorDelegate, models  # noqa: E402
+from bench_delegate import _FloorDelegate, claims_in, models  # noqa: E402
 
 _ORIGINAL = claims.prepare
 _LEARNT: dict = {}    # context key -> (claimed nodes, keep_order's marks, the _Expected)
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
         first = make_interpreter(raw, delegates=[d])
         first.allocate_tensors()
         _BOUND[0] = False
-        floor = _FloorDelegate(_claims_by_record(d))
+        floor = _FloorDelegate(claims_in(d.placement()))
         del first
         try:
             _BOUND[0] = True
@@ -133,18 +133,6 @@ def main(argv=None) -> int:
     for k in kinds:
         print(f"  {k:7s} {med[k]:7.2f} ms  {med[k] / med['litert']:.2f}x LiteRT")
     return 0
-
-
-def _claims_by_record(d) -> list:
-    """litecl's claimed node indices per subgraph of Delegate ``d``'s one interpreter
-    (bench_delegate's _claims_of, for LiteRT's own Interpreter)."""
-    rows = d.placement()
-    subs = sorted({r["subgraph"] for r in rows})
-    out = [[] for _ in range(max(subs) + 1 if subs else 0)]
-    for r in rows:
-        if r["placement"] == "opencl":
-            out[r["subgraph"]].append(r["index"])
-    return [sorted(c) for c in out]
 
 
 if __name__ == "__main__":
