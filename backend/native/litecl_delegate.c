@@ -1730,20 +1730,20 @@ static void profile_end(partition *p, int64_t t_invoke) {
 
 /* At exit: an invoke or prepare of another thread (a daemon thread, an app's pool) inside
  * the OpenCL runtime while exit() tore the runtime down segfaulted in clEnqueueNDRangeKernel
- * (a fresh user: 6 of 20 runs with the exported library, 6 of 20 here). lcl_exit_now (an
+ * (a fresh user: 6 of 20 runs with the exported library, 6 of 20 here). exit_now (an
  * atexit handler of this library, registered when it first opens a device, so it runs
  * before the runtime's own teardown; and Python's atexit, before its final collection)
  * stops new OpenCL work and waits up to 5 s for the work in flight. */
 static volatile int EXITING;
 static int IN_FLIGHT;
 
-LCL_EXPORT void lcl_exit_now(void) {
+static void exit_now(void) {
     __sync_lock_test_and_set(&EXITING, 1);
     for (int i = 0; i < 5000 && __sync_fetch_and_add(&IN_FLIGHT, 0) > 0; i++) usleep(1000);
 }
 
 static pthread_once_t EXIT_ONCE = PTHREAD_ONCE_INIT;
-static void register_exit(void) { atexit(lcl_exit_now); }
+static void register_exit(void) { atexit(exit_now); }
 
 static TfLiteStatus kernel_invoke_inner(TfLiteContext *ctx, TfLiteNode *node);
 static TfLiteStatus kernel_prepare_inner(TfLiteContext *ctx, TfLiteNode *node);
@@ -3462,6 +3462,9 @@ LCL_EXPORT int lcl_kernel_invoke(TfLiteContext *ctx, TfLiteNode *node) { return 
 /* what the library was built from (backend/native/build.py digest): runtime.py loads an
  * installed library only while it matches the installed sources */
 LCL_EXPORT const char *lcl_runtime_digest(void) { return LITECL_RUNTIME_DIGEST; }
+
+/* Python's atexit (runtime.py): exit_now before its final collection */
+LCL_EXPORT void lcl_exit_now(void) { exit_now(); }
 
 /* the sizes of the structs backend/runtime.py mirrors, for its check */
 LCL_EXPORT int64_t lcl_inprocess_sizes(void) {
