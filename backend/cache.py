@@ -316,16 +316,16 @@ def _prune(added: int) -> None:
             lines = f.read().split()
         if len(lines) <= LEDGER_LINES and lines and lines[0][:1] == "=":
             total = int(lines[0][1:]) + sum(int(x[1:]) for x in lines[1:] if x[:1] == "+")
-    except (OSError, ValueError):
-        pass
+    except (OSError, ValueError):  # no ledger to read or append to: the entries are counted below
+        total = None
     cap = max_bytes()
     if total is not None and total <= cap:
         return
     total = _count_and_prune(root, cap)
     try:
         _replace_file(ledger, f"={total}\n".encode())
-    except OSError:
-        pass
+    except OSError:  # the next store counts again (the cache's own writes warn: _warn_once)
+        return
 
 
 def _count_and_prune(root: Path, cap: int) -> int:
