@@ -19,6 +19,7 @@ import sys
 import threading
 
 from . import abi
+from . import recall
 from . import order as _order
 from . import placement as _placement
 from . import selftest as _selftest
@@ -182,21 +183,22 @@ def prepare(dlg, ctx) -> int:
     sg, views, keys, rows, claim = got
     addr = C.addressof(c)
     with dlg._lock:
-        with _LOCK:
-            freed = dlg._freed.pop(addr, None)
-        if freed is not None and getattr(dlg._owner, "fetched", 0) > freed:
+        freed = dlg._rt.lcl_recall_freed(dlg._key, addr, 0)
+        if freed and getattr(dlg._owner, "fetched", 0) > freed:
             # every partition of this address was freed, then this thread asked for the
             # delegate's pointer: a new interpreter's context at a freed one's address (a
-            # resize's undo and redo ask for none), which says its line again
-            dlg._announced.discard(addr)
+            # resize's undo and redo ask for none), which says its line again (the
+            # runtime's recalled Prepares follow this rule too: litecl_delegate.c)
+            dlg._rt.lcl_announce(dlg._key, addr, 0)
         rec = {"rows": rows, "views": views, "keys": keys, "nodes": len(plan), "claimed": len(claim),
                "partitions": 0, "kept_order": False, "order_dropped": [], "sg": sg,
                "owner": getattr(dlg._owner, "key", None)}
         dlg._record(addr, rec)
     if not claim:
+        recall.offer(dlg, mkey, memo, (), None, None, claim, len(plan))
         return abi.K_OK
     arr = _int_array(tuple(claim))
-    marked = ()
+    marked, hit = (), None
     if dlg.keep_order:
         # the decision depends on the graph, its shapes and flags (all in the context key: a
         # second construction saved ~5 ms on pose_detection's 291 nodes)
@@ -223,10 +225,9 @@ def prepare(dlg, ctx) -> int:
         expected.end(dlg, rec, addr, state, status == abi.K_OK)
     if status != abi.K_OK:
         raise LiteclError("LiteRT refused litecl's node subsets (ReplaceNodeSubsetsWithDelegateKernels)")
-    with dlg._lock:  # said once per context, whichever thread prepares it
-        say = addr not in dlg._announced and not dlg.quiet
-        if say:
-            dlg._announced.add(addr)
+    recall.offer(dlg, mkey, memo, marked, expected, hit, claim, len(plan))  # the next one in C
+    # said once per context, whichever thread prepares it
+    say = not dlg.quiet and dlg._rt.lcl_announce(dlg._key, addr, 1)
     if say:
         sys.stderr.write(f"INFO: Replacing {len(claim)} out of {len(plan)} node(s) with delegate "
                          f"({DELEGATE_NAME}) node, yielding {rec['partitions']} partitions for "

@@ -45,7 +45,7 @@ from .errors import KernelBuildError, LiteclError, env_flag
 from . import kernels
 from .kernels import build_program, plan_built
 from .memory import _Memory, _memory_policy  # noqa: F401  (_Memory re-exported)
-from . import runtime
+from . import recall, runtime
 from .runtime import c_plan as _c_plan  # tests patch delegate._c_plan
 from . import placement as _placement
 from .placement import PLACEMENTS
@@ -83,8 +83,6 @@ _LIVE: dict = {}             # delegate key -> weakref to its Delegate
 _KERNELS: dict = {}          # the runtime's partition (kernel user data) -> its planner key
 _PLANNERS: dict = {}         # planner key -> _Planner (removed by the kernel's free)
 _KEYS = itertools.count(1)   # delegate keys; partitions' planner keys come from _new_keys
-_NEXT_KEY = [1]
-_KEY_LOCK = threading.Lock()
 _LOCK = threading.RLock()  # RLock: _FREE asks whether its own thread holds it
 #: a partition's preset made its plan (_Planner.settle) or replaced by the planner's answer
 #: (plan_for), one at a time: placement() in one thread while interpreters of the same
@@ -180,11 +178,10 @@ class Delegate(_Records):
         self._records: dict = {}      # context address (a freed one's: ("freed", address, n)) -> its latest Prepare's record
         self._owned: dict = {}        # owner (Delegate.owning) -> {context address: None}, in that order
         self._parts: dict = {}        # context address -> {planner key: live _Planner} (under _LOCK)
-        self._announced: set = set()  # context addresses whose Replacing line was said
-        # context address -> the _EVENTS count when its last partition kernel was freed (under
-        # _LOCK): LiteRT frees them when the interpreter goes, or when a resize undoes the
-        # delegate before Prepare runs again
-        self._freed: dict = {}
+        # the runtime keeps which contexts' Replacing line was said (lcl_announce) and when
+        # a context's last partition kernel was freed (lcl_recall_freed: LiteRT frees them
+        # when the interpreter goes, or when a resize undoes the delegate before Prepare)
+        self._recalls: dict = {}      # recall.offer's token -> what recall.drain records with it
         # per thread: litecl.Interpreter's key while it drives LiteRT (owning), and the last
         # error a callback raised (take_error); one object: each costs ~1 us to make
         self._owner = self._errors = threading.local()
@@ -207,10 +204,12 @@ class Delegate(_Records):
         self._native = self._rt.lcl_inprocess_new(self._key, _PLAN, _REPORT, _PROFILE, _SPIN_US, _INIT)
         if not self._native:
             raise LiteclError("out of memory for litecl's runtime")
-        weakref.finalize(self, self._rt.lcl_inprocess_free, self._native)
+        # not at exit: an Interpreter's __del__ after the exit hooks still calls the runtime with it
+        weakref.finalize(self, self._rt.lcl_inprocess_free, self._native).atexit = False
         st = abi.TfLiteDelegate()
         st.data_ = self._key
-        st.Prepare = _DELEGATE_PREPARE
+        # the runtime's: a Prepare it can recall runs there, any other is _DELEGATE_PREPARE
+        st.Prepare = abi.DELEGATE_PREPARE(C.cast(self._rt.lcl_inprocess_prepare, C.c_void_p).value)
         st.CopyFromBufferHandle = _COPY_HANDLE
         st.CopyToBufferHandle = _COPY_HANDLE
         st.FreeBufferHandle = _FREE_HANDLE
@@ -219,6 +218,20 @@ class Delegate(_Records):
             _STRUCTS.append(_immortal(st))
             _LIVE[self._key] = weakref.ref(self)
         self._struct = st
+        if self._rt.lcl_recall_bind(self._native, C.addressof(st), C.cast(_DELEGATE_PREPARE, C.c_void_p),
+                                    C.addressof(_registration(self._rt)), int(not self.quiet)):
+            raise LiteclError("out of memory for litecl's runtime")
+
+    @property
+    def quiet(self) -> bool:
+        """Whether the "Replacing N out of M node(s)" line is silenced."""
+        return self._quiet
+
+    @quiet.setter
+    def quiet(self, value) -> None:
+        self._quiet = bool(value)
+        if getattr(self, "_struct", None) is not None:  # the runtime says it for recalled Prepares
+            self._rt.lcl_recall_bind_say(self._key, int(not self._quiet))
 
     def __repr__(self) -> str:
         return f"litecl.Delegate({self.device!r}, placement={self.placement_mode!r})"
@@ -230,6 +243,7 @@ class Delegate(_Records):
         "partition_invokes": invokes of litecl's partition kernels, not of the interpreter
         (one interpreter invoke counts once per delegated partition it runs; a partition in
         a WHILE body once per iteration). Counts the invokes the runner ran in C too."""
+        recall.drain()
         out = dict(self._stats)
         with _LOCK:
             parts = [p for mine in self._parts.values() for p in mine.values()]
@@ -300,7 +314,8 @@ class Delegate(_Records):
         """The TfLiteDelegate* LiteRT's Interpreter takes (its experimental_delegates API).
         LiteRT's and tf.lite's Interpreter ask for it once per construction, just before
         ModifyGraphWithDelegate runs Prepare for each subgraph (claims.prepare's announcement)."""
-        self._owner.fetched = next(_EVENTS)
+        self._owner.fetched = ev = next(_EVENTS)
+        self._rt.lcl_recall_fetched(self._key, ev)  # a Prepare the runtime recalls reads it
         return C.addressof(self._struct)
 
     def owning(self, owner, visible: frozenset = frozenset()):
@@ -308,7 +323,7 @@ class Delegate(_Records):
         {(tensor index, name)} that must stay LiteRT's tensors (a model's signature tensors
         that are no subgraph input or output): a node writing one stays on LiteRT, since
         inside a partition LiteRT would allocate no memory for it."""
-        return _Owning(self._owner, (owner, visible))
+        return _Owning(self, (owner, visible))
 
     def take_error(self):
         """The litecl error a callback raised on this thread since the last call, or None."""
@@ -340,19 +355,21 @@ class _Owning:
     """Delegate.owning's context manager: sets the thread's (key, visible) and puts the
     previous ones back on exit (a generator-based one cost ~8 us)."""
 
-    __slots__ = ("_local", "_values", "_prev")
+    __slots__ = ("_d", "_values", "_prev")
 
-    def __init__(self, local, values: tuple):
-        self._local, self._values = local, values
+    def __init__(self, d, values: tuple):
+        self._d, self._values = d, values
 
     def __enter__(self):
-        o = self._local
+        o = self._d._owner
         self._prev = (getattr(o, "key", None), getattr(o, "visible", frozenset()))
         o.key, o.visible = self._values
+        self._d._rt.lcl_recall_hold(self._d._key, 1)  # its Prepares are Python's (recall.py)
 
     def __exit__(self, *exc):
-        o = self._local
+        o = self._d._owner
         o.key, o.visible = self._prev
+        self._d._rt.lcl_recall_hold(self._d._key, -1)
         return False
 
 
@@ -398,11 +415,8 @@ _C_PLANS: dict = {}
 
 
 def _new_keys(n: int) -> int:
-    """The first of ``n`` new consecutive planner keys."""
-    with _KEY_LOCK:
-        k = _NEXT_KEY[0]
-        _NEXT_KEY[0] += n
-    return k
+    """The first of ``n`` new consecutive planner keys (the runtime's: recalled Prepares take theirs there)."""
+    return runtime.load().lcl_new_keys(n)
 
 
 #: a _Planner's fields equal in every interpreter of one Prepare memo entry (_Expected)
@@ -426,6 +440,7 @@ class _Expected:
         self.presets: dict = {}
         self.version = 0              # changes of ``presets``
         self.source = (None, 0)       # (the _PRESETS dict, its ``cleared``) they were copied from
+        self.tokens: list = []        # the runtime's recalled Prepares made from ``tables`` (recall.offer)
 
     def begin(self, d: Delegate, rec: dict):
         """Before ReplaceNodeSubsetsWithDelegateKernels for record ``rec``: hand the runtime
@@ -444,15 +459,17 @@ class _Expected:
         # freed them under this Replace (a Bus error with two threads resizing: a fresh user's report)
         return base, made, presets, entries, ints
 
-    def end(self, d: Delegate, rec: dict, addr: int, state, ok: bool) -> None:
+    def end(self, d: Delegate, rec: dict, addr: int, state, ok: bool, recalled: bool = False) -> None:
         """After ReplaceNodeSubsetsWithDelegateKernels (``ok``: it succeeded): learn the
-        partitions _INIT made, or make the _Planners of those the runtime made."""
+        partitions _INIT made, or make the _Planners of those the runtime made (also for
+        a Prepare the runtime ``recalled``: recall.drain)."""
         if state is None:
             made = rec.pop("made", None)
             if ok and made:
                 self.parts = [{k: getattr(p, k) for k in _TEMPLATE_FIELDS} for p in made]
             return
-        d._rt.lcl_inprocess_expect(d._native, None, None, None, 0, 0, None)
+        if not recalled:
+            d._rt.lcl_inprocess_expect(d._native, None, None, None, 0, 0, None)
         if not ok:  # LiteRT may have freed them already: leaked, never a dangling handle
             return
         base, made, presets = state[:3]
@@ -498,6 +515,7 @@ class _Expected:
         if self.source[0] is not source[0] or self.source[1] != source[1]:
             self.presets, self.source = {}, source  # copied from a memo since emptied
             self.version += 1
+            recall.forget(self.tokens)
         got = self.tables.get(sets)
         if got is not None and got[0] is d.caps and got[1] is d.device and got[2] is d.small_device \
                 and got[3] == self.version:
@@ -537,6 +555,7 @@ class _Expected:
         if own is not None and own[index] is not preset:
             own[index] = preset
             self.version += 1
+            recall.refresh(self.tokens)  # the runtime's copies hand the old preset
 
 
 def _settings(d: Delegate) -> tuple:
@@ -727,6 +746,7 @@ def _DELEGATE_PREPARE(ctx, dlg):  # noqa: N802
     try:
         d = _delegate_of(dlg.contents.data_ or 0)
         d.device.check_usable()
+        recall.drain()  # the runtime's recalled Prepares are recorded before this one
         _free_deferred()
         with d._lock:
             return claims.prepare(d, ctx)
@@ -759,7 +779,8 @@ def _INIT(ctx, buffer, length):  # noqa: N802
         with _LOCK:
             _KERNELS[handle] = key
             d._parts.setdefault(part.ctx_addr, {})[key] = part
-        made = d._records[part.ctx_addr].get("made")
+        rec = d._records.get(part.ctx_addr)  # none: a recalled Prepare's (recall.py), LiteRT formed others
+        made = rec.get("made") if rec is not None else None
         if made is not None:  # a Prepare learning its partitions (_Expected.learn)
             made.append(part)
         return handle
@@ -775,7 +796,7 @@ _DEFERRED: list = []
 
 
 def _free_deferred() -> None:
-    while _DEFERRED and not _LOCK._is_owned():
+    while _DEFERRED and not _LOCK._is_owned() and not recall.draining():
         _free(_DEFERRED.pop())
 
 
@@ -783,8 +804,8 @@ def _free_deferred() -> None:
 @abi.FREE
 def _FREE(ctx, buffer):  # noqa: N802
     try:
-        if _LOCK._is_owned():  # a collection inside this thread's own _LOCK block: later, outside it
-            _DEFERRED.append(buffer or 0)
+        if _LOCK._is_owned() or recall.draining():  # a collection inside this thread's own
+            _DEFERRED.append(buffer or 0)           # _LOCK block or drain: later, outside it
             return
         _free(buffer or 0)
         _free_deferred()
@@ -795,6 +816,7 @@ def _FREE(ctx, buffer):  # noqa: N802
 def _free(buffer: int) -> None:
     """The partition kernel ``buffer``'s free: its rows settled, its counts kept, its
     device memory released (the runtime's lcl_partition_free)."""
+    recall.drain()  # a partition of a recalled Prepare: its planner made first
     with _LOCK:
         key = _KERNELS.pop(buffer or 0, None)
         part = _PLANNERS.pop(key, None)
@@ -809,11 +831,7 @@ def _free(buffer: int) -> None:
                 mine.pop(key, None)
                 if not mine:
                     del d._parts[part.ctx_addr]
-                    freed = d._freed  # newest last, oldest dropped past the bound
-                    freed.pop(part.ctx_addr, None)
-                    freed[part.ctx_addr] = next(_EVENTS)
-                    if len(freed) > _MAX_RECORDS:
-                        del freed[next(iter(freed))]
+                    d._rt.lcl_recall_freed(d._key, part.ctx_addr, next(_EVENTS))
     if part is not None:
         part.handle = None
         if not part.delegate.device.forked:  # in a fork()ed child an OpenCL call would hang
@@ -826,6 +844,9 @@ def _PLAN(key, ctx, shape_key, n_key, out):  # noqa: N802
     part = None
     try:
         part = _PLANNERS.get(key)
+        if part is None:  # a partition of a Prepare the runtime recalled: its planner made now
+            recall.drain()
+            part = _PLANNERS.get(key)
         if part is None:
             raise LiteclError("litecl partition kernel missing (its init failed)")
         part.plan_for(ctx, C.string_at(shape_key, 4 * n_key) if shape_key and n_key >= 0 else None, out)
@@ -854,6 +875,9 @@ def _REPORT(key, ctx, message):  # noqa: N802
 def _PROFILE(key, cmds, n, spans, n_spans, t0, t1):  # noqa: N802
     try:
         part = _PLANNERS.get(key)
+        if part is None:  # a recalled Prepare's (recall.py)
+            recall.drain()
+            part = _PLANNERS.get(key)
         if part is not None:
             part.profiled(cmds, n, spans, n_spans, t0, t1)
     except BaseException:  # noqa: BLE001 (nothing may leave a ctypes callback: the invoke

@@ -292,7 +292,8 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
     tested = [x for dist, prefixes in tested_versions().items() for v in prefixes for x in (dist, v)]
     refused = [x for row in refused_devices() for x in row]
     # what the loading device must have (litecl_delegate.c device_lacks refuses one without)
-    uses = [k for k in ("fp16", "fp64", "int64") if any(_USES[k].search(p) for p in programs)]
+    code = [_COMMENTS.sub(" ", p) for p in programs]  # a comment naming "long" needs nothing
+    uses = [k for k in ("fp16", "fp64", "int64") if any(_USES[k].search(p) for p in code)]
     text = "\n".join([
         f"/* litecl's native delegate plan for {os.path.basename(model)}: written by litecl export",
         f" * (backend/plan_c.py native_plan) for {caps.platform}: {caps.name}"
@@ -354,6 +355,7 @@ def refused_devices() -> list[tuple[str, str, str, str]]:
 #: what a kernel's text uses that a device may lack (litecl_delegate.c device_lacks)
 _USES = {"fp16": re.compile(r"cl_khr_fp16 : enable"), "fp64": re.compile(r"cl_khr_fp64 : enable"),
          "int64": re.compile(r"\bu?long\d*\b")}
+_COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 
 def _arch_texts(plan, nodes, sg, shapes, caps, keep, consts, fuse) -> list[str]:

@@ -9,20 +9,31 @@ for the partition kernels (delegate.py _Planner).
 from __future__ import annotations
 
 import ctypes as C
-import itertools
 
+from . import recall, runtime
 from .errors import LiteclError
 
 #: Prepare records a Delegate keeps of contexts no owner names
 _MAX_RECORDS = 4096
-#: orders Prepares, partition frees and pointer fetches (Delegate._freed, _interpreter_key)
-_EVENTS = itertools.count(1)
+
+
+class _Events:
+    """``next(_EVENTS)``: the process's next event number (litecl_delegate.c
+    lcl_next_event, which the Prepares the runtime recalls take too): orders Prepares,
+    partition frees and pointer fetches (lcl_recall_freed, _interpreter_key)."""
+
+    def __next__(self) -> int:
+        return runtime.load().lcl_next_event()
+
+
+_EVENTS = _Events()
 
 
 class _Records:
     """litecl.Delegate's records of its Prepares (``self._records``, ``self._owned``,
-    ``self._announced``, ``self._parts``, ``self._lock``: made by Delegate.__init__) and
-    the reports read from them."""
+    ``self._parts``, ``self._lock``: made by Delegate.__init__; the Replacing lines said:
+    the runtime's lcl_announce) and the reports read from them. Each report first records
+    the Prepares the runtime recalled (recall.drain)."""
 
     def placement(self, owner=None) -> list[dict]:
         """One dict per CAST/ADD node of the latest Prepare of each subgraph LiteRT gave
@@ -47,7 +58,7 @@ class _Records:
         interpreters of one model gives rows of interpreter 0 and 1, each from subgraph
         0. ``owner`` (what litecl.Interpreter passes) keeps one interpreter's rows; the
         numbers stay those of the whole delegate."""
-        self._settle(owner)
+        self._settle(owner)  # recall.drain first
         with self._lock:
             return [{**r, "interpreter": n, "subgraph": si}
                     for a, n, si in self._numbered(owner) for r in self._records[a]["rows"]]
@@ -57,6 +68,7 @@ class _Records:
         partition the runtime prepared with the plan handed it at init)."""
         from .delegate import _LOCK  # noqa: PLC0415
 
+        recall.drain()
         with self._lock:
             addrs = self._addrs(owner)
         with _LOCK:
@@ -89,6 +101,7 @@ class _Records:
         freed interpreter's, whose address a new one took). export reads these
         with partitions(); a partition's ``plan`` is None until LiteRT prepared it (a
         node whose shapes are known only at invoke is planned there)."""
+        recall.drain()
         with self._lock:
             return [{"interpreter": n, "subgraph": si, "context": a if isinstance(a, int) else None,
                      **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "kept_order",
@@ -100,6 +113,7 @@ class _Records:
         """{(subgraph, node index)} of the nodes on OpenCL, subgraphs numbered as
         placement() numbers them within their interpreter: pass ``owner`` where the
         delegate serves several interpreters (their subgraph 0s share the number 0)."""
+        recall.drain()
         with self._lock:
             return frozenset((si, r["index"]) for a, _, si in self._numbered(owner)
                              for r in self._records[a]["rows"] if r["placement"] == "opencl")
@@ -108,6 +122,7 @@ class _Records:
         """Per subgraph, in placement()'s order and numbering: {"interpreter",
         "subgraph", "nodes" (M), "claimed" (N), "partitions" (P), "kept_order",
         "order_dropped" (subgraph_records says what they are)}."""
+        recall.drain()
         with self._lock:
             return [{"interpreter": n, "subgraph": si,
                      **{k: self._records[a][k] for k in ("nodes", "claimed", "partitions", "kept_order",
@@ -119,6 +134,7 @@ class _Records:
         delegate (or of ``owner``'s), with their current plans (export and bench read these)."""
         from .delegate import _LOCK  # noqa: PLC0415
 
+        recall.drain()
         with self._lock:
             addrs = self._addrs(owner)
         out = []
@@ -133,6 +149,7 @@ class _Records:
         """Whether ``owner``'s contexts have a live partition kernel (partitions(), cheaper)."""
         from .delegate import _LOCK  # noqa: PLC0415
 
+        recall.drain()
         with self._lock:
             addrs = self._owned.get(owner, ())
             with _LOCK:
@@ -154,7 +171,7 @@ class _Records:
         while later:
             for a in self._owned.pop(later.pop(), ()):
                 self._records.pop(a, None)
-                self._announced.discard(a)
+                self._rt.lcl_announce(self._key, a, 0)
 
     def _addrs(self, owner) -> list:
         """Context addresses of ``owner`` (None: of every interpreter), in placement()'s order.
@@ -178,23 +195,24 @@ class _Records:
                     "each row's \"interpreter\" number tells the interpreters apart")
         return list(self._owned.get(owner, ()))
 
-    def _interpreter_key(self, first: int, k: int, rec: dict) -> tuple:
+    def _interpreter_key(self, first: int, k: int, rec: dict, fetched: int) -> tuple:
         """The key of the interpreter whose subgraph 0's context is at ``first``, for
         ``rec``, the Prepare of its subgraph ``k``: ("interpreter", first, generation). A
         new interpreter can get a freed one's address; subgraph 0's Prepare starts a new
         generation where a delegate pointer was fetched (an interpreter constructed, on
         this thread) since that address's last Prepare, so the freed one's other
         subgraphs' rows keep their own number instead of joining the new one's; a
-        resize's Prepare fetches none and keeps it. Subgraph k > 0 takes subgraph 0's."""
+        resize's Prepare fetches none and keeps it (``fetched``: the preparing thread's
+        last fetch of the pointer). Subgraph k > 0 takes subgraph 0's."""
         zero = self._records.get(first)
         same = zero is not None and zero["place"][0][:2] == ("interpreter", first)
         if k > 0:
             return zero["place"][0] if same else ("interpreter", first, 0)
-        if same and getattr(self._owner, "fetched", 0) < zero["prepared"]:
+        if same and fetched < zero["prepared"]:
             return zero["place"][0]
         return ("interpreter", first, rec["prepared"])
 
-    def _record(self, addr: int, rec: dict) -> None:
+    def _record(self, addr: int, rec: dict, place=None, event=None, fetched=None) -> None:
         """Keep ``rec`` as context ``addr``'s latest Prepare (under self._lock), with its
         place, rec["place"]: (its interpreter's key, its subgraph index there). An address
         another owner's context had (a freed interpreter's, reused) starts anew at the end;
@@ -210,14 +228,17 @@ class _Records:
         (measured, LiteRT 2.3.0 and tf.lite 2.21; tests/test_delegate.py). k never passes
         ours, so LiteRT reports no out-of-range index. Where the context has no such
         function, the key is the owner and the index the context's place among that
-        owner's (the order LiteRT prepares a model's subgraphs in)."""
+        owner's (the order LiteRT prepares a model's subgraphs in). A Prepare the runtime
+        recalled (recall.py) gives the (k, subgraph 0's address) it read, its event and its
+        thread's fetch (``place``, ``event``, ``fetched``)."""
         self._forget_now()  # the owners a collection left (forget)
-        place = None
-        first = C.c_void_p()
-        k = self._rt.lcl_subgraph_place(addr, C.byref(first))  # litecl_delegate.c
-        rec["prepared"] = next(_EVENTS)
-        if k >= 0:
-            place = (self._interpreter_key(first.value, k, rec), k)
+        if place is None:
+            first = C.c_void_p()
+            place = (self._rt.lcl_subgraph_place(addr, C.byref(first)), first.value)  # litecl_delegate.c
+            event, fetched = next(_EVENTS), getattr(self._owner, "fetched", 0)
+        k = place[0]
+        rec["prepared"] = event
+        place = (self._interpreter_key(place[1], k, rec, fetched), k) if k >= 0 else None
         old = self._records.get(addr)
         rec["born"] = rec["prepared"]
         if old is not None and place is not None and old["place"][0] != place[0]:
@@ -230,7 +251,7 @@ class _Records:
             rec["born"] = old["born"]  # the same context prepared again (a resize)
         if old is not None and old["owner"] != rec["owner"]:
             self._records.pop(addr, None)
-            self._announced.discard(addr)
+            self._rt.lcl_announce(self._key, addr, 0)
             mine = self._owned.get(old["owner"])
             if mine is not None:
                 mine.pop(addr, None)
@@ -250,7 +271,8 @@ class _Records:
                 if a not in self._records:
                     continue
                 del self._records[a]
-                self._announced.discard(a)
+                if isinstance(a, int):
+                    self._rt.lcl_announce(self._key, a, 0)
                 if len(self._records) <= _MAX_RECORDS // 2:
                     break
 

@@ -578,6 +578,20 @@ def test_export_names_what_the_loading_device_needs(tmp_path, fast_device, capsy
     assert not set(man["native"].get("needs", [])) & {"fp16", "int64"}, man["native"]
 
 
+def test_noint64_export_of_a_quantized_add_needs_no_64_bit_integers(tmp_path, fast_device, capsys):
+    """The quantized ADD kernel's comment "(no long: embedded profile)" made every noint64
+    export with a quantized ADD claim 64-bit integers, so the library refused the devices
+    the profile is for, telling the user to export with noint64 (a fresh user's MoveNet).
+    What a library needs is read from the kernels' code, not their comments."""
+    m = tmp_path / "q.tflite"
+    m.write_bytes(add_model("int16", [16], [16], quant=((2.96e-4, 0), (1.39e-4, 0), (3.83e-4, 0))))
+    assert main(["export", str(m), "--out", str(tmp_path / "o"), "--device", f"{fast_device}:profile=noint64"]) == 0
+    man = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    assert "int64" not in man["native"]["needs"], man["native"]
+    assert not any(ln.startswith("its kernels need ") for ln in capsys.readouterr().out.splitlines())
+    assert any("long" in p.read_text() for p in (tmp_path / "o").glob("*.cl"))  # the comment is there
+
+
 def test_export_that_takes_nothing_says_why(fast_device, tmp_path, capsys, monkeypatch):
     """An export where auto keeps every node on LiteRT names the reason (a fresh user got
     only "no node is lowered"), and the manifest lists each kept node with it."""

@@ -116,15 +116,16 @@ def test_the_expected_table_lives_until_its_replace_ends(fast_device, monkeypatc
             self._refs = refs
         return state
 
-    def end(self, dlg, rec, addr, state, ok):
+    def end(self, dlg, rec, addr, state, ok, **kw):
         if state is not None:
             alive.append(all(r() is not None for r in self._refs))
-        return real_end(self, dlg, rec, addr, state, ok)
+        return real_end(self, dlg, rec, addr, state, ok, **kw)
 
     monkeypatch.setattr(D._Expected, "begin", begin)
     monkeypatch.setattr(D._Expected, "end", end)
-    second = make_interpreter(m, delegates=[d])
-    second.allocate_tensors()
+    with d.owning(None):  # Python's Prepare (the runtime's recalled one copies the table)
+        second = make_interpreter(m, delegates=[d])
+        second.allocate_tensors()
     assert alive == [True]
     ins = _inputs(m, 0)
     assert _same(_invoke(second, ins), _litert(m, ins))
@@ -398,3 +399,106 @@ def test_a_forked_child_gets_the_fork_error_not_a_hang(fast_device):
                            [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])))
     assert r.returncode == 0, r.stderr[-2000:]
     assert "child: this process was fork()ed after" in r.stdout and "parent: invoked" in r.stdout, r.stdout
+
+
+def _shared(name: str) -> bytes:
+    from conftest import SHARED_MODELS  # noqa: PLC0415
+
+    p = SHARED_MODELS / name
+    if not p.exists():
+        pytest.skip(f"{p} is not here (../shared/models)")
+    return p.read_bytes()
+
+
+def test_a_recalled_prepare_runs_in_c_and_records_as_python_would(fast_device, monkeypatch):
+    """From the second interpreter of a model on, a Prepare of an equal context runs in the
+    runtime without calling Python (litecl_delegate.c lcl_inprocess_prepare; issue 38's
+    start-up): no claims.prepare call, the same placement() rows and graph_info() (each
+    interpreter numbered), bit-exact outputs, stats counting every partition invoke. A
+    resize prepares again at the same context (one interpreter still)."""
+    from litecl import claims  # noqa: PLC0415
+
+    m = chain_model(["float32", "int32", ("sub", 1), ("add", 7), "float16"], (757,))
+    d = litecl.Delegate(fast_device, quiet=True)
+    calls = []
+    real = claims.prepare
+    monkeypatch.setattr(claims, "prepare", lambda dlg, ctx: calls.append(1) or real(dlg, ctx))
+    its = []
+    for _ in range(3):
+        its.append(make_interpreter(m, delegates=[d]))
+        its[-1].allocate_tensors()
+    assert len(calls) == 1, calls
+    ins = _inputs(m, 3)
+    for it in its:
+        assert _same(_invoke(it, ins), _litert(m, ins))
+    rows = d.placement()
+    assert sorted({r["interpreter"] for r in rows}) == [0, 1, 2]
+    strip = lambda r: {k: v for k, v in r.items() if k != "interpreter"}  # noqa: E731
+    per = [[strip(r) for r in rows if r["interpreter"] == k] for k in range(3)]
+    assert per[0] == per[1] == per[2] and all(r["placement"] == "opencl" and r["kernel"] for r in per[0])
+    info = d.graph_info()
+    assert [g["interpreter"] for g in info] == [0, 1, 2] and len({g["partitions"] for g in info}) == 1
+    assert d.stats["partition_invokes"] == 3 * info[0]["partitions"]
+    its[1].resize_tensor_input(0, [300])
+    its[1].allocate_tensors()
+    x = [np.asarray(ins[0])[:300]]
+    ref = make_interpreter(m)
+    ref.resize_tensor_input(0, [300])
+    ref.allocate_tensors()
+    assert _same(_invoke(its[1], x), _invoke(ref, x))
+    assert sorted({r["interpreter"] for r in d.placement()}) == [0, 1, 2]
+
+
+def test_recalled_prepares_say_their_line_once_per_interpreter(fast_device, capfd):
+    """The "Replacing N out of M node(s)" line, said by the runtime for a Prepare it
+    recalls: once per new interpreter (also one at a freed interpreter's address), not
+    again at a resize of the same one; the same lines as Python's Prepare says."""
+    m = chain_model(["float32", "int32", ("sub", 1), ("add", 7), "float16"], (757,))
+    d = litecl.Delegate(fast_device, quiet=False)
+    lines = []
+    for k in range(4):
+        it = make_interpreter(m, delegates=[d])
+        it.allocate_tensors()
+        if k == 3:
+            it.resize_tensor_input(0, [100])
+            it.allocate_tensors()
+        lines.append([ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("INFO: Replacing")])
+        del it  # the next one may take its address
+    assert [len(x) for x in lines] == [1, 1, 1, 1], lines
+    assert len({x[0] for x in lines}) == 1, lines
+    d.quiet = True
+    make_interpreter(m, delegates=[d]).allocate_tensors()
+    assert "Replacing" not in capfd.readouterr().err
+
+
+def test_a_recalled_prepare_of_other_partitions_is_pythons(fast_device):
+    """An equal context key can still partition otherwise (the key holds no subgraph
+    outputs: a graph that reads a fused chain's middle tensor): the runtime previews
+    LiteRT's partitioning and leaves such a Prepare to Python; both graphs bit-exact,
+    also when each comes back."""
+    from test_delegate import _two_casts  # noqa: PLC0415
+
+    d = litecl.Delegate(fast_device, quiet=True)
+    for read in (False, True, False, True, True):
+        m = _two_casts(read)
+        it = make_interpreter(m, delegates=[d])
+        it.allocate_tensors()
+        ins = _inputs(m, int(read))
+        assert _same(_invoke(it, ins), _litert(m, ins))
+
+
+def test_a_real_model_recalled_many_times_stays_exact(fast_device):
+    """MoveNet (20 partitions) constructed again and again with one delegate: every
+    interpreter bit-exact, and its records those of Python's Prepare."""
+    m = _shared("movenet_singlepose_lightning_int8.tflite")
+    d = litecl.Delegate(fast_device, quiet=True)
+    ref = make_interpreter(m)
+    ref.allocate_tensors()
+    ins = _inputs(m, 5)
+    want = _invoke(ref, ins)
+    for _ in range(4):
+        it = make_interpreter(m, delegates=[d])
+        it.allocate_tensors()
+        assert _same(_invoke(it, ins), want)
+    info = d.graph_info()
+    assert len(info) == 4 and {g["partitions"] for g in info} == {20} and {g["claimed"] for g in info} == {24}

@@ -210,6 +210,7 @@ typedef struct {
     void (*profiler)(int64_t partition, const lcl_profile_cmd *cmds, int32_t n, const lcl_profile_span *spans,
                      int32_t n_spans, int64_t t0, int64_t t1);
     int profile;                       /* event-profile each partition invoke (Delegate.profile) */
+    struct recall_state *recall;       /* in process: recalled Prepares (lcl_recall_bind) */
 } delegate;
 
 static void say(delegate *d, TfLiteContext *ctx, const char *fmt, ...) LCL_PRINTF(3, 4);
@@ -3149,9 +3150,12 @@ LCL_EXPORT void *lcl_inprocess_new(int64_t key, void *planner, void *reporter, v
     return d;
 }
 
+static void recall_unbind(delegate *d);
+
 LCL_EXPORT void lcl_inprocess_free(void *d_) {
     delegate *d = d_;
     if (!d) return;
+    recall_unbind(d);
     free(d);
 }
 
@@ -3472,4 +3476,473 @@ LCL_EXPORT int64_t lcl_inprocess_sizes(void) {
            (int64_t)sizeof(lcl_inprocess_plan) * 1000 +
            (int64_t)sizeof(lcl_profile_cmd);
 }
+/* ----------------------------------------------------------------- recalled Prepares */
+/* litecl.Delegate's Prepare of a context equal to one its Python Prepare decided before
+ * (backend/claims.py: the same context key, lcl_context_key, under the same delegate
+ * settings) runs here, without calling Python: start-up is then LiteRT's own
+ * partitioning and the partitions' init (issue 38). Python keeps, per context key, the
+ * nodes it claimed, keep_order's marks and the partitions LiteRT formed with their
+ * presets (lcl_recall_put, after its own Prepare); a Prepare that finds its key flags
+ * the marks, hands the runtime the expected partitions (lcl_inprocess_expect) and calls
+ * ReplaceNodeSubsetsWithDelegateKernels, then logs what it did (``prepared``) for Python
+ * to record (backend/recall.py drains the log before it reads its records or partitions:
+ * placement(), stats, the planner, a partition's free). Every other Prepare is Python's:
+ * a key not kept, a forked child, and any while a litecl.Interpreter constructs with
+ * the delegate (lcl_recall_hold: those records name their owner). */
+#define LCL_RECALL_BUCKETS 64
+#define LCL_RECALL_MAX 1024            /* keys per delegate (claims._PREPARES_MAX): all dropped past it */
+
+typedef struct recall {
+    struct recall *next;
+    uint64_t hash;
+    int32_t *key;                      /* lcl_context_key's stream */
+    long n_key;
+    TfLiteIntArray *claim;             /* the nodes to replace */
+    int *marks, n_marks;               /* keep_order's */
+    lcl_expected *expect;              /* the partitions LiteRT formed; presets are Python's,
+                                          alive while Python keeps ``token`` */
+    int32_t *ints;
+    int n_expect;
+    int nodes;                         /* the execution plan's length (the Replacing line) */
+    int64_t token;                     /* Python's name for what it recorded with it */
+    int refs, retired;
+} recall;
+
+typedef struct recall_state {
+    const TfLiteDelegate *owner;       /* Python's TfLiteDelegate for this delegate */
+    const TfLiteRegistration *registration;
+    pid_t pid;
+    int say;                           /* print the Replacing line (not quiet) */
+    int hold;                          /* owning blocks open (lcl_recall_hold) */
+    recall *buckets[LCL_RECALL_BUCKETS];
+    int n;
+    TfLiteContext **announced;         /* contexts whose Replacing line was said (lcl_announce) */
+    long n_announced, cap_announced;
+    struct { TfLiteContext *ctx; int64_t event; } *freed; /* contexts whose partitions were all
+                                          freed, and when (lcl_recall_freed) */
+    long n_freed, cap_freed;
+} recall_state;
+
+/* One recalled Prepare, for Python to record; ``n`` -1: ``token`` is no longer used. */
+typedef struct prepared {
+    struct prepared *next;
+    int64_t delegate_key, token, event, base, fetched;
+    TfLiteContext *ctx;
+    void *first;
+    int place, status, said, n;
+    void *made[];
+} prepared;
+
+static pthread_mutex_t RECALL_LOCK = PTHREAD_MUTEX_INITIALIZER; /* all of the below */
+static delegate **BOUND;               /* delegates with recall state, by their owner */
+static long N_BOUND, CAP_BOUND;
+static prepared *LOG_HEAD, **LOG_TAIL = &LOG_HEAD;
+LCL_EXPORT volatile int lcl_recall_pending;  /* entries in the log (Python reads it) */
+static TfLiteStatus (*PYTHON_PREPARE)(TfLiteContext *, TfLiteDelegate *);
+static int64_t EVENTS, KEYS = 1;
+static __thread int32_t *KEY_BUF;
+static __thread long KEY_CAP;
+/* the delegate whose TfLiteDelegate* this thread fetched last, and when (lcl_recall_fetched) */
+static __thread struct { int64_t key, event; } FETCHED;
+
+/* The next of the process's event numbers (backend/records.py orders Prepares, frees and
+ * pointer fetches by them) and ``n`` new consecutive planner keys: shared by Python and
+ * the recalled Prepares. */
+LCL_EXPORT int64_t lcl_next_event(void) { return __atomic_add_fetch(&EVENTS, 1, __ATOMIC_SEQ_CST); }
+LCL_EXPORT int64_t lcl_new_keys(int n) { return __atomic_fetch_add(&KEYS, n, __ATOMIC_SEQ_CST); }
+
+/* The bound delegate of Python key ``key`` (Delegate._key: never reused), or NULL (its
+ * Delegate is gone: a collection may run its finalizer before an interpreter's __del__
+ * reaches these functions). Under RECALL_LOCK. */
+static delegate *bound(int64_t key) {
+    for (long i = 0; i < N_BOUND; i++)
+        if (BOUND[i]->key == key) return BOUND[i];
+    return NULL;
+}
+
+static void log_append(prepared *e) { /* under RECALL_LOCK */
+    e->next = NULL;
+    *LOG_TAIL = e;
+    LOG_TAIL = &e->next;
+    lcl_recall_pending++;
+}
+
+/* drop ``r`` once no Prepare uses it, telling Python its token is free (under RECALL_LOCK) */
+static void recall_release(delegate *d, recall *r) {
+    if (!r->retired || r->refs) return;
+    prepared *e = calloc(1, sizeof *e);
+    if (e) {
+        e->delegate_key = d->key, e->token = r->token, e->n = -1;
+        log_append(e);
+    }
+    free(r->key);
+    free(r->claim);
+    free(r->marks);
+    free(r->expect);
+    free(r->ints);
+    free(r);
+}
+
+static void recall_retire(delegate *d, recall **at) { /* unlink *at (under RECALL_LOCK) */
+    recall *r = *at;
+    *at = r->next;
+    d->recall->n--;
+    r->retired = 1;
+    recall_release(d, r);
+}
+
+static void recall_clear(delegate *d) { /* under RECALL_LOCK */
+    for (int b = 0; b < LCL_RECALL_BUCKETS; b++)
+        while (d->recall->buckets[b]) recall_retire(d, &d->recall->buckets[b]);
+}
+
+static uint64_t key_hash(const int32_t *k, long n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+    for (long i = 0; i < n; i++) {
+        h = (h ^ (uint32_t)k[i]) * 0x100000001B3ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* Keep recalled Prepares for delegate ``d``, whose TfLiteDelegate is ``owner`` (its
+ * Prepare: lcl_inprocess_prepare, which calls ``python_prepare`` for the others), its
+ * partitions' registration ``registration``; ``say``: print the Replacing line. 0, or
+ * -1 out of memory. */
+LCL_EXPORT int lcl_recall_bind(void *d_, const TfLiteDelegate *owner, void *python_prepare,
+                               const TfLiteRegistration *registration, int say) {
+    delegate *d = d_;
+    recall_state *st = calloc(1, sizeof *st);
+    if (!st) return -1;
+    st->owner = owner, st->registration = registration, st->say = say != 0, st->pid = getpid();
+    pthread_mutex_lock(&RECALL_LOCK);
+    if (N_BOUND == CAP_BOUND) {
+        long cap = CAP_BOUND ? 2 * CAP_BOUND : 16;
+        delegate **b = realloc(BOUND, (size_t)cap * sizeof *b);
+        if (!b) {
+            pthread_mutex_unlock(&RECALL_LOCK);
+            free(st);
+            return -1;
+        }
+        BOUND = b, CAP_BOUND = cap;
+    }
+    memcpy(&PYTHON_PREPARE, &python_prepare, sizeof python_prepare);
+    d->recall = st;
+    BOUND[N_BOUND++] = d;
+    pthread_mutex_unlock(&RECALL_LOCK);
+    return 0;
+}
+
+/* ``say``: print the Replacing line of a recalled Prepare (Delegate.quiet changed). */
+LCL_EXPORT void lcl_recall_bind_say(int64_t key, int say) {
+    pthread_mutex_lock(&RECALL_LOCK);
+    delegate *d = bound(key);
+    if (d) d->recall->say = say != 0;
+    pthread_mutex_unlock(&RECALL_LOCK);
+}
+
+static void recall_unbind(delegate *d) {
+    if (!d->recall) return;
+    pthread_mutex_lock(&RECALL_LOCK);
+    for (long i = 0; i < N_BOUND; i++)
+        if (BOUND[i] == d) {
+            BOUND[i] = BOUND[--N_BOUND];
+            break;
+        }
+    recall_clear(d);
+    free(d->recall->announced);
+    free(d->recall->freed);
+    free(d->recall);
+    d->recall = NULL;
+    pthread_mutex_unlock(&RECALL_LOCK);
+}
+
+/* Keep Python's Prepare of the context whose lcl_context_key is ``key`` (``n_key`` ints):
+ * ``claim`` (``n_claim`` node indices) replaced, ``marks`` flagged around it, the
+ * ``n_expect`` partitions ``expect`` (spans into ``ints``) expected, ``nodes`` the plan's
+ * length; ``token``: Python's name for it (its presets live while Python keeps it). One
+ * per key: an earlier one is dropped. 0, or -1 out of memory (nothing kept). */
+LCL_EXPORT int lcl_recall_put(int64_t dkey, const int32_t *key, long n_key, const int *claim, int n_claim,
+                              const int *marks, int n_marks, const lcl_expected *expect, const int32_t *ints,
+                              int n_ints, int n_expect, int nodes, int64_t token) {
+    recall *r = calloc(1, sizeof *r);
+    if (!r) goto oom;
+    r->key = malloc((size_t)(n_key ? n_key : 1) * sizeof *r->key);
+    r->claim = malloc(sizeof(int) * (size_t)(n_claim + 1));
+    r->marks = malloc(sizeof(int) * (size_t)(n_marks ? n_marks : 1));
+    r->expect = malloc(sizeof *r->expect * (size_t)(n_expect ? n_expect : 1));
+    r->ints = malloc(sizeof *r->ints * (size_t)(n_ints ? n_ints : 1));
+    if (!r->key || !r->claim || !r->marks || !r->expect || !r->ints) goto oom;
+    memcpy(r->key, key, (size_t)n_key * sizeof *r->key);
+    r->claim->size = n_claim;
+    memcpy(r->claim->data, claim, (size_t)n_claim * sizeof(int));
+    memcpy(r->marks, marks, (size_t)n_marks * sizeof(int));
+    memcpy(r->expect, expect, (size_t)n_expect * sizeof *r->expect);
+    memcpy(r->ints, ints, (size_t)n_ints * sizeof *r->ints);
+    r->n_key = n_key, r->n_marks = n_marks, r->n_expect = n_expect, r->nodes = nodes, r->token = token;
+    r->hash = key_hash(key, n_key);
+    pthread_mutex_lock(&RECALL_LOCK);
+    delegate *d = bound(dkey);
+    if (!d) {
+        pthread_mutex_unlock(&RECALL_LOCK);
+        goto oom;
+    }
+    recall_state *st = d->recall;
+    if (st->n >= LCL_RECALL_MAX) recall_clear(d);
+    recall **at = &st->buckets[r->hash % LCL_RECALL_BUCKETS];
+    for (recall **q = at; *q; q = &(*q)->next)
+        if ((*q)->hash == r->hash && (*q)->n_key == n_key && !memcmp((*q)->key, key, (size_t)n_key * sizeof *key)) {
+            recall_retire(d, q);
+            break;
+        }
+    r->next = *at;
+    *at = r;
+    st->n++;
+    pthread_mutex_unlock(&RECALL_LOCK);
+    return 0;
+oom:
+    if (r) {
+        free(r->key), free(r->claim), free(r->marks), free(r->expect), free(r->ints);
+        free(r);
+    }
+    return -1;
+}
+
+/* Drop the kept Prepare named ``token`` (its presets changed: backend/delegate.py
+ * _Expected.keep); ``token`` -1: all of the delegate's. */
+LCL_EXPORT void lcl_recall_forget(int64_t key, int64_t token) {
+    pthread_mutex_lock(&RECALL_LOCK);
+    delegate *d = bound(key);
+    if (d) {
+        if (token < 0) recall_clear(d);
+        for (int b = 0; token >= 0 && b < LCL_RECALL_BUCKETS; b++)
+            for (recall **q = &d->recall->buckets[b]; *q; q = &(*q)->next)
+                if ((*q)->token == token) {
+                    recall_retire(d, q);
+                    b = LCL_RECALL_BUCKETS;
+                    break;
+                }
+    }
+    pthread_mutex_unlock(&RECALL_LOCK);
+}
+
+/* ``delta`` +1 when a litecl.Interpreter starts constructing with the delegate
+ * (Delegate.owning), -1 when it ends: Python prepares meanwhile. */
+LCL_EXPORT void lcl_recall_hold(int64_t key, int delta) {
+    pthread_mutex_lock(&RECALL_LOCK);
+    delegate *d = bound(key);
+    if (d) d->recall->hold += delta;
+    pthread_mutex_unlock(&RECALL_LOCK);
+}
+
+static long announced_at(recall_state *st, TfLiteContext *ctx) {
+    for (long i = 0; i < st->n_announced; i++)
+        if (st->announced[i] == ctx) return i;
+    return -1;
+}
+
+/* The contexts whose Replacing line was said (one set for Python's Prepares and the
+ * recalled ones): ``op`` 1 adds ``ctx`` and returns 1 where it was not there (say it),
+ * 0 removes it, 2 asks. */
+LCL_EXPORT int lcl_announce(int64_t key, TfLiteContext *ctx, int op) {
+    int got = 0;
+    pthread_mutex_lock(&RECALL_LOCK);
+    delegate *d = bound(key);
+    recall_state *st = d ? d->recall : NULL;
+    long i = st ? announced_at(st, ctx) : -1;
+    if (st && op == 1 && i < 0) {
+        if (st->n_announced == st->cap_announced) {
+            long cap = st->cap_announced ? 2 * st->cap_announced : 16;
+            TfLiteContext **a = realloc(st->announced, (size_t)cap * sizeof *a);
+            if (a) st->announced = a, st->cap_announced = cap;
+        }
+        if (st->n_announced < st->cap_announced) st->announced[st->n_announced++] = ctx;
+        got = 1;
+    } else if (st && op == 0 && i >= 0) {
+        st->announced[i] = st->announced[--st->n_announced];
+    } else if (op == 2) {
+        got = i >= 0;
+    }
+    pthread_mutex_unlock(&RECALL_LOCK);
+    return got;
+}
+
+/* This thread fetched delegate ``d``'s TfLiteDelegate* (an interpreter's construction:
+ * Delegate._get_native_delegate_pointer) at ``event``. */
+LCL_EXPORT void lcl_recall_fetched(int64_t key, int64_t event) {
+    FETCHED.key = key;
+    FETCHED.event = event;
+}
+
+static long freed_at(recall_state *st, TfLiteContext *ctx) {
+    for (long i = 0; i < st->n_freed; i++)
+        if (st->freed[i].ctx == ctx) return i;
+    return -1;
+}
+
+/* The last partition kernel of context ``ctx`` was freed at ``event`` (> 0); ``event`` 0
+ * asks and forgets it. Returns the event it was freed at before, or 0. Python's Prepare
+ * and the recalled ones read it: a Prepare of a new interpreter at a freed one's address
+ * (this thread fetched the delegate since) says its Replacing line again. */
+LCL_EXPORT int64_t lcl_recall_freed(int64_t key, TfLiteContext *ctx, int64_t event) {
+    int64_t was = 0;
+    pthread_mutex_lock(&RECALL_LOCK);
+    delegate *d = bound(key);
+    recall_state *st = d ? d->recall : NULL;
+    long i = st ? freed_at(st, ctx) : -1;
+    if (i >= 0) {
+        was = st->freed[i].event;
+        st->freed[i] = st->freed[--st->n_freed];
+    }
+    if (st && event > 0) {
+        if (st->n_freed >= LCL_RECALL_MAX * 4) { /* the oldest goes (Python's bound was its records') */
+            long o = 0;
+            for (long j = 1; j < st->n_freed; j++)
+                if (st->freed[j].event < st->freed[o].event) o = j;
+            st->freed[o] = st->freed[--st->n_freed];
+        }
+        if (st->n_freed == st->cap_freed) {
+            long cap = st->cap_freed ? 2 * st->cap_freed : 16;
+            void *a = realloc(st->freed, (size_t)cap * sizeof *st->freed);
+            if (a) st->freed = a, st->cap_freed = cap;
+        }
+        if (st->n_freed < st->cap_freed) {
+            st->freed[st->n_freed].ctx = ctx;
+            st->freed[st->n_freed++].event = event;
+        }
+    }
+    pthread_mutex_unlock(&RECALL_LOCK);
+    return was;
+}
+
+/* The oldest recalled Prepare in the log, removed: ``head`` gets delegate key, token,
+ * event, first planner key, context, subgraph 0's context, place (lcl_subgraph_place),
+ * status, said, n, this thread's fetch of the delegate (or 0); ``made`` its n partitions. 1, 0 for none, or -n without removing it
+ * where ``cap`` is less than its n. */
+LCL_EXPORT int lcl_recall_next(int64_t *head, void **made, int cap) {
+    pthread_mutex_lock(&RECALL_LOCK);
+    prepared *e = LOG_HEAD;
+    if (!e || e->n > cap) {
+        pthread_mutex_unlock(&RECALL_LOCK);
+        return e ? -e->n : 0;
+    }
+    LOG_HEAD = e->next;
+    if (!LOG_HEAD) LOG_TAIL = &LOG_HEAD;
+    lcl_recall_pending--;
+    pthread_mutex_unlock(&RECALL_LOCK);
+    int64_t h[] = {e->delegate_key, e->token, e->event, e->base, (int64_t)(uintptr_t)e->ctx,
+                   (int64_t)(uintptr_t)e->first, e->place, e->status, e->said, e->n, e->fetched};
+    memcpy(head, h, sizeof h);
+    if (e->n > 0) memcpy(made, e->made, (size_t)e->n * sizeof *made);
+    free(e);
+    return 1;
+}
+
+/* Whether LiteRT would form exactly ``r``'s expected partitions of ``ctx`` (marks flagged):
+ * the context key holds no subgraph outputs, so an equal key may still partition
+ * otherwise (a graph that reads a fused chain's middle tensor: LiteRT's
+ * PreviewDelegatePartitioning tells, before anything is replaced). */
+static int preview_matches(TfLiteContext *ctx, const recall *r) {
+    typedef TfLiteStatus (*preview_fn)(TfLiteContext *, const TfLiteIntArray *, TfLiteDelegateParams **, int *);
+    preview_fn preview;
+    if (!ctx->PreviewDelegatePartitioning) return 0;
+    memcpy(&preview, &ctx->PreviewDelegatePartitioning, sizeof preview);
+    TfLiteDelegateParams *params = NULL;
+    int np = 0;
+    if (preview(ctx, r->claim, &params, &np) != kTfLiteOk || np != r->n_expect) return 0;
+    for (int i = 0; i < np; i++) {
+        int found = 0;
+        for (int j = 0; j < r->n_expect && !found; j++)
+            found = span_is(r->ints, r->expect[j].nodes, params[i].nodes_to_replace) &&
+                    span_is(r->ints, r->expect[j].outputs, params[i].output_tensors);
+        if (!found) return 0;
+    }
+    return 1;
+}
+
+/* litecl.Delegate's Prepare (its TfLiteDelegate's): a kept one where the context's key
+ * is kept, else Python's. */
+LCL_EXPORT TfLiteStatus lcl_inprocess_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
+    delegate *d = NULL;
+    pthread_mutex_lock(&RECALL_LOCK);
+    for (long i = 0; i < N_BOUND && !d; i++)
+        if (BOUND[i]->recall->owner == base) d = BOUND[i];
+    /* this thread fetched the delegate last (records.py numbers interpreters by it) */
+    int use = d && !d->recall->hold && d->recall->n && d->recall->pid == getpid() && !EXITING && FETCHED.key == d->key;
+    pthread_mutex_unlock(&RECALL_LOCK);
+    if (!use) return PYTHON_PREPARE(ctx, base);
+    long n = lcl_context_key(ctx, KEY_BUF, KEY_CAP);
+    if (n > KEY_CAP) {
+        int32_t *b = realloc(KEY_BUF, (size_t)n * sizeof *b);
+        if (!b) return PYTHON_PREPARE(ctx, base);
+        KEY_BUF = b, KEY_CAP = n;
+        n = lcl_context_key(ctx, KEY_BUF, KEY_CAP);
+    }
+    if (n < 0 || n > KEY_CAP) return PYTHON_PREPARE(ctx, base);
+    uint64_t h = key_hash(KEY_BUF, n);
+    recall *r = NULL;
+    pthread_mutex_lock(&RECALL_LOCK);
+    recall_state *st = d->recall;
+    for (r = st ? st->buckets[h % LCL_RECALL_BUCKETS] : NULL; r; r = r->next)
+        if (r->hash == h && r->n_key == n && !memcmp(r->key, KEY_BUF, (size_t)n * sizeof *KEY_BUF)) break;
+    int64_t fetched = FETCHED.event;
+    long f = r ? freed_at(st, ctx) : -1;
+    if (f >= 0) {                      /* claims.prepare's rule: a new interpreter at a freed address */
+        if (fetched > st->freed[f].event) {
+            long a = announced_at(st, ctx);
+            if (a >= 0) st->announced[a] = st->announced[--st->n_announced];
+        }
+        st->freed[f] = st->freed[--st->n_freed];
+    }
+    if (r) r->refs++;
+    const TfLiteRegistration *reg = st ? st->registration : NULL;
+    int say_line = st && st->say;
+    pthread_mutex_unlock(&RECALL_LOCK);
+    if (!r) return PYTHON_PREPARE(ctx, base);
+    prepared *e = calloc(1, sizeof *e + (size_t)r->n_expect * sizeof(void *));
+    TfLiteStatus status = e ? kTfLiteOk : kTfLiteError;
+    if (e) {
+        e->delegate_key = d->key, e->token = r->token, e->ctx = ctx, e->n = r->n_expect, e->fetched = fetched;
+        e->event = lcl_next_event();
+        e->place = lcl_subgraph_place(ctx, &e->first);
+    }
+    if (e && r->claim->size) {
+        lcl_flag_nodes(ctx, r->marks, r->n_marks, 1);
+        if (!preview_matches(ctx, r)) { /* Python's Prepare handles partitions it did not expect */
+            lcl_flag_nodes(ctx, r->marks, r->n_marks, 0);
+            pthread_mutex_lock(&RECALL_LOCK);
+            r->refs--;
+            recall_release(d, r);
+            pthread_mutex_unlock(&RECALL_LOCK);
+            free(e);
+            return PYTHON_PREPARE(ctx, base);
+        }
+        e->base = lcl_new_keys(r->n_expect);
+        lcl_inprocess_expect(d, base, r->expect, r->ints, r->n_expect, e->base, e->made);
+        status = ctx->ReplaceNodeSubsetsWithDelegateKernels(ctx, *reg, r->claim, base);
+        lcl_inprocess_expect(d, NULL, NULL, NULL, 0, 0, NULL);
+        lcl_flag_nodes(ctx, r->marks, r->n_marks, 0);
+        if (status != kTfLiteOk)
+            say(d, ctx, "LiteRT refused litecl's node subsets (ReplaceNodeSubsetsWithDelegateKernels)");
+    }
+    int made = 0;
+    for (int i = 0; e && i < e->n; i++) made += e->made[i] != NULL;
+    if (e && status == kTfLiteOk && r->claim->size && say_line && lcl_announce(d->key, ctx, 1)) {
+        e->said = 1;
+        fprintf(stderr, "INFO: Replacing %d out of %d node(s) with delegate (litecl OpenCL) node, "
+                "yielding %d partitions for the whole graph.\n", r->claim->size, r->nodes, made);
+        fflush(stderr);
+    }
+    pthread_mutex_lock(&RECALL_LOCK);
+    if (e) {
+        e->status = status;
+        log_append(e);
+    }
+    r->refs--;
+    recall_release(d, r);
+    pthread_mutex_unlock(&RECALL_LOCK);
+    if (!e) say(d, ctx, "litecl: out of memory");
+    return status;
+}
+
 #endif /* LITECL_IN_PROCESS */
