@@ -147,7 +147,7 @@ def not_asked(dlg, n, i: int, si) -> str:
 
 def prepare(dlg, ctx) -> int:
     """The TfLiteDelegate's Prepare for ``dlg`` (litecl.Delegate) on context ``ctx``."""
-    from .delegate import _LOCK, DELEGATE_NAME, _Expected, _registration  # noqa: PLC0415
+    from .delegate import DELEGATE_NAME, _Expected, _registration  # noqa: PLC0415
 
     c = ctx.contents
     plan_p = C.POINTER(abi.TfLiteIntArray)()

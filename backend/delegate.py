@@ -32,6 +32,7 @@ from __future__ import annotations
 import collections
 import ctypes as C
 import itertools
+import sys
 import threading
 import weakref
 from dataclasses import replace
@@ -46,10 +47,11 @@ from . import kernels
 from .kernels import build_program, plan_built
 from .memory import _Memory, _memory_policy  # noqa: F401  (_Memory re-exported)
 from . import recall, runtime
+from .recall import _Expected  # noqa: F401 (claims.py, tests)
 from .runtime import c_plan as _c_plan  # tests patch delegate._c_plan
 from . import placement as _placement
 from .placement import PLACEMENTS
-from .records import _EVENTS, _MAX_RECORDS, _Records, _record_rows, _template
+from .records import _EVENTS, _Records, _record_rows, _template
 from .views import _CONSTANT_ALLOC, _Cleared, _memo_put, layout_check
 
 __all__ = ["Delegate", "REFERENCES", "DELEGATE_NAME"]
@@ -333,6 +335,7 @@ class Delegate(_Records):
 
     def _fail(self, ctx, e: BaseException) -> int:
         """Keep ``e`` for litecl's entry points, report it through LiteRT, return kTfLiteError."""
+        _raise_later(e)
         if not isinstance(e, LiteclError):
             e = LiteclError(f"litecl delegate: {type(e).__name__}: {e}")
         self._errors.last = e
@@ -417,145 +420,6 @@ _C_PLANS: dict = {}
 def _new_keys(n: int) -> int:
     """The first of ``n`` new consecutive planner keys (the runtime's: recalled Prepares take theirs there)."""
     return runtime.load().lcl_new_keys(n)
-
-
-#: a _Planner's fields equal in every interpreter of one Prepare memo entry (_Expected)
-_TEMPLATE_FIELDS = ("nodes", "inputs", "outputs", "key", "pkey", "given")
-
-
-class _Expected:
-    """The partitions LiteRT formed for one Prepare memo entry (claims._PREPARES, per
-    keep_order marks): an equal context gets the same ones, so a later Prepare hands the
-    runtime their nodes, outputs and presets (lcl_inprocess_expect) and the runtime's
-    init (lcl_inprocess_init) makes each without a Python callback; their _Planners are
-    made from templates after ReplaceNodeSubsetsWithDelegateKernels (``begin``, ``end``).
-    A partition LiteRT forms otherwise goes through _INIT as before."""
-
-    def __init__(self) -> None:
-        self.parts = None             # per partition in LiteRT's init order: _TEMPLATE_FIELDS
-        self.tables: dict = {}        # _settings -> _table's answer
-        #: _settings -> per partition its preset (as _PRESETS' values) or None: the plan the
-        #: runtime prepared that partition of this entry with last (_Planner.plan_for), so
-        #: two models with equal partitions at other shapes keep one each
-        self.presets: dict = {}
-        self.version = 0              # changes of ``presets``
-        self.source = (None, 0)       # (the _PRESETS dict, its ``cleared``) they were copied from
-        self.tokens: list = []        # the runtime's recalled Prepares made from ``tables`` (recall.offer)
-
-    def begin(self, d: Delegate, rec: dict):
-        """Before ReplaceNodeSubsetsWithDelegateKernels for record ``rec``: hand the runtime
-        the expected partitions, or (no parts learnt yet) have _INIT list what it makes.
-        Returns what ``end`` takes."""
-        if self.parts is None:
-            rec["made"] = []
-            return None
-        n = len(self.parts)
-        entries, ints, presets = self._table(d)
-        base, made = _new_keys(n), (C.c_void_p * n)()
-        rec["partitions"] = n  # _INIT numbers a partition nobody expected after these
-        d._rt.lcl_inprocess_expect(d._native, C.addressof(d._struct), entries, ints, n, base, made)
-        # the runtime reads ``entries`` and ``ints`` until ``end``: held here, since another
-        # thread's _table may replace this table meanwhile (a preset kept at a resize), which
-        # freed them under this Replace (a Bus error with two threads resizing: a fresh user's report)
-        return base, made, presets, entries, ints
-
-    def end(self, d: Delegate, rec: dict, addr: int, state, ok: bool, recalled: bool = False) -> None:
-        """After ReplaceNodeSubsetsWithDelegateKernels (``ok``: it succeeded): learn the
-        partitions _INIT made, or make the _Planners of those the runtime made (also for
-        a Prepare the runtime ``recalled``: recall.drain)."""
-        if state is None:
-            made = rec.pop("made", None)
-            if ok and made:
-                self.parts = [{k: getattr(p, k) for k in _TEMPLATE_FIELDS} for p in made]
-            return
-        if not recalled:
-            d._rt.lcl_inprocess_expect(d._native, None, None, None, 0, 0, None)
-        if not ok:  # LiteRT may have freed them already: leaked, never a dangling handle
-            return
-        base, made, presets = state[:3]
-        rows, sg, dev = _record_rows(rec), rec["sg"], d.device
-        parts = []
-        new = _Planner.__new__
-        for i, (t, h) in enumerate(zip(self.parts, made)):
-            if not h:
-                continue
-            p = new(_Planner)
-            p.__dict__ = {**t, "delegate": d, "ctx_addr": addr, "number": i, "sg": sg, "handle": h,
-                          "plan": None, "dev": dev, "_c": None, "_preset": presets[i], "_slot": (self, i)}
-            for j in t["given"][0]:
-                r = rows.get(j)
-                if r is not None:
-                    r["partition"] = i
-            parts.append(p)
-        with _LOCK:
-            mine = d._parts.setdefault(addr, {})
-            for p in parts:
-                _PLANNERS[base + p.number] = p
-                _KERNELS[p.handle] = base + p.number
-                mine[base + p.number] = p
-            everyone = sorted(mine.values(), key=lambda q: q.number)
-        if len(parts) != len(self.parts) or len(everyone) != len(parts):  # LiteRT formed others
-            for k, p in enumerate(everyone):  # numbered 0.. again, rows with them
-                p.number = k
-                for j in p.given[0]:
-                    r = rows.get(j)
-                    if r is not None:
-                        r["partition"] = k
-            rec["partitions"] = len(everyone)
-
-    def _table(self, d: Delegate) -> tuple:
-        """(runtime.Expected array, its ints, per partition its preset (plan, device,
-        _C_PLANS entry) or None) for ``d``'s settings: built again when a partition's
-        preset changed (``keep``), the settings' devices are others, or _PRESETS was
-        emptied or replaced. A partition without a preset of its own takes _PRESETS' entry
-        for its nodes (the latest plan of equal nodes anywhere)."""
-        sets = _settings(d)
-        memo = _PRESETS  # tests put a plain dict in its place
-        source = (memo, getattr(memo, "cleared", 0))
-        if self.source[0] is not source[0] or self.source[1] != source[1]:
-            self.presets, self.source = {}, source  # copied from a memo since emptied
-            self.version += 1
-            recall.forget(self.tokens)
-        got = self.tables.get(sets)
-        if got is not None and got[0] is d.caps and got[1] is d.device and got[2] is d.small_device \
-                and got[3] == self.version:
-            return got[4:]
-        own = self.presets.setdefault(sets, [None] * len(self.parts))
-        for i, t in enumerate(self.parts):
-            if own[i] is None:
-                own[i] = memo.get((*t["pkey"], sets))
-        used = own
-        ints: list = []
-
-        def span(values) -> "runtime.Span":
-            off = len(ints)
-            ints.extend(values)
-            return runtime.Span(off, len(values))
-
-        entries = (runtime.Expected * len(self.parts))()
-        presets = []
-        index = d._device_index(d.device)
-        for e, t, pre in zip(entries, self.parts, used):
-            nodes, outs = t["given"]
-            e.nodes, e.order, e.outputs, e.device = span(nodes), span([n.index for n in t["nodes"]]), span(outs), index
-            if pre is not None and pre[0] is d.caps and pre[1] is d.device and pre[2] is d.small_device:
-                key, plan, dev, hit = pre[3:]
-                e.preset_key = span(memoryview(key).cast("i").tolist())
-                e.preset = C.pointer(hit[1])
-                presets.append((plan, dev, hit))
-            else:
-                presets.append(None)
-        arr = (C.c_int32 * max(1, len(ints)))(*ints)
-        self.tables[sets] = (d.caps, d.device, d.small_device, self.version, entries, arr, presets)
-        return entries, arr, presets
-
-    def keep(self, sets: tuple, index: int, preset: tuple) -> None:
-        """Partition ``index``'s latest plan_for answer on settings ``sets`` (as _PRESETS' values)."""
-        own = self.presets.get(sets)
-        if own is not None and own[index] is not preset:
-            own[index] = preset
-            self.version += 1
-            recall.refresh(self.tokens)  # the runtime's copies hand the old preset
 
 
 def _settings(d: Delegate) -> tuple:
@@ -730,7 +594,36 @@ def _delegate_of(key: int) -> Delegate:
     return d
 
 
+def _raise_later(e: BaseException) -> None:
+    """A KeyboardInterrupt or SystemExit (Ctrl-C, a signal handler's sys.exit) that landed
+    in a callback, which LiteRT only sees as a failed node: raised again, as itself, in
+    this thread at its first Python event outside litecl's callbacks (once LiteRT's call
+    returns), as it is without litecl; a fresh user's server caught the RuntimeError and
+    kept serving. A profile hook of this thread does it (sys.setprofile; the one it
+    replaces is put back then)."""
+    if not isinstance(e, (KeyboardInterrupt, SystemExit)) or getattr(_LATER, "e", None) is not None:
+        return
+    _LATER.e, _LATER.prev = e, sys.getprofile()
+    sys.setprofile(_raise_outside)
+
+
+def _raise_outside(frame, event, arg):
+    f = frame
+    while f is not None:  # still inside a callback (ours, or another LiteRT calls after it)
+        if f.f_code.co_name in _CALLBACKS and f.f_code.co_filename == __file__:
+            return
+        f = f.f_back
+    e, _LATER.e = _LATER.e, None
+    sys.setprofile(_LATER.prev)
+    raise e
+
+
+_LATER = threading.local()
+_CALLBACKS = frozenset({"_DELEGATE_PREPARE", "_INIT", "_PLAN", "_FREE", "_REPORT", "_PROFILE", "_raise_outside"})
+
+
 def _report_unowned(ctx, e: BaseException) -> int:
+    _raise_later(e)
     try:
         if ctx and ctx.contents.ReportError:
             ctx.contents.ReportError(ctx, b"%s", f"litecl delegate: {e}\n".encode("utf-8", "replace"))
@@ -809,8 +702,8 @@ def _FREE(ctx, buffer):  # noqa: N802
             return
         _free(buffer or 0)
         _free_deferred()
-    except BaseException:  # noqa: BLE001 (free returns nothing: LiteRT cannot be told; the
-        pass                # device buffers then go with the process)
+    except BaseException as e:  # noqa: BLE001 (free returns nothing: LiteRT cannot be told; the
+        _raise_later(e)         # device buffers then go with the process)
 
 
 def _free(buffer: int) -> None:

@@ -286,7 +286,12 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
         if binary:
             bins.append(f"static const unsigned char BIN{k}[{len(binary)}] = {_c_bytes(binary)};")
         prog_c.append(f"{{{_q(name)}, {_c_string(source)},\n     {len(source.encode())}, "
-                      f"{f'BIN{k}' if binary else 'NULL'}, {len(binary) if binary else 0}}}")
+                      f"{f'LCL_BIN(BIN{k}, {len(binary)})' if binary else 'NULL, 0'}}}")
+    if bins:  # only a library for the exporting machine's architecture can load them: a cross
+        # build leaves them out (an arm64 MoveNet library was 87% x86-64 binaries: a fresh user)
+        macro = _ARCH_MACROS[caps.arch]
+        bins = [f"#if defined({macro})", "#define LCL_BIN(b, n) b, n", *bins, "#else",
+                "#define LCL_BIN(b, n) NULL, 0", "#endif"]
     row = launch_config(caps)
     mem = d.memory
     tested = [x for dist, prefixes in tested_versions().items() for v in prefixes for x in (dist, v)]
@@ -356,6 +361,8 @@ def refused_devices() -> list[tuple[str, str, str, str]]:
 _USES = {"fp16": re.compile(r"cl_khr_fp16 : enable"), "fp64": re.compile(r"cl_khr_fp64 : enable"),
          "int64": re.compile(r"\bu?long\d*\b")}
 _COMMENTS = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+#: the compiler's macro of each FLOAT_ADD_RULES architecture (LCL_ARCH in litecl_delegate.c)
+_ARCH_MACROS = {"x86_64": "__x86_64__", "aarch64": "__aarch64__"}
 
 
 def _arch_texts(plan, nodes, sg, shapes, caps, keep, consts, fuse) -> list[str]:

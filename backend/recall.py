@@ -141,3 +141,148 @@ def _record(head: tuple, made: list) -> None:
     rec["kept_order"] = bool(marked)
     rec["partitions"] = n
     expected.end(d, rec, addr, (base, made, presets, entries, ints), status == abi.K_OK, recalled=True)
+
+
+#: a _Planner's fields equal in every interpreter of one Prepare memo entry (_Expected)
+_TEMPLATE_FIELDS = ("nodes", "inputs", "outputs", "key", "pkey", "given")
+
+
+class _Expected:
+    """The partitions LiteRT formed for one Prepare memo entry (claims._PREPARES, per
+    keep_order marks): an equal context gets the same ones, so a later Prepare hands the
+    runtime their nodes, outputs and presets (lcl_inprocess_expect) and the runtime's
+    init (lcl_inprocess_init) makes each without a Python callback; their _Planners are
+    made from templates after ReplaceNodeSubsetsWithDelegateKernels (``begin``, ``end``).
+    A partition LiteRT forms otherwise goes through _INIT as before."""
+
+    def __init__(self) -> None:
+        self.parts = None             # per partition in LiteRT's init order: _TEMPLATE_FIELDS
+        self.tables: dict = {}        # _settings -> _table's answer
+        #: _settings -> per partition its preset (as _PRESETS' values) or None: the plan the
+        #: runtime prepared that partition of this entry with last (_Planner.plan_for), so
+        #: two models with equal partitions at other shapes keep one each
+        self.presets: dict = {}
+        self.version = 0              # changes of ``presets``
+        self.source = (None, 0)       # (the _PRESETS dict, its ``cleared``) they were copied from
+        self.tokens: list = []        # the runtime's recalled Prepares made from ``tables`` (recall.offer)
+
+    def begin(self, d: Delegate, rec: dict):
+        """Before ReplaceNodeSubsetsWithDelegateKernels for record ``rec``: hand the runtime
+        the expected partitions, or (no parts learnt yet) have _INIT list what it makes.
+        Returns what ``end`` takes."""
+        from .delegate import _new_keys  # noqa: PLC0415
+
+        if self.parts is None:
+            rec["made"] = []
+            return None
+        n = len(self.parts)
+        entries, ints, presets = self._table(d)
+        base, made = _new_keys(n), (C.c_void_p * n)()
+        rec["partitions"] = n  # _INIT numbers a partition nobody expected after these
+        d._rt.lcl_inprocess_expect(d._native, C.addressof(d._struct), entries, ints, n, base, made)
+        # the runtime reads ``entries`` and ``ints`` until ``end``: held here, since another
+        # thread's _table may replace this table meanwhile (a preset kept at a resize), which
+        # freed them under this Replace (a Bus error with two threads resizing: a fresh user's report)
+        return base, made, presets, entries, ints
+
+    def end(self, d: Delegate, rec: dict, addr: int, state, ok: bool, recalled: bool = False) -> None:
+        """After ReplaceNodeSubsetsWithDelegateKernels (``ok``: it succeeded): learn the
+        partitions _INIT made, or make the _Planners of those the runtime made (also for
+        a Prepare the runtime ``recalled``: recall.drain)."""
+        from .delegate import _KERNELS, _LOCK, _PLANNERS, _Planner, _record_rows  # noqa: PLC0415
+
+        if state is None:
+            made = rec.pop("made", None)
+            if ok and made:
+                self.parts = [{k: getattr(p, k) for k in _TEMPLATE_FIELDS} for p in made]
+            return
+        if not recalled:
+            d._rt.lcl_inprocess_expect(d._native, None, None, None, 0, 0, None)
+        if not ok:  # LiteRT may have freed them already: leaked, never a dangling handle
+            return
+        base, made, presets = state[:3]
+        rows, sg, dev = _record_rows(rec), rec["sg"], d.device
+        parts = []
+        new = _Planner.__new__
+        for i, (t, h) in enumerate(zip(self.parts, made)):
+            if not h:
+                continue
+            p = new(_Planner)
+            p.__dict__ = {**t, "delegate": d, "ctx_addr": addr, "number": i, "sg": sg, "handle": h,
+                          "plan": None, "dev": dev, "_c": None, "_preset": presets[i], "_slot": (self, i)}
+            for j in t["given"][0]:
+                r = rows.get(j)
+                if r is not None:
+                    r["partition"] = i
+            parts.append(p)
+        with _LOCK:
+            mine = d._parts.setdefault(addr, {})
+            for p in parts:
+                _PLANNERS[base + p.number] = p
+                _KERNELS[p.handle] = base + p.number
+                mine[base + p.number] = p
+            everyone = sorted(mine.values(), key=lambda q: q.number)
+        if len(parts) != len(self.parts) or len(everyone) != len(parts):  # LiteRT formed others
+            for k, p in enumerate(everyone):  # numbered 0.. again, rows with them
+                p.number = k
+                for j in p.given[0]:
+                    r = rows.get(j)
+                    if r is not None:
+                        r["partition"] = k
+            rec["partitions"] = len(everyone)
+
+    def _table(self, d: Delegate) -> tuple:
+        """(runtime.Expected array, its ints, per partition its preset (plan, device,
+        _C_PLANS entry) or None) for ``d``'s settings: built again when a partition's
+        preset changed (``keep``), the settings' devices are others, or _PRESETS was
+        emptied or replaced. A partition without a preset of its own takes _PRESETS' entry
+        for its nodes (the latest plan of equal nodes anywhere)."""
+        from .delegate import _PRESETS, _settings  # noqa: PLC0415
+
+        sets = _settings(d)
+        memo = _PRESETS  # tests put a plain dict in its place
+        source = (memo, getattr(memo, "cleared", 0))
+        if self.source[0] is not source[0] or self.source[1] != source[1]:
+            self.presets, self.source = {}, source  # copied from a memo since emptied
+            self.version += 1
+            forget(self.tokens)
+        got = self.tables.get(sets)
+        if got is not None and got[0] is d.caps and got[1] is d.device and got[2] is d.small_device \
+                and got[3] == self.version:
+            return got[4:]
+        own = self.presets.setdefault(sets, [None] * len(self.parts))
+        for i, t in enumerate(self.parts):
+            if own[i] is None:
+                own[i] = memo.get((*t["pkey"], sets))
+        used = own
+        ints: list = []
+
+        def span(values) -> "runtime.Span":
+            off = len(ints)
+            ints.extend(values)
+            return runtime.Span(off, len(values))
+
+        entries = (runtime.Expected * len(self.parts))()
+        presets = []
+        index = d._device_index(d.device)
+        for e, t, pre in zip(entries, self.parts, used):
+            nodes, outs = t["given"]
+            e.nodes, e.order, e.outputs, e.device = span(nodes), span([n.index for n in t["nodes"]]), span(outs), index
+            if pre is not None and pre[0] is d.caps and pre[1] is d.device and pre[2] is d.small_device:
+                key, plan, dev, hit = pre[3:]
+                e.preset_key = span(memoryview(key).cast("i").tolist())
+                e.preset = C.pointer(hit[1])
+                presets.append((plan, dev, hit))
+            else:
+                presets.append(None)
+        arr = (C.c_int32 * max(1, len(ints)))(*ints)
+        self.tables[sets] = (d.caps, d.device, d.small_device, self.version, entries, arr, presets)
+        return entries, arr, presets
+
+    def keep(self, sets: tuple, index: int, preset: tuple) -> None:
+        """Partition ``index``'s latest plan_for answer on settings ``sets`` (as _PRESETS' values)."""
+        own = self.presets.get(sets)
+        if own is not None and own[index] is not preset:
+            own[index] = preset
+            self.version += 1
+            refresh(self.tokens)  # the runtime's copies hand the old preset

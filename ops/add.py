@@ -352,37 +352,62 @@ def half_add_text(activation: str, caps, fn: str, rule: str, w: int = 0) -> str:
             f"    return as_{tv}(r);\n}}\n")
 
 
-def _both_nan(rule) -> str:
+def _both_nan(rule, flat: int = 0) -> str:
     """The scalar condition "y is NaN and the rule takes y's NaN", without a constant
     operand when the rule is fixed (NVIDIA's compiler warns on ``&& 0``)."""
-    pick = _nan_pick(rule, "i")
+    pick = _nan_pick(rule, "i", 0, flat)
     return {"0": "0", "1": "isnan(y)"}.get(pick, f"(isnan(y) && {pick})")
 
 
-def _nan_pick(rule, i: str, w: int = 0) -> str:
+def _nan_pick(rule, i: str, w: int = 0, flat: int = 0) -> str:
     """The prefer-b flag of ``nan_rule`` for element index ``i`` (int 0/1, or an intN
-    mask for a vector of indices)."""
+    mask for a vector of indices); ``flat``: _in_body's."""
     if rule in ("a", "b"):
         if w:
             return f"(int{w})({-1 if rule == 'b' else 0})"
         return "1" if rule == "b" else "0"
     _, n, x, block = rule
     op = "<" if x == "a" else ">="  # the body (i % L < L - L % block) takes the operand other than x
-    return _in_body(i, n, block, w, op)
+    return _in_body(i, n, block, w, op, flat)
 
 
-def _in_body(i: str, n: int, block: int, w: int = 0, op: str = "<") -> str:
+def _in_body(i: str, n: int, block: int, w: int = 0, op: str = "<", flat: int = 0) -> str:
     """Element ``i`` (a uint, or a uintN of indices) lies in the SIMD body of its run of
     ``n``: i % n < n - n % block (``op`` ">=": in the scalar remainder). Where the body
     covers every run (n % block == 0) or none (n < block) the answer is a constant, so
-    no kernel divides by n per element (1/-1 true, 0 false)."""
+    no kernel divides by n per element (1/-1 true, 0 false). ``flat`` n: the run is the
+    whole output (same shapes: i < n), so the body's length is the kernel argument
+    ``litecl_body`` (_FLAT_ARG) and every length of that form shares one program."""
     body = n - n % block
     if body in (0, n):
         true = (body == n) == (op == "<")
         return (f"(int{w})({-1 if true else 0})" if w else "1" if true else "0")
+    if flat == n:
+        return f"({i} {op} (uint{w if w else ''})(uint)({_FLAT_ARG}))"
     if w:
         return f"(({i} % (uint{w})({n}u)) {op} (uint{w})({n - n % block}u))"
     return f"(({i} % {n}u) {op} {n - n % block}u)"
+
+
+#: the int parameter of a float32 ADD whose NaN or signed-zero rule splits the whole
+#: output at the SIMD body's end (_in_body's ``flat``): that end, passed at launch
+_FLAT_ARG = "body"
+
+
+def _flat_args(shapes, rule, zero) -> tuple:
+    """(flat, args) of a float32 ADD: ``flat`` the output's size where a position rule
+    (nan_rule's ("pos", ...), zero_rule's) runs over the whole output and splits it inside
+    (same shapes), else 0; ``args`` then ((_FLAT_ARG, the body's end),): the kernel text
+    does not depend on the length (a service feeding many lengths compiled one program per
+    length: ~2.4 MB and 50-270 ms each, a fresh user's report)."""
+    n = numel(broadcast_shape(shapes[0], shapes[1]))
+    runs = ([(rule[1], rule[3])] if rule not in ("a", "b") else []) + ([tuple(zero)] if zero else [])
+    split = [(L, b) for L, b in runs if L == n and 0 < L - L % b < L]
+    if not split:
+        return 0, ()
+    assert len({L - L % b for L, b in split}) == 1, split  # one body end: nan and zero rules share the run
+    L, b = split[0]
+    return n, ((_FLAT_ARG, L - L % b),)
 
 
 def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op",
@@ -409,18 +434,20 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         rule = nan_rule(shapes[0], shapes[1], reference, rules)
         zero = zero_rule(shapes[0], shapes[1], reference, activation, rules)
         val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
+        flat, args = _flat_args(shapes, rule, zero)
         # the NaN cases choose bits in integers: NVIDIA canonicalizes NaNs in float
         # selects folded into min/max
-        body = _in_body("i", *zero) if zero else "0"
+        body = _in_body("i", *zero, 0, "<", flat) if zero else "0"
         cbits = "as_uint(c)" if body == "0" else f"(c == 0.0f && {body} ? 0u : as_uint(c))"
-        text = (f"float {fn}(const float x, const float y, const uint i)\n{{\n"
+        param = f", const int {_FLAT_ARG}" if args else ""
+        text = (f"float {fn}(const float x, const float y, const uint i{param})\n{{\n"
                 "    const float v = x + y;\n"
                 f"    const float c = {val};\n"
-                f"    return as_float(isnan(x) ? ({_both_nan(rule)} ? as_uint(y) : as_uint(x))\n"
+                f"    return as_float(isnan(x) ? ({_both_nan(rule, flat)} ? as_uint(y) : as_uint(x))\n"
                 f"                    : isnan(y) ? as_uint(y) : isnan(v) ? {rules.default_nan['float32']:#010x}u"
                 f" : {cbits});\n}}\n")
-        vec = (lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w, (rule, zero)))
-        return NodeOp(fn, text, (d, d), d, d.middle, (), False, vec=vec, wants_index=True)
+        vec = (lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w, (rule, zero, flat)))
+        return NodeOp(fn, text, (d, d), d, d.middle, (), False, vec=vec, wants_index=True, args=args)
     if dt == "float16":
         rule = half_nan_rule(*shapes, rules_for(caps))
         return NodeOp(fn, half_add_text(activation, caps, fn, rule), (d, d), d, _half_types(caps)[0],
@@ -442,8 +469,10 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         # the elements LiteRT's builtin kernel computes in its SIMD body (add_quant)
         rule = quant_add_simd_rule(quant, *shapes, reference) if shapes is not None else None
         index = rule is not None and not rule.everywhere
+        # one run over the whole output (same shapes): its SIMD body's end an argument too
+        flat = index and rule.run == numel(broadcast_shape(*shapes))
         # the constants, as int arguments: equal ADDs share a program
-        expr, args = quant_add_cl_expr(quant, 'qa', 'qb', rule, 'i')
+        expr, args = quant_add_cl_expr(quant, 'qa', 'qb', rule, 'i', flat=flat)
         params = "".join(f", const int {n}" for n, _ in args)
         text = (f"LITECL_INLINE {st} {fn}(const int qa, const int qb{', const uint i' if index else ''}{params})\n{{\n"
                 f"    return ({st})({expr});\n}}\n")
@@ -451,7 +480,7 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         def vec(w: int) -> str:  # the same on w-wide vectors (add_quant.quant_add_cl_vector_functions)
             from .add_quant import quant_add_cl_vector_functions  # noqa: PLC0415
 
-            vexpr, _ = quant_add_cl_expr(quant, 'qa', 'qb', rule, 'i', w)
+            vexpr, _ = quant_add_cl_expr(quant, 'qa', 'qb', rule, 'i', w, flat=flat)
             return (quant_add_cl_vector_functions(w, caps.int64)
                     + f"LITECL_INLINE {st}{w} {fn}_v{w}(const int{w} qa, const int{w} qb"
                     f"{f', const uint{w} i' if index else ''}{params})\n{{\n"
@@ -474,7 +503,7 @@ def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int, rules=None) -
         lit = lambda v: float_literal(v, "float")  # noqa: E731
         args = f"const float{w} x, const float{w} y"
         if rules is not None:  # NaN signs and zeros as the scalar form (add_op), after the clamp
-            args += f", const uint{w} i"
+            args += f", const uint{w} i" + (f", const int {_FLAT_ARG}" if rules[2] else "")
     else:
         ut, ct = _WRAP_TYPES[dt]
         lt = dtype(dt).middle  # what a load gives (int for int16)
@@ -488,14 +517,14 @@ def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int, rules=None) -
         body += f"    v = select(v, ({ct}{w})({lit(hi)}), {less(f'({ct}{w})({lit(hi)})', 'v')});\n"
     if dt == "float32" and rules is not None:
         u = f"uint{w}"
-        rule, zero = rules
+        rule, zero, flat = rules
         dnan = rules_for(caps).default_nan["float32"]
         if zero:  # -0.0 in the body becomes +0.0 (zero_rule)
-            body += f"    v = select(v, ({ct}{w})(0.0f), (v == ({ct}{w})(0.0f)) & {_in_body('i', *zero, w)});\n"
+            body += f"    v = select(v, ({ct}{w})(0.0f), (v == ({ct}{w})(0.0f)) & {_in_body('i', *zero, w, '<', flat)});\n"
         body += (f"    const int{w} nx = isnan(x), ny = isnan(y), ns = isnan(x + y);\n"
                  f"    {u} r = select(as_{u}(v), ({u})({dnan:#010x}u), ns);\n"
                  f"    r = select(r, as_{u}(y), ny);\n"
-                 f"    r = select(r, as_{u}(x), nx & ~(ny & {_nan_pick(rule, 'i', w)}));\n"
+                 f"    r = select(r, as_{u}(x), nx & ~(ny & {_nan_pick(rule, 'i', w, flat)}));\n"
                  f"    return as_float{w}(r);\n}}\n")
         return f"{ct}{w} {fn}({args})\n{{\n{body}"
     return f"{ct}{w} {fn}({args})\n{{\n{body}    return v;\n}}\n"

@@ -786,7 +786,7 @@ def quant_add_cl_vector_functions(w: int, int64: bool = True) -> str:
 
 
 def quant_add_cl_expr(p: QuantAddParams, a: str, b: str, rule: QuantSimdRule | None = None,
-                      index: str = "i", w: int = 0) -> tuple[str, tuple]:
+                      index: str = "i", w: int = 0, flat: bool = False) -> tuple[str, tuple]:
     """(expression, args): an OpenCL C ``int`` expression of LiteRT's clamped quantized
     ADD of the raw operands, and the constants it reads.
 
@@ -807,6 +807,10 @@ def quant_add_cl_expr(p: QuantAddParams, a: str, b: str, rule: QuantSimdRule | N
     w: 0 for the scalar form above; w > 1 for the same arithmetic on ``w``-wide vectors:
     ``a``, ``b`` and the result are intW, ``index`` a uintW of the lanes' indices, and it
     calls :func:`quant_add_cl_vector_functions`' helpers.
+
+    flat: ``rule``'s run is the whole output (same shapes: ``index`` < run), so the SIMD
+    body's end is an argument (``sb``) and the text is the same at every length of that
+    form (one program for a service's many input lengths).
     """
     args: list = []
     fn = (lambda name: f"{name}_v{w}") if w else (lambda name: name)  # noqa: E731
@@ -844,9 +848,10 @@ def quant_add_cl_expr(p: QuantAddParams, a: str, b: str, rule: QuantSimdRule | N
     body = _cl_simd_body(p, x1, x2, rule.form, v, w)
     if rule.everywhere:
         return body, tuple(args)
+    cond = f"(({index}) < (uint)({v('sb', rule.simd)}))" if flat else f"(({index}) % {rule.run}u < {rule.simd}u)"
     if w:
-        return f"select({ref}, {body}, (({index}) % {rule.run}u < {rule.simd}u))", tuple(args)
-    return f"((({index}) % {rule.run}u < {rule.simd}u) ? {body} : {ref})", tuple(args)
+        return f"select({ref}, {body}, {cond})", tuple(args)
+    return f"({cond} ? {body} : {ref})", tuple(args)
 
 
 def _cl_simd_body(p: QuantAddParams, x1: str, x2: str, form: str, v, w: int = 0) -> str:

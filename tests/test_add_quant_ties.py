@@ -31,7 +31,7 @@ import pytest
 
 import litecl
 from litecl.compare import make_interpreter, mismatches
-from litecl.ops.add import add_kernel
+from litecl.ops.add import add_kernel, add_kernel_args
 from litecl.ops.add_quant import (QUANT_DTYPES, QuantSimdRule, quant_add_params,
                                   quant_add_reference, quant_add_simd_rule)
 from models.builders import add_model
@@ -272,10 +272,15 @@ def test_kernel_text_follows_the_reference():
     caps = Caps("p", "d", "v", "1", frozenset(), False, False, True, 4, 256, False)
     p = _params("int16_model")
     ref = add_kernel("int16", (333,), (333,), "NONE", replace(caps, reference="ref"), p)
-    assert "% 333u < 320u" not in ref and not re.search(r"const uint i[,)]", ref)
+    assert "_sb" not in ref and not re.search(r"const uint i[,)]", ref)
     for int64 in (True, False):
+        # one run over the whole output: the body's end (320) is the argument sb, so every
+        # length of this form shares the text
         src = add_kernel("int16", (333,), (333,), "NONE", replace(caps, int64=int64), p)
-        assert "% 333u < 320u" in src and src != ref
+        assert "(i) < (uint)(sb)" in src, src[-400:]
+        assert ("litecl_add_op_sb", 320) in add_kernel_args("int16", (333,), (333,), "NONE",
+                                                            replace(caps, int64=int64), p) and src != ref
+        assert src == add_kernel("int16", (335,), (335,), "NONE", replace(caps, int64=int64), p)
         code = re.sub(r"/\*.*?\*/|//[^\n]*", "", src, flags=re.S)  # comments dropped
         assert bool(re.search(r"\b(u?long\d*|\d+U?L+)\b", code)) == int64, int64
     every = add_kernel("int16", (2, 4, 16), (2, 4, 16), "NONE", caps, p)

@@ -1340,3 +1340,86 @@ def test_two_threads_invoking_on_oclgrind_run_one_at_a_time():
         r = subprocess.run([sys.executable, "-c", OCLGRIND_THREADS], capture_output=True, text=True,
                            timeout=300, cwd=ROOT)
         assert r.returncode == 0 and "DONE []" in r.stdout, (r.returncode, r.stdout, r.stderr[-1500:])
+
+
+_INTERRUPTED_PREPARE = r"""
+import sys, numpy as np, litecl
+from litecl import claims
+from litecl.compare import make_interpreter
+from models.builders import chain_model
+kind, device, api = sys.argv[1], sys.argv[2], sys.argv[3]
+m = chain_model(["float32", "int32", ("sub", 1), ("add", 7), "float16"], (757,))
+real, hits = claims.decide, []
+def decide(*a, **k):  # a signal handler's exception, landing inside litecl's Prepare callback
+    if not hits:
+        hits.append(1)
+        raise KeyboardInterrupt() if kind == "int" else SystemExit(3)
+    return real(*a, **k)
+claims.decide = decide
+d = litecl.Delegate(device, quiet=True)
+try:
+    if api == "litert":
+        make_interpreter(m, delegates=[d]).allocate_tensors()
+    else:
+        litecl.Interpreter(model_content=m, delegate=d).allocate_tensors()
+    print("RESULT none", flush=True)
+except KeyboardInterrupt:
+    print("RESULT KeyboardInterrupt", flush=True)
+except SystemExit as e:
+    print("RESULT SystemExit", e.code, flush=True)
+except Exception as e:
+    print("RESULT", type(e).__name__, flush=True)
+it = make_interpreter(m, delegates=[d])  # the next one as usual
+it.allocate_tensors()
+print("AGAIN ok", flush=True)
+"""
+
+
+@pytest.mark.parametrize("api", ["litert", "litecl"])
+@pytest.mark.parametrize("kind", ["int", "exit"])
+def test_an_interrupt_inside_a_prepare_is_raised_as_itself(fast_device, kind, api):
+    """Ctrl-C (KeyboardInterrupt) or a signal handler's sys.exit (SystemExit) landing in
+    litecl's Prepare callback, where nothing may leave it, became a RuntimeError or
+    LiteclError, and a server that catches Exception kept serving (a fresh user's
+    report): it is raised again, as itself, once LiteRT's call returns to Python, under
+    LiteRT's Interpreter and litecl.Interpreter; the next interpreter prepares as usual."""
+    r = _py_hardening(_INTERRUPTED_PREPARE, kind, fast_device, api)
+    lines = dict(ln.split(" ", 1) for ln in r.stdout.splitlines() if " " in ln)
+    assert lines.get("RESULT") == ("KeyboardInterrupt" if kind == "int" else "SystemExit 3"), r.stdout + r.stderr
+    assert lines.get("AGAIN") == "ok", r.stdout + r.stderr
+
+
+_FORK_WHILE_INVOKING = r"""
+import os, sys, threading, time, numpy as np, litecl
+from models.builders import chain_model
+m = chain_model(["float32", "int32", ("sub", 1), ("add", 7), "float16"], (1 << 16,))
+it = litecl.Interpreter(model_content=m, device=sys.argv[1], quiet=True)
+it.allocate_tensors()
+stop = []
+def loop():
+    while not stop:
+        it.invoke()
+t = threading.Thread(target=loop, daemon=True)
+t.start()
+slow = 0
+for k in range(12):
+    time.sleep(0.01)
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)  # a normal exit: Python's atexit and the C runtime's
+    t0 = time.time()
+    os.waitpid(pid, 0)
+    slow = max(slow, time.time() - t0)
+stop.append(1)
+t.join()
+print("SLOWEST", round(slow, 2), flush=True)
+"""
+
+
+def test_a_child_forked_while_invoking_exits_at_once(fast_device):
+    """A child forked while another thread was inside an invoke, which never uses litecl,
+    took ~11 s to exit: litecl's exit handler waited twice 5 s for the parent's work in
+    flight, which the child does not have (a fresh user's server children)."""
+    r = _py_hardening(_FORK_WHILE_INVOKING, fast_device, timeout=240)
+    slow = float(r.stdout.split("SLOWEST")[1].split()[0])
+    assert slow < 3.0, r.stdout

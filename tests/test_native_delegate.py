@@ -447,10 +447,83 @@ def test_bad_options_fail_with_one_line_naming_the_cause(models, tmp_path, fast_
         assert what in e, (what, e)
     # a platform or device that is not there: the line names it and what the library has
     assert ", device no such device (" in errs[3] and f'"{opts["device"]}: not the device option' in errs[3], errs[3]
-    # yes/no words in any case, as the LITECL_* variables (quiet=TRUE was refused)
+    # yes/no words in any case, as the LITECL_* variables (quiet=TRUE was refused); the other
+    # words too, and spaces around the items of ops (a fresh user's "ADD, CAST" was refused)
     good = [{**opts, "binaries": v, "quiet": q} for v, q in (("0", "yes"), ("true", "off"), ("no", "1"), ("TRUE", "Off"))]
+    good += [{**opts, "memory": "COPY", "keep_order": "AUTO", "device_type": "Any", "ops": "add, CAST",
+              "cache_dir": "NONE"}]
     r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps(good))
     assert r.stdout.splitlines() == ["LOADED"] * len(good), (r.stdout, r.stderr)
+    # a relative cache_dir is the app's current folder ("/" on Android): refused, not made there
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([{**opts, "cache_dir": "NONE-ish"}]))
+    assert r.stdout.startswith("REFUSED") and "is not an absolute path" in r.stdout, r.stdout
+    assert not Path("/NONE-ish").exists()
+
+
+DUPLICATE_KEYS = r'''
+import ctypes as C, sys
+sys.modules["litecl"] = None
+import ai_edge_litert.interpreter  # the runtime the library checks for
+lib = C.CDLL(sys.argv[1])
+f = lib.tflite_plugin_create_delegate
+f.restype = C.c_void_p
+f.argtypes = [C.POINTER(C.c_char_p), C.POINTER(C.c_char_p), C.c_size_t, C.c_void_p]
+msgs = []
+REPORT = C.CFUNCTYPE(None, C.c_char_p)(lambda m: msgs.append(m.decode()))
+keys = (C.c_char_p * 2)(b"quiet", b"quiet")
+values = (C.c_char_p * 2)(b"1", b"0")
+print("CREATED" if f(keys, values, 2, C.cast(REPORT, C.c_void_p)) else "REFUSED " + " ".join(msgs))
+'''
+
+
+def test_an_option_given_twice_is_refused(models, tmp_path, fast_device):
+    """The plugin API takes key and value arrays: a key given twice was accepted and the
+    last value silently won (a fresh user's app)."""
+    _need(CC)
+    out = tmp_path / "e"
+    _export_build(models["cast_f32_f16"], out, fast_device)
+    r = _child(DUPLICATE_KEYS, out / "liblitecl_delegate.so")
+    assert r.stdout.strip() == "REFUSED litecl: the quiet option is given twice", (r.stdout, r.stderr)
+
+
+PLANTED = r'''
+#include <stdio.h>
+__attribute__((constructor)) static void planted(void) {
+    FILE *f = fopen(MARKER, "w");
+    if (f) fclose(f);
+}
+'''
+
+
+def test_the_exporting_machines_library_is_opened_only_from_a_path_no_one_else_can_write(models, tmp_path,
+                                                                                          fast_device):
+    """The library names the OpenCL library the export used (an absolute path) and opens
+    it last: a library planted at that path ran inside the app where anyone could create
+    it (a fresh user planted one under /tmp). It is opened only where the file and the
+    folders above it are this user's or root's and no one else can write them."""
+    _need(CC)
+    out = tmp_path / "e"
+    _export_build(models["cast_f32_f16"], out, fast_device)
+    plan = (out / "plan.c").read_text()
+    exported = json.loads((out / "manifest.json").read_text())["native"]["exported_device"]["library"]
+    assert exported.startswith("/") and f'"{exported}"' in plan, exported
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)  # others can write it (no sticky bit)
+    planted, marker = open_dir / "libOpenCL-planted.so", tmp_path / "ran"
+    src = tmp_path / "planted.c"
+    src.write_text(PLANTED)
+    r = subprocess.run([CC, "-shared", "-fPIC", f'-DMARKER="{marker}"', "-o", str(planted), str(src)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    (out / "plan.c").write_text(plan.replace(f'"{exported}"', f'"{planted}"'))
+    r = subprocess.run(["sh", str(out / "build.sh")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # no device matches: every library is tried, the exporting machine's last
+    r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([{"device": "no such device"}]))
+    assert r.stdout.startswith("REFUSED"), (r.stdout, r.stderr)
+    assert not marker.exists(), "the planted library ran"
+    assert "can be written by others" in r.stdout and str(planted) in r.stdout, r.stdout
 
 
 QUIET_CHILD = r'''
@@ -600,7 +673,17 @@ def test_cross_build_for_arm64_is_warning_free(models, tmp_path, fast_device):
         assert needed and {n.split(".so")[0] for n in needed} <= {"libc", "libdl"}, needed
     # a cross build leaves the host's: only a build for this machine links DIR/liblitecl_delegate.so
     assert not (out / "liblitecl_delegate.so").exists()
+    # the exporting device's program binaries (for this machine's architecture) stay out of
+    # an arm64 library (MoveNet's was 87% x86-64 binaries: a fresh user's app)
+    import re  # noqa: PLC0415
+
+    plan = (out / "plan.c").read_text()
+    sizes = [int(n) for n in re.findall(r"static const unsigned char BIN\d+\[(\d+)\]", plan)]
+    arm = (out / "build" / "arm64-v8a" / "liblitecl_delegate.so").stat().st_size
     _export_build(models["fused_chain"], out, fast_device)
+    if sizes:  # a runtime that gives binaries
+        assert "#if defined(__x86_64__)" in plan or "#if defined(__aarch64__)" in plan
+        assert (out / "build" / "x86_64" / "liblitecl_delegate.so").stat().st_size - arm > 0.9 * sum(sizes), sizes
     assert (out / "liblitecl_delegate.so").resolve() == (out / "build" / "x86_64" / "liblitecl_delegate.so").resolve()
     # the export again removed the arm64 build of the earlier plan.c (a stale one ran another
     # model's plan: nothing on OpenCL); the host build made only the host's

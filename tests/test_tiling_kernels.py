@@ -119,7 +119,7 @@ def test_increment_sweep_subset_exactly_once_no_invalid_access(device, capfd):
     assert r["launches"] > 5000
 
 
-def _run_real(dev, source, name, n, bufs_in, out_dtype, block_dim, local, tile):
+def _run_real(dev, source, name, n, bufs_in, out_dtype, block_dim, local, tile, args=()):
     import pyopencl as cl
 
     from litecl.kernels import build_program
@@ -130,7 +130,8 @@ def _run_real(dev, source, name, n, bufs_in, out_dtype, block_dim, local, tile):
     out = np.zeros(n, out_dtype)
     ob = cl.Buffer(dev.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=out)
     t = plan(n, tile, block_dim)
-    kern(dev.queue, (block_dim * local,), (local,), *ins, ob, *(np.uint32(v) for v in t.kernel_args()))
+    kern(dev.queue, (block_dim * local,), (local,), *ins, ob, *(np.uint32(v) for v in t.kernel_args()),
+         *(np.int32(v) for _, v in args))  # the ops' int arguments (add_kernel_args)
     cl.enqueue_copy(dev.queue, out, ob)
     return out
 
@@ -145,7 +146,7 @@ def test_real_kernels_vector_path_under_oclgrind(device, capfd):
     """The lowered CAST and same-shape ADD kernels (vector widths of both LAUNCH rows,
     CPU and GPU-sized groups) equal their scalar form, with no invalid access."""
     from litecl.device import open_device
-    from litecl.ops.add import add_kernel
+    from litecl.ops.add import add_kernel, add_kernel_args
     from litecl.ops.dtypes import dtype
 
     dev = open_device(device)
@@ -156,11 +157,12 @@ def test_real_kernels_vector_path_under_oclgrind(device, capfd):
         if not dev.caps.fp64 and "float64" in (s, d):
             continue
         kern = {vb: cast_kernel(s, d, dev.caps, vec_bytes=vb)[0] for vb in (1, 16, 32)}
-        cases.append((f"CAST {s}->{d}", kern, "litecl_cast", [sd], dd))
+        cases.append((f"CAST {s}->{d}", kern, "litecl_cast", [sd], dd, ()))
     for t in ("float32", "int32", "int64"):
         kern = {vb: add_kernel(t, [7], [7], "RELU6", dev.caps, vec_bytes=vb) for vb in (1, 16, 32)}
-        cases.append((f"ADD {t}", kern, "litecl_add", [dtype(t), dtype(t)], dtype(t)))
-    for what, kern, name, ins_t, out_t in cases:
+        args = add_kernel_args(t, [7], [7], "RELU6", dev.caps)
+        cases.append((f"ADD {t}", kern, "litecl_add", [dtype(t), dtype(t)], dtype(t), args))
+    for what, kern, name, ins_t, out_t, args in cases:
         tile = min(x.itemsize for x in ins_t + [out_t])
         for n in (1, 31, 33, 757):
             bufs = []
@@ -169,9 +171,9 @@ def test_real_kernels_vector_path_under_oclgrind(device, capfd):
                 if x.name == "bool":
                     raw = (raw.view(np.uint8) & 1).view(x.np)
                 bufs.append(raw)
-            want = _run_real(dev, kern[1], name, n, bufs, out_t.np, 1, 1, tile)
+            want = _run_real(dev, kern[1], name, n, bufs, out_t.np, 1, 1, tile, args)
             for vb, bd, local in ((32, 1, 1), (32, 7, 1), (32, 256, 3), (16, 5, 64), (16, 64, 4)):
-                got = _run_real(dev, kern[vb], name, n, bufs, out_t.np, bd, local, tile)
+                got = _run_real(dev, kern[vb], name, n, bufs, out_t.np, bd, local, tile, args)
                 same = (got.view(np.uint8) == want.view(np.uint8)).all()
                 if out_t.is_float and not same:  # any NaN equals any NaN
                     same = bool(((got == want) | (np.isnan(got) & np.isnan(want))).all())

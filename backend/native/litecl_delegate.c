@@ -1743,8 +1743,15 @@ static void exit_now(void) {
     for (int i = 0; i < 5000 && __sync_fetch_and_add(&IN_FLIGHT, 0) > 0; i++) usleep(1000);
 }
 
+/* in a fork()ed child the work in flight was the parent's threads', which the child does
+ * not have: exit_now waited its full 5 s for them, twice (a fresh user's server children) */
+static void forked_child(void) { IN_FLIGHT = 0; }
+
 static pthread_once_t EXIT_ONCE = PTHREAD_ONCE_INIT;
-static void register_exit(void) { atexit(exit_now); }
+static void register_exit(void) {
+    atexit(exit_now);
+    pthread_atfork(NULL, NULL, forked_child);
+}
 
 static TfLiteStatus kernel_invoke_inner(TfLiteContext *ctx, TfLiteNode *node);
 static TfLiteStatus kernel_prepare_inner(TfLiteContext *ctx, TfLiteNode *node);
@@ -2617,6 +2624,41 @@ static int use_candidate(device_entry *e, const candidate *c, char *err, size_t 
     return 0;
 }
 
+/* Whether the library the export reached its device through (LCL_PLAN.library, an
+ * absolute path on the exporting machine) may be opened here: only by a library compiled
+ * for the exporting machine's architecture (a cross build's machine has none of its
+ * libraries), and only where that file and every folder above it belong to this user or
+ * root and no one else can write them (a folder others can write with the sticky bit,
+ * /tmp, guards its entries' names, so the entry below it decides): on another machine
+ * anyone who could create the path ran code inside the app (a fresh user's report).
+ * ``why`` says why not ("" where there is no such library). */
+static int exporting_library_usable(char *why, size_t len) {
+    why[0] = 0;
+    if (!LCL_PLAN.library[0] || LCL_PLAN.library[0] != '/') return 0;
+    if (strcmp(LCL_PLAN.binary_arch, LCL_ARCH)) return 0;
+    char path[4096];
+    if (!realpath(LCL_PLAN.library, path)) return 0; /* not on this machine */
+    uid_t me = geteuid();
+    for (char *end = path + strlen(path);;) {
+        struct stat st;
+        if (stat(path, &st)) return 0;
+        if ((st.st_uid != me && st.st_uid != 0) ||
+                ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX)))) {
+            snprintf(why, len, "%s (the exporting machine's library) not opened: %s %s", LCL_PLAN.library, path,
+                     st.st_uid != me && st.st_uid != 0 ? "belongs to another user" : "can be written by others");
+            return 0;
+        }
+        while (end > path && *end != '/') end--;
+        if (end == path) {
+            if (path[1] == 0) return 1;
+            path[1] = 0; /* then "/" itself */
+            end = path + 1;
+            continue;
+        }
+        *end = 0;
+    }
+}
+
 /* Open OpenCL and its device for the options: the "library" option's library, else the
  * first of LCL_LIBRARIES that opens and has a device for the kernels; in it, by
  * pick_devices, devices of the "device_type" option's type, or (its default) of the
@@ -2628,12 +2670,14 @@ static int use_candidate(device_entry *e, const candidate *c, char *err, size_t 
 static int open_device(device_entry *e, delegate *d, char *err, size_t len) {
     const char *libs[sizeof LCL_LIBRARIES / sizeof *LCL_LIBRARIES + 1];
     int n_libs = 0;
+    char tried[LCL_NAME_MAX] = "", seen[LCL_NAME_MAX] = "", platforms[LCL_NAME_MAX] = "";
     if (e->library[0]) libs[n_libs++] = e->library;
     else {
         for (int k = 0; LCL_LIBRARIES[k]; k++) libs[n_libs++] = LCL_LIBRARIES[k];
-        if (LCL_PLAN.library[0]) libs[n_libs++] = LCL_PLAN.library;
+        char why[LCL_NAME_MAX + 200];
+        if (exporting_library_usable(why, sizeof why)) libs[n_libs++] = LCL_PLAN.library;
+        else if (why[0]) append_quoted(tried, sizeof tried, why);
     }
-    char tried[LCL_NAME_MAX] = "", seen[LCL_NAME_MAX] = "", platforms[LCL_NAME_MAX] = "";
     static candidate cands[LCL_MAX_CANDIDATES], found[LCL_MAX_CANDIDATES]; /* under DEVICES_LOCK */
     int n = 0;
     /* no library, platform or device option: the exporting device where a library lists it
@@ -2855,8 +2899,12 @@ static int parse_ops(const char *v) {
     int ops = 0;
     while (*v) {
         size_t n = strcspn(v, ",");
-        if (n == 4 && !strncmp(v, "CAST", 4)) ops |= LCL_OP_CAST;
-        else if (n == 3 && !strncmp(v, "ADD", 3)) ops |= LCL_OP_ADD;
+        const char *w = v;
+        size_t m = n;
+        while (m && *w == ' ') w++, m--; /* "ADD, CAST": spaces around an item */
+        while (m && w[m - 1] == ' ') m--;
+        if (m == 4 && !strncasecmp(w, "CAST", 4)) ops |= LCL_OP_CAST;
+        else if (m == 3 && !strncasecmp(w, "ADD", 3)) ops |= LCL_OP_ADD;
         else return -1;
         if (v[n] == ',' && !v[n + 1]) return -1; /* "ADD,": an empty item, as ",ADD" */
         v += n + (v[n] == ',');
@@ -2933,6 +2981,11 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
             snprintf(err, sizeof err, "litecl: option %zu has no key (a NULL pointer)", i);
             goto fail;
         }
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(keys[i], keys[j])) { /* the last one silently won */
+                snprintf(err, sizeof err, "litecl: the %s option is given twice", keys[i]);
+                goto fail;
+            }
         const char *k = keys[i], *v = values[i] ? values[i] : "";
         int known = !strcmp(k, "library") || !strcmp(k, "platform") || !strcmp(k, "device") ||
                     !strcmp(k, "memory") || !strcmp(k, "binaries") || !strcmp(k, "quiet") || !strcmp(k, "spin_us") ||
@@ -2959,25 +3012,31 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
                      LCL_NAME_MAX - 1);
             goto fail;
         }
-        if (!strcmp(k, "device_type")) {
-            if (strcmp(v, "gpu") && strcmp(v, "cpu") && strcmp(v, "any")) {
+        if (!strcmp(k, "device_type")) { /* words in any case, as the yes/no values */
+            device_type = !strcasecmp(v, "gpu") ? "gpu" : !strcasecmp(v, "cpu") ? "cpu"
+                          : !strcasecmp(v, "any") ? "any" : NULL;
+            if (!device_type) {
                 snprintf(err, sizeof err, "litecl: device_type \"%s\" is not gpu, cpu or any", v);
                 goto fail;
             }
-            device_type = v;
         } else if (!strcmp(k, "cache_dir")) {
             if (strlen(v) >= sizeof d->cache_dir) {
                 snprintf(err, sizeof err, "litecl: the cache_dir option is %zu bytes long; at most %zu are taken",
                          strlen(v), sizeof d->cache_dir - 1);
                 goto fail;
             }
-            snprintf(d->cache_dir, sizeof d->cache_dir, "%s", strcmp(v, "none") ? v : "");
+            if (strcasecmp(v, "none") && v[0] != '/') { /* an app's current folder is often "/" */
+                snprintf(err, sizeof err, "litecl: cache_dir \"%s\" is not an absolute path; name the folder "
+                         "by its full path (an Android app: its getCacheDir()), or none", v);
+                goto fail;
+            }
+            snprintf(d->cache_dir, sizeof d->cache_dir, "%s", strcasecmp(v, "none") ? v : "");
             cache_given = 1;
         } else if (!strcmp(k, "library")) library = v;
         else if (!strcmp(k, "platform")) platform = v;
         else if (!strcmp(k, "device")) device = v;
         else if (!strcmp(k, "memory")) memory = v;
-        else if (!strcmp(k, "keep_order") && !strcmp(v, "auto")) d->keep_order = LCL_KEEP_AUTO;
+        else if (!strcmp(k, "keep_order") && !strcasecmp(v, "auto")) d->keep_order = LCL_KEEP_AUTO;
         else if (!strcmp(k, "binaries") || !strcmp(k, "quiet") || !strcmp(k, "keep_order") ||
                  !strcmp(k, "untested_runtime")) {
             int f = flag_value(v);
@@ -3066,9 +3125,9 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
             goto fail;
         }
     }
-    if (!strcmp(memory, "auto")) d->in_place = LCL_PLAN.in_place;
-    else if (!strcmp(memory, "in_place")) d->in_place = 1;
-    else if (!strcmp(memory, "copy")) d->in_place = 0;
+    if (!strcasecmp(memory, "auto")) d->in_place = LCL_PLAN.in_place;
+    else if (!strcasecmp(memory, "in_place")) d->in_place = 1;
+    else if (!strcasecmp(memory, "copy")) d->in_place = 0;
     else {
         snprintf(err, sizeof err, "litecl: unknown memory \"%s\"; expected auto, in_place or copy", memory);
         goto fail;
@@ -3091,7 +3150,8 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
         delegate_free(d);
         return NULL;
     }
-    if (version == 0 && !d->quiet)
+    static int said_version; /* once per process, not per delegate */
+    if (version == 0 && !d->quiet && !__sync_lock_test_and_set(&said_version, 1))
         fprintf(stderr, "INFO: litecl: %s: litecl relies on each Prepare's check that LiteRT's TfLiteContext "
                 "reads as its structs expect\n", why);
     d->dev = device_for(library, platform, device, device_type, d, why, sizeof why);
