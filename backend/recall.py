@@ -25,8 +25,8 @@ from . import abi, runtime
 _TOKENS = itertools.count(1)
 #: held while the log is recorded: one thread records it, in the order the runtime logged
 _DRAIN_LOCK = threading.RLock()
-_HEAD = (C.c_int64 * 11)()
-_MADE: list = [(C.c_void_p * 64)()]
+_HEAD = (C.c_int64 * 13)()
+_BUFS: list = [(C.c_void_p * 64)(), (C.c_int32 * 256)()]  # made, the extra partitions' ints
 
 
 def offer(dlg, mkey: tuple, memo: tuple, marked: tuple, expected, order_hit, claim: list, nodes: int) -> None:
@@ -96,13 +96,15 @@ def drain() -> None:
         return
     with _DRAIN_LOCK:
         while True:
-            got = rt.lcl_recall_next(_HEAD, _MADE[0], len(_MADE[0]))
+            made, ints = _BUFS
+            got = rt.lcl_recall_next(_HEAD, made, len(made), ints, len(ints))
             if got == 0:
                 return
-            if got < 0:
-                _MADE[0] = (C.c_void_p * (-got))()
+            if got < 0:  # room for it
+                _BUFS[:] = [(C.c_void_p * (2 * (_HEAD[9] + _HEAD[11])))(), (C.c_int32 * (2 * _HEAD[12]))()]
                 continue
-            _record(tuple(_HEAD), list(_MADE[0][:max(0, _HEAD[9])]))
+            n, extra = max(0, _HEAD[9]), _HEAD[11]
+            _record(tuple(_HEAD), list(made[:n]), list(made[n:n + extra]), list(ints[:_HEAD[12]]))
 
 
 def _pending(rt) -> int:
@@ -115,12 +117,13 @@ def _pending(rt) -> int:
 _PENDING = None
 
 
-def _record(head: tuple, made: list) -> None:
-    """What claims.prepare records after its decisions, for one recalled Prepare."""
+def _record(head: tuple, made: list, extra: list = (), extra_ints: list = ()) -> None:
+    """What claims.prepare records after its decisions, for one recalled Prepare (``extra``:
+    the partitions it did not expect, ``extra_ints`` their keys, nodes and outputs: _extras)."""
     from . import claims  # noqa: PLC0415
-    from .delegate import _LIVE, _LOCK  # noqa: PLC0415
+    from .delegate import _LIVE  # noqa: PLC0415
 
-    dkey, token, event, base, addr, first, place, status, said, n, fetched = head
+    dkey, token, event, base, addr, first, place, status, said, n, fetched = head[:11]
     ref = _LIVE.get(dkey)
     d = ref() if ref is not None else None
     if d is None:
@@ -140,7 +143,33 @@ def _record(head: tuple, made: list) -> None:
     rec["order_dropped"] = list(order_hit[1]) if order_hit else []
     rec["kept_order"] = bool(marked)
     rec["partitions"] = n
+    if status == abi.K_OK:
+        _extras(d, ctx, extra, extra_ints)
     expected.end(d, rec, addr, (base, made, presets, entries, ints), status == abi.K_OK, recalled=True)
+
+
+def _extras(d, ctx, handles: list, ints: list) -> None:
+    """The _Planners of the partitions a recalled Prepare did not expect (litecl_delegate.c
+    recall_extra: an equal context key, other subgraph outputs), as _INIT makes them in
+    Python's Prepare, numbered after the expected ones."""
+    from .delegate import _KERNELS, _LOCK, _PLANNERS, _Planner  # noqa: PLC0415
+
+    k = 0
+    for h in handles:
+        key = (ints[k] & 0xFFFFFFFF) | (ints[k + 1] << 32)
+        nodes = ints[k + 3:k + 3 + ints[k + 2]]
+        k += 3 + len(nodes)
+        outs = ints[k + 1:k + 1 + ints[k]]
+        k += 1 + len(outs)
+        arrays = [abi.new_int_array(tuple(v), owned_by_litert=False) for v in (nodes, outs)]
+        params = abi.TfLiteDelegateParams()
+        params.nodes_to_replace, params.output_tensors = (C.cast(a, C.POINTER(abi.TfLiteIntArray)) for a in arrays)
+        part = _Planner(d, ctx, params)  # reads them now (arrays alive)
+        part.handle = h
+        with _LOCK:
+            _PLANNERS[key] = part
+            _KERNELS[h] = key
+            d._parts.setdefault(part.ctx_addr, {})[key] = part
 
 
 #: a _Planner's fields equal in every interpreter of one Prepare memo entry (_Expected)

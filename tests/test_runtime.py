@@ -471,11 +471,12 @@ def test_recalled_prepares_say_their_line_once_per_interpreter(fast_device, capf
     assert "Replacing" not in capfd.readouterr().err
 
 
-def test_a_recalled_prepare_of_other_partitions_is_pythons(fast_device):
+def test_a_recalled_prepare_that_forms_other_partitions_stays_exact(fast_device):
     """An equal context key can still partition otherwise (the key holds no subgraph
-    outputs: a graph that reads a fused chain's middle tensor): the runtime previews
-    LiteRT's partitioning and leaves such a Prepare to Python; both graphs bit-exact,
-    also when each comes back."""
+    outputs: a graph that reads a fused chain's middle tensor): the runtime makes the
+    partition it did not expect without a preset, the planner plans it for its outputs
+    (recall_extra, recall._extras); both graphs bit-exact, also when each comes back, and
+    the second graph's rows on OpenCL."""
     from test_delegate import _two_casts  # noqa: PLC0415
 
     d = litecl.Delegate(fast_device, quiet=True)
@@ -485,6 +486,9 @@ def test_a_recalled_prepare_of_other_partitions_is_pythons(fast_device):
         it.allocate_tensors()
         ins = _inputs(m, int(read))
         assert _same(_invoke(it, ins), _litert(m, ins))
+    info = d.graph_info()
+    assert len(info) == 5 and all(g["claimed"] == info[0]["claimed"] > 0 for g in info), info
+    assert all(r["placement"] == "opencl" and r["kernel"] for r in d.placement()), d.placement()
 
 
 def test_a_real_model_recalled_many_times_stays_exact(fast_device):

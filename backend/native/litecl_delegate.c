@@ -3323,7 +3323,10 @@ typedef struct {
     int n;
     int64_t key;                       /* the planner key of expect[0]; expect[i]'s is + i */
     void **made;                       /* per expected partition: the one made, or NULL */
+    struct prepared *fast;             /* a recalled Prepare's log entry (lcl_inprocess_prepare) */
 } expectation;
+static void *recall_extra(const expectation *x, TfLiteContext *ctx, const TfLiteDelegateParams *params);
+LCL_EXPORT int64_t lcl_new_keys(int n);
 static __thread expectation EXPECT;
 
 /* The partitions delegate ``d``'s Prepare for TfLiteDelegate ``owner`` expects LiteRT to
@@ -3334,7 +3337,7 @@ static __thread expectation EXPECT;
  * ReplaceNodeSubsetsWithDelegateKernels). */
 LCL_EXPORT void lcl_inprocess_expect(void *d, const void *owner, const lcl_expected *expect, const int32_t *ints,
                                      int n, int64_t key, void **made) {
-    expectation e = {d, owner, expect, ints, n > 0 ? n : 0, key, made};
+    expectation e = {d, owner, expect, ints, n > 0 ? n : 0, key, made, NULL};
     if (n <= 0) memset(&e, 0, sizeof e);
     EXPECT = e;
 }
@@ -3364,6 +3367,7 @@ LCL_EXPORT void *lcl_inprocess_init(TfLiteContext *ctx, const char *buffer, size
             x->made[i] = p;
             return p;
         }
+        if (x->fast) return recall_extra(x, ctx, params);
     }
     return PYTHON_INIT ? PYTHON_INIT(ctx, buffer, length) : NULL;
 }
@@ -3590,8 +3594,63 @@ typedef struct prepared {
     TfLiteContext *ctx;
     void *first;
     int place, status, said, n;
+    int n_extra;                       /* partitions LiteRT formed that were not expected (recall_extra) */
+    void **extra_made;
+    int32_t *extra_ints;               /* per extra: key (2 ints), nodes (count, then them), outputs */
+    long n_extra_ints;
+    TfLiteIntArray *plan;              /* the execution plan before Replace (recall_extra's order) */
     void *made[];
 } prepared;
+
+static void prepared_free(prepared *e) {
+    free(e->plan);
+    free(e->extra_made);
+    free(e->extra_ints);
+    free(e);
+}
+
+/* A partition a recalled Prepare did not expect: an equal context key holds no subgraph
+ * outputs, so LiteRT may give a partition other outputs (a graph that reads a fused
+ * chain's middle tensor). Made here with no preset, so its kernel_prepare asks the planner,
+ * and logged with its nodes and outputs for Python's _Planner (recall.drain); its nodes in
+ * the execution plan's order. NULL when out of memory. */
+static void *recall_extra(const expectation *x, TfLiteContext *ctx, const TfLiteDelegateParams *params) {
+    prepared *e = x->fast;
+    const TfLiteIntArray *nodes = params->nodes_to_replace, *outs = params->output_tensors;
+    const TfLiteIntArray *plan = e->plan; /* inside Replace the context's plan is being rebuilt */
+    device_entry *dev = inprocess_device(x->n ? x->expect[0].device : -1);
+    int *order = malloc(sizeof(int) * (size_t)(nodes->size ? nodes->size : 1));
+    if (!dev || !order || !plan) {
+        free(order);
+        return NULL;
+    }
+    int m = 0;
+    for (int k = 0; k < plan->size; k++)
+        for (int j = 0; j < nodes->size; j++)
+            if (nodes->data[j] == plan->data[k]) order[m++] = plan->data[k];
+    partition *p = m == nodes->size ? partition_make(x->d, dev, ctx, order, m, outs) : NULL;
+    free(order);
+    if (!p) return NULL;
+    p->key = lcl_new_keys(1);
+    void **made = realloc(e->extra_made, sizeof *made * (size_t)(e->n_extra + 1));
+    if (made) e->extra_made = made;
+    int32_t *ints = made ? realloc(e->extra_ints, sizeof *ints * (size_t)(e->n_extra_ints + 4 + nodes->size + outs->size))
+                         : NULL;
+    if (!ints) {
+        partition_free(p);
+        return NULL;
+    }
+    e->extra_ints = ints;
+    e->extra_made[e->n_extra++] = p;
+    int32_t *w = ints + e->n_extra_ints;
+    *w++ = (int32_t)(p->key & 0xFFFFFFFF), *w++ = (int32_t)(p->key >> 32);
+    *w++ = nodes->size;
+    for (int j = 0; j < nodes->size; j++) *w++ = nodes->data[j];
+    *w++ = outs->size;
+    for (int j = 0; j < outs->size; j++) *w++ = outs->data[j];
+    e->n_extra_ints = w - ints;
+    return p;
+}
 
 static pthread_mutex_t RECALL_LOCK = PTHREAD_MUTEX_INITIALIZER; /* all of the below */
 static delegate **BOUND;               /* delegates with recall state, by their owner */
@@ -3875,48 +3934,36 @@ LCL_EXPORT int64_t lcl_recall_freed(int64_t key, TfLiteContext *ctx, int64_t eve
     return was;
 }
 
-/* The oldest recalled Prepare in the log, removed: ``head`` gets delegate key, token,
+/* The oldest recalled Prepare in the log, removed: ``head`` (13) gets delegate key, token,
  * event, first planner key, context, subgraph 0's context, place (lcl_subgraph_place),
- * status, said, n, this thread's fetch of the delegate (or 0); ``made`` its n partitions. 1, 0 for none, or -n without removing it
- * where ``cap`` is less than its n. */
-LCL_EXPORT int lcl_recall_next(int64_t *head, void **made, int cap) {
+ * status, said, n, this thread's fetch of the delegate (or 0), the extra partitions'
+ * count and their ints' (recall_extra); ``made`` its n expected partitions, then the
+ * extra ones; ``ints`` the extra ones' stream. 1, 0 for none, or -1 without removing it
+ * where ``cap`` or ``icap`` is too small (head[9] + head[11] and head[12] say how much). */
+LCL_EXPORT int lcl_recall_next(int64_t *head, void **made, int cap, int32_t *ints, long icap) {
     pthread_mutex_lock(&RECALL_LOCK);
     prepared *e = LOG_HEAD;
-    if (!e || e->n > cap) {
+    if (e && (e->n + e->n_extra > cap || e->n_extra_ints > icap)) {
+        head[9] = e->n, head[11] = e->n_extra, head[12] = e->n_extra_ints;
         pthread_mutex_unlock(&RECALL_LOCK);
-        return e ? -e->n : 0;
+        return -1;
+    }
+    if (!e) {
+        pthread_mutex_unlock(&RECALL_LOCK);
+        return 0;
     }
     LOG_HEAD = e->next;
     if (!LOG_HEAD) LOG_TAIL = &LOG_HEAD;
     lcl_recall_pending--;
     pthread_mutex_unlock(&RECALL_LOCK);
     int64_t h[] = {e->delegate_key, e->token, e->event, e->base, (int64_t)(uintptr_t)e->ctx,
-                   (int64_t)(uintptr_t)e->first, e->place, e->status, e->said, e->n, e->fetched};
+                   (int64_t)(uintptr_t)e->first, e->place, e->status, e->said, e->n, e->fetched,
+                   e->n_extra, e->n_extra_ints};
     memcpy(head, h, sizeof h);
     if (e->n > 0) memcpy(made, e->made, (size_t)e->n * sizeof *made);
-    free(e);
-    return 1;
-}
-
-/* Whether LiteRT would form exactly ``r``'s expected partitions of ``ctx`` (marks flagged):
- * the context key holds no subgraph outputs, so an equal key may still partition
- * otherwise (a graph that reads a fused chain's middle tensor: LiteRT's
- * PreviewDelegatePartitioning tells, before anything is replaced). */
-static int preview_matches(TfLiteContext *ctx, const recall *r) {
-    typedef TfLiteStatus (*preview_fn)(TfLiteContext *, const TfLiteIntArray *, TfLiteDelegateParams **, int *);
-    preview_fn preview;
-    if (!ctx->PreviewDelegatePartitioning) return 0;
-    memcpy(&preview, &ctx->PreviewDelegatePartitioning, sizeof preview);
-    TfLiteDelegateParams *params = NULL;
-    int np = 0;
-    if (preview(ctx, r->claim, &params, &np) != kTfLiteOk || np != r->n_expect) return 0;
-    for (int i = 0; i < np; i++) {
-        int found = 0;
-        for (int j = 0; j < r->n_expect && !found; j++)
-            found = span_is(r->ints, r->expect[j].nodes, params[i].nodes_to_replace) &&
-                    span_is(r->ints, r->expect[j].outputs, params[i].output_tensors);
-        if (!found) return 0;
-    }
+    if (e->n_extra) memcpy(made + (e->n > 0 ? e->n : 0), e->extra_made, (size_t)e->n_extra * sizeof *made);
+    if (e->n_extra_ints) memcpy(ints, e->extra_ints, (size_t)e->n_extra_ints * sizeof *ints);
+    prepared_free(e);
     return 1;
 }
 
@@ -3968,24 +4015,20 @@ LCL_EXPORT TfLiteStatus lcl_inprocess_prepare(TfLiteContext *ctx, TfLiteDelegate
     }
     if (e && r->claim->size) {
         lcl_flag_nodes(ctx, r->marks, r->n_marks, 1);
-        if (!preview_matches(ctx, r)) { /* Python's Prepare handles partitions it did not expect */
-            lcl_flag_nodes(ctx, r->marks, r->n_marks, 0);
-            pthread_mutex_lock(&RECALL_LOCK);
-            r->refs--;
-            recall_release(d, r);
-            pthread_mutex_unlock(&RECALL_LOCK);
-            free(e);
-            return PYTHON_PREPARE(ctx, base);
-        }
         e->base = lcl_new_keys(r->n_expect);
+        TfLiteIntArray *plan = NULL; /* for recall_extra */
+        if (ctx->GetExecutionPlan(ctx, &plan) == kTfLiteOk && plan &&
+                (e->plan = malloc(sizeof(int) * (size_t)(plan->size + 1))))
+            memcpy(e->plan, plan, sizeof(int) * (size_t)(plan->size + 1));
         lcl_inprocess_expect(d, base, r->expect, r->ints, r->n_expect, e->base, e->made);
+        EXPECT.fast = e; /* a partition not expected: recall_extra */
         status = ctx->ReplaceNodeSubsetsWithDelegateKernels(ctx, *reg, r->claim, base);
         lcl_inprocess_expect(d, NULL, NULL, NULL, 0, 0, NULL);
         lcl_flag_nodes(ctx, r->marks, r->n_marks, 0);
         if (status != kTfLiteOk)
             say(d, ctx, "LiteRT refused litecl's node subsets (ReplaceNodeSubsetsWithDelegateKernels)");
     }
-    int made = 0;
+    int made = e ? e->n_extra : 0;
     for (int i = 0; e && i < e->n; i++) made += e->made[i] != NULL;
     if (e && status == kTfLiteOk && r->claim->size && say_line && lcl_announce(d->key, ctx, 1)) {
         e->said = 1;
