@@ -79,6 +79,16 @@ def any_fast_device() -> str:
                 + "; ".join(f"{k}: {v}" for k, v in DEVICE_STATUS.items()))
 
 
+def any_cpu_device() -> str:
+    """A usable CPU device's spec (PoCL, else Intel): for tests of what litecl does only on
+    CPU devices (in-place memory, its measurement), where the fast device may be a GPU."""
+    for s in ("pocl", "intel"):
+        if not DEVICE_STATUS.get(s):
+            return s
+    pytest.skip("no CPU OpenCL device (PoCL or Intel) can build kernels here: "
+                + "; ".join(f"{k}: {v}" for k, v in DEVICE_STATUS.items()))
+
+
 @pytest.fixture(scope="session")
 def fast_device() -> str:
     """A spec of a usable fast CPU device (PoCL, else Intel)."""

@@ -48,7 +48,8 @@ def test_per_channel_quantized_add_is_refused_not_aborted(which, fast_device):
     from pathlib import Path  # noqa: PLC0415
 
     here = Path(__file__).resolve().parent
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), str(here.parent)]))
+    # the caller's PYTHONPATH too (an install that reaches litecl through it: the GPU machine's)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here), str(here.parent), os.environ.get("PYTHONPATH", "")]))
     r = subprocess.run([sys.executable, "-c", _PER_CHANNEL, str(which), fast_device], capture_output=True,
                        text=True, timeout=300, env=env)
     assert r.returncode == 0, f"the process died (status {r.returncode}): {r.stderr[-500:]}"
