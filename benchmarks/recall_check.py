@@ -1,6 +1,12 @@
 """Each model constructed 3 times with one litecl.Delegate (the 2nd and 3rd Prepare run in
 the C runtime): every interpreter bit-exact against LiteRT alone on the same inputs, and
-the placement rows of the three interpreters equal."""
+the placement rows of the three interpreters equal; "python prepares" counts the Prepares
+of each construction that ran in Python (claims.prepare).
+
+Usage::
+
+    python benchmarks/recall_check.py DEVICE DIR [DIR ...]
+"""
 import sys, glob, os
 import numpy as np
 import litecl
