@@ -648,8 +648,8 @@ def _DELEGATE_PREPARE(ctx, dlg):  # noqa: N802
 
 
 @_immortal
-@abi.INIT
-def _INIT(ctx, buffer, length):  # noqa: N802
+@runtime.INIT
+def _INIT(ctx, buffer, length, out):  # noqa: N802
     try:
         params = abi.TfLiteDelegateParams.from_address(buffer)
         d = _delegate_of(params.delegate.contents.data_ or 0)
@@ -676,10 +676,11 @@ def _INIT(ctx, buffer, length):  # noqa: N802
         made = rec.get("made") if rec is not None else None
         if made is not None:  # a Prepare learning its partitions (_Expected.learn)
             made.append(part)
-        return handle
+        out[0] = handle
+        return 0
     except BaseException as e:  # noqa: BLE001
         _report_unowned(ctx, e)
-        return None  # LiteRT then fails the kernel's prepare (no user data)
+        return 1  # *out NULL: LiteRT then fails the kernel's prepare (no user data)
 
 
 #: partition kernels LiteRT freed while this thread held _LOCK: a garbage collection inside
@@ -709,7 +710,9 @@ def _FREE(ctx, buffer):  # noqa: N802
 def _free(buffer: int) -> None:
     """The partition kernel ``buffer``'s free: its rows settled, its counts kept, its
     device memory released (the runtime's lcl_partition_free)."""
-    recall.drain()  # a partition of a recalled Prepare: its planner made first
+    if buffer and buffer not in _KERNELS and not recall.drain(wait=False):
+        _DEFERRED.append(buffer)  # a recalled Prepare's partition, its planner not made yet:
+        return                    # freed after the next drain (which runs _free_deferred)
     with _LOCK:
         key = _KERNELS.pop(buffer or 0, None)
         part = _PLANNERS.pop(key, None)

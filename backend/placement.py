@@ -81,7 +81,10 @@ def measure_costs(device) -> Costs:
     import pyopencl as cl  # noqa: PLC0415
 
 
-    q, ctx = device.queue, device.context
+    # a queue of its own: on the device's, shared with partitions other threads were running,
+    # its clFinish waited for ever on pip's PoCL 3.0 (eight threads making first interpreters)
+    ctx = device.context
+    q = cl.CommandQueue(ctx, device.device)
     src = "__kernel void c(__global const float4* a, __global float4* b) { b[get_global_id(0)] = a[get_global_id(0)]; }"
     prg = cl.Program(ctx, src).build()
     k = cl.Kernel(prg, "c")

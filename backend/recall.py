@@ -83,28 +83,42 @@ def draining() -> bool:
     return _DRAIN_LOCK._is_owned()
 
 
-def drain() -> None:
-    """Record every Prepare the runtime recalled since the last drain, in its order. Does
-    nothing inside a drain or a block holding delegate._LOCK on this thread (a collection
-    there): the next call does it."""
+def drain(wait: bool = True) -> bool:
+    """Record every Prepare the runtime recalled since the last drain, in its order; True
+    when the log is empty after it. Does nothing inside a drain or a block holding
+    delegate._LOCK on this thread (a collection there): the next call does it. ``wait``
+    False (a partition's free, which a collection runs inside any lock): nothing either
+    while another thread records the log, which may be waiting for a Delegate's lock this
+    thread holds (a deadlock: placement()'s collection freed an interpreter, a fresh user)."""
     rt = runtime.load()
     if not _pending(rt):
-        return
+        return True
     from .delegate import _LOCK  # noqa: PLC0415
 
-    if _LOCK._is_owned() or draining():
-        return
-    with _DRAIN_LOCK:
-        while True:
-            made, ints = _BUFS
-            got = rt.lcl_recall_next(_HEAD, made, len(made), ints, len(ints))
-            if got == 0:
-                return
-            if got < 0:  # room for it
-                _BUFS[:] = [(C.c_void_p * (2 * (_HEAD[9] + _HEAD[11])))(), (C.c_int32 * (2 * _HEAD[12]))()]
-                continue
-            n, extra = max(0, _HEAD[9]), _HEAD[11]
-            _record(tuple(_HEAD), list(made[:n]), list(made[n:n + extra]), list(ints[:_HEAD[12]]))
+    if _LOCK._is_owned() or draining() or not _DRAIN_LOCK.acquire(blocking=wait):
+        return False
+    try:
+        _drain(rt)
+    finally:
+        _DRAIN_LOCK.release()
+    from .delegate import _free_deferred  # noqa: PLC0415
+
+    _free_deferred()  # frees that waited for this drain
+    return True
+
+
+def _drain(rt) -> None:
+    """drain's work, under _DRAIN_LOCK."""
+    while True:
+        made, ints = _BUFS
+        got = rt.lcl_recall_next(_HEAD, made, len(made), ints, len(ints))
+        if got == 0:
+            return
+        if got < 0:  # room for it
+            _BUFS[:] = [(C.c_void_p * (2 * (_HEAD[9] + _HEAD[11])))(), (C.c_int32 * (2 * _HEAD[12]))()]
+            continue
+        n, extra = max(0, _HEAD[9]), _HEAD[11]
+        _record(tuple(_HEAD), list(made[:n]), list(made[n:n + extra]), list(ints[:_HEAD[12]]))
 
 
 def _pending(rt) -> int:

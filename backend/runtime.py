@@ -78,6 +78,8 @@ class ProfileSpan(C.Structure):
 PLANNER = C.CFUNCTYPE(C.c_int, C.c_int64, C.POINTER(abi.TfLiteContext), C.c_void_p, C.c_int, C.POINTER(Plan))
 #: void reporter(int64 delegate key, TfLiteContext *, const char *message)
 REPORTER = C.CFUNCTYPE(None, C.c_int64, C.POINTER(abi.TfLiteContext), C.c_char_p)
+#: the partition kernel's init in Python (delegate.py _INIT): the partition into *out
+INIT = C.CFUNCTYPE(C.c_int, C.POINTER(abi.TfLiteContext), C.c_void_p, C.c_size_t, C.POINTER(C.c_void_p))
 #: void profiler(int64 partition key, cmds, n, spans, n_spans, t0 ns, t1 ns)
 PROFILER = C.CFUNCTYPE(None, C.c_int64, C.POINTER(ProfileCmd), C.c_int32, C.POINTER(ProfileSpan), C.c_int32,
                        C.c_int64, C.c_int64)

@@ -1328,6 +1328,10 @@ static TfLiteStatus kernel_prepare_inner(TfLiteContext *ctx, TfLiteNode *node) {
     if (inproc) { /* the in-process planner's launches for these shapes */
         lcl_inprocess_plan pl;
         memset(&pl, 0, sizeof pl);
+        /* -1 until the planner writes its answer: a KeyboardInterrupt raised at the Python
+         * callback's first line leaves ctypes returning garbage and ``pl`` as it was, which
+         * ran as an empty plan (every output left unwritten, no error: a fresh user's Ctrl-C) */
+        pl.n_launches = -1;
         if (p->preset_key && p->last_key && p->n_last_key == p->n_preset_key &&
                 !memcmp(p->last_key, p->preset_key, (size_t)p->n_last_key * sizeof(int))) {
             pl = p->preset; /* the planner's answer for these nodes at this key, given at init */
@@ -3191,7 +3195,10 @@ LCL_EXPORT void tflite_plugin_destroy_delegate(TfLiteDelegate *delegate_) {
 
 /* the partition kernel's init in Python (backend/delegate.py _INIT): every partition
  * lcl_inprocess_init does not make (one function for the process) */
-static void *(*PYTHON_INIT)(TfLiteContext *ctx, const char *buffer, size_t length);
+/* writes the partition (or nothing) to *out: a KeyboardInterrupt raised at the callback's first
+ * line makes ctypes return garbage, which LiteRT took as the partition (a segfault, a fresh
+ * user's Ctrl-C); *out stays NULL then */
+static int (*PYTHON_INIT)(TfLiteContext *ctx, const char *buffer, size_t length, void **out);
 
 /* A delegate with no exported plan: its partitions' launches come from ``planner``; its
  * errors go to ``reporter``; profiled invokes to ``profiler``; ``init`` (PYTHON_INIT) makes
@@ -3369,7 +3376,9 @@ LCL_EXPORT void *lcl_inprocess_init(TfLiteContext *ctx, const char *buffer, size
         }
         if (x->fast) return recall_extra(x, ctx, params);
     }
-    return PYTHON_INIT ? PYTHON_INIT(ctx, buffer, length) : NULL;
+    void *made = NULL;
+    if (PYTHON_INIT) PYTHON_INIT(ctx, buffer, length, &made);
+    return made;
 }
 
 /* 1 where the partition's current launches are the preset lcl_partition_new gave it (the
