@@ -690,8 +690,13 @@ _DEFERRED: list = []
 
 
 def _free_deferred() -> None:
-    while _DEFERRED and not _LOCK._is_owned() and not recall.draining():
-        _free(_DEFERRED.pop())
+    if _LOCK._is_owned() or recall.draining():
+        return
+    batch = []
+    while _DEFERRED:
+        batch.append(_DEFERRED.pop())
+    for b in batch:  # one still waiting for the next drain goes back (_free)
+        _free(b)
 
 
 @_immortal
@@ -710,9 +715,12 @@ def _FREE(ctx, buffer):  # noqa: N802
 def _free(buffer: int) -> None:
     """The partition kernel ``buffer``'s free: its rows settled, its counts kept, its
     device memory released (the runtime's lcl_partition_free)."""
-    if buffer and buffer not in _KERNELS and not recall.drain(wait=False):
-        _DEFERRED.append(buffer)  # a recalled Prepare's partition, its planner not made yet:
-        return                    # freed after the next drain (which runs _free_deferred)
+    if buffer and buffer not in _KERNELS and recall.pending() and not recall.drain(wait=False):
+        # a recalled Prepare's partition whose planner is not made yet, while another thread
+        # records the log: freed after that drain (which runs _free_deferred); never waiting
+        # for it here (a collection runs this inside any lock: placement()'s deadlocked)
+        _DEFERRED.append(buffer)
+        return
     with _LOCK:
         key = _KERNELS.pop(buffer or 0, None)
         part = _PLANNERS.pop(key, None)

@@ -78,6 +78,12 @@ def forget(tokens: list) -> None:
         d = ref()
         if d is not None:
             d._rt.lcl_recall_forget(d._key, token)
+def pending() -> bool:
+    """Whether the runtime logged Prepares no drain recorded yet (no lock taken: a
+    collection may ask inside any; before the first drain nothing was recalled)."""
+    return _PENDING is not None and bool(_PENDING.value)
+
+
 def draining() -> bool:
     """Whether this thread is recording the log (a collection inside ``drain``)."""
     return _DRAIN_LOCK._is_owned()
@@ -90,12 +96,12 @@ def drain(wait: bool = True) -> bool:
     False (a partition's free, which a collection runs inside any lock): nothing either
     while another thread records the log, which may be waiting for a Delegate's lock this
     thread holds (a deadlock: placement()'s collection freed an interpreter, a fresh user)."""
+    if _PENDING is not None and not _PENDING.value:
+        return True
     rt = runtime.load()
     if not _pending(rt):
         return True
-    from .delegate import _LOCK  # noqa: PLC0415
-
-    if _LOCK._is_owned() or draining() or not _DRAIN_LOCK.acquire(blocking=wait):
+    if _delegate_lock()._is_owned() or draining() or not _DRAIN_LOCK.acquire(blocking=wait):
         return False
     try:
         _drain(rt)
@@ -105,6 +111,18 @@ def drain(wait: bool = True) -> bool:
 
     _free_deferred()  # frees that waited for this drain
     return True
+
+
+def _delegate_lock():
+    """delegate._LOCK, looked up once (no import statement inside a collection)."""
+    if not _LOCKS:
+        from .delegate import _LOCK  # noqa: PLC0415
+
+        _LOCKS.append(_LOCK)
+    return _LOCKS[0]
+
+
+_LOCKS: list = []
 
 
 def _drain(rt) -> None:

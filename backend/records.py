@@ -161,9 +161,13 @@ class _Records:
         collection inside this thread's own locked section (which may be iterating them),
         it is done by the next forget or Prepare instead."""
         self.__dict__.setdefault("_forget_later", []).append(owner)
-        if not self._lock._is_owned():
-            with self._lock:
+        # never waiting: a collection runs this inside any lock (a partition's free holding
+        # delegate._LOCK against has_partitions holding this one and waiting for _LOCK)
+        if not self._lock._is_owned() and self._lock.acquire(blocking=False):
+            try:
                 self._forget_now()
+            finally:
+                self._lock.release()
 
     def _forget_now(self) -> None:
         """forget()'s work for every owner it was asked for (under self._lock, iterating nothing)."""

@@ -288,6 +288,9 @@ def _load():
 def load():
     """The runtime library (ctypes CDLL), built and loaded once per process. Raises
     LiteclError: no C compiler, a build that fails or does not load."""
+    lib = _STATE.get("lib")
+    if lib is not None:  # no lock once loaded: a collection may ask inside this function's block
+        return lib
     with _LOCK:
         if "lib" not in _STATE:
             try:
