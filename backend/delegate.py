@@ -287,30 +287,9 @@ class Delegate(_Records):
         self._rt.lcl_inprocess_profile(self._native, int(self._profile))
 
     def _device_index(self, dev) -> int:
-        """``dev``'s index in the runtime (lcl_inprocess_device: the process's, one per
-        queue), registered on first use. Raises LiteclError where the runtime cannot
-        reach it."""
-        got = _DEVICE_INDEX.get(id(dev))  # Devices live for the process (device.py)
-        if got is not None and got[0] is dev:
-            return got[1]
-        from .device import FORK_MESSAGE  # noqa: PLC0415
-        from .ops.tiling import launch_config  # noqa: PLC0415
-
-        loader = runtime.opencl_loader()
-        if loader is None:
-            raise LiteclError("the OpenCL loader pyopencl uses was not found in the process")
-        caps = self.caps if dev is self.device else dev.caps
-        row = launch_config(caps)
-        err = C.create_string_buffer(1024)
-        fork = FORK_MESSAGE.format(device=f"{dev.caps.platform}: {dev.caps.name}")
-        i = self._rt.lcl_inprocess_device(
-            self._native, loader.encode(), dev.context.int_ptr, dev.queue.int_ptr, dev.device.int_ptr,
-            caps.compute_units, caps.max_work_group_size, row.local_size, row.groups_per_cu, row.vec_bytes,
-            row.group_bytes, int(dev.one_thread), fork.encode(), err, len(err))
-        if i < 0:
-            raise LiteclError(f"litecl's runtime cannot use {dev.caps.name}: {err.value.decode(errors='replace')}")
-        _DEVICE_INDEX[id(dev)] = (dev, i)
-        return i
+        """``dev``'s index in the runtime (device_index, with this delegate's caps for its
+        own device). Raises LiteclError where the runtime cannot reach it."""
+        return device_index(dev, self.caps if dev is self.device else dev.caps)
 
     def _get_native_delegate_pointer(self) -> int:
         """The TfLiteDelegate* LiteRT's Interpreter takes (its experimental_delegates API).
@@ -411,6 +390,33 @@ _PRESETS: dict = _Cleared()  # views._Cleared: _Expected reads its clear() count
 
 #: id(Device) -> (that Device, its index in the runtime): Delegate._device_index
 _DEVICE_INDEX: dict = {}
+
+
+def device_index(dev, caps=None) -> int:
+    """``dev``'s (a litecl Device) index in the runtime (lcl_inprocess_device: the process's,
+    one per queue), registered on first use with ``caps``' launch row (default dev.caps).
+    Raises LiteclError where the runtime cannot reach it."""
+    got = _DEVICE_INDEX.get(id(dev))  # Devices live for the process (device.py)
+    if got is not None and got[0] is dev:
+        return got[1]
+    from .device import FORK_MESSAGE  # noqa: PLC0415
+    from .ops.tiling import launch_config  # noqa: PLC0415
+
+    loader = runtime.opencl_loader()
+    if loader is None:
+        raise LiteclError("the OpenCL loader pyopencl uses was not found in the process")
+    caps = caps or dev.caps
+    row = launch_config(caps)
+    err = C.create_string_buffer(1024)
+    fork = FORK_MESSAGE.format(device=f"{dev.caps.platform}: {dev.caps.name}")
+    i = runtime.load().lcl_inprocess_device(
+        None, loader.encode(), dev.context.int_ptr, dev.queue.int_ptr, dev.device.int_ptr,
+        caps.compute_units, caps.max_work_group_size, row.local_size, row.groups_per_cu, row.vec_bytes,
+        row.group_bytes, int(dev.one_thread), fork.encode(), err, len(err))
+    if i < 0:
+        raise LiteclError(f"litecl's runtime cannot use {dev.caps.name}: {err.value.decode(errors='replace')}")
+    _DEVICE_INDEX[id(dev)] = (dev, i)
+    return i
 #: (id(plan), runtime device index, in_place, align) -> (plan, _c_plan's struct, what it
 #: points into): one C copy per plan (_Planner.plan_for); the plan is kept, so no other
 #: takes its id while the entry lives

@@ -55,6 +55,7 @@ inside pyopencl are found by pyopencl's loader itself (``PYOPENCL_HOME``) and no
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass, field, replace
@@ -232,6 +233,15 @@ class Device:
     #: device: two threads doing so at once deadlocked it, measured; Oclgrind crashed)
     one_thread: bool = False
 
+    def exclusive(self):
+        """A context manager around litecl's own commands on this device (self-test,
+        probes, cost measurement): on a one_thread device they hold the lock partitions'
+        invokes take in the runtime (lcl_inprocess_hold), else nothing is held. Raises
+        LiteclError where the runtime cannot reach the device."""
+        if not self.one_thread:
+            return contextlib.nullcontext()
+        return _Held(self)
+
     def __repr__(self) -> str:
         p = f", profile={self.caps.profile}" if self.caps.profile else ""
         return f"Device({self.caps.platform!r}, {self.caps.name!r}{p})"
@@ -245,6 +255,22 @@ class Device:
             from .errors import LiteclError  # noqa: PLC0415
 
             raise LiteclError(FORK_MESSAGE.format(device=f"{self.caps.platform}: {self.caps.name}"))
+
+
+class _Held:
+    """Device.exclusive on a one_thread device: the runtime's lock for it, held."""
+
+    def __init__(self, dev: Device):
+        from . import runtime  # noqa: PLC0415
+        from .delegate import device_index  # noqa: PLC0415
+
+        self._rt, self._index = runtime.load(), device_index(dev)
+
+    def __enter__(self):
+        self._rt.lcl_inprocess_hold(self._index, 1)  # ctypes lets the GIL go while it waits
+
+    def __exit__(self, *exc):
+        self._rt.lcl_inprocess_hold(self._index, 0)
 
 
 FORK_MESSAGE = ("this process was fork()ed after {device} was opened, and an OpenCL context "

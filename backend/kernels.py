@@ -44,6 +44,15 @@ def build_program(device, source: str) -> "cl.Program":
     prg = _PROGRAMS.get(key)
     if prg is not None:
         return prg
+    with device.exclusive():  # Oclgrind: two threads' builds at once broke its LLVM module
+        prg = _PROGRAMS.get(key) or _build(device, source)
+    _PROGRAMS[key] = prg
+    return prg
+
+
+def _build(device, source: str) -> "cl.Program":
+    """build_program's build: from the binary cache, else from source (and cached)."""
+    prg = None
     ident = device_identity(device.device)
     binary = load_binary(ident, source)
     if binary is not None:
@@ -71,7 +80,6 @@ def build_program(device, source: str) -> "cl.Program":
                          log.splitlines()[0] if log else "")
             raise KernelBuildError(f"kernel build failed on {device.caps.name}: {first[:200]}",
                                    source=source, log=log) from None
-    _PROGRAMS[key] = prg
     return prg
 
 

@@ -101,7 +101,9 @@ def _measure_memory(device, with_status: bool = False):
         view = raw[off // 4:off // 4 + 1024]
         if view.ctypes.data % align or (align < 4096 and view.ctypes.data % (2 * align) == 0):
             continue
-        if _aliases(ctx, q, prg, view):
+        with device.exclusive():  # a one-thread device: not beside another thread's invoke
+            aliases = _aliases(ctx, q, prg, view)
+        if aliases:
             return done(_Memory(True, align), True)
     return done(_Memory(False, 0), True)
 

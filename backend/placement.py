@@ -80,50 +80,50 @@ def measure_costs(device) -> Costs:
     """Measure ``Costs`` for ``device`` (a litecl Device) now, in this process."""
     import pyopencl as cl  # noqa: PLC0415
 
-
     # a queue of its own: on the device's, shared with partitions other threads were running,
     # its clFinish waited for ever on pip's PoCL 3.0 (eight threads making first interpreters)
-    ctx = device.context
-    q = cl.CommandQueue(ctx, device.device)
-    src = "__kernel void c(__global const float4* a, __global float4* b) { b[get_global_id(0)] = a[get_global_id(0)]; }"
-    prg = cl.Program(ctx, src).build()
-    k = cl.Kernel(prg, "c")
-    mf = cl.mem_flags
-    n = 4 << 20  # floats: 16 MiB
-    a = cl.Buffer(ctx, mf.READ_WRITE, 4 * n)
-    b = cl.Buffer(ctx, mf.READ_WRITE, 4 * n)
-    k.set_args(a, b)
-    copy_us = _median_us(lambda: (cl.enqueue_nd_range_kernel(q, k, (n // 4,), None), q.finish()), 5)
-    host = np.zeros(n, np.float32)
-    xfer_us = _median_us(lambda: (cl.enqueue_copy(q, a, host), cl.enqueue_copy(q, host, a)), 3)
-    small = np.zeros(1024, np.float32)
-    sa = cl.Buffer(ctx, mf.READ_WRITE, small.nbytes)
-    sb = cl.Buffer(ctx, mf.READ_WRITE, small.nbytes)
-    ks = cl.Kernel(prg, "c")
-    ks.set_args(sa, sb)
-    def round_trip():
-        cl.enqueue_copy(q, sa, small, is_blocking=False)
-        cl.enqueue_nd_range_kernel(q, ks, (256,), None)
-        cl.enqueue_copy(q, small, sb, is_blocking=True)
+    with device.exclusive():  # Oclgrind: beside another thread's invoke it crashed
+        ctx = device.context
+        q = cl.CommandQueue(ctx, device.device)
+        src = "__kernel void c(__global const float4* a, __global float4* b) { b[get_global_id(0)] = a[get_global_id(0)]; }"
+        prg = cl.Program(ctx, src).build()
+        k = cl.Kernel(prg, "c")
+        mf = cl.mem_flags
+        n = 4 << 20  # floats: 16 MiB
+        a = cl.Buffer(ctx, mf.READ_WRITE, 4 * n)
+        b = cl.Buffer(ctx, mf.READ_WRITE, 4 * n)
+        k.set_args(a, b)
+        copy_us = _median_us(lambda: (cl.enqueue_nd_range_kernel(q, k, (n // 4,), None), q.finish()), 5)
+        host = np.zeros(n, np.float32)
+        xfer_us = _median_us(lambda: (cl.enqueue_copy(q, a, host), cl.enqueue_copy(q, host, a)), 3)
+        small = np.zeros(1024, np.float32)
+        sa = cl.Buffer(ctx, mf.READ_WRITE, small.nbytes)
+        sb = cl.Buffer(ctx, mf.READ_WRITE, small.nbytes)
+        ks = cl.Kernel(prg, "c")
+        ks.set_args(sa, sb)
+        def round_trip():
+            cl.enqueue_copy(q, sa, small, is_blocking=False)
+            cl.enqueue_nd_range_kernel(q, ks, (256,), None)
+            cl.enqueue_copy(q, small, sb, is_blocking=True)
 
-    # a delegated partition runs after LiteRT's nodes have left the device idle: its round
-    # trip is a cold one (PoCL's worker threads asleep: 140-190 us after 3 ms of host
-    # compute against 55-76 us back to back on a 2-core VM, bench_native's cold floor; an
-    # int16 ADD auto placed on OpenCL by the warm figure ran 1.21x LiteRT's time)
-    round_trip()
-    ts = []
-    for _ in range(COLD_ROUNDS):
-        end = time.perf_counter() + COLD_GAP_S
-        while time.perf_counter() < end:  # the host busy, as LiteRT's kernels keep it
-            pass
-        t0 = time.perf_counter()
+        # a delegated partition runs after LiteRT's nodes have left the device idle: its round
+        # trip is a cold one (PoCL's worker threads asleep: 140-190 us after 3 ms of host
+        # compute against 55-76 us back to back on a 2-core VM, bench_native's cold floor; an
+        # int16 ADD auto placed on OpenCL by the warm figure ran 1.21x LiteRT's time)
         round_trip()
-        ts.append(time.perf_counter() - t0)
-    rt_us = float(np.median(ts)) * 1e6
-    if device.caps.host_unified or (device.caps.host_unified is None and not device.caps.is_gpu):
-        xfer_us = min(xfer_us, copy_us)  # zero-copy buffers: a map, no copy across a bus
-    launch_us = _median_us(lambda: [cl.enqueue_nd_range_kernel(q, ks, (256,), None) for _ in range(10)], 20) / 10
-    q.finish()
+        ts = []
+        for _ in range(COLD_ROUNDS):
+            end = time.perf_counter() + COLD_GAP_S
+            while time.perf_counter() < end:  # the host busy, as LiteRT's kernels keep it
+                pass
+            t0 = time.perf_counter()
+            round_trip()
+            ts.append(time.perf_counter() - t0)
+        rt_us = float(np.median(ts)) * 1e6
+        if device.caps.host_unified or (device.caps.host_unified is None and not device.caps.is_gpu):
+            xfer_us = min(xfer_us, copy_us)  # zero-copy buffers: a map, no copy across a bus
+        launch_us = _median_us(lambda: [cl.enqueue_nd_range_kernel(q, ks, (256,), None) for _ in range(10)], 20) / 10
+        q.finish()
 
     big = make_interpreter(_cast_chain(1, 4 << 20), 1)
     big.allocate_tensors()
@@ -518,17 +518,19 @@ def _launch_run(delegate, launch, shapes, sg):
     ts = (*launch.inputs, *launch.outputs)
     k = cl.Kernel(build_program(dev, launch.source), launch.name)
     bufs = []
-    for t in ts:
-        v = probe_values(sg.tensors[t].dtype, max(math.prod(shapes[t]), 1))
-        bufs.append(cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, v.nbytes))
-        cl.enqueue_copy(dev.queue, bufs[-1], v)
-    dev.queue.finish()
+    with dev.exclusive():  # a one-thread device: not beside another thread's invoke
+        for t in ts:
+            v = probe_values(sg.tensors[t].dtype, max(math.prod(shapes[t]), 1))
+            bufs.append(cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, v.nbytes))
+            cl.enqueue_copy(dev.queue, bufs[-1], v)
+        dev.queue.finish()
     k.set_args(*bufs, *(np.uint32(v) for v in launch.tiling.kernel_args()),
                *(np.int32(v) for _, v in launch.args))
 
     def run() -> float:
-        ev = cl.enqueue_nd_range_kernel(dev.queue, k, launch.gsize, launch.lsize)
-        ev.wait()
+        with dev.exclusive():
+            ev = cl.enqueue_nd_range_kernel(dev.queue, k, launch.gsize, launch.lsize)
+            ev.wait()
         return float(ev.profile.end - ev.profile.start)
 
     def release():

@@ -200,6 +200,7 @@ def _declare(lib) -> None:
         "lcl_partition_counts": (None, [vp, C.POINTER(C.c_int64)]),
         "lcl_inprocess_sizes": (i64, []),
         "lcl_inprocess_device_spin_us": (C.c_long, [i32]),
+        "lcl_inprocess_hold": (i32, [i32, i32]),
         "lcl_context_key": (C.c_long, [vp, C.POINTER(i32), C.c_long]),
         "lcl_flag_nodes": (None, [vp, vp, i32, i32]),
         "lcl_subgraph_place": (i32, [vp, C.POINTER(vp)]),

@@ -3278,6 +3278,21 @@ LCL_EXPORT int lcl_inprocess_device(void *d_, const char *library, void *context
     return e ? i : -1;
 }
 
+/* Hold (``on`` 1) or let go (0) runtime device ``index``'s lock, the one a one-thread
+ * device's invokes take (device_entry.serial): Python's own commands on such a device
+ * (Device.exclusive: self-test, probes, cost measurement) and partitions' invokes run one
+ * at a time (Oclgrind crashed in its WorkGroup when a self-test ran beside another
+ * thread's invoke, measured). 0, or -1 for no such device. */
+LCL_EXPORT int lcl_inprocess_hold(int index, int on) {
+    pthread_mutex_lock(&INPROCESS_LOCK);
+    device_entry *e = index >= 0 && index < N_INPROCESS ? INPROCESS[index] : NULL;
+    pthread_mutex_unlock(&INPROCESS_LOCK);
+    if (!e) return -1;
+    if (on) pthread_mutex_lock(&e->lock);
+    else pthread_mutex_unlock(&e->lock);
+    return 0;
+}
+
 /* How long an invoke on runtime device ``index`` polls before clFinish without a
  * spin_us option (SPIN_ROWS, by its platform's name); -1 for no such device. */
 LCL_EXPORT long lcl_inprocess_device_spin_us(int index) {
