@@ -119,7 +119,7 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
     from .kernels import build_program, plan_partition  # noqa: PLC0415
     from .ops.add import arch_define  # noqa: PLC0415
     from .runtime import type_tables_c  # noqa: PLC0415
-    from .ops.tiling import launch_config  # noqa: PLC0415
+    from .ops.tiling import LAUNCH, launch_config  # noqa: PLC0415
 
     caps, dev = d.caps, d.device
     ints: list[int] = []
@@ -309,6 +309,8 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
         *type_tables_c(),
         "/* (distribution, version prefix): the LiteRT / TensorFlow versions the structs were checked",
         " * against (backend/abi.py TESTED); tflite_plugin_create_delegate refuses any other */",
+        "/* ops/tiling.py LAUNCH: (local_size, groups_per_cu) of \"cpu\", then \"gpu\" */",
+        f"static const int32_t TYPE_ROWS[4] = {{{', '.join(str(v) for k in ('cpu', 'gpu') for v in (LAUNCH[k].local_size, LAUNCH[k].groups_per_cu))}}};",
         f"static const char *const TESTED[{max(1, len(tested))}] = {{{', '.join(map(_q, tested)) or 'NULL'}}};",
         "/* (platform, device, driver version, why): this machine's devices whose compiler failed",
         " * litecl's probe (device.py probe_compiler); the delegate never picks them */",
@@ -334,7 +336,7 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
         f"    {int(flags)}, TESTED, {len(tested) // 2},",
         f"    {', '.join(str(int(k in uses)) for k in ('fp16', 'fp64', 'int64'))}, "
         f"{needs['local']}, {float(needs['alloc'])!r},",
-        f"    {len(families)}, {_q(caps.arch)}, REFUSED, {len(refused) // 4}",
+        f"    {len(families)}, {_q(caps.arch)}, REFUSED, {len(refused) // 4}, TYPE_ROWS",
         "};", ""])
     summary.update(programs=len(prog_c), binaries=len(bins), launches=len(launches_c), delegate_flags=int(flags),
                    needs=uses,

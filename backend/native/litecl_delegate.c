@@ -965,8 +965,8 @@ static int run_family(delegate *d, int k, int *bad, char *why, size_t len) {
         snprintf(why, len, "%s", got ? d->error : "out of memory");
         goto out;
     }
-    if (tiling((uint64_t)f->n, f->tile_bytes, e->compute_units, e->max_wg, LCL_PLAN.local_size, LCL_PLAN.groups_per_cu,
-               LCL_PLAN.vec_bytes, LCL_PLAN.group_bytes, &t)) {
+    if (tiling((uint64_t)f->n, f->tile_bytes, e->compute_units, e->max_wg, e->local_size, e->groups_per_cu,
+               e->vec_bytes, e->group_bytes, &t)) {
         snprintf(why, len, "no tiling for %d elements of %d bytes", (int)f->n, (int)f->tile_bytes);
         goto out;
     }
@@ -2798,6 +2798,22 @@ static void init_locks(device_entry *e) {
     pthread_once(&EXIT_ONCE, register_exit); /* after the runtime is loaded: before its teardown at exit */
 }
 
+/* An exported device of the other type than the export's target (``--target gpu`` run on
+ * a CPU device): that type's local size and work-groups per compute unit (LCL_PLAN.type_rows,
+ * ops/tiling.py LAUNCH). The kernels stride by their local size, so any fits; vector bytes
+ * stay the target's (the sources were generated for them). Measured: arm64 PoCL under qemu
+ * segfaulted running a GPU target's 512 work-items per group. A GPU is a GPU only (Oclgrind
+ * reports every type: device.py _is_gpu). */
+static void own_type_row(device_entry *e) {
+    cl_device_type t = 0;
+    if (!LCL_PLAN.type_rows || e->cl.GetDeviceInfo(e->device_id, CL_DEVICE_TYPE, sizeof t, &t, NULL) != CL_SUCCESS)
+        return;
+    const int gpu = t == CL_DEVICE_TYPE_GPU;
+    if (gpu == !strcmp(LCL_PLAN.target, "gpu")) return;
+    e->local_size = LCL_PLAN.type_rows[2 * gpu];
+    e->groups_per_cu = LCL_PLAN.type_rows[2 * gpu + 1];
+}
+
 static pthread_mutex_t DEVICES_LOCK = PTHREAD_MUTEX_INITIALIZER;
 static device_entry *DEVICES;
 
@@ -2828,6 +2844,7 @@ static device_entry *device_for(const char *library, const char *platform, const
                 e->groups_per_cu = LCL_PLAN.groups_per_cu;
                 e->vec_bytes = LCL_PLAN.vec_bytes;
                 e->group_bytes = LCL_PLAN.group_bytes;
+                own_type_row(e);
                 e->serial = 1;
                 e->one_thread = strstr(e->platform_name, "Oclgrind") != NULL;
                 e->pid = getpid();

@@ -109,6 +109,10 @@ typedef struct {
                                           litecl's probe (device.py probe_compiler): never
                                           picked (its compiler may abort the app) */
     int32_t n_refused;                 /* quadruples */
+    const int32_t *type_rows;          /* ops/tiling.py LAUNCH's local_size, groups_per_cu for
+                                          "cpu", then "gpu": a device of the other type than
+                                          ``target`` runs with its own (device_for); NULL in
+                                          process */
 } lcl_plan_info;
 
 /* ---- in process: litecl.Delegate's partitions (backend/runtime.py mirrors these) ---- */
