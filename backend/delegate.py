@@ -183,7 +183,6 @@ class Delegate(_Records):
         # the runtime keeps which contexts' Replacing line was said (lcl_announce) and when
         # a context's last partition kernel was freed (lcl_recall_freed: LiteRT frees them
         # when the interpreter goes, or when a resize undoes the delegate before Prepare)
-        self._recalls: dict = {}      # recall.offer's token -> what recall.drain records with it
         # per thread: litecl.Interpreter's key while it drives LiteRT (owning), and the last
         # error a callback raised (take_error); one object: each costs ~1 us to make
         self._owner = self._errors = threading.local()
@@ -296,7 +295,7 @@ class Delegate(_Records):
         LiteRT's and tf.lite's Interpreter ask for it once per construction, just before
         ModifyGraphWithDelegate runs Prepare for each subgraph (claims.prepare's announcement)."""
         self._owner.fetched = ev = next(_EVENTS)
-        self._rt.lcl_recall_fetched(self._key, ev)  # a Prepare the runtime recalls reads it
+        self._rt.lcl_recall_fetched(self._key, ev, recall.settings_number(self))  # a Prepare the runtime recalls reads it
         return C.addressof(self._struct)
 
     def owning(self, owner, visible: frozenset = frozenset()):
@@ -343,15 +342,17 @@ class _Owning:
         self._d, self._values = d, values
 
     def __enter__(self):
-        o = self._d._owner
+        d = self._d
+        o = d._owner
         self._prev = (getattr(o, "key", None), getattr(o, "visible", frozenset()))
         o.key, o.visible = self._values
-        self._d._rt.lcl_recall_hold(self._d._key, 1)  # its Prepares are Python's (recall.py)
+        d._rt.lcl_recall_own(d._key, *recall.owner_salt(*self._values))  # the runtime's recalled Prepares'
 
     def __exit__(self, *exc):
-        o = self._d._owner
+        d = self._d
+        o = d._owner
         o.key, o.visible = self._prev
-        self._d._rt.lcl_recall_hold(self._d._key, -1)
+        d._rt.lcl_recall_own(d._key, *recall.owner_salt(*self._prev))
         return False
 
 

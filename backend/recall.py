@@ -9,9 +9,11 @@ the partitions' init (issue 38: a second construction of MoveNet ~0.3 ms instead
 logs each Prepare it recalls, and ``drain`` records those as Python's own Prepare would
 have (the context's record for placement(), its partitions' planners) before anything
 reads the records or the partitions: the reports (records.py), the planner and the
-partition kernels' free (delegate.py). A delegate's kept Prepares name its settings
-implicitly (one table per delegate); a litecl.Interpreter's construction (Delegate.owning)
-and ``nodes=`` are always Python's.
+partition kernels' free (delegate.py). The kept Prepares are the process's, each with the
+number of its Delegate's settings (``settings_number``): one Delegate's serves another of
+equal settings (litecl.Interpreter makes one per construction). A Prepare inside
+Delegate.owning (a litecl.Interpreter's) is recalled from one kept with the same visible
+tensors and logged with its owner; ``nodes=`` is always Python's.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from . import abi, runtime
 _TOKENS = itertools.count(1)
 #: held while the log is recorded: one thread records it, in the order the runtime logged
 _DRAIN_LOCK = threading.RLock()
-_HEAD = (C.c_int64 * 13)()
+_HEAD = (C.c_int64 * 14)()
 _BUFS: list = [(C.c_void_p * 64)(), (C.c_int32 * 256)()]  # made, the extra partitions' ints
 
 
@@ -34,29 +36,80 @@ def offer(dlg, mkey: tuple, memo: tuple, marked: tuple, expected, order_hit, cla
     (claims._PREPARES'), decisions ``memo``, keep_order's ``marked`` nodes and their
     ``order_hit`` (claims._ORDERS' entry), the partitions ``expected`` (delegate._Expected,
     learnt), ``claim`` the replaced nodes of a plan of ``nodes``. Only where Python would
-    decide the same again from the key alone: no owner (a litecl.Interpreter's records name
-    it), no ``nodes=``, nothing ``visible``."""
-    if dlg.nodes is not None or mkey[-1] or getattr(dlg._owner, "key", None) is not None:
+    decide the same again from the key alone and its owner's visible tensors (a
+    litecl.Interpreter's: the runtime logs its owner, whose records name it): no ``nodes=``."""
+    salt = owner_salt(getattr(dlg._owner, "key", None), mkey[-1])[1]
+    settings = settings_number(dlg)
+    if salt < 0 or settings < 0:
         return
     if claim and (expected is None or expected.parts is None):
         return
-    _put(dlg, (mkey, memo, marked, expected, order_hit, claim, nodes))
+    _put(dlg, (mkey, memo, marked, expected, order_hit, claim, nodes, salt, settings))
+
+
+#: the kept Prepares' tokens -> what drain records with them (the runtime's table serves
+#: every Delegate of equal settings: each litecl.Interpreter makes its own)
+_KEPT: dict = {}
+#: delegate settings (settings_number's key) -> (their number, the _PRESETS memo then)
+_SETTINGS: dict = {}
+
+
+def settings_number(d) -> int:
+    """The number of Delegate ``d``'s settings that a Prepare's decisions depend on (the
+    key of claims.prepare's memo less the context and the owner's visible tensors, and
+    keep_order and _settings: its devices and memory policy; objects by id, each kept for
+    the process): a Prepare one Delegate kept serves another of equal settings. -1 (Python
+    prepares) for ``nodes=`` or past 4096 settings. The plans its partitions were handed
+    come from delegate._PRESETS as it is now: emptied or replaced, a kept Prepare serves no
+    new one (_Expected._table forgets it at the next Python Prepare; a test's replaced memo
+    handed a later Delegate its broken plan)."""
+    from .delegate import _PRESETS, _settings  # noqa: PLC0415
+
+    if d.nodes is not None:
+        return -1
+    k = (id(d.caps), id(d._costs) if d.placement_mode == "auto" else None, d.placement_mode, d.reference,
+         d.fuse, d.ops, d.keep_order, _settings(d), id(_PRESETS), getattr(_PRESETS, "cleared", 0))
+    got = _SETTINGS.get(k)
+    if got is None:
+        if len(_SETTINGS) >= 4096:
+            return -1
+        got = _SETTINGS.setdefault(k, (len(_SETTINGS), _PRESETS))  # the memo kept: its id no other's
+    return got[0]
+
+
+#: Delegate.owning's visible tensor sets -> their salt (1, 2, ...: the runtime keys kept
+#: Prepares by it too); the empty set is 0
+_SALTS: dict = {frozenset(): 0}
+
+
+def owner_salt(owner, visible: frozenset) -> tuple:
+    """(owner, salt) as the runtime takes them (lcl_recall_own): the owner's id (0 for
+    none), the salt of its ``visible`` tensors; salt -1 (Python prepares) for an owner that
+    is not an int or a set past 4096 (each kept for the process)."""
+    if owner is not None and not isinstance(owner, int):
+        return 0, -1
+    salt = _SALTS.get(visible)
+    if salt is None:
+        if len(_SALTS) >= 4096:
+            return 0, -1
+        salt = _SALTS.setdefault(visible, len(_SALTS))
+    return owner or 0, salt
 
 
 def _put(dlg, args: tuple) -> None:
-    mkey, memo, marked, expected, order_hit, claim, nodes = args
+    mkey, memo, marked, expected, order_hit, claim, nodes, salt, settings = args
     entries, ints, presets = expected._table(dlg) if claim else (None, (C.c_int32 * 1)(), [])
     n = len(expected.parts) if claim else 0
     token = next(_TOKENS)
-    dlg._recalls[token] = (memo, marked, expected, (entries, ints, presets), order_hit, nodes)
+    _KEPT[token] = (memo, marked, expected, (entries, ints, presets), order_hit, nodes)
     if claim:
         expected.tokens.append((weakref.ref(dlg), token, args))
     key = mkey[0]
     arr = (C.c_int * max(1, len(claim)))(*claim)
     marks = (C.c_int * max(1, len(marked)))(*marked)
-    if dlg._rt.lcl_recall_put(dlg._key, key, len(key) // 4, arr, len(claim), marks, len(marked), entries,
-                              ints, len(ints), n, nodes, token):
-        dlg._recalls.pop(token, None)  # out of memory: Python prepares it again
+    if dlg._rt.lcl_recall_put(settings, key, len(key) // 4, arr, len(claim), marks, len(marked), entries,
+                              ints, len(ints), n, nodes, token, salt):
+        _KEPT.pop(token, None)  # out of memory: Python prepares it again
 
 
 def refresh(tokens: list) -> None:
@@ -73,11 +126,14 @@ def refresh(tokens: list) -> None:
 def forget(tokens: list) -> None:
     """Drop the kept Prepares of ``tokens`` (refresh's): _PRESETS was emptied; Python's
     next Prepare of each offers it again."""
+    rt = runtime.load() if tokens else None
     while tokens:
-        ref, token, _ = tokens.pop()
-        d = ref()
-        if d is not None:
-            d._rt.lcl_recall_forget(d._key, token)
+        rt.lcl_recall_forget(tokens.pop()[1])
+def forget_all() -> None:
+    """Drop every kept Prepare (the next Prepare of each context is Python's again)."""
+    runtime.load().lcl_recall_forget(-1)
+
+
 def pending() -> bool:
     """Whether the runtime logged Prepares no drain recorded yet (no lock taken: a
     collection may ask inside any; before the first drain nothing was recalled)."""
@@ -96,16 +152,21 @@ def drain(wait: bool = True) -> bool:
     False (a partition's free, which a collection runs inside any lock): nothing either
     while another thread records the log, which may be waiting for a Delegate's lock this
     thread holds (a deadlock: placement()'s collection freed an interpreter, a fresh user)."""
-    if _PENDING is not None and not _PENDING.value:
+    # the log empty and no other thread recording what it took from it (its entries leave
+    # the log before their planners are made: a partition's planner then went missing,
+    # "litecl partition kernel missing", 1 of 3 threads constructing MoveNet)
+    if _PENDING is not None and not _PENDING.value and not _RECORDING:
         return True
     rt = runtime.load()
-    if not _pending(rt):
+    if not _pending(rt) and not _RECORDING:
         return True
     if _delegate_lock()._is_owned() or draining() or not _DRAIN_LOCK.acquire(blocking=wait):
         return False
     try:
+        _RECORDING.append(1)
         _drain(rt)
     finally:
+        _RECORDING.clear()
         _DRAIN_LOCK.release()
     from .delegate import _free_deferred  # noqa: PLC0415
 
@@ -123,6 +184,8 @@ def _delegate_lock():
 
 
 _LOCKS: list = []
+#: non-empty while a thread records the log (under _DRAIN_LOCK)
+_RECORDING: list = []
 
 
 def _drain(rt) -> None:
@@ -156,18 +219,19 @@ def _record(head: tuple, made: list, extra: list = (), extra_ints: list = ()) ->
     from .delegate import _LIVE  # noqa: PLC0415
 
     dkey, token, event, base, addr, first, place, status, said, n, fetched = head[:11]
+    owner = head[13] or None
+    if n < 0:  # the runtime dropped it: its presets need not live
+        _KEPT.pop(token, None)
+        return
     ref = _LIVE.get(dkey)
     d = ref() if ref is not None else None
     if d is None:
         return
-    if n < 0:  # the runtime dropped it: its presets need not live
-        d._recalls.pop(token, None)
-        return
-    memo, marked, expected, (entries, ints, presets), order_hit, nodes = d._recalls[token]
+    memo, marked, expected, (entries, ints, presets), order_hit, nodes = _KEPT[token]
     ctx = C.cast(addr, C.POINTER(abi.TfLiteContext))
     sg, views, keys, rows, claim = claims._recall(ctx, memo)
     rec = {"rows": rows, "views": views, "keys": keys, "nodes": nodes, "claimed": len(claim),
-           "partitions": 0, "kept_order": False, "order_dropped": [], "sg": sg, "owner": None}
+           "partitions": 0, "kept_order": False, "order_dropped": [], "sg": sg, "owner": owner}
     with d._lock:  # the runtime applied claims.prepare's rule on freed addresses
         d._record(addr, rec, place=(place, first or None), event=event, fetched=fetched)
     if not claim:

@@ -209,12 +209,12 @@ def _declare(lib) -> None:
         "lcl_new_keys": (i64, [i32]),
         "lcl_recall_bind": (i32, [vp, vp, vp, vp, i32]),
         # by the Delegate's key (never reused): a collected Delegate's is a no-op
-        "lcl_recall_put": (i32, [i64, vp, C.c_long, vp, i32, vp, i32, vp, vp, i32, i32, i32, i64]),
-        "lcl_recall_forget": (None, [i64, i64]),
-        "lcl_recall_hold": (None, [i64, i32]),
+        "lcl_recall_put": (i32, [i64, vp, C.c_long, vp, i32, vp, i32, vp, vp, i32, i32, i32, i64, i64]),
+        "lcl_recall_forget": (None, [i64]),
+        "lcl_recall_own": (None, [i64, i64, i64]),
         "lcl_announce": (i32, [i64, vp, i32]),
         "lcl_recall_next": (i32, [C.POINTER(i64), C.POINTER(vp), i32, C.POINTER(i32), C.c_long]),
-        "lcl_recall_fetched": (None, [i64, i64]),
+        "lcl_recall_fetched": (None, [i64, i64, i64]),
         "lcl_recall_bind_say": (None, [i64, i32]),
         "lcl_recall_freed": (i64, [i64, vp, i64]),
     }

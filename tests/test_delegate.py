@@ -372,10 +372,13 @@ def test_threads_share_one_delegate(fast_device):
 def test_placement_while_other_threads_prepare(fast_device):
     """placement() in threads while others construct interpreters of the same Delegate:
     a partition's preset was cleared by the planner between settle's check and its use
-    (TypeError, 2 of 3 polling threads in 4 of 5 runs of a fresh user's script)."""
+    (TypeError, 2 of 3 polling threads in 4 of 5 runs of a fresh user's script). Every
+    thread's first Prepare is recalled (another Delegate of equal settings kept it): a
+    thread's partition found no planner while another recorded the log (recall.drain)."""
     from conftest import shared_model  # noqa: PLC0415
 
     raw = shared_model("movenet_singlepose_lightning_int8.tflite").read_bytes()
+    make_interpreter(raw, delegates=[litecl.Delegate(fast_device, quiet=True)]).allocate_tensors()
     d = litecl.Delegate(fast_device, quiet=True)
     stop, errors = [], []
 
@@ -541,6 +544,8 @@ def test_litert_own_interpreter_recalls_prepare_by_context_key(fast_device, monk
     monkeypatch.setattr(cm, "decide",
                         lambda self, ctx, plan, si=None: (decided.append(1), orig(self, ctx, plan, si))[1])
     monkeypatch.setattr(cm, "_PREPARES", {})  # the earlier tests' graphs decided afresh here
+    from litecl import recall
+    recall.forget_all()  # and not recalled from the runtime's kept Prepares of earlier Delegates
     d = litecl.Delegate(fast_device, quiet=True)
 
     def run(buf):
@@ -734,6 +739,8 @@ def test_finding_a_context_s_subgraph_leaves_every_context_as_it_was(fast_device
         places.append(rec["place"][1])
 
     monkeypatch.setattr(Delegate, "_record", watched)
+    from litecl import recall
+    recall.forget_all()  # Python's Prepare (an earlier test's Delegate kept this graph's)
     m = tf_model("while_cast")
     d, got, want = _both(m, fast_device, {"x": np.array([1.5, 2, 3, -4, 5e9], np.float32),
                                           "n": np.array(3, np.int32)})

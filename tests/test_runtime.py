@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import litecl
+from litecl import recall
 from litecl import delegate as D
 from litecl import runtime as R
 from litecl.compare import make_interpreter
@@ -123,9 +124,9 @@ def test_the_expected_table_lives_until_its_replace_ends(fast_device, monkeypatc
 
     monkeypatch.setattr(D._Expected, "begin", begin)
     monkeypatch.setattr(D._Expected, "end", end)
-    with d.owning(None):  # Python's Prepare (the runtime's recalled one copies the table)
-        second = make_interpreter(m, delegates=[d])
-        second.allocate_tensors()
+    recall.forget_all()  # Python's Prepare (the runtime's recalled one copies the table)
+    second = make_interpreter(m, delegates=[d])
+    second.allocate_tensors()
     assert alive == [True]
     ins = _inputs(m, 0)
     assert _same(_invoke(second, ins), _litert(m, ins))
@@ -420,6 +421,7 @@ def test_a_recalled_prepare_runs_in_c_and_records_as_python_would(fast_device, m
 
     m = chain_model(["float32", "int32", ("sub", 1), ("add", 7), "float16"], (757,))
     d = litecl.Delegate(fast_device, quiet=True)
+    recall.forget_all()  # an earlier test's Delegate of equal settings kept this graph's
     calls = []
     real = claims.prepare
     monkeypatch.setattr(claims, "prepare", lambda dlg, ctx: calls.append(1) or real(dlg, ctx))
@@ -447,6 +449,45 @@ def test_a_recalled_prepare_runs_in_c_and_records_as_python_would(fast_device, m
     ref.allocate_tensors()
     assert _same(_invoke(its[1], x), _invoke(ref, x))
     assert sorted({r["interpreter"] for r in d.placement()}) == [0, 1, 2]
+
+
+def test_litecl_interpreters_recall_each_other_s_prepare(fast_device, monkeypatch):
+    """litecl.Interpreter makes a Delegate per construction: a second Interpreter of a model
+    (a Delegate of equal settings) has its Prepare recalled in the runtime, logged with its
+    owner: no claims.prepare call, its own placement() rows (equal to the first's) and
+    stats, bit-exact. A Delegate of other settings (fuse=False) and a litecl.Delegate
+    shared through ``delegate=`` keep their own rules: the first decides, the second's
+    construction is recalled too."""
+    from litecl import claims  # noqa: PLC0415
+
+    m = chain_model(["float32", "int32", ("sub", 1), ("add", 7), "float16"], (757,))
+    recall.forget_all()
+    calls = []
+    real = claims.prepare
+    monkeypatch.setattr(claims, "prepare", lambda dlg, ctx: calls.append(dlg) or real(dlg, ctx))
+    ins = _inputs(m, 5)
+    its = []
+    for _ in range(3):
+        its.append(litecl.Interpreter(model_content=m, device=fast_device, quiet=True))
+        its[-1].allocate_tensors()
+        assert _same(_invoke(its[-1], ins), _litert(m, ins))
+    assert len(calls) == 1 and len({id(it.delegate) for it in its}) == 3, calls
+    rows = [it.placement() for it in its]
+    assert rows[0] == rows[1] == rows[2] and all(r["placement"] == "opencl" and r["kernel"] for r in rows[2])
+    assert all(it.delegate.stats["partition_invokes"] >= 1 for it in its)
+    other = litecl.Interpreter(model_content=m, device=fast_device, quiet=True, fuse=False)
+    other.allocate_tensors()
+    assert len(calls) == 2 and calls[-1] is other.delegate  # other settings: decided by Python
+    assert _same(_invoke(other, ins), _litert(m, ins))
+    d = litecl.Delegate(fast_device, quiet=True)
+    shared = [litecl.Interpreter(model_content=m, delegate=d) for _ in range(2)]
+    for it in shared:
+        it.allocate_tensors()
+        assert _same(_invoke(it, ins), _litert(m, ins))
+    assert len(calls) == 2  # the same settings as the first three: recalled
+    assert [r["interpreter"] for r in shared[1].placement()] == [1] * len(rows[0])
+    del its[0]
+    assert its[0].placement() == rows[1]  # an owner's rows stay its own
 
 
 def test_recalled_prepares_say_their_line_once_per_interpreter(fast_device, capfd):

@@ -13,5 +13,5 @@ const lcl_subgraph LCL_SUBGRAPHS[1] = {{{0, 0}, {0, 0}, 0, 0, 0, 0}};
 const lcl_plan_info LCL_PLAN = {
     "", "", "", "", "", "", 1, 64, 1, 1, 0, 0, 1, 1, 0, 0,
     PACKED, LCL_N_PACKED, SIZES, LCL_N_SIZES, 0, NULL, 0,
-    0, 0, 0, 1, 0.0, 0, "", NULL, 0
+    0, 0, 0, 1, 0.0, 0, "", NULL, 0, NULL
 };

@@ -3592,8 +3592,9 @@ LCL_EXPORT int64_t lcl_inprocess_sizes(void) {
  * ReplaceNodeSubsetsWithDelegateKernels, then logs what it did (``prepared``) for Python
  * to record (backend/recall.py drains the log before it reads its records or partitions:
  * placement(), stats, the planner, a partition's free). Every other Prepare is Python's:
- * a key not kept, a forked child, and any while a litecl.Interpreter constructs with
- * the delegate (lcl_recall_hold: those records name their owner). */
+ * a key not kept, a forked child. A Prepare inside Delegate.owning (a litecl.Interpreter's)
+ * is recalled from a Prepare kept with the same visible tensors (``salt``) and logged
+ * with its owner (lcl_recall_own), whose records name it. */
 #define LCL_RECALL_BUCKETS 64
 #define LCL_RECALL_MAX 1024            /* keys per delegate (claims._PREPARES_MAX): all dropped past it */
 
@@ -3610,6 +3611,10 @@ typedef struct recall {
     int n_expect;
     int nodes;                         /* the execution plan's length (the Replacing line) */
     int64_t token;                     /* Python's name for what it recorded with it */
+    int64_t salt;                      /* the owner's visible tensors (recall.owner_salt), 0
+                                          none: part of the key */
+    int64_t settings;                  /* the delegate settings it was decided with
+                                          (recall.settings_number): part of the key */
     int refs, retired;
 } recall;
 
@@ -3618,9 +3623,6 @@ typedef struct recall_state {
     const TfLiteRegistration *registration;
     pid_t pid;
     int say;                           /* print the Replacing line (not quiet) */
-    int hold;                          /* owning blocks open (lcl_recall_hold) */
-    recall *buckets[LCL_RECALL_BUCKETS];
-    int n;
     TfLiteContext **announced;         /* contexts whose Replacing line was said (lcl_announce) */
     long n_announced, cap_announced;
     struct { TfLiteContext *ctx; int64_t event; } *freed; /* contexts whose partitions were all
@@ -3631,7 +3633,7 @@ typedef struct recall_state {
 /* One recalled Prepare, for Python to record; ``n`` -1: ``token`` is no longer used. */
 typedef struct prepared {
     struct prepared *next;
-    int64_t delegate_key, token, event, base, fetched;
+    int64_t delegate_key, token, event, base, fetched, owner;
     TfLiteContext *ctx;
     void *first;
     int place, status, said, n;
@@ -3696,6 +3698,10 @@ static void *recall_extra(const expectation *x, TfLiteContext *ctx, const TfLite
 static pthread_mutex_t RECALL_LOCK = PTHREAD_MUTEX_INITIALIZER; /* all of the below */
 static delegate **BOUND;               /* delegates with recall state, by their owner */
 static long N_BOUND, CAP_BOUND;
+/* the kept Prepares, of every delegate: one Delegate's serves another of equal settings
+ * (each litecl.Interpreter makes its own Delegate) */
+static recall *KEPT[LCL_RECALL_BUCKETS];
+static int N_KEPT;
 static prepared *LOG_HEAD, **LOG_TAIL = &LOG_HEAD;
 LCL_EXPORT volatile int lcl_recall_pending;  /* entries in the log (Python reads it) */
 static TfLiteStatus (*PYTHON_PREPARE)(TfLiteContext *, TfLiteDelegate *);
@@ -3703,7 +3709,9 @@ static int64_t EVENTS, KEYS = 1;
 static __thread int32_t *KEY_BUF;
 static __thread long KEY_CAP;
 /* the delegate whose TfLiteDelegate* this thread fetched last, and when (lcl_recall_fetched) */
-static __thread struct { int64_t key, event; } FETCHED;
+static __thread struct { int64_t key, event, settings; } FETCHED;
+/* the delegate this thread prepares for inside Delegate.owning, its owner and salt (lcl_recall_own) */
+static __thread struct { int64_t key, owner, salt; } OWNING;
 
 /* The next of the process's event numbers (backend/records.py orders Prepares, frees and
  * pointer fetches by them) and ``n`` new consecutive planner keys: shared by Python and
@@ -3728,11 +3736,11 @@ static void log_append(prepared *e) { /* under RECALL_LOCK */
 }
 
 /* drop ``r`` once no Prepare uses it, telling Python its token is free (under RECALL_LOCK) */
-static void recall_release(delegate *d, recall *r) {
+static void recall_release(recall *r) {
     if (!r->retired || r->refs) return;
     prepared *e = calloc(1, sizeof *e);
     if (e) {
-        e->delegate_key = d->key, e->token = r->token, e->n = -1;
+        e->token = r->token, e->n = -1;
         log_append(e);
     }
     free(r->key);
@@ -3743,17 +3751,17 @@ static void recall_release(delegate *d, recall *r) {
     free(r);
 }
 
-static void recall_retire(delegate *d, recall **at) { /* unlink *at (under RECALL_LOCK) */
+static void recall_retire(recall **at) { /* unlink *at (under RECALL_LOCK) */
     recall *r = *at;
     *at = r->next;
-    d->recall->n--;
+    N_KEPT--;
     r->retired = 1;
-    recall_release(d, r);
+    recall_release(r);
 }
 
-static void recall_clear(delegate *d) { /* under RECALL_LOCK */
+static void recall_clear(void) { /* under RECALL_LOCK */
     for (int b = 0; b < LCL_RECALL_BUCKETS; b++)
-        while (d->recall->buckets[b]) recall_retire(d, &d->recall->buckets[b]);
+        while (KEPT[b]) recall_retire(&KEPT[b]);
 }
 
 static uint64_t key_hash(const int32_t *k, long n) {
@@ -3809,7 +3817,6 @@ static void recall_unbind(delegate *d) {
             BOUND[i] = BOUND[--N_BOUND];
             break;
         }
-    recall_clear(d);
     free(d->recall->announced);
     free(d->recall->freed);
     free(d->recall);
@@ -3817,14 +3824,15 @@ static void recall_unbind(delegate *d) {
     pthread_mutex_unlock(&RECALL_LOCK);
 }
 
-/* Keep Python's Prepare of the context whose lcl_context_key is ``key`` (``n_key`` ints):
- * ``claim`` (``n_claim`` node indices) replaced, ``marks`` flagged around it, the
- * ``n_expect`` partitions ``expect`` (spans into ``ints``) expected, ``nodes`` the plan's
- * length; ``token``: Python's name for it (its presets live while Python keeps it). One
- * per key: an earlier one is dropped. 0, or -1 out of memory (nothing kept). */
-LCL_EXPORT int lcl_recall_put(int64_t dkey, const int32_t *key, long n_key, const int *claim, int n_claim,
+/* Keep Python's Prepare, with delegate settings ``settings``, of the context whose
+ * lcl_context_key is ``key`` (``n_key`` ints): ``claim`` (``n_claim`` node indices)
+ * replaced, ``marks`` flagged around it, the ``n_expect`` partitions ``expect`` (spans into
+ * ``ints``) expected, ``nodes`` the plan's length; ``token``: Python's name for it (its
+ * presets live while Python keeps it); ``salt``: its owner's visible tensors. One per key,
+ * salt and settings: an earlier one is dropped. 0, or -1 out of memory (nothing kept). */
+LCL_EXPORT int lcl_recall_put(int64_t settings, const int32_t *key, long n_key, const int *claim, int n_claim,
                               const int *marks, int n_marks, const lcl_expected *expect, const int32_t *ints,
-                              int n_ints, int n_expect, int nodes, int64_t token) {
+                              int n_ints, int n_expect, int nodes, int64_t token, int64_t salt) {
     recall *r = calloc(1, sizeof *r);
     if (!r) goto oom;
     r->key = malloc((size_t)(n_key ? n_key : 1) * sizeof *r->key);
@@ -3840,24 +3848,20 @@ LCL_EXPORT int lcl_recall_put(int64_t dkey, const int32_t *key, long n_key, cons
     memcpy(r->expect, expect, (size_t)n_expect * sizeof *r->expect);
     memcpy(r->ints, ints, (size_t)n_ints * sizeof *r->ints);
     r->n_key = n_key, r->n_marks = n_marks, r->n_expect = n_expect, r->nodes = nodes, r->token = token;
+    r->salt = salt, r->settings = settings;
     r->hash = key_hash(key, n_key);
     pthread_mutex_lock(&RECALL_LOCK);
-    delegate *d = bound(dkey);
-    if (!d) {
-        pthread_mutex_unlock(&RECALL_LOCK);
-        goto oom;
-    }
-    recall_state *st = d->recall;
-    if (st->n >= LCL_RECALL_MAX) recall_clear(d);
-    recall **at = &st->buckets[r->hash % LCL_RECALL_BUCKETS];
+    if (N_KEPT >= LCL_RECALL_MAX) recall_clear();
+    recall **at = &KEPT[r->hash % LCL_RECALL_BUCKETS];
     for (recall **q = at; *q; q = &(*q)->next)
-        if ((*q)->hash == r->hash && (*q)->n_key == n_key && !memcmp((*q)->key, key, (size_t)n_key * sizeof *key)) {
-            recall_retire(d, q);
+        if ((*q)->hash == r->hash && (*q)->salt == salt && (*q)->settings == settings && (*q)->n_key == n_key &&
+                !memcmp((*q)->key, key, (size_t)n_key * sizeof *key)) {
+            recall_retire(q);
             break;
         }
     r->next = *at;
     *at = r;
-    st->n++;
+    N_KEPT++;
     pthread_mutex_unlock(&RECALL_LOCK);
     return 0;
 oom:
@@ -3868,31 +3872,26 @@ oom:
     return -1;
 }
 
-/* Drop the kept Prepare named ``token`` (its presets changed: backend/delegate.py
- * _Expected.keep); ``token`` -1: all of the delegate's. */
-LCL_EXPORT void lcl_recall_forget(int64_t key, int64_t token) {
+/* Drop the kept Prepare named ``token`` (its presets changed: backend/recall.py
+ * refresh, forget); ``token`` -1: all. */
+LCL_EXPORT void lcl_recall_forget(int64_t token) {
     pthread_mutex_lock(&RECALL_LOCK);
-    delegate *d = bound(key);
-    if (d) {
-        if (token < 0) recall_clear(d);
-        for (int b = 0; token >= 0 && b < LCL_RECALL_BUCKETS; b++)
-            for (recall **q = &d->recall->buckets[b]; *q; q = &(*q)->next)
-                if ((*q)->token == token) {
-                    recall_retire(d, q);
-                    b = LCL_RECALL_BUCKETS;
-                    break;
-                }
-    }
+    if (token < 0) recall_clear();
+    for (int b = 0; token >= 0 && b < LCL_RECALL_BUCKETS; b++)
+        for (recall **q = &KEPT[b]; *q; q = &(*q)->next)
+            if ((*q)->token == token) {
+                recall_retire(q);
+                b = LCL_RECALL_BUCKETS;
+                break;
+            }
     pthread_mutex_unlock(&RECALL_LOCK);
 }
 
-/* ``delta`` +1 when a litecl.Interpreter starts constructing with the delegate
- * (Delegate.owning), -1 when it ends: Python prepares meanwhile. */
-LCL_EXPORT void lcl_recall_hold(int64_t key, int delta) {
-    pthread_mutex_lock(&RECALL_LOCK);
-    delegate *d = bound(key);
-    if (d) d->recall->hold += delta;
-    pthread_mutex_unlock(&RECALL_LOCK);
+/* This thread's Prepares for delegate ``key`` are ``owner``'s (a litecl.Interpreter's id;
+ * 0 none) with visible tensors ``salt`` (Delegate.owning, on entry and on exit); ``salt``
+ * -1: Python prepares them all. */
+LCL_EXPORT void lcl_recall_own(int64_t key, int64_t owner, int64_t salt) {
+    OWNING.key = key, OWNING.owner = owner, OWNING.salt = salt;
 }
 
 static long announced_at(recall_state *st, TfLiteContext *ctx) {
@@ -3928,10 +3927,12 @@ LCL_EXPORT int lcl_announce(int64_t key, TfLiteContext *ctx, int op) {
 }
 
 /* This thread fetched delegate ``d``'s TfLiteDelegate* (an interpreter's construction:
- * Delegate._get_native_delegate_pointer) at ``event``. */
-LCL_EXPORT void lcl_recall_fetched(int64_t key, int64_t event) {
+ * Delegate._get_native_delegate_pointer) at ``event``, its settings then ``settings``
+ * (recall.settings_number; -1: Python prepares). */
+LCL_EXPORT void lcl_recall_fetched(int64_t key, int64_t event, int64_t settings) {
     FETCHED.key = key;
     FETCHED.event = event;
+    FETCHED.settings = settings;
 }
 
 static long freed_at(recall_state *st, TfLiteContext *ctx) {
@@ -3975,10 +3976,10 @@ LCL_EXPORT int64_t lcl_recall_freed(int64_t key, TfLiteContext *ctx, int64_t eve
     return was;
 }
 
-/* The oldest recalled Prepare in the log, removed: ``head`` (13) gets delegate key, token,
+/* The oldest recalled Prepare in the log, removed: ``head`` (14) gets delegate key, token,
  * event, first planner key, context, subgraph 0's context, place (lcl_subgraph_place),
  * status, said, n, this thread's fetch of the delegate (or 0), the extra partitions'
- * count and their ints' (recall_extra); ``made`` its n expected partitions, then the
+ * count and their ints' (recall_extra), its owner (or 0: lcl_recall_own); ``made`` its n expected partitions, then the
  * extra ones; ``ints`` the extra ones' stream. 1, 0 for none, or -1 without removing it
  * where ``cap`` or ``icap`` is too small (head[9] + head[11] and head[12] say how much). */
 LCL_EXPORT int lcl_recall_next(int64_t *head, void **made, int cap, int32_t *ints, long icap) {
@@ -3999,7 +4000,7 @@ LCL_EXPORT int lcl_recall_next(int64_t *head, void **made, int cap, int32_t *int
     pthread_mutex_unlock(&RECALL_LOCK);
     int64_t h[] = {e->delegate_key, e->token, e->event, e->base, (int64_t)(uintptr_t)e->ctx,
                    (int64_t)(uintptr_t)e->first, e->place, e->status, e->said, e->n, e->fetched,
-                   e->n_extra, e->n_extra_ints};
+                   e->n_extra, e->n_extra_ints, e->owner};
     memcpy(head, h, sizeof h);
     if (e->n > 0) memcpy(made, e->made, (size_t)e->n * sizeof *made);
     if (e->n_extra) memcpy(made + (e->n > 0 ? e->n : 0), e->extra_made, (size_t)e->n_extra * sizeof *made);
@@ -4016,7 +4017,11 @@ LCL_EXPORT TfLiteStatus lcl_inprocess_prepare(TfLiteContext *ctx, TfLiteDelegate
     for (long i = 0; i < N_BOUND && !d; i++)
         if (BOUND[i]->recall->owner == base) d = BOUND[i];
     /* this thread fetched the delegate last (records.py numbers interpreters by it) */
-    int use = d && !d->recall->hold && d->recall->n && d->recall->pid == getpid() && !EXITING && FETCHED.key == d->key;
+    const int owned = d && OWNING.key == d->key;
+    const int64_t owner = owned ? OWNING.owner : 0, salt = owned ? OWNING.salt : 0;
+    int use = d && salt >= 0 && N_KEPT && d->recall->pid == getpid() && !EXITING && FETCHED.key == d->key &&
+              FETCHED.settings >= 0;
+    const int64_t settings = FETCHED.settings;
     pthread_mutex_unlock(&RECALL_LOCK);
     if (!use) return PYTHON_PREPARE(ctx, base);
     long n = lcl_context_key(ctx, KEY_BUF, KEY_CAP);
@@ -4031,8 +4036,10 @@ LCL_EXPORT TfLiteStatus lcl_inprocess_prepare(TfLiteContext *ctx, TfLiteDelegate
     recall *r = NULL;
     pthread_mutex_lock(&RECALL_LOCK);
     recall_state *st = d->recall;
-    for (r = st ? st->buckets[h % LCL_RECALL_BUCKETS] : NULL; r; r = r->next)
-        if (r->hash == h && r->n_key == n && !memcmp(r->key, KEY_BUF, (size_t)n * sizeof *KEY_BUF)) break;
+    for (r = KEPT[h % LCL_RECALL_BUCKETS]; r; r = r->next)
+        if (r->hash == h && r->salt == salt && r->settings == settings && r->n_key == n &&
+                !memcmp(r->key, KEY_BUF, (size_t)n * sizeof *KEY_BUF))
+            break;
     int64_t fetched = FETCHED.event;
     long f = r ? freed_at(st, ctx) : -1;
     if (f >= 0) {                      /* claims.prepare's rule: a new interpreter at a freed address */
@@ -4051,6 +4058,7 @@ LCL_EXPORT TfLiteStatus lcl_inprocess_prepare(TfLiteContext *ctx, TfLiteDelegate
     TfLiteStatus status = e ? kTfLiteOk : kTfLiteError;
     if (e) {
         e->delegate_key = d->key, e->token = r->token, e->ctx = ctx, e->n = r->n_expect, e->fetched = fetched;
+        e->owner = owner;
         e->event = lcl_next_event();
         e->place = lcl_subgraph_place(ctx, &e->first);
     }
@@ -4083,7 +4091,7 @@ LCL_EXPORT TfLiteStatus lcl_inprocess_prepare(TfLiteContext *ctx, TfLiteDelegate
         log_append(e);
     }
     r->refs--;
-    recall_release(d, r);
+    recall_release(r);
     pthread_mutex_unlock(&RECALL_LOCK);
     if (!e) say(d, ctx, "litecl: out of memory");
     return status;
