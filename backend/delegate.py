@@ -41,6 +41,7 @@ import numpy as np
 
 from . import abi
 from . import claims
+from .cache import max_bytes
 from .device import open_device, small_device, small_device_why
 from .errors import KernelBuildError, LiteclError, env_flag
 from . import kernels
@@ -165,6 +166,7 @@ class Delegate(_Records):
         # a LITECL_QUIET or LITECL_NO_CACHE of no yes/no word: an error here, not in LiteRT's Prepare
         self.quiet = _quiet(quiet)
         env_flag("LITECL_NO_CACHE")  # the flag only: finding the folder cost ~40 us a Delegate
+        max_bytes()  # a bad LITECL_CACHE_MAX_BYTES: an error here, as litecl.Interpreter's (a fresh user)
         layout_check()
         self._device = open_device(device)
         self.caps = _caps_for(self.device.caps, reference)

@@ -102,7 +102,10 @@ def _put(dlg, args: tuple) -> None:
     n = len(expected.parts) if claim else 0
     token = next(_TOKENS)
     _KEPT[token] = (memo, marked, expected, (entries, ints, presets), order_hit, nodes)
-    if claim:
+    if claim:  # the runtime keeps one per key, salt and settings: an earlier one it replaces
+        # leaves the list (each holds its ~20 KB context key: a Delegate per interpreter
+        # grew the process by 22 KB an interpreter, a fresh user's 20,000)
+        expected.tokens[:] = [t for t in expected.tokens if t[2][7:] != (salt, settings)]
         expected.tokens.append((weakref.ref(dlg), token, args))
     key = mkey[0]
     arr = (C.c_int * max(1, len(claim)))(*claim)

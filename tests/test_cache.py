@@ -370,3 +370,14 @@ def test_memory_policy_is_kept_on_disk_per_device(tmp_path, monkeypatch, fast_de
     monkeypatch.setenv("LITECL_NO_CACHE", "1")
     mm._remembered_memory(dev)
     assert len(measured) == 3
+
+
+def test_a_bad_cache_bound_is_refused_by_the_delegate_too(fast_device, monkeypatch):
+    """LITECL_CACHE_MAX_BYTES of no positive integer: litecl.Delegate refuses it at
+    construction, as litecl.Interpreter and the CLI do (it was accepted silently: a fresh user)."""
+    import litecl
+
+    for bad in ("abc", "0", "-5"):
+        monkeypatch.setenv("LITECL_CACHE_MAX_BYTES", bad)
+        with pytest.raises(litecl.LiteclError, match="LITECL_CACHE_MAX_BYTES must be a positive integer"):
+            litecl.Delegate(fast_device, quiet=True)

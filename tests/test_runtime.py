@@ -490,6 +490,24 @@ def test_litecl_interpreters_recall_each_other_s_prepare(fast_device, monkeypatc
     assert its[0].placement() == rows[1]  # an owner's rows stay its own
 
 
+def test_a_delegate_per_interpreter_keeps_one_prepare_per_graph(fast_device):
+    """A new litecl.Delegate per LiteRT Interpreter whose Prepare is Python's each time
+    (kept ones dropped): each offer replaced the runtime's kept Prepare but stayed listed
+    on the memo entry with its ~20 KB context key (a fresh user's 20,000 interpreters: +22 KB
+    each); one per graph and settings is listed now."""
+    from litecl import claims  # noqa: PLC0415
+
+    m = chain_model(["float32", "int32", ("sub", 1), ("add", 7), "float16"], (757,))
+    for _ in range(12):
+        recall.forget_all()
+        d = litecl.Delegate(fast_device, quiet=True)
+        make_interpreter(m, delegates=[d]).allocate_tensors()
+        del d
+    listed = [len(e.tokens) for memo in list(claims._PREPARES.values()) for e in memo[-1].values()
+              if e is not None and hasattr(e, "tokens")]
+    assert listed and max(listed) <= 2, listed
+
+
 def test_recalled_prepares_say_their_line_once_per_interpreter(fast_device, capfd):
     """The "Replacing N out of M node(s)" line, said by the runtime for a Prepare it
     recalls: once per new interpreter (also one at a freed interpreter's address), not
