@@ -503,7 +503,7 @@ class _Planner:
                                                               dev, hit))
             slot = self.__dict__.get("_slot")
             if slot is not None:  # made from an _Expected's template: its own preset too
-                slot[0].keep(sets, slot[1], preset)
+                slot[0].keep(sets, slot[1], preset, d)
         with _SETTLE_LOCK:
             self._use(plan, dev, hit, out)
 

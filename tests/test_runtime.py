@@ -508,6 +508,31 @@ def test_a_delegate_per_interpreter_keeps_one_prepare_per_graph(fast_device):
     assert listed and max(listed) <= 2, listed
 
 
+def test_a_delegate_per_interpreter_gets_its_plans_without_the_planner(fast_device, monkeypatch):
+    """A new Delegate per interpreter, the previous one gone (as litecl.Interpreter makes
+    them): from the third on, the Prepare is recalled with the plans the earlier ones had
+    and no partition asks the planner (a recalled Prepare whose offering Delegate was gone
+    kept no plans: the planner ran at every construction, start-up 2.0x LiteRT's)."""
+    import gc
+
+    m = chain_model(["float32", "int32", ("sub", 1), ("add", 7), "float16"], (757,))
+    recall.forget_all()
+    planned = []
+    real = D._Planner.plan_for
+    monkeypatch.setattr(D._Planner, "plan_for", lambda self, *a: planned.append(1) or real(self, *a))
+    ins = _inputs(m, 2)
+    counts = []
+    for _ in range(5):
+        d = litecl.Delegate(fast_device, quiet=True)
+        it = make_interpreter(m, delegates=[d])
+        it.allocate_tensors()
+        assert _same(_invoke(it, ins), _litert(m, ins))
+        counts.append(len(planned))
+        del it, d
+        gc.collect()
+    assert counts[-1] == counts[1], counts
+
+
 def test_recalled_prepares_say_their_line_once_per_interpreter(fast_device, capfd):
     """The "Replacing N out of M node(s)" line, said by the runtime for a Prepare it
     recalls: once per new interpreter (also one at a freed interpreter's address), not
