@@ -5,14 +5,20 @@ of each construction that ran in Python (claims.prepare).
 
 Usage::
 
-    python benchmarks/recall_check.py DEVICE DIR [DIR ...]
+    python benchmarks/recall_check.py DEVICE DIR [DIR ...] [--fresh]
+
+``--fresh``: a new litecl.Delegate per construction, the previous one gone (as
+litecl.Interpreter makes them): the 2nd and 3rd recall the 1st's Prepare across Delegates.
+Bits are compared exactly (NaN payloads and signs included).
 """
 import sys, glob, os
 import numpy as np
 import litecl
 from litecl import claims
 from litecl.compare import make_interpreter, random_inputs, run_outputs
-dev = sys.argv[1]; dirs = sys.argv[2:]
+fresh = "--fresh" in sys.argv
+args = [a for a in sys.argv[1:] if a != "--fresh"]
+dev = args[0]; dirs = args[1:]
 paths = sorted(p for d in dirs for p in glob.glob(os.path.join(d, "**", "*.tflite"), recursive=True))
 calls = [0]
 real = claims.prepare
@@ -33,18 +39,25 @@ for p in paths:
     except Exception as e:
         skipped += 1; continue
     d = litecl.Delegate(dev, quiet=True)
-    c0 = calls[0]; same = True; py = []
+    c0 = calls[0]; same = True; py = []; per = []
     for k in range(3):
         before = calls[0]
+        if fresh and k:
+            del d
+            d = litecl.Delegate(dev, quiet=True)
         it = make_interpreter(raw, delegates=[d])
         got = run_outputs(it, ins)
         py.append(calls[0] - before)
         for (n1, a), (n2, b) in zip(got, want):
-            if a.tobytes() != b.tobytes() and not (a.dtype.kind == "f" and np.array_equal(a, b, equal_nan=True)):
+            if a.tobytes() != b.tobytes():
                 same = False
+        if fresh:
+            per.append(sorted((r["subgraph"], r["index"], r["placement"], r["kernel"]) for r in d.placement()))
         del it
-    rows = d.placement()
-    per = [sorted((r["subgraph"], r["index"], r["placement"], r["kernel"]) for r in rows if r["interpreter"] == k) for k in range(3)]
+    if not fresh:
+        rows = d.placement()
+        per = [sorted((r["subgraph"], r["index"], r["placement"], r["kernel"]) for r in rows if r["interpreter"] == k)
+               for k in range(3)]
     eq = per[0] == per[1] == per[2]
     status = "bit-exact" if same else "DIFFER"
     print(f"{os.path.basename(p)[:44]:44s} {status} rows {'equal' if eq else 'DIFFER'} python prepares {py}", flush=True)
