@@ -497,15 +497,18 @@ def test_a_delegate_per_interpreter_keeps_one_prepare_per_graph(fast_device):
     each); one per graph and settings is listed now."""
     from litecl import claims  # noqa: PLC0415
 
+    def listed():  # every memo entry's offers (other tests of this worker list theirs too)
+        return sum(len(e.tokens) for memo in list(claims._PREPARES.values()) for e in memo[-1].values()
+                   if e is not None and hasattr(e, "tokens"))
+
     m = chain_model(["float32", "int32", ("sub", 1), ("add", 7), "float16"], (757,))
+    before = listed()
     for _ in range(12):
         recall.forget_all()
         d = litecl.Delegate(fast_device, quiet=True)
         make_interpreter(m, delegates=[d]).allocate_tensors()
         del d
-    listed = [len(e.tokens) for memo in list(claims._PREPARES.values()) for e in memo[-1].values()
-              if e is not None and hasattr(e, "tokens")]
-    assert listed and max(listed) <= 2, listed
+    assert listed() - before <= 1, (before, listed())
 
 
 def test_a_delegate_per_interpreter_gets_its_plans_without_the_planner(fast_device, monkeypatch):
