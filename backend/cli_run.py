@@ -437,6 +437,10 @@ def cmd_export(args) -> int:
                   f"claims are left to LiteRT by the native delegate: their kernels compile in the shapes given "
                   f"to export, and LiteRT prepares this graph's delegate once, at the model's own shapes (the "
                   f"graph has shapes known only at invoke), not after a resize")
+        if g.get("left_in_callee"):
+            print(f"subgraph {g['subgraph']}: {len(g['left_in_callee'])} more node(s) that litecl.Delegate "
+                  f"claims are left to LiteRT by the native delegate: their kernels compile in the exported "
+                  f"shapes, and this subgraph (called by an IF or WHILE) takes its caller's shapes")
     if not shipped:  # litecl.Delegate's nodes, none of which the native delegate takes (said above)
         if m.get("note"):
             print(f"note: {m['note']}")

@@ -182,22 +182,27 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
                               f"{{F{k}E0, F{k}E1}}, {len(exp[0])}, {kind}}}")
         return families[f][0]
 
-    def launch_c(ln, shapes, generic, dynamic=False, fixed=0, fam=-1) -> str:
+    def launch_c(ln, shapes, generic, dynamic=False, fixed=0, fam=-1, callee=False) -> str:
         needs["local"] = max(needs["local"], *(int(x) for x in ln.lsize or (1,)))
         needs["alloc"] = max(needs["alloc"], *(_numel(shapes[t]) * sg.tensors[t].dtype.itemsize
                                                 for t in (*ln.inputs, *ln.outputs) if t in shapes))
         # shape_fixed: 0 elementwise, 1 the exported shapes compiled in, 2 the same but the
         # Python delegate planned it only at invoke (shapes unknown at allocate): declined;
-        # fixed: why (_fixed_elements)
+        # 3 the same as 1 in a called subgraph: declined (litecl_plan.h); fixed: why
+        # (_fixed_elements)
         tile = 32 // ln.tiling.align_num
         shp = [x for t in ln.inputs for x in (len(shapes[t]), *shapes[t])]
-        launches_c.append(f"{{{prog(ln)}, {tile}, {0 if generic else 2 if dynamic else 1}, {span(ln.nodes)}, {span(ln.inputs)}, "
+        launches_c.append(f"{{{prog(ln)}, {tile}, {0 if generic else 2 if dynamic else 3 if callee else 1}, {span(ln.nodes)}, {span(ln.inputs)}, "
                           f"{span(ln.outputs)}, {span(shp)}, {0 if generic else fixed}, {span([v for _, v in ln.args])}, "
                           f"{fam}}}")
         return launches_c[-1]
 
     from .abi import ALLOW_DYNAMIC_TENSORS  # noqa: PLC0415
     summary = {"subgraphs": []}
+    # subgraphs an IF or WHILE calls: their shapes follow the caller's (no -1 in their
+    # shape signatures), so a kernel compiling in its shapes stays on LiteRT there
+    from .model import load_model  # noqa: PLC0415
+    callees = {r for g in load_model(model).subgraphs for n in g.nodes for r in n.subgraph_refs()}
     for si, rec in enumerate(subgraphs):
         fp = rec["fingerprint"]
         claimed = sorted(r["index"] for r in rec["rows"] if r["placement"] == "opencl")
@@ -235,6 +240,7 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
         # shape signature): allocate_tensors fails for them at other shapes (BirdNET FP32
         # at batch 2)
         fixed_across_resize = []
+        in_callee = []  # claimed, compiling in its shapes, in a called subgraph: left to LiteRT
         for i in claimed:
             pr = next(r for r in part_rows if i in r["nodes"])
             n = next(n for n in pr["p"].nodes if n.index == i)
@@ -248,11 +254,20 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
             # shape follows them (a one-element operand may grow: a broadcast then)
             if i in dynamic_nodes and any(tuple(plan.shapes[t]) != e for t in ln.inputs):
                 generic = False
+            # operands of other shape signatures, one with a -1 (x [-1, 1] + [[1, 2]]
+            # exported at [1, 1]): a resize makes them broadcast
+            sigs = {tuple(sg.tensors[t].shape_signature or sg.tensors[t].shape) for t in ln.inputs}
+            if len(sigs) > 1 and any(-1 in x for x in sigs):
+                generic = False
             fixed = 0 if generic else _fixed_elements(ln, [n], sg, plan.shapes, caps, set(n.outputs), consts, False)
             dynamic = i in dynamic_nodes and not generic
-            launch_c(ln, plan.shapes, generic, dynamic=dynamic, fixed=fixed, fam=family(n, plan.shapes))
+            callee = si in callees and not generic and not dynamic
+            launch_c(ln, plan.shapes, generic, dynamic=dynamic, fixed=fixed, fam=family(n, plan.shapes),
+                     callee=callee)
             if dynamic and flags & ALLOW_DYNAMIC_TENSORS:  # litecl_delegate.c delegate_prepare declines it
                 at_invoke.append(i)
+            elif callee:  # declined too
+                in_callee.append(i)
             elif not generic and flags & ALLOW_DYNAMIC_TENSORS and any(
                     tuple(plan.shapes[t]) != tuple(sg.tensors[t].shape) for t in ln.inputs):
                 # LiteRT prepares such a graph's delegate once, at construction, at the
@@ -270,8 +285,10 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
         # shapes known only at invoke, or export given shapes other than the model's)
         summary["subgraphs"].append({"subgraph": si, "nodes": rec["nodes"], "claimed": len(claimed),
                                      "partitions": rec["partitions"],
-                                     "native_claimed": len(claimed) - len(at_invoke) - len(at_construction),
+                                     "native_claimed": len(claimed) - len(at_invoke) - len(at_construction)
+                                     - len(in_callee),
                                      "left_at_invoke": at_invoke, "left_at_construction": at_construction,
+                                     "left_in_callee": in_callee,
                                      "fixed_across_resize": fixed_across_resize})
     # programs: the source, and the device's binary (loaded first; the source when the
     # runtime refuses it, litecl_delegate.c ``program``)

@@ -78,17 +78,18 @@ def dynamic_reshape_model() -> bytes:
 
 
 def add_then_dynamic_model() -> bytes:
-    """float32[1, None] x -> ADD x + x (same-shape float32: its kernel compiles in the count) ->
-    SHAPE, STRIDED_SLICE, FLOOR_DIV, PACK -> RESHAPE to [1, n // 4, 4, 1] (a shape computed
-    at invoke) -> ADD 1: the first ADD is prepared at allocate, the graph still has
-    invoke-time shapes (its delegate sets AllowDynamicTensors)."""
+    """float32[None, 1] x -> ADD [[1, 2]] (a broadcast: its kernel compiles in the
+    shapes) -> SHAPE, STRIDED_SLICE, PACK -> RESHAPE to [1, n, 2, 1] (a shape computed at
+    invoke) -> ADD 1: the first ADD is prepared at
+    allocate, the graph still has invoke-time shapes (its delegate sets
+    AllowDynamicTensors)."""
     import tensorflow as tf  # noqa: PLC0415
 
-    @tf.function(input_signature=[tf.TensorSpec([1, None], tf.float32)])
+    @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.float32)])
     def f(x):
-        a = x + x
-        n = tf.shape(a)[1] // 4
-        return tf.reshape(a, tf.stack([1, n, 4, 1])) + 1.0
+        a = x + tf.constant([[1.0, 2.0]])
+        n = tf.shape(a)[0]
+        return tf.reshape(a, tf.stack([1, n, 2, 1])) + 1.0
 
     return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
 
@@ -129,7 +130,22 @@ def detector_head_model() -> bytes:
     return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
 
 
-MODELS = {"detector_head": detector_head_model, "while_cast": while_cast_model, "variable_cast": variable_cast_model,
+def if_dynamic_model() -> bytes:
+    """float32 x [None, None], bool p -> IF: CAST x to uint8, back to float32, + x; else
+    CAST x to int16, back to float32, + 2. The branch subgraphs' tensors carry no -1 shape
+    signature, though a resize of x changes their shapes (a fresh user's export failed
+    there at any shape but the exported one, then LiteRT crashed)."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([], tf.bool)])
+    def f(x, p):
+        return tf.cond(p, lambda: tf.cast(tf.cast(x, tf.uint8), tf.float32) + x,
+                       lambda: tf.cast(tf.cast(x, tf.int16), tf.float32) + 2.0)
+
+    return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
+
+
+MODELS = {"detector_head": detector_head_model, "if_dynamic": if_dynamic_model, "while_cast": while_cast_model, "variable_cast": variable_cast_model,
           "reshape_scalar": reshape_scalar_model, "dynamic_reshape": dynamic_reshape_model,
           "dynamic_broadcast_add": dynamic_broadcast_add_model, "add_then_dynamic": add_then_dynamic_model}
 

@@ -373,41 +373,40 @@ def _nan_pick(rule, i: str, w: int = 0, flat: int = 0) -> str:
 
 def _in_body(i: str, n: int, block: int, w: int = 0, op: str = "<", flat: int = 0) -> str:
     """Element ``i`` (a uint, or a uintN of indices) lies in the SIMD body of its run of
-    ``n``: i % n < n - n % block (``op`` ">=": in the scalar remainder). Where the body
-    covers every run (n % block == 0) or none (n < block) the answer is a constant, so
-    no kernel divides by n per element (1/-1 true, 0 false). ``flat`` n: the run is the
-    whole output (same shapes: i < n), so the body's length is the kernel argument
-    ``litecl_body`` (_FLAT_ARG) and every length of that form shares one program."""
+    ``n``: i % n < n - n % block (``op`` ">=": in the scalar remainder). ``flat`` n: the
+    run is the whole output (same shapes: i < n), so the body's end is computed from the
+    launch's element count (_COUNT, the tiling's n) and the text is the same at every
+    length: one program for a service's many lengths, and an exported kernel that holds
+    at any element count. Otherwise, where the body covers every run (n % block == 0) or
+    none (n < block), the answer is a constant, so no kernel divides by n per element
+    (1/-1 true, 0 false)."""
+    u = f"uint{w if w else ''}"
+    if flat and flat == n:
+        return f"({i} {op} ({u})({_COUNT} - {_COUNT} % {block}u))"
     body = n - n % block
     if body in (0, n):
         true = (body == n) == (op == "<")
         return (f"(int{w})({-1 if true else 0})" if w else "1" if true else "0")
-    if flat == n:
-        return f"({i} {op} (uint{w if w else ''})(uint)({_FLAT_ARG}))"
     if w:
-        return f"(({i} % (uint{w})({n}u)) {op} (uint{w})({n - n % block}u))"
+        return f"(({i} % ({u})({n}u)) {op} ({u})({n - n % block}u))"
     return f"(({i} % {n}u) {op} {n - n % block}u)"
 
 
-#: the int parameter of a float32 ADD whose NaN or signed-zero rule splits the whole
-#: output at the SIMD body's end (_in_body's ``flat``): that end, passed at launch
-_FLAT_ARG = "body"
+#: the uint parameter of an ADD whose NaN, signed-zero or rounding rule splits the whole
+#: output at the SIMD body's end (_in_body's ``flat``): the launch's element count
+#: (codegen.NodeOp.wants_count), from which the function computes that end
+_COUNT = "count"
 
 
-def _flat_args(shapes, rule, zero) -> tuple:
-    """(flat, args) of a float32 ADD: ``flat`` the output's size where a position rule
-    (nan_rule's ("pos", ...), zero_rule's) runs over the whole output and splits it inside
-    (same shapes), else 0; ``args`` then ((_FLAT_ARG, the body's end),): the kernel text
-    does not depend on the length (a service feeding many lengths compiled one program per
-    length: ~2.4 MB and 50-270 ms each, a fresh user's report)."""
+def _flat(shapes, rule, zero) -> int:
+    """The output's size where a float32 ADD's position rule (nan_rule's ("pos", ...),
+    zero_rule's) runs over the whole output (same shapes), else 0: the kernel then reads
+    the body's end from the element count (_in_body)."""
     n = numel(broadcast_shape(shapes[0], shapes[1]))
     runs = ([(rule[1], rule[3])] if rule not in ("a", "b") else []) + ([tuple(zero)] if zero else [])
-    split = [(L, b) for L, b in runs if L == n and 0 < L - L % b < L]
-    if not split:
-        return 0, ()
-    assert len({L - L % b for L, b in split}) == 1, split  # one body end: nan and zero rules share the run
-    L, b = split[0]
-    return n, ((_FLAT_ARG, L - L % b),)
+    split = [(L, b) for L, b in runs if L == n]
+    assert len({b for _, b in split}) <= 1, split  # one body end: nan and zero rules share the block
+    return n if split else 0
 
 
 def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op",
@@ -434,12 +433,12 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         rule = nan_rule(shapes[0], shapes[1], reference, rules)
         zero = zero_rule(shapes[0], shapes[1], reference, activation, rules)
         val = _clamp("v", *(activation_range(dt, activation) or (None, None)), "float")
-        flat, args = _flat_args(shapes, rule, zero)
+        flat = _flat(shapes, rule, zero)
         # the NaN cases choose bits in integers: NVIDIA canonicalizes NaNs in float
         # selects folded into min/max
         body = _in_body("i", *zero, 0, "<", flat) if zero else "0"
         cbits = "as_uint(c)" if body == "0" else f"(c == 0.0f && {body} ? 0u : as_uint(c))"
-        param = f", const int {_FLAT_ARG}" if args else ""
+        param = f", const uint {_COUNT}" if flat else ""
         text = (f"float {fn}(const float x, const float y, const uint i{param})\n{{\n"
                 "    const float v = x + y;\n"
                 f"    const float c = {val};\n"
@@ -447,7 +446,8 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
                 f"                    : isnan(y) ? as_uint(y) : isnan(v) ? {rules.default_nan['float32']:#010x}u"
                 f" : {cbits});\n}}\n")
         vec = (lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w, (rule, zero, flat)))
-        return NodeOp(fn, text, (d, d), d, d.middle, (), False, vec=vec, wants_index=True, args=args)
+        return NodeOp(fn, text, (d, d), d, d.middle, (), False, vec=vec, wants_index=True,
+                      wants_count=bool(flat))
     if dt == "float16":
         rule = half_nan_rule(*shapes, rules_for(caps))
         return NodeOp(fn, half_add_text(activation, caps, fn, rule), (d, d), d, _half_types(caps)[0],
@@ -467,13 +467,14 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
             raise ValueError(f"quantized ADD {dt} needs the input shapes: LiteRT's builtin "
                              "kernel rounds some elements by their position")
         # the elements LiteRT's builtin kernel computes in its SIMD body (add_quant)
-        rule = quant_add_simd_rule(quant, *shapes, reference) if shapes is not None else None
-        index = rule is not None and not rule.everywhere
-        # one run over the whole output (same shapes): its SIMD body's end an argument too
-        flat = index and rule.run == numel(broadcast_shape(*shapes))
+        rule = quant_add_simd_rule(quant, *shapes, reference, flat=True) if shapes is not None else None
+        # one run over the whole output (same shapes): its SIMD body's end is computed from
+        # the element count (_in_body's flat), the text the same at every length
+        flat = rule is not None and rule.run == numel(broadcast_shape(*shapes))
+        index = rule is not None and (flat or not rule.everywhere)
         # the constants, as int arguments: equal ADDs share a program
         expr, args = quant_add_cl_expr(quant, 'qa', 'qb', rule, 'i', flat=flat)
-        params = "".join(f", const int {n}" for n, _ in args)
+        params = (f", const uint {_COUNT}" if flat else "") + "".join(f", const int {n}" for n, _ in args)
         text = (f"LITECL_INLINE {st} {fn}(const int qa, const int qb{', const uint i' if index else ''}{params})\n{{\n"
                 f"    return ({st})({expr});\n}}\n")
 
@@ -485,7 +486,8 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
                     + f"LITECL_INLINE {st}{w} {fn}_v{w}(const int{w} qa, const int{w} qb"
                     f"{f', const uint{w} i' if index else ''}{params})\n{{\n"
                     f"    return convert_{st}{w}({vexpr});\n}}\n")
-        return NodeOp(fn, text, (d, d), d, d.middle, (), True, vec=vec, wants_index=index, args=args)
+        return NodeOp(fn, text, (d, d), d, d.middle, (), True, vec=vec, wants_index=index, wants_count=flat,
+                      args=args)
     else:
         raise ValueError(f"ADD of {dt} not supported")
     vec = lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w)  # noqa: E731
@@ -503,7 +505,7 @@ def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int, rules=None) -
         lit = lambda v: float_literal(v, "float")  # noqa: E731
         args = f"const float{w} x, const float{w} y"
         if rules is not None:  # NaN signs and zeros as the scalar form (add_op), after the clamp
-            args += f", const uint{w} i" + (f", const int {_FLAT_ARG}" if rules[2] else "")
+            args += f", const uint{w} i" + (f", const uint {_COUNT}" if rules[2] else "")
     else:
         ut, ct = _WRAP_TYPES[dt]
         lt = dtype(dt).middle  # what a load gives (int for int16)
@@ -563,7 +565,7 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
             pre += vtext + "\n"
         return elementwise_kernel(name, [("a", d), ("b", d)], ("out", d), fn, op.out_vtype, caps,
                                   pre, w, skeleton, op.vfn(w) if vtext else None,
-                                  index_arg=op.wants_index, args=tuple(op_args(op)))
+                                  index_arg=op.wants_index, args=tuple(op_args(op)), count_arg=op.wants_count)
     if skeleton == "tiled" and vec_bytes is None and (numel(shape1) == 1 or numel(shape2) == 1):
         # one operand is a single element (x + scalar constant, a common pattern): the
         # fused kernel generator splats it across vectors
@@ -571,7 +573,7 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
                          ((op, (("in", 0), ("in", 1))),), ((0, d),))
         return fused_kernel(spec, caps, name)
     idx_arg = ", i" if op.wants_index else ""
-    idx_arg += "".join(f", {a}" for a in op_args(op))
+    idx_arg += (", n" if op.wants_count else "") + "".join(f", {a}" for a in op_args(op))
     body = scalar_store(d, caps, "out", "i",
                         f"{fn}({load_expr(d, caps, 'a', ia)}, {load_expr(d, caps, 'b', ib)}{idx_arg})",
                         op.out_vtype)

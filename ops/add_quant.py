@@ -479,8 +479,8 @@ class QuantSimdRule:
         return self.simd == self.run
 
 
-def quant_add_simd_rule(p: QuantAddParams, shape1, shape2, reference: str = "builtin"
-                        ) -> QuantSimdRule | None:
+def quant_add_simd_rule(p: QuantAddParams, shape1, shape2, reference: str = "builtin",
+                        flat: bool = False) -> QuantSimdRule | None:
     """Which output elements of a quantized ADD of operands of these shapes LiteRT's
     ``reference`` kernels compute with a SIMD body (module docstring), or None when every
     element is the reference formula: reference "ref", the int16 POT path, an int16
@@ -488,7 +488,9 @@ def quant_add_simd_rule(p: QuantAddParams, shape1, shape2, reference: str = "bui
 
     reference: "builtin" or "xnnpack" (the builtin kernel: XNNPACK takes 8-bit ADDs from it
     in LiteRT, which litecl does not reproduce) or "ref" (KERNELS). Shapes broadcast as
-    numpy's; raises ValueError for an unknown reference."""
+    numpy's; raises ValueError for an unknown reference. ``flat``: a same-shape run shorter
+    than one block gets its rule too (no element in the body), so a kernel whose body's end
+    comes from the element count (quant_add_cl_expr's flat) has one text at every length."""
     if reference not in KERNELS:
         raise ValueError(f"reference must be one of {', '.join(KERNELS)}, got {reference!r}")
     if reference == "ref" or p.path != "general":
@@ -509,7 +511,7 @@ def quant_add_simd_rule(p: QuantAddParams, shape1, shape2, reference: str = "bui
         y = five[1]
         loop, run = ("elementwise", y[4]) if y[4] > 1 else ("scalar", y[3])
     form, block = _SIMD_BODIES[(p.dtype, loop)]
-    if run < block:
+    if run < block and not (flat and e1 == e2):
         return None
     return QuantSimdRule(form, run, block)
 
@@ -809,8 +811,9 @@ def quant_add_cl_expr(p: QuantAddParams, a: str, b: str, rule: QuantSimdRule | N
     calls :func:`quant_add_cl_vector_functions`' helpers.
 
     flat: ``rule``'s run is the whole output (same shapes: ``index`` < run), so the SIMD
-    body's end is an argument (``sb``) and the text is the same at every length of that
-    form (one program for a service's many input lengths).
+    body's end is computed from the uint ``count`` in scope (the launch's element count,
+    codegen.NodeOp.wants_count) and the text is the same at every length (one program
+    for a service's many input lengths; an exported kernel that holds at any length).
     """
     args: list = []
     fn = (lambda name: f"{name}_v{w}") if w else (lambda name: name)  # noqa: E731
@@ -846,11 +849,12 @@ def quant_add_cl_expr(p: QuantAddParams, a: str, b: str, rule: QuantSimdRule | N
     if rule is None:
         return ref, tuple(args)
     body = _cl_simd_body(p, x1, x2, rule.form, v, w)
-    if rule.everywhere:
+    if rule.everywhere and not flat:
         return body, tuple(args)
-    cond = f"(({index}) < (uint)({v('sb', rule.simd)}))" if flat else f"(({index}) % {rule.run}u < {rule.simd}u)"
-    if w:
-        return f"select({ref}, {body}, {cond})", tuple(args)
+    cond = (f"(({index}) < (uint)(count - count % {rule.block}u))" if flat
+            else f"(({index}) % {rule.run}u < {rule.simd}u)")
+    if w:  # a vector wholly in the body (the common case) skips the reference formula
+        return f"(all({cond}) ? {body} : select({ref}, {body}, {cond}))", tuple(args)
     return f"({cond} ? {body} : {ref})", tuple(args)
 
 

@@ -578,7 +578,7 @@ def _indent(text: str, n: int) -> str:
 def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
                        preamble: str = "", width: int = 1, skeleton: str = "tiled",
                        vfn: str | None = None, exact_half: bool = False,
-                       index_arg: bool = False, args: tuple = ()) -> str:
+                       index_arg: bool = False, args: tuple = (), count_arg: bool = False) -> str:
     """A kernel applying the scalar OpenCL C function ``fn`` element by element.
 
     inputs: [(buffer name, DType)]; output: (buffer name, DType). ``fn`` takes each
@@ -591,7 +591,8 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
     buffer named both as an input and the output is one read-write parameter (no
     ``restrict``). skeleton: "tiled" (former/tail, ops/tiling.py), or the benchmarks'
     baselines "ndrange" / "grid_stride" (scalar, take ``n``). args: the int kernel
-    parameters ``fn`` takes last (op_args), declared after the tiling's.
+    parameters ``fn`` takes last (op_args), declared after the tiling's; ``count_arg``: fn
+    takes the element count after the index (NodeOp.wants_count).
     """
     if args and skeleton != "tiled":
         raise ValueError("op arguments need the tiled skeleton")
@@ -619,7 +620,8 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
         if d.name == od.name == "bfloat16":  # bfloat16 -> bfloat16: the bits
             return f"{p}[i]"
         return load_expr(d, caps, p, 'i', keep)
-    call = f"{fn}({', '.join([load(p, d) for p, d in inputs] + (['i'] if index_arg else []) + list(args))})"
+    extra = (["n"] if count_arg else []) + list(args)
+    call = f"{fn}({', '.join([load(p, d) for p, d in inputs] + (['i'] if index_arg else []) + extra)})"
     body = scalar_store(od, caps, oname, "i", call, out_vtype)
     if skeleton == "ndrange":
         return ndrange_kernel(name, params, body, preamble)
@@ -636,10 +638,10 @@ def elementwise_kernel(name: str, inputs, output, fn: str, out_vtype: str, caps,
     vt, store = vector_store(od, caps, oname, "i", "r", width, out_vtype, exact_half)
     if vfn:
         vargs = ", ".join([vcomponent(d, caps, f"v{k}", width) for k, (p, d) in enumerate(inputs)]
-                          + ([lane_index(width)] if index_arg else []) + list(args))
+                          + ([lane_index(width)] if index_arg else []) + extra)
         lines.append(f"const {vt} r = {vfn}({vargs});")
     else:
-        comps = ", ".join(f"{fn}({', '.join([component(d, caps, f'v{k}', c) for k, (p, d) in enumerate(inputs)] + ([f'i + {c}u'] if index_arg else []) + list(args))})"
+        comps = ", ".join(f"{fn}({', '.join([component(d, caps, f'v{k}', c) for k, (p, d) in enumerate(inputs)] + ([f'i + {c}u'] if index_arg else []) + extra)})"
                           for c in range(width))
         lines.append(f"const {vt} r = ({vt})({comps});")
     lines.append(store)
@@ -682,6 +684,9 @@ class NodeOp:
     #: fn takes the output element index as a last argument (uint; the vector form: uintN
     #: of the lanes' indices), for rules that depend on the position (ADD's NaN choice)
     wants_index: bool = False
+    #: fn takes the launch's element count (uint, the tiling's ``n``) after the index: a
+    #: rule split at the SIMD body's end of the whole output (ADD's flat rules) computes it
+    wants_count: bool = False
     #: ((name, int32 value), ...): int arguments fn takes after the others (a quantized
     #: ADD's scales and zero points, so equal ops share one program); a kernel declares
     #: them as parameters op_args names, after the tiling's, and the launch passes values

@@ -131,7 +131,7 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
             lines.append(f"const {_load_ctype(d, caps)} x{k} = {load_expr(d, caps, f'in{k}', idx[k])};")
     for j, (op, args) in enumerate(spec.steps):
         vals = [f"x{a[1]}" if a[0] == "in" else _reload(spec.steps[a[1]][0], caps, f"t{a[1]}")
-                for a in args] + (["i"] if op.wants_index else []) + op_args(op)
+                for a in args] + (["i"] if op.wants_index else []) + (["n"] if op.wants_count else []) + op_args(op)
         lines.append(f"const {_ctype(op, caps)} t{j} = {op.fn}({', '.join(vals)});")
     for m, (j, d) in enumerate(spec.outputs):
         lines.append(scalar_store(d, caps, f"out{m}", "i", f"t{j}", spec.steps[j][0].out_vtype))
@@ -152,8 +152,9 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
             lt = _load_ctype(d, caps)
             vlines.append(f"const {lt}{w} x{k} = ({lt}{w})({load_expr(d, caps, f'in{k}', '0')});")
     for j, (op, args) in enumerate(spec.steps):
-        vals = [f"x{a[1]}" if a[0] == "in" else _reload(spec.steps[a[1]][0], caps, f"t{a[1]}", w)
-                for a in args] + ([lane_index(w)] if op.wants_index else []) + op_args(op)
+        vals = ([f"x{a[1]}" if a[0] == "in" else _reload(spec.steps[a[1]][0], caps, f"t{a[1]}", w)
+                 for a in args] + ([lane_index(w)] if op.wants_index else []) + (["n"] if op.wants_count else [])
+                + op_args(op))
         vlines.append(f"const {_ctype(op, caps)}{w} t{j} = {op.vfn(w)}({', '.join(vals)});")
     for m, (j, d) in enumerate(spec.outputs):
         op = spec.steps[j][0]

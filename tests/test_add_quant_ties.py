@@ -274,17 +274,18 @@ def test_kernel_text_follows_the_reference():
     ref = add_kernel("int16", (333,), (333,), "NONE", replace(caps, reference="ref"), p)
     assert "_sb" not in ref and not re.search(r"const uint i[,)]", ref)
     for int64 in (True, False):
-        # one run over the whole output: the body's end (320) is the argument sb, so every
-        # length of this form shares the text
+        # one run over the whole output: the body's end (320 of 333) is computed from the
+        # element count, so every length shares the text (an exported kernel holds at any)
         src = add_kernel("int16", (333,), (333,), "NONE", replace(caps, int64=int64), p)
-        assert "(i) < (uint)(sb)" in src, src[-400:]
-        assert ("litecl_add_op_sb", 320) in add_kernel_args("int16", (333,), (333,), "NONE",
-                                                            replace(caps, int64=int64), p) and src != ref
-        assert src == add_kernel("int16", (335,), (335,), "NONE", replace(caps, int64=int64), p)
+        assert "(i) < (uint)(count - count % 16u)" in src and src != ref, src[-400:]
+        assert not any(n == "litecl_add_op_sb" for n, _ in add_kernel_args(
+            "int16", (333,), (333,), "NONE", replace(caps, int64=int64), p))
+        for n in (335, 320, 7, 1):
+            assert src == add_kernel("int16", (n,), (n,), "NONE", replace(caps, int64=int64), p), n
         code = re.sub(r"/\*.*?\*/|//[^\n]*", "", src, flags=re.S)  # comments dropped
         assert bool(re.search(r"\b(u?long\d*|\d+U?L+)\b", code)) == int64, int64
     every = add_kernel("int16", (2, 4, 16), (2, 4, 16), "NONE", caps, p)
-    assert "% 128u" not in every and not re.search(r"const uint i[,)]", every)  # no index needed
+    assert "% 128u" not in every and every == add_kernel("int16", (333,), (333,), "NONE", caps, p)
     assert add_kernel("int16", (3, 1, 37), (3, 5, 37), "NONE", caps, p) == add_kernel(
         "int16", (3, 1, 37), (3, 5, 37), "NONE", replace(caps, reference="ref"), p)
 

@@ -280,44 +280,94 @@ def test_resize_within_the_signature_keeps_the_model_running(tmp_path, fast_devi
     _export_build(m, out, fast_device)
     r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "exported_device.json", "[[31, 1], [1, 10]]")
     assert r.returncode == 0 and "EQUAL" in r.stdout, r.stderr[-300:]
-    assert ("INFO: litecl: node 0 left to LiteRT at these input shapes: its operands broadcast and its kernel is "
-            "elementwise (exported for operands of one shape)\n") in r.stderr, r.stderr
+    assert ("INFO: litecl: node 0 left to LiteRT at these input shapes (tensor 0 is [31, 1], exported at [1, 1]): "
+            "its operands broadcast and its kernel is elementwise (exported for operands of one shape)\n") \
+        in r.stderr, r.stderr
     assert "failed to prepare" not in r.stderr, r.stderr
     r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "exported_device.json", "[[1, 1], [1, 1]]")
     assert r.returncode == 0 and "EQUAL" in r.stdout, r.stderr[-300:]
     assert "left to LiteRT" not in r.stderr and "Replacing 1 out of 1 node(s)" in r.stderr, r.stderr
 
 
-def test_resize_names_why_a_same_shape_add_stays_or_goes(tmp_path, fast_device):
-    """Without a broadcast, a float32 ADD's kernel still compiles in the element count
-    (LiteRT's NaN choice follows its SIMD body and tail): after a resize it is left to
-    LiteRT with that reason, not a broadcast's; an int32 ADD's kernel holds at any count
-    and stays on OpenCL (README: which nodes survive a resize)."""
+def test_resize_keeps_a_same_shape_add_and_names_why_a_broadcast_goes(tmp_path, fast_device):
+    """A same-shape ADD's kernel holds at any element count (float32's NaN choice follows
+    LiteRT's SIMD body, whose end the kernel computes from the count; it was compiled in,
+    and the node left to LiteRT after a resize): after a resize it stays on OpenCL,
+    bit-exact; resized into a broadcast ([1] + [512]) it is left to LiteRT with that
+    reason (README: which nodes survive a resize)."""
     _need(CC)
-    for dtype, kept in (("float32", False), ("int32", True)):
+    for dtype in ("float32", "int32"):
         m = tmp_path / f"add_{dtype}.tflite"
         m.write_bytes(add_model(dtype, [512], [512]))
         out = tmp_path / dtype
         _export_build(m, out, fast_device)
-        r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "exported_device.json", "[[757], [757]]")
-        assert r.returncode == 0 and "EQUAL" in r.stdout, (dtype, r.stdout, r.stderr[-500:])
-        lines = [ln for ln in r.stderr.splitlines() if "litecl" in ln]
-        if kept:
+        for n in (757, 1, 33):
+            r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "exported_device.json", f"[[{n}], [{n}]]")
+            assert r.returncode == 0 and "EQUAL" in r.stdout, (dtype, r.stdout, r.stderr[-500:])
+            lines = [ln for ln in r.stderr.splitlines() if "litecl" in ln]
             assert lines == ["INFO: Replacing 1 out of 1 node(s) with delegate (litecl OpenCL) node, yielding 1 "
                              "partitions for the whole graph."], (dtype, r.stderr)
-        else:
-            assert ("INFO: litecl: node 0 left to LiteRT at these input shapes (tensor 0 is [757], exported at "
-                    "[512]): its kernel's source depends on the exported shapes, not only their 512 elements") in lines, \
-                (dtype, r.stderr)
-            assert not any("broadcast" in ln for ln in lines), lines
-    # the same-shape float32 ADD resized into a broadcast ([1] + [512]): the element count
-    # is still 512, so the reason is the broadcast (a fresh user's report)
     r = _child(RESIZE_CHILD, tmp_path / "float32" / "liblitecl_delegate.so", tmp_path / "add_float32.tflite",
                tmp_path / "float32" / "exported_device.json", "[[1], [512]]")
     assert r.returncode == 0 and "EQUAL" in r.stdout, (r.stdout, r.stderr[-500:])
     assert [ln for ln in r.stderr.splitlines() if "left to LiteRT" in ln] == [
-        "INFO: litecl: node 0 left to LiteRT at these input shapes (tensor 0 is [1], exported at [512]): its "
-        "operands broadcast and its kernel is elementwise (exported for operands of one shape)"], r.stderr
+        "INFO: litecl: node 0 left to LiteRT at these input shapes: its operands broadcast and its kernel is "
+        "elementwise (exported for operands of one shape)"], r.stderr
+
+
+SEQUENCE_CHILD = r'''
+import sys
+sys.modules["litecl"] = None
+sys.modules["pyopencl"] = None
+import numpy as np
+from ai_edge_litert.interpreter import Interpreter, OpResolverType, load_delegate
+import json
+so, model, opts, shapes = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3])), json.loads(sys.argv[4])
+its = [Interpreter(model_path=model, experimental_delegates=dl,
+                   experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+       for dl in ([], [load_delegate(so, opts)])]
+for k, (shape, flag) in enumerate(shapes):  # one interpreter pair, resized call after call
+    x = (np.random.default_rng(k).standard_normal(shape) * 300).astype(np.float32)
+    x.reshape(-1)[:4] = [np.nan, -np.nan, -0.0, np.inf][:x.size]
+    outs = []
+    for it in its:
+        fx, fp = sorted(it.get_input_details(), key=lambda d: d["dtype"] == np.bool_)
+        it.resize_tensor_input(fx["index"], list(shape))
+        it.allocate_tensors()
+        it.set_tensor(fx["index"], x)
+        it.set_tensor(fp["index"], np.array(flag, np.bool_))
+        it.invoke()
+        outs.append(it.get_tensor(it.get_output_details()[0]["index"]).tobytes())
+    print(shape, flag, "EQUAL" if outs[0] == outs[1] else "DIFFER", flush=True)
+'''
+
+
+def test_an_exported_if_branch_runs_at_every_shape_a_resize_gives(tmp_path, fast_device, capsys):
+    """An IF whose branches CAST and ADD a [None, None] input (their tensors carry no -1
+    shape signature): the exported library runs both branches at shapes other than the
+    exported one, call after call on one interpreter, bit-exact with LiteRT (a fresh
+    user's export failed at every other shape, and the next call crashed inside LiteRT)."""
+    _need(CC)
+    m = tmp_path / "if.tflite"
+    m.write_bytes(tf_model("if_dynamic"))
+    out = tmp_path / "if"
+    _export_build(m, out, fast_device)
+    said = capsys.readouterr().out
+    # the else branch's x + 2.0, exported at [1, 1] + [] (LiteRT adds those as one shape),
+    # broadcasts at any other shape: its kernel compiles that in, and it stays on LiteRT
+    assert "subgraph 1: 1 more node(s) that litecl.Delegate claims are left to LiteRT by the native delegate: " \
+        "their kernels compile in the exported shapes, and this subgraph (called by an IF or WHILE) takes its " \
+        "caller's shapes" in said, said
+    assert "subgraph 2: the native delegate claims 3 of its 3 nodes" in said, said
+    seq = [[[1, 1], True], [[5, 7], True], [[1, 1], False], [[3, 333], False], [[2, 1], True], [[9, 9], True]]
+    r = _child(SEQUENCE_CHILD, out / "liblitecl_delegate.so", m, out / "exported_device.json", json.dumps(seq))
+    assert r.returncode == 0, r.stderr[-800:]
+    assert r.stdout.count("EQUAL") == len(seq), (r.stdout, r.stderr[-800:])
+    assert "failed" not in r.stderr, r.stderr[-800:]
+    left = {ln for ln in r.stderr.splitlines() if "left to LiteRT" in ln}
+    assert "INFO: litecl: node 2 of subgraph 1 left to LiteRT: a called subgraph's shapes follow its caller's " \
+        "and its kernel compiles in the exported shapes (a broadcast)" in left, r.stderr[-800:]
+    assert all(ln.startswith("INFO: litecl: node 2 ") for ln in left), left
 
 
 def test_export_summary_says_what_the_native_delegate_claims(models, tmp_path, fast_device, capfd):
@@ -1281,7 +1331,7 @@ def test_export_plans_at_the_shapes_an_inputs_file_gives(tmp_path, fast_device, 
 def test_export_at_other_shapes_of_a_graph_with_invoke_time_shapes_says_what_stays(tmp_path, fast_device, capsys):
     """A graph with invoke-time shapes (its delegate sets AllowDynamicTensors) is prepared
     by LiteRT once, at construction, at the model's own shapes: a kernel that compiles in
-    the shapes `--inputs` gave (x + x, float32: the element count) is left to LiteRT there
+    the shapes `--inputs` gave (a broadcast float32 ADD) is left to LiteRT there
     and never claimed after the app's resize. Export says so (left_at_construction, one
     line) instead of counting it as claimed (melspectrogram: "claims 1", the library
     none; a fresh user's report), and exits 1 as an export with nothing to ship (it
@@ -1289,7 +1339,7 @@ def test_export_at_other_shapes_of_a_graph_with_invoke_time_shapes_says_what_sta
     model = tmp_path / "m.tflite"
     model.write_bytes(tf_model("add_then_dynamic"))
     npz = tmp_path / "in.npz"
-    np.savez(npz, x=np.zeros((1, 32), np.float32))
+    np.savez(npz, x=np.zeros((32, 1), np.float32))
     out = tmp_path / "ex"
     assert main(["export", str(model), "--out", str(out), "--device", fast_device, "--inputs", str(npz)]) == 1
     said = capsys.readouterr().out
@@ -1297,11 +1347,11 @@ def test_export_at_other_shapes_of_a_graph_with_invoke_time_shapes_says_what_sta
         in said and "build it with" not in said, said
     (g,) = json.loads((out / "manifest.json").read_text())["native"]["subgraphs"]
     assert g["native_claimed"] == 0 and len(g["left_at_construction"]) == 1 and len(g["left_at_invoke"]) == 1, g
-    assert "subgraph 0: the native delegate claims 0 of its 7 nodes at the exported shapes" in said, said
+    assert "subgraph 0: the native delegate claims 0 of its 6 nodes at the exported shapes" in said, said
     assert "LiteRT prepares this graph's delegate once, at the model's own shapes" in said, said
     if shutil.which(CC) is None:
         return
-    r = _resized_run(out, model, "[1, 32]")
+    r = _resized_run(out, model, "[32, 1]")
     assert "Replacing" not in r.stderr, r.stderr
 
 
@@ -1448,8 +1498,8 @@ def test_an_export_needing_fp16_on_a_device_without_it_names_the_profile_to_expo
 
 def test_export_warns_of_kernels_a_resize_of_a_dynamic_graph_breaks(tmp_path, fast_device, capsys):
     """A graph with invoke-time shapes (its delegate keeps AllowDynamicTensors, so LiteRT
-    keeps the delegate's nodes across a resize) exported at its declared [1, 32]: x + x
-    compiles in its element count and its operand has a -1 dimension, so at another
+    keeps the delegate's nodes across a resize) exported at its declared shape: its
+    broadcast ADD compiles in the shapes and its operand has a -1 dimension, so at another
     length allocate_tensors fails. Export says so in a warning line (a fresh user's
     BirdNET FP32 export broke batched inference with nothing said at export)."""
     model = tmp_path / "m.tflite"

@@ -2343,6 +2343,7 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
              * runs it again after a resize, so the check below holds as for shape_fixed 1
              * (nmp, star_trek, lyra's second signature: claimed as the Python delegate) */
             int dynamic = ln->shape_fixed == 2 && (d->base.flags & kTfLiteDelegateFlagsAllowDynamicTensors);
+            int callee = ln->shape_fixed == 3; /* litecl_plan.h */
             char now[96] = "", then[96] = ""; /* the first input not at its exported shape */
             int off = -1;
             for (int a = 0; a < ln->inputs.len && keep; a++) {
@@ -2373,7 +2374,10 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
             else if (dynamic && !d->quiet)
                 fprintf(stderr, "INFO: litecl: node %d left to LiteRT: its input shapes are known only at "
                         "invoke and %s\n", n, what);
-            keep &= !dynamic;
+            else if (callee && !d->quiet)
+                fprintf(stderr, "INFO: litecl: node %d of subgraph %d left to LiteRT: a called subgraph's shapes "
+                        "follow its caller's and %s\n", n, sgi, what);
+            keep &= !dynamic && !callee;
         }
         else if (!(d->base.flags & kTfLiteDelegateFlagsAllowDynamicTensors) && ln->inputs.len == 2 &&
                  !elementwise_still(ctx, ln)) {

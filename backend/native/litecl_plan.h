@@ -29,7 +29,13 @@ typedef struct {
                                          same, but the Python delegate knew the shapes
                                          only at invoke: declined where the delegate
                                          sets AllowDynamicTensors (a graph with
-                                         invoke-time shapes), else as 1 */
+                                         invoke-time shapes), else as 1; 3: the
+                                         same as 1 in a called subgraph (IF, WHILE),
+                                         whose shapes follow its caller's: declined
+                                         (LiteRT prepares it again at a caller's new
+                                         shapes without asking the delegate, and after
+                                         that prepare failed LiteRT 2.x crashed in its
+                                         ArenaPlanner on the next call) */
     lcl_span nodes;                   /* model node indices it computes */
     lcl_span inputs;                  /* tensor indices of its buffer parameters, in order */
     lcl_span outputs;                 /* ... then these */
