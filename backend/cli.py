@@ -322,8 +322,9 @@ def _supervised(args) -> int:  # noqa: C901
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
-        if sig in (signal.SIGINT, signal.SIGTERM):
-            return _fail(f"interrupted ({name})")
+        if sig in (signal.SIGINT, signal.SIGTERM):  # the shell's code for a signal: 128 + its number
+            _fail(f"interrupted ({name})")
+            return 128 + sig
         if sig == signal.SIGKILL:  # not a crash, and no Ctrl-C: the OOM killer, or kill -9
             return _fail(f"the child running `litecl {args.cmd}` was killed (SIGKILL): by another process "
                          "or by the kernel's out-of-memory killer (`dmesg` names it)")
@@ -397,7 +398,7 @@ def main(argv=None) -> int:
 
 def _exit_on_sigint() -> None:
     """The ``litecl`` program run in-process: Ctrl-C prints one ``error: interrupted
-    (SIGINT)`` line and exits 2 at once. As a KeyboardInterrupt it could land inside a
+    (SIGINT)`` line and exits 130 (the shell's 128 + 2) at once. As a KeyboardInterrupt it could land inside a
     delegate callback LiteRT called, which Python prints as an ignored exception with a
     traceback, and LiteRT then reports a failed node."""
     import signal  # noqa: PLC0415
@@ -407,7 +408,7 @@ def _exit_on_sigint() -> None:
             sys.stdout.flush()
         finally:
             os.write(2, b"error: interrupted (SIGINT)\n")
-            os._exit(2)
+            os._exit(128 + signal.SIGINT)
     signal.signal(signal.SIGINT, stop)
 
 
@@ -436,13 +437,47 @@ def _dispatch(args) -> int:
     warning to one `warning:` line."""
     import warnings  # noqa: PLC0415
 
-    from .errors import LiteclError  # noqa: PLC0415
-
     warnings.showwarning = _one_line_warning
     for flag in ("inputs", "output", "json", "html", "trace"):  # an unset shell variable: not "no file"
         v = getattr(args, flag, None)
         if isinstance(v, str) and not v.strip():
             return _fail(f"--{flag} is empty: name the file (or leave the option out)")
+    out, sys.stdout = sys.stdout, _ReaderMayLeave(sys.stdout)
+    try:
+        return _run(args)
+    finally:
+        sys.stdout = out
+
+
+class _ReaderMayLeave:
+    """stdout for a command: once its reader left (``litecl bench ... | head``), what is
+    printed goes nowhere and the command runs on, writing its files (--json: the command
+    stopped at the first print past the pipe's buffer and wrote none, exit 0)."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def write(self, text: str) -> int:
+        try:
+            return self._f.write(text)
+        except BrokenPipeError:
+            _silence_stdout()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._f.flush()
+        except BrokenPipeError:
+            _silence_stdout()
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+def _run(args) -> int:
+    """``args.fn(args)`` with every error mapped to one line (_dispatch)."""
+    from .errors import LiteclError  # noqa: PLC0415
+
     try:
         return args.fn(args)
     except _Usage as e:
@@ -463,11 +498,24 @@ def _dispatch(args) -> int:
     except MemoryError:
         return _fail("out of memory (does the model or an input hold a huge tensor?)")
     except KeyboardInterrupt:
-        return _fail("interrupted")
-    except BrokenPipeError:
+        _fail("interrupted")
+        return 130  # the shell's code for SIGINT
+    except BrokenPipeError:  # `litecl ... | head`: the reader left; files the command writes are written
+        _silence_stdout()
         return 0
     except Exception as e:  # never a traceback for the user
         return _internal(e)
+
+
+def _silence_stdout() -> None:
+    """stdout to /dev/null after its reader left, so the interpreter's flush at exit
+    raises no second BrokenPipeError."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _internal(e: Exception) -> int:

@@ -232,7 +232,7 @@ import pytest  # noqa: E402
 @pytest.mark.parametrize("supervised", [True, False])
 def test_ctrl_c_during_bench_is_one_error_line(tmp_path, fast_device, supervised):
     """SIGINT while `litecl bench` invokes (the delegate's callbacks running): one
-    `error: interrupted (SIGINT)` line, exit 2. It printed "Exception ignored on calling
+    `error: interrupted (SIGINT)` line, exit 130 (the shell's 128 + 2). It printed "Exception ignored on calling
     ctypes callback function ... KeyboardInterrupt" with a traceback, then a failed-node
     error from LiteRT (a fresh user's report), supervised or not."""
     import os
@@ -255,7 +255,7 @@ def test_ctrl_c_during_bench_is_one_error_line(tmp_path, fast_device, supervised
     time.sleep(6)  # past start-up, inside the timed invokes
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
-    assert p.returncode == 2, (p.returncode, err)
+    assert p.returncode == 130, (p.returncode, err)
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert err.strip().splitlines()[-1] == "error: interrupted (SIGINT)", err
 
@@ -299,3 +299,32 @@ def test_a_killed_child_is_not_reported_as_interrupted(tmp_path, fast_device):
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: the child running `litecl bench` was killed (SIGKILL)"), err
     assert "interrupted" not in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("supervised", [True, False])
+def test_bench_writes_its_json_when_the_reader_of_stdout_leaves(tmp_path, fast_device, supervised):
+    """`litecl bench MODEL --json F | head -1`: the reader leaves after one line, the
+    command runs on and writes F, exit 0 (it stopped at the next print and wrote no F, a
+    fresh user's report)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from models.builders import chain_model
+
+    m = tmp_path / "m.tflite"
+    m.write_bytes(chain_model(["float32", ("add", 1.0), "int8"], [4096]))
+    out = tmp_path / "b.json"
+    env = dict(os.environ)
+    env.pop("LITECL_NO_SUPERVISOR", None)
+    if not supervised:
+        env["LITECL_NO_SUPERVISOR"] = "1"
+    p = subprocess.Popen([sys.executable, "-m", "litecl.cli", "bench", str(m), "--device", fast_device,
+                          "--num-runs", "20", "--json", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    p.stdout.close()  # the reader leaves at once
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert json.loads(out.read_text())["model"] == str(m)
