@@ -296,12 +296,13 @@ def test_resize_keeps_a_same_shape_add_and_names_why_a_broadcast_goes(tmp_path, 
     bit-exact; resized into a broadcast ([1] + [512]) it is left to LiteRT with that
     reason (README: which nodes survive a resize)."""
     _need(CC)
-    for dtype in ("float32", "int32"):
+    quant = {"int8": ((0.05, 3), (0.07, -9), (0.11, 1)), "int16": ((0.05, 0), (0.07, 0), (0.11, 0))}
+    for dtype in ("float32", "int32", "int8", "int16"):
         m = tmp_path / f"add_{dtype}.tflite"
-        m.write_bytes(add_model(dtype, [512], [512]))
+        m.write_bytes(add_model(dtype, [512], [512], quant=quant.get(dtype)))
         out = tmp_path / dtype
         _export_build(m, out, fast_device)
-        for n in (757, 1, 33):
+        for n in (757, 1, 33, 0):
             r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "exported_device.json", f"[[{n}], [{n}]]")
             assert r.returncode == 0 and "EQUAL" in r.stdout, (dtype, r.stdout, r.stderr[-500:])
             lines = [ln for ln in r.stderr.splitlines() if "litecl" in ln]
