@@ -543,7 +543,8 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
     without quantization parameters).
     The per-element arithmetic is one function ``name_op(a, b)``; same-shape ADD loads
     ``vector_width`` elements at a time (vec_bytes defaults to the device type's LAUNCH
-    row), broadcasting ADD indexes element by element. skeleton: see elementwise_kernel.
+    row), broadcasting ADD is fusion.fused_kernel's (rows of the innermost dimension as
+    vectors; with ``vec_bytes`` given, element by element). skeleton: see elementwise_kernel.
     Raises ValueError for shapes that do not broadcast or an unsupported dtype.
     """
     from .tiling import launch_config, vector_width  # noqa: PLC0415
@@ -566,9 +567,9 @@ def add_kernel(dt: str, shape1, shape2, activation: str, caps, quant=None,
         return elementwise_kernel(name, [("a", d), ("b", d)], ("out", d), fn, op.out_vtype, caps,
                                   pre, w, skeleton, op.vfn(w) if vtext else None,
                                   index_arg=op.wants_index, args=tuple(op_args(op)), count_arg=op.wants_count)
-    if skeleton == "tiled" and vec_bytes is None and (numel(shape1) == 1 or numel(shape2) == 1):
-        # one operand is a single element (x + scalar constant, a common pattern): the
-        # fused kernel generator splats it across vectors
+    if skeleton == "tiled" and vec_bytes is None:
+        # a broadcast: the fused kernel generator splats a single element across vectors
+        # (x + scalar constant, a common pattern) and reads rows as vectors (fusion._row_width)
         spec = FusedSpec(tuple(out_shape), ((d, tuple(shape1)), (d, tuple(shape2))),
                          ((op, (("in", 0), ("in", 1))),), ((0, d),))
         return fused_kernel(spec, caps, name)

@@ -855,6 +855,33 @@ def test_nan_signs_random_broadcasts_on_device(fast_device, reference):
         assert_same(got, litert(m, [a, b], reference), f"NaN signs {s1}+{s2} {reference}", [a, b])
 
 
+#: broadcasts whose innermost collapsed dimension holds a vector or more (fusion._row_width:
+#: rows read as vectors, one vector across two rows lane by lane), rows of 8 .. 81
+ROW_PAIRS = [((3, 37), (37,)), ((3, 37), (3, 1)), ((5, 1, 19), (5, 7, 19)), ((2, 9, 33), (9, 1)),
+             ((1, 16, 8, 32), (32,)), ((4, 3, 45), (4, 1, 45)), ((7, 80), (1, 80)), ((2, 81), (2, 1)),
+             ((31,), (3, 1, 31)), ((1, 757), (2, 1, 1))]
+
+
+@pytest.mark.parametrize("dt", ["float32", "int32", "int64", "int8", "uint8", "int16"])
+def test_row_broadcasts_bit_exact(fast_device, dt):
+    """Broadcast ADDs read as rows of vectors: bit-exact with LiteRT on every type, edge
+    values (NaN of both signs, infinities, -0.0, subnormals, wrapping integers) at random
+    positions, float32 under RELU and both NaNs at once too (whose NaN follows LiteRT's
+    walk: nan_rule)."""
+    acts = ["NONE", "RELU"] if dt == "float32" else ["NONE"]
+    for k, (s1, s2) in enumerate(ROW_PAIRS):
+        for act in acts:
+            m = model(dt, s1, s2, act)
+            ins = [values(dt, s1, 2 * k), values(dt, s2, 2 * k + 1)]
+            got, _ = litecl_run(m, ins, fast_device)
+            assert_same(got, litert(m, ins), f"{dt} {s1}+{s2} {act}", ins)
+        if dt == "float32":
+            m = model(dt, s1, s2, "NONE")
+            a, b = np.full(s1, -np.nan, np.float32), np.full(s2, np.nan, np.float32)
+            got, _ = litecl_run(m, [a, b], fast_device)
+            assert_same(got, litert(m, [a, b]), f"NaN signs {s1}+{s2}", [a, b])
+
+
 # ------------------------------------------------------------------------------------------
 # float16 ADD (semantics measured on LiteRT 2.3.0: ops/add.py's module docstring)
 # ------------------------------------------------------------------------------------------

@@ -100,9 +100,20 @@ def test_vector_forms_are_used():
                      ((2, dtype("float16")),))
     src = fused_kernel(spec, caps)
     assert "c0_v8(x0)" in src and "a1_v8(t0, x1, " in src and "vstorea_half8_rte(t2, 0, out0 + i)" in src
-    # a broadcast that is not a single element stays element by element
-    spec2 = FusedSpec((4, 25), ((f32, (4, 25)), (f32, (4, 1))), ((a, (("in", 0), ("in", 1))),), ((0, f32),))
-    assert "_v" not in fused_kernel(spec2, caps).split("__kernel")[1]
+    # a broadcast that is not a single element: vectors that lie in one row of the
+    # innermost dimension (25) read a row operand with vloadN and splat one broadcast along
+    # it; a vector across two rows goes lane by lane (was: every element one by one)
+    a2 = add_op("float32", "NONE", caps, fn="a1", shapes=((4, 25), (4, 1)))
+    spec2 = FusedSpec((4, 25), ((f32, (4, 25)), (f32, (4, 1))), ((a2, (("in", 0), ("in", 1))),), ((0, f32),))
+    body = fused_kernel(spec2, caps).split("__kernel")[1]
+    assert "if (c1 + 8u <= 25u)" in body and "const float8 x1 = (float8)(in1[(c0)]);" in body \
+        and "a1_v8(x0, x1, " in body and "for (uint j_ = 0; j_ < 8u; j_++)" in body, body
+    a3 = add_op("float32", "NONE", caps, fn="a1", shapes=((4, 25), (25,)))
+    spec3 = FusedSpec((4, 25), ((f32, (4, 25)), (f32, (25,))), ((a3, (("in", 0), ("in", 1))),), ((0, f32),))
+    assert "vload8(0, in1 + (c1))" in fused_kernel(spec3, caps)
+    # rows shorter than a vector: element by element
+    spec4 = FusedSpec((25, 4), ((f32, (25, 4)), (f32, (4,))), ((a3, (("in", 0), ("in", 1))),), ((0, f32),))
+    assert "_v" not in fused_kernel(spec4, caps).split("__kernel")[1]
 
 
 @pytest.fixture
