@@ -362,7 +362,8 @@ def custom_op_model(name: str = "LiteclAbsentOp") -> bytes:
 
 
 def add_model(dtype: str, shape1, shape2, *, activation: str = "NONE",
-              quant: tuple | None = None, const1=None, const2=None, pot_scale_int16: bool = False) -> bytes:
+              quant: tuple | None = None, const1=None, const2=None, pot_scale_int16: bool = False,
+              dynamic: bool = False) -> bytes:
     """One ADD node ``output = act(input1 + input2)`` with numpy broadcasting.
 
     dtype: float32, int32, int64 (plain) or int8, uint8, int16 (quantized, ``quant``
@@ -375,6 +376,8 @@ def add_model(dtype: str, shape1, shape2, *, activation: str = "NONE",
     const1 / const2: make that operand a constant tensor holding the value (converted to
     ``dtype``, broadcast to ``shape1`` / ``shape2``) instead of a model input. The inputs
     that remain are named ``input1`` / ``input2``; the output is ``output``.
+    dynamic: every dimension of the inputs and the output -1 in its shape signature (each
+    input resizes on its own, as TensorFlow's converter writes ``[None]`` operands).
 
     Raises ValueError on unknown names, quant missing for a quantized type, or shapes that
     do not broadcast.
@@ -393,11 +396,14 @@ def add_model(dtype: str, shape1, shape2, *, activation: str = "NONE",
             data = np.broadcast_to(np.asarray(const, dtype=_np_dtype(dtype)), _shape(shape))
             operands.append(g.tensor(f"input{i}_const", dtype, shape, data=data, quant=qp))
         else:
-            operands.append(g.tensor(f"input{i}", dtype, shape, quant=qp))
+            operands.append(g.tensor(f"input{i}", dtype, shape, quant=qp,
+                                     signature=[-1] * len(_shape(shape)) if dynamic else None))
             g.inputs.append(operands[-1])
     y = g.binary("add", operands[0], operands[1], "output", activation, out_quant=q[2],
                  pot_scale_int16=pot_scale_int16)
     assert g.shape_of(y) == tuple(out_shape)
+    if dynamic:
+        g.tensors[y].shapeSignature = [-1] * len(out_shape)
     g.outputs = [y]
     return g.finish()
 

@@ -313,7 +313,39 @@ def test_resize_keeps_a_same_shape_add_and_names_why_a_broadcast_goes(tmp_path, 
     assert r.returncode == 0 and "EQUAL" in r.stdout, (r.stdout, r.stderr[-500:])
     assert [ln for ln in r.stderr.splitlines() if "left to LiteRT" in ln] == [
         "INFO: litecl: node 0 left to LiteRT at these input shapes: its operands broadcast and its kernel is "
-        "elementwise (exported for operands of one shape)"], r.stderr
+        "elementwise (exported for operands of one shape), or an operand it reads as one element grew"], r.stderr
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int8"])
+def test_an_exported_elementwise_add_never_reads_an_operand_as_another_shape(tmp_path, fast_device, dtype):
+    """x [-1] + y [-1] exported at [1] + [1] reads both element by element: resized to
+    [8] + [1] it read y past its end (a fresh user's wrong results, a segfault at 100,000
+    elements); exported at [8, 1] + [1, 1] it splats y: resized to [20, 3] + [20, 3] it
+    added y's first element everywhere. Both now leave the node to LiteRT with one line,
+    bit-exact; shapes the kernel fits stay on OpenCL."""
+    _need(CC)
+    quant = ((0.05, 3), (0.07, -9), (0.11, 1)) if dtype == "int8" else None
+    m = tmp_path / "m.tflite"
+    m.write_bytes(add_model(dtype, [1], [1], quant=quant, dynamic=True))
+    out = tmp_path / "one"
+    _export_build(m, out, fast_device)
+    for shapes, left in (("[[8], [1]]", True), ("[[100000], [1]]", True), ("[[1], [1]]", False),
+                         ("[[33], [33]]", False)):
+        r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "exported_device.json", shapes)
+        assert r.returncode == 0 and "EQUAL" in r.stdout, (shapes, r.stdout, r.stderr[-500:])
+        assert ("an operand it reads as one element grew" in r.stderr) == left, (shapes, r.stderr)
+    m2 = tmp_path / "m2.tflite"
+    m2.write_bytes(add_model(dtype, [1, 1], [1, 1], quant=quant, dynamic=True))
+    npz = tmp_path / "in.npz"
+    np.savez(npz, input1=np.zeros((8, 1), np.dtype(dtype)), input2=np.zeros((1, 1), np.dtype(dtype)))
+    out2 = tmp_path / "splat"
+    assert main(["export", str(m2), "--out", str(out2), "--device", fast_device, "--inputs", str(npz)]) == 0
+    r = subprocess.run(["sh", str(out2 / "build.sh")], capture_output=True, text=True, env={**os.environ, "CC": CC})
+    assert r.returncode == 0, r.stderr
+    for shapes, left in (("[[20, 3], [20, 3]]", True), ("[[8, 1], [1, 1]]", False), ("[[5, 7], [1, 1]]", False)):
+        r = _child(RESIZE_CHILD, out2 / "liblitecl_delegate.so", m2, out2 / "exported_device.json", shapes)
+        assert r.returncode == 0 and "EQUAL" in r.stdout, (shapes, r.stdout, r.stderr[-500:])
+        assert ("an operand it reads as one element grew" in r.stderr) == left, (shapes, r.stderr)
 
 
 SEQUENCE_CHILD = r'''

@@ -485,6 +485,9 @@ static int same_shape(const slot *a, const slot *b) {
     return a->rank == b->rank && !memcmp(a->dims, b->dims, (size_t)a->rank * sizeof(int));
 }
 
+static int generic_operand_holds(const int32_t *ints, const lcl_launch *ln, int a, const slot *in,
+                                 const slot *out);
+
 static void dims_text(const int *dims, int rank, char *buf, size_t len) {
     size_t k = (size_t)snprintf(buf, len, "[");
     for (int i = 0; i < rank && k < len; i++)
@@ -1410,7 +1413,7 @@ static TfLiteStatus kernel_prepare_inner(TfLiteContext *ctx, TfLiteNode *node) {
             if (a < ln->inputs.len) {
                 int rank = *sh++;
                 int exported = rank == in->rank && !memcmp(sh, in->dims, (size_t)rank * sizeof(int));
-                ok = ln->shape_fixed ? exported : ok || (exported && numel(in) == 1);
+                ok = ln->shape_fixed ? exported : generic_operand_holds(p->src.ints, ln, a, in, o);
                 sh += rank;
             }
             if (!ok) {
@@ -1996,22 +1999,37 @@ static const lcl_subgraph *subgraph_for_context(delegate *d, TfLiteContext *ctx)
 #define LCL_LAYOUT_DECLINED "WARNING: litecl: LiteRT's TfLiteContext does not read as litecl's TFLite " \
     "structs (tflite_abi.h) expect (%s); litecl claims none of its nodes\n"
 
+
+/* Whether operand ``a`` of a shape-generic launch (shape_fixed 0: exported with every operand
+ * at the output's shape, or one element splatted while the output had more) fits its kernel
+ * at shape ``in`` with output ``out``: a splatted operand still one element, any other at the
+ * output's shape. Exported with every operand one element (x [-1] + y [-1] at [1] + [1]),
+ * the kernel reads them all element by element: an operand left at one element beside a
+ * grown one does not fit (it read past that operand's end: a fresh user's wrong results and
+ * segfault), nor one grown to the output's shape where it was splatted. */
+static int generic_operand_holds(const int32_t *ints, const lcl_launch *ln, int a, const slot *in,
+                                 const slot *out) {
+    const int32_t *sh = ints + ln->shapes.off;
+    size_t exported_out = 1, mine = 1;
+    for (int k = 0; k < ln->inputs.len; k++) {
+        int rank = *sh++;
+        size_t n = 1;
+        for (int i = 0; i < rank; i++) n *= (size_t)sh[i];
+        if (n > exported_out) exported_out = n;
+        if (k == a) mine = n;
+        sh += rank;
+    }
+    return mine == 1 && exported_out > 1 ? numel(in) == 1 : same_shape(in, out);
+}
 /* kernel_prepare's rule for an elementwise launch, at the shapes LiteRT holds now: every
  * input at the output's shape, or one element as exported (a splatted scalar) */
 static int elementwise_still(const TfLiteContext *ctx, const lcl_launch *ln) {
     slot in[2], out;
-    const int32_t *sh = LCL_INTS + ln->shapes.off;
-    int exported_one[2];
-    for (int a = 0; a < 2; a++) {
-        const TfLiteTensor *ts = &ctx->tensors[LCL_INTS[ln->inputs.off + a]];
-        if (set_shape(&in[a], ts->dims)) return 0;
-        int rank = *sh++;
-        exported_one[a] = rank == in[a].rank && !memcmp(sh, in[a].dims, (size_t)rank * sizeof(int));
-        sh += rank;
-    }
+    for (int a = 0; a < 2; a++)
+        if (set_shape(&in[a], ctx->tensors[LCL_INTS[ln->inputs.off + a]].dims)) return 0;
     if (broadcast(&in[0], &in[1], &out)) return 0;
     for (int a = 0; a < 2; a++)
-        if (!same_shape(&in[a], &out) && !(exported_one[a] && numel(&in[a]) == 1)) return 0;
+        if (!generic_operand_holds(LCL_INTS, ln, a, &in[a], &out)) return 0;
     return 1;
 }
 
@@ -2382,13 +2400,15 @@ static TfLiteStatus delegate_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {
         else if (!(d->base.flags & kTfLiteDelegateFlagsAllowDynamicTensors) && ln->inputs.len == 2 &&
                  !elementwise_still(ctx, ln)) {
             /* an elementwise kernel (no shape compiled in) after a resize that made its
-             * operands broadcast (x [-1, 1] + y [1, -1] exported at [1, 1] + [1, 1]): a
-             * static graph's Prepare runs again at the new shapes, so leave it to LiteRT
-             * here rather than fail the partition's prepare (kernel_prepare's check) */
+             * operands broadcast (x [-1, 1] + y [1, -1] exported at [1, 1] + [1, 1]), or an
+             * operand it splats grow (generic_operand_holds): a static graph's Prepare runs
+             * again at the new shapes, so leave it to LiteRT here rather than fail the
+             * partition's prepare (kernel_prepare's check) */
             keep = 0;
             if (!d->quiet)
                 fprintf(stderr, "INFO: litecl: node %d left to LiteRT at these input shapes: its operands "
-                        "broadcast and its kernel is elementwise (exported for operands of one shape)\n", n);
+                        "broadcast and its kernel is elementwise (exported for operands of one shape), or "
+                        "an operand it reads as one element grew\n", n);
         }
         if (keep) claim->data[claim->size++] = n;
     }
