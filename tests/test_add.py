@@ -795,12 +795,12 @@ def test_nan_signs_of_two_nan_operands_match_litert(device, reference):
             assert_same(got, litert(m, [a, b], reference), f"NaN signs {s1}+{s2} {reference}", [a, b])
 
 
-def _random_shape_pairs(seed: int, count: int, max_rank: int):
+def _random_shape_pairs(seed: int, count: int, max_rank: int, dims=(1, 2, 3, 4, 5, 7, 9)):
     rng = np.random.default_rng(seed)
     out = []
     while len(out) < count:
         r = int(rng.integers(1, max_rank + 1))
-        o = [int(rng.choice([1, 2, 3, 4, 5, 7, 9])) for _ in range(r)]
+        o = [int(rng.choice(dims)) for _ in range(r)]
         s1 = [d if rng.random() < 0.6 else 1 for d in o]
         s2 = [d if rng.random() < 0.6 else 1 for d in o]
         s1 = s1[int(rng.integers(0, r)):] if rng.random() < 0.3 else s1
@@ -841,13 +841,30 @@ def test_nan_rule_predicts_litert(reference, min_rank, max_rank):
     assert not bad, bad[:5]
 
 
+def test_nan_rule_predicts_litert_at_4d_broadcasts_outside_the_fivefold_loop():
+    """4-D broadcasts LiteRT's fivefold loop does not fit ([2, 3, 4, 9] + [1, 3, 1, 9]:
+    the operand broadcast twice, around a shared dimension) with innermost runs of 8, 9, 12
+    and 17: reference_ops' loop vectorised 8 wide (nan_rule said "a" everywhere: a fresh
+    user's 192 of 192 NaNs of the other sign on x86-64)."""
+    from litecl.ops.broadcast import fivefold
+
+    pairs = [(s1, s2) for s1, s2 in _random_shape_pairs(11, 3000, 4, (1, 2, 3, 8, 9, 12, 17))
+             if len(s1) == len(s2) == 4 and np.broadcast_shapes(s1, s2) not in (s1, s2)
+             and fivefold(s1, s2) is None][:40]
+    pairs += [((2, 3, 4, 9), (1, 3, 1, 9)), ((1, 3, 1, 12), (2, 1, 4, 12)), ((2, 3, 4, 8), (1, 3, 1, 8))]
+    bad = [(s1, s2) for s1, s2 in pairs
+           if (_litert_nan_choice(s1, s2, "builtin") != _rule_choice(s1, s2, "builtin")).any()]
+    assert len(pairs) >= 10 and not bad, (len(pairs), bad[:5])
+
+
 @pytest.mark.parametrize("reference", ["builtin", "ref"])
 def test_nan_signs_random_broadcasts_on_device(fast_device, reference):
     """The generated kernels follow nan_rule: random shape pairs up to 4-D (and the shapes
     a trial found wrong at first), both operands NaN with opposite signs."""
     pairs = _random_shape_pairs(5, 40, 4) + [
         ((1,), (3, 1)), ((1, 1), (2, 3, 1)), ((9, 1, 1, 1), (1, 8, 1, 1)), ((2, 2, 2, 2), (1, 2, 1, 2)),
-        ((2, 2, 2, 2), (2, 1, 2)), ((4, 1, 4), (3, 4, 4, 4)), ((3, 2, 2, 3), (2, 1, 3))]
+        ((2, 2, 2, 2), (2, 1, 2)), ((4, 1, 4), (3, 4, 4, 4)), ((3, 2, 2, 3), (2, 1, 3)),
+        ((2, 3, 4, 9), (1, 3, 1, 9)), ((1, 3, 1, 12), (2, 1, 4, 12)), ((2, 3, 4, 8), (1, 3, 1, 8))]
     for s1, s2 in pairs:
         m = model("float32", s1, s2, "NONE")
         a, b = np.full(s1, -np.nan, np.float32), np.full(s2, np.nan, np.float32)
