@@ -316,6 +316,29 @@ def test_resize_keeps_a_same_shape_add_and_names_why_a_broadcast_goes(tmp_path, 
         "elementwise (exported for operands of one shape), or an operand it reads as one element grew"], r.stderr
 
 
+def test_an_exported_fused_partition_runs_per_node_where_its_inputs_part_ways(tmp_path, fast_device):
+    """Two CASTs of two [-1] inputs, fused into one kernel at export (one element count):
+    x resized to [1] beside y [4] failed the partition's prepare and LiteRT dropped the
+    delegate for good (a fresh user's report); the partition now runs one launch per node
+    at such shapes, bit-exact, and fused again where the shapes agree."""
+    from models.builders import _Graph
+
+    _need(CC)
+    g = _Graph()
+    x = g.tensor("x", "float32", (4,), signature=[-1])
+    y = g.tensor("y", "int8", (4,), signature=[-1])
+    g.inputs = [x, y]
+    g.outputs = [g.cast(x, "int32", "xo"), g.cast(y, "float32", "yo")]
+    m = tmp_path / "m.tflite"
+    m.write_bytes(g.finish())
+    out = tmp_path / "e"
+    _export_build(m, out, fast_device)
+    for shapes in ("[[1], [4]]", "[[4], [4]]", "[[33], [1]]", "[[0], [9]]"):
+        r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "exported_device.json", shapes)
+        assert r.returncode == 0 and "EQUAL" in r.stdout, (shapes, r.stdout, r.stderr[-500:])
+        assert "Replacing 2 out of 2 node(s)" in r.stderr and "failed" not in r.stderr, (shapes, r.stderr)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "int32", "int8"])
 def test_an_exported_elementwise_add_never_reads_an_operand_as_another_shape(tmp_path, fast_device, dtype):
     """x [-1] + y [-1] exported at [1] + [1] reads both element by element: resized to

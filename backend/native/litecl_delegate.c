@@ -1224,6 +1224,33 @@ static void *kernel_init(TfLiteContext *ctx, const char *buffer, size_t length) 
     return p;
 }
 
+/* Whether every launch of the exported partition ``p->part`` holds at the slots' current
+ * shapes (kernel_prepare's check below: exported shapes where they are compiled in, else
+ * generic_operand_holds), its outputs of one shape. */
+static int part_fits(partition *p) {
+    for (int l = 0; l < p->part->n_launches; l++) {
+        const lcl_launch *ln = &LCL_LAUNCHES[p->part->first_launch + l];
+        int o = slot_of(p, LCL_INTS[ln->outputs.off]);
+        if (o < 0) return 0;
+        const int32_t *sh = LCL_INTS + ln->shapes.off;
+        for (int a = 0; a < ln->inputs.len + ln->outputs.len; a++) {
+            int s = slot_of(p, a < ln->inputs.len ? LCL_INTS[ln->inputs.off + a]
+                                                  : LCL_INTS[ln->outputs.off + a - ln->inputs.len]);
+            if (s < 0) return 0;
+            const slot *in = &p->slots[s];
+            if (a >= ln->inputs.len) {
+                if (!same_shape(in, &p->slots[o])) return 0;
+                continue;
+            }
+            int rank = *sh++;
+            int exported = rank == in->rank && !memcmp(sh, in->dims, (size_t)rank * sizeof(int));
+            sh += rank;
+            if (ln->shape_fixed ? !exported : !generic_operand_holds(LCL_INTS, ln, a, in, &p->slots[o])) return 0;
+        }
+    }
+    return 1;
+}
+
 static void kernel_free(TfLiteContext *ctx, void *buffer) {
     (void)ctx;
     partition_free(buffer);
@@ -1379,6 +1406,10 @@ static TfLiteStatus kernel_prepare_inner(TfLiteContext *ctx, TfLiteNode *node) {
             goto bad_node;
         }
     }
+    /* the exported partition's launches where they fit these shapes, else one per node (a
+     * fused kernel of two CASTs walks one element count: x [1] beside y [4] failed the
+     * prepare, and LiteRT then dropped the delegate for good; a fresh user's report) */
+    if (!inproc) p->single = p->part == NULL || !part_fits(p);
     /* the launches and their geometry at these shapes */
     release_runs(p);
     p->n_runs = inproc ? p->src.n_launches : p->single ? p->n_nodes : p->part->n_launches;
