@@ -199,10 +199,13 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
 
     from .abi import ALLOW_DYNAMIC_TENSORS  # noqa: PLC0415
     summary = {"subgraphs": []}
-    # subgraphs an IF or WHILE calls: their shapes follow the caller's (no -1 in their
-    # shape signatures), so a kernel compiling in its shapes stays on LiteRT there
+    # subgraphs an IF or WHILE calls in a model whose inputs resize (a -1 in a shape
+    # signature): their shapes follow the caller's (no -1 in their own signatures), so a
+    # kernel compiling in its shapes stays on LiteRT there
     from .model import load_model  # noqa: PLC0415
-    callees = {r for g in load_model(model).subgraphs for n in g.nodes for r in n.subgraph_refs()}
+    graphs = load_model(model).subgraphs
+    callees = {r for g in graphs for n in g.nodes for r in n.subgraph_refs()} if any(
+        -1 in (g.tensors[t].shape_signature or ()) for g in graphs for t in g.inputs) else set()
     for si, rec in enumerate(subgraphs):
         fp = rec["fingerprint"]
         claimed = sorted(r["index"] for r in rec["rows"] if r["placement"] == "opencl")

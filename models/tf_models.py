@@ -145,7 +145,20 @@ def if_dynamic_model() -> bytes:
     return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
 
 
-MODELS = {"detector_head": detector_head_model, "if_dynamic": if_dynamic_model, "while_cast": while_cast_model, "variable_cast": variable_cast_model,
+def if_static_model() -> bytes:
+    """float32 x [2, 5], bool p -> IF: x + [1, 2, 3, 4, 5] (a broadcast), else CAST x to
+    int32 and back: every shape static, the branches' too."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    @tf.function(input_signature=[tf.TensorSpec([2, 5], tf.float32), tf.TensorSpec([], tf.bool)])
+    def f(x, p):
+        return tf.cond(p, lambda: x + tf.constant([1.0, 2.0, 3.0, 4.0, 5.0]),
+                       lambda: tf.cast(tf.cast(x, tf.int32), tf.float32))
+
+    return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
+
+
+MODELS = {"detector_head": detector_head_model, "if_dynamic": if_dynamic_model, "if_static": if_static_model, "while_cast": while_cast_model, "variable_cast": variable_cast_model,
           "reshape_scalar": reshape_scalar_model, "dynamic_reshape": dynamic_reshape_model,
           "dynamic_broadcast_add": dynamic_broadcast_add_model, "add_then_dynamic": add_then_dynamic_model}
 
