@@ -503,6 +503,11 @@ def _run(args) -> int:
     except BrokenPipeError:  # `litecl ... | head`: the reader left; files the command writes are written
         _silence_stdout()
         return 0
+    except OSError as e:  # a file the command names (a name over the file system's limit, ...)
+        if e.filename is None:
+            return _internal(e)
+        name = os.fsdecode(e.filename) if isinstance(e.filename, (str, bytes, os.PathLike)) else str(e.filename)
+        return _fail(f"{name[:80]}{'...' if len(name) > 80 else ''}: {e.strerror or e}")
     except Exception as e:  # never a traceback for the user
         return _internal(e)
 

@@ -252,7 +252,12 @@ def model_file(path) -> Path:
         p = Path(os.fsdecode(path))  # str, bytes or os.PathLike
     except TypeError:
         raise ModelError(f"model_path must be a str or path-like, got {type(path).__name__}") from None
-    if not p.exists():
+    try:
+        found = p.exists()
+    except OSError as e:  # a name over the file system's limit (ENAMETOOLONG), ...
+        raise ModelError(f"cannot read model path {str(p)[:80]}{'...' if len(str(p)) > 80 else ''}: "
+                         f"{e.strerror or e}") from None
+    if not found:
         if p.is_symlink():  # exists() follows it: a loop, or a target that is gone
             raise ModelError(f"model path {p} is a symbolic link that leads to no file (a loop, or its target "
                              f"{os.readlink(p)} is missing)")

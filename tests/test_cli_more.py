@@ -774,3 +774,21 @@ def test_a_symbolic_link_to_nothing_is_named_as_such(tmp_path):
     for link in ("a", "gone"):
         for cmd in (("compare",), ("export", "--out", tmp_path / "e")):
             one_error(run_cli(cmd[0], tmp_path / link, *cmd[1:]), "is a symbolic link that leads to no file")
+
+
+def test_a_name_over_the_file_system_s_limit_is_an_error_about_the_file(tmp_path, capsys, fast_device):
+    """A path whose name is longer than the file system allows (ENAMETOOLONG): one `error:`
+    line naming the file and the reason, exit 2 (it said "internal error", a litecl bug,
+    for the model path and export's --out; a fresh user's report)."""
+    from litecl.cli import main
+    from models.builders import cast_model
+
+    long = "x" * 300
+    assert main(["run", str(tmp_path / f"{long}.tflite")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot read model path ") and err.rstrip().endswith("File name too long"), err
+    m = tmp_path / "m.tflite"
+    m.write_bytes(cast_model("float32", "int32", [4]))
+    assert main(["export", str(m), "--out", str(tmp_path / long), "--device", fast_device]) == 2
+    err = capsys.readouterr().err
+    assert "internal error" not in err and err.rstrip().endswith("File name too long"), err
