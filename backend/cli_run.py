@@ -33,6 +33,13 @@ def cmd_run(args) -> int:
     if args.output:
         if os.path.isdir(args.output):
             raise _Usage(f"cannot write outputs file {args.output}: it is a directory")
+        from .model import special_file_kind  # noqa: PLC0415
+
+        kind = special_file_kind(args.output) or ("a device path" if os.path.abspath(args.output).startswith(
+            ("/dev/", "/proc/")) else None)
+        if kind or args.output == "-":  # /dev/stdout became a new file /dev/stdout.npz
+            raise _Usage(f"cannot write outputs file {args.output}: it is {kind or 'not a file name'}; "
+                         "--output names the .npz file to write")
         out_path = _npz_path(args.output)
         _check_writable(out_path, "outputs file", (args.model, args.inputs))
     interp, sig, inputs = _open_with_inputs(args)

@@ -792,3 +792,19 @@ def test_a_name_over_the_file_system_s_limit_is_an_error_about_the_file(tmp_path
     assert main(["export", str(m), "--out", str(tmp_path / long), "--device", fast_device]) == 2
     err = capsys.readouterr().err
     assert "internal error" not in err and err.rstrip().endswith("File name too long"), err
+
+
+@pytest.mark.parametrize("where", ["/dev/stdout", "/dev/null", "-"])
+def test_run_output_refuses_a_device_or_dash(where, tmp_path, capsys, fast_device):
+    """`litecl run --output /dev/stdout` wrote a new regular file /dev/stdout.npz (as root),
+    `--output -` a file ./-.npz: one error line now, exit 2, nothing written."""
+    from litecl.cli import main
+    from models.builders import cast_model
+
+    m = tmp_path / "m.tflite"
+    m.write_bytes(cast_model("float32", "int32", [4]))
+    before = set(os.listdir("/dev"))
+    assert main(["run", str(m), "--output", where, "--device", fast_device]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot write outputs file {where}: it is "), err
+    assert set(os.listdir("/dev")) == before and not os.path.exists("-.npz")
