@@ -79,19 +79,14 @@ def _ctype(op: NodeOp, caps) -> str:
     return store_ctype(op.out, caps, op.out_vtype)
 
 
-def _vector_width(spec: FusedSpec, caps, idx: list) -> int:
-    """The vector width of the group's vector path, or 1 when it has none: every input
-    is read element by element (same shape) or is a single element (splatted), and
-    every member has a vector form."""
+def _width(spec: FusedSpec, caps) -> int:
+    """The group's vector width from the device's LAUNCH row and its types, or 1 where
+    some member has no vector form at that width."""
+    from .codegen import capped_half_width  # noqa: PLC0415
     from .tiling import launch_config, vector_width  # noqa: PLC0415
 
-    if any(e != "i" and math.prod(s) != 1 for e, (_, s) in zip(idx, spec.inputs)):
-        return 1
-    types = [d for d, _ in spec.inputs] + [d for _, d in spec.outputs]
     cfg = launch_config(caps)
-    w = vector_width([d.itemsize for d in types], cfg.vec_bytes)
-    from .codegen import capped_half_width  # noqa: PLC0415
-
+    w = vector_width([d.itemsize for d, _ in spec.inputs] + [d.itemsize for _, d in spec.outputs], cfg.vec_bytes)
     if capped_half_width(caps, any(d.name == "float16" for d, _ in spec.inputs),
                          any(d.name == "float16" for _, d in spec.outputs)):
         w = min(w, cfg.half_width)
@@ -100,35 +95,36 @@ def _vector_width(spec: FusedSpec, caps, idx: list) -> int:
     return w
 
 
+def _vector_width(spec: FusedSpec, caps, idx: list) -> int:
+    """The vector width of the group's vector path, or 1 when it has none: every input
+    is read element by element (same shape) or is a single element (splatted), and
+    every member has a vector form."""
+    if any(e != "i" and math.prod(s) != 1 for e, (_, s) in zip(idx, spec.inputs)):
+        return 1
+    return _width(spec, caps)
+
+
 #: types a row vector loads with vloadN and converts with vcomponent (no half, bfloat16 or
 #: complex storage forms)
 _ROW_TYPES = frozenset({"float32", "int32", "uint32", "int16", "uint16", "int8", "uint8", "int64", "uint64"})
 
 
-def _row_width(spec: FusedSpec, caps, idx: list) -> tuple[int, int]:
-    """(w, D): the vector width of the group's row path, and D, the innermost dimension of
-    the collapsed output (broadcast.collapse); (1, 0) when it has none. Inputs that vary
-    along that dimension are read as rows of consecutive elements (vloadN from the input
-    index of a vector's first lane), the others (broadcast along it) splatted, where a
-    vector lies in one row; a vector across two rows takes the scalar body lane by lane.
-    The values are the scalar body's (every member's vector form gives its scalar's)."""
-    from .codegen import capped_half_width  # noqa: PLC0415
-    from .tiling import launch_config, vector_width  # noqa: PLC0415
-
+def _row_width(spec: FusedSpec, caps, idx: list) -> tuple[int, list]:
+    """(w, flags): the vector width of the group's row path and broadcast.collapse's
+    flags of its inputs; (1, []) when it has none. Inputs that vary along the collapsed
+    output's innermost dimension are read as rows of consecutive elements (vloadN from
+    the input index of a vector's first lane), the others (broadcast along it) splatted,
+    where a vector lies in one row; a vector across two rows takes the scalar body lane
+    by lane. The values are the scalar body's (every member's vector form gives its
+    scalar's)."""
     if any(int(x) == 0 for x in spec.out_shape) or all(e in ("i", "0") for e in idx):
-        return 1, 0
-    dims, _ = collapse(spec.out_shape, [s for _, s in spec.inputs])
-    if any(e not in ("i", "0") and d.name not in _ROW_TYPES for e, (d, _) in zip(idx, spec.inputs)) \
-            or any(storage_type(d, caps) != d.cl for e, (d, _) in zip(idx, spec.inputs) if e not in ("i", "0")):
-        return 1, 0
-    cfg = launch_config(caps)
-    w = vector_width([d.itemsize for d, _ in spec.inputs] + [d.itemsize for _, d in spec.outputs], cfg.vec_bytes)
-    if capped_half_width(caps, any(d.name == "float16" for d, _ in spec.inputs),
-                         any(d.name == "float16" for _, d in spec.outputs)):
-        w = min(w, cfg.half_width)
-    if w < 2 or dims[-1] < w or any(op.vec is None or op.vec(w) is None for op, _ in spec.steps):
-        return 1, 0
-    return w, dims[-1]
+        return 1, []
+    dims, flags = collapse(spec.out_shape, [s for _, s in spec.inputs])
+    if any(e not in ("i", "0") and (d.name not in _ROW_TYPES or storage_type(d, caps) != d.cl)
+           for e, (d, _) in zip(idx, spec.inputs)):
+        return 1, []
+    w = _width(spec, caps)
+    return (w, flags) if w > 1 and dims[-1] >= w else (1, [])
 
 
 def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
@@ -150,7 +146,7 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
     if needs_round:
         pre += half_round(caps)
     idx_stmts, idx = index_code(spec.out_shape, [s for _, s in spec.inputs])
-    w, row = _vector_width(spec, caps, idx), 0
+    w, row = _vector_width(spec, caps, idx), []  # row: the row path's collapse flags
     if w == 1:
         w, row = _row_width(spec, caps, idx)
     if w > 1:
@@ -181,7 +177,7 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
             vt, expr = vector_load(d, caps, f"in{k}", "i", w)
             vlines.append(f"const {vt} l{k} = {expr};")
             vlines.append(f"const {_load_ctype(d, caps)}{w} x{k} = {vcomponent(d, caps, f'l{k}', w)};")
-        elif idx[k] != "0" and not _along_row(spec, k):  # row path: broadcast along the row, splatted
+        elif idx[k] != "0" and row[k][-1]:  # row path: broadcast along the row, splatted
             lt = _load_ctype(d, caps)
             vlines.append(f"const {lt}{w} x{k} = ({lt}{w})({load_expr(d, caps, f'in{k}', idx[k])});")
         elif idx[k] != "0":  # row path: consecutive elements of this input
@@ -199,19 +195,13 @@ def fused_kernel(spec: FusedSpec, caps, name: str = "litecl_fused") -> str:
         op = spec.steps[j][0]
         vlines.append(vector_store(d, caps, f"out{m}", "i", f"t{j}", w, op.out_vtype, op.exact_half)[1])
     if row:  # the vector's first lane's input indices; lane by lane where it crosses a row
-        last = len(collapse(spec.out_shape, [s for _, s in spec.inputs])[0]) - 1  # index_code's c{last}
-        vlines = [idx_stmts, f"if (c{last} + {w}u <= {row}u) {{", *("    " + x for x in vlines), "} else {",
+        dims = collapse(spec.out_shape, [s for _, s in spec.inputs])[0]  # index_code's c0 .. c{last}
+        vlines = [idx_stmts, f"if (c{len(dims) - 1} + {w}u <= {dims[-1]}u) {{", *("    " + x for x in vlines), "} else {",
                   "    const uint i0_ = i;", f"    for (uint j_ = 0; j_ < {w}u; j_++) {{",
                   "        const uint i = i0_ + j_;", *("        " + x for x in "\n".join(lines).split("\n")),
                   "    }", "}"]
     return tiled_kernel(name, params, "\n".join(lines), pre + "\n", vec_body="\n".join(vlines), width=w,
                         int_args=int_args)
-
-
-def _along_row(spec: FusedSpec, k: int) -> bool:
-    """Whether input ``k`` varies along the collapsed output's innermost dimension."""
-    _, flags = collapse(spec.out_shape, [s for _, s in spec.inputs])
-    return not flags[k][-1]
 
 
 def fused_kernel_args(spec: FusedSpec) -> tuple:
