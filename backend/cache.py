@@ -12,7 +12,9 @@ device name, driver and OpenCL versions), and each binary file carries the SHA-2
 payload, so a truncated or corrupted entry is detected before the driver sees it and is
 rebuilt from source. Checked models (model.py ``load_model``: the verifier's and the
 parser's result, without the constants) are kept the same way, as kind "models", keyed by
-the file's identity or the bytes' SHA-256 and the loader's version. A cache that cannot be
+the file's identity or the bytes' SHA-256 and the loader's version. A Prepare's reasons
+and partition plans (kind "prepared": claims._prepared) are keyed by ``derived_key``: the
+nodes, the device's caps and identity, and the deciding sources. A cache that cannot be
 written (read-only, a file in the way) is skipped: litecl builds from source and warns
 once, naming the folder. A folder that is not the user's, or that others can write (sticky
 bit or not), is neither read nor written: one warning, and the cache is off for the process
@@ -360,6 +362,34 @@ def store_blob(kind: str, key: str, data: bytes) -> None:
     """Keep ``data`` under ``kind`` and ``key`` for load_blob (same checksummed format
     and failure handling as store_binary)."""
     _store(_entry(kind, "", key), data)
+
+
+def derived_key(caps, devices, files, *parts) -> str:
+    """The key of a result litecl derives from a model's nodes on a device (kinds
+    "reasons" and "plans": claims.py, kernels.py), for load_blob/store_blob: the device
+    caps ``caps`` (every field), the identity of each device of ``devices`` (pyopencl
+    Devices), the source ``files`` the result follows from (path, size and modification
+    time, read once per process: Python's own rule for its .pyc files) and ``parts``
+    (plain values, by repr). Raises OSError where a file cannot be read."""
+    c = json.dumps({k: sorted(v) if isinstance(v, frozenset) else v for k, v in vars(caps).items()},
+                   sort_keys=True, default=str)
+    text = "\0".join([c, *(device_identity(d) for d in devices), _files_digest(tuple(str(f) for f in files)),
+                      repr(parts)])
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _files_digest(files: tuple) -> str:
+    got = _DIGESTS.get(files)
+    if got is None:
+        stats = []
+        for f in files:
+            st = os.stat(f)
+            stats.append((f, st.st_size, st.st_mtime_ns))
+        got = _DIGESTS[files] = repr(stats)
+    return got
+
+
+_DIGESTS: dict = {}  # source files -> their paths, sizes and modification times (derived_key)
 
 
 def probe_get(name: str, identity: str):

@@ -155,9 +155,34 @@ def plan_partition(nodes, sg, in_shapes: dict, caps, *, keep: set, constants: se
     if plan is None:
         if len(_PLANS) >= _MAX_PLANS:
             _PLANS.clear()
-        plan = _PLANS[k] = _plan_partition(nodes, sg, in_shapes, caps, keep=keep,
-                                           constants=constants, fuse=fuse)
+        plan = _PLANS[k] = _kept_plan(getattr(sg, "kept", None), k, lambda: _plan_partition(
+            nodes, sg, in_shapes, caps, keep=keep, constants=constants, fuse=fuse))
     return plan
+
+
+def _kept_plan(kept, k: tuple, make) -> PartitionPlan:
+    """``make()``'s plan, read from or added to ``kept`` (the Prepare's cache entry,
+    claims._prepared; None: no cache) under plan_partition's memo key ``k`` (the entry's
+    own key holds the caps, devices and deciding sources). A plan that raises is not kept."""
+    if kept is None:
+        return make()
+    key, shapes, keep, constants, _, fuse = k
+    pk = repr((key, shapes, sorted(keep), sorted(constants), fuse))
+    plans = kept[1]["plans"]
+    plan = plans.get(pk)
+    if not isinstance(plan, PartitionPlan):
+        plan = make()
+        if len(plans) < KEPT_PLANS:
+            from .claims import keep_prepared  # noqa: PLC0415
+
+            plans[pk] = plan
+            keep_prepared(kept)
+    return plan
+
+
+#: The plans a Prepare's cache entry keeps (its partitions at the shapes they ran at): a
+#: model resized to ever new shapes would rewrite an ever larger entry at each one
+KEPT_PLANS = 64
 
 
 def _plan_partition(nodes, sg, in_shapes: dict, caps, *, keep: set, constants: set,

@@ -142,12 +142,14 @@ def _node_view(raw: tuple) -> Node:
 
 
 class _Graph:
-    """What lowering reads as a subgraph inside a delegate: ``tensors`` (a _Tensors)."""
+    """What lowering reads as a subgraph inside a delegate: ``tensors`` (a _Tensors), and
+    ``kept``: the Prepare's entry of litecl's cache (claims._prepared) or None."""
 
-    __slots__ = ("tensors",)
+    __slots__ = ("tensors", "kept")
 
     def __init__(self, tensors):
         self.tensors = tensors
+        self.kept = None
 
 
 def _plausible(n: Node, tensors_size: int) -> None:

@@ -303,6 +303,7 @@ def test_error_in_prepare_is_an_error_not_a_crash(fast_device, monkeypatch):
         raise ZeroDivisionError("simulated")
 
     monkeypatch.setattr(claims, "why_not", boom)
+    monkeypatch.setattr(claims, "_prepared", lambda dlg, ks: None)  # decided here, not read from the cache
     with pytest.raises(litecl.LiteclError, match="ZeroDivisionError: simulated"):
         litecl.Interpreter(model_content=cast_model("int8", "int16", [4]), device=fast_device, quiet=True)
 

@@ -156,7 +156,8 @@ print(json.dumps({"rows": [[r["op"], r["placement"], r["reason"]] for r in it.pl
     env = dict(os.environ, LITECL_TEST_WRONG_FAMILY="CAST float32->int16", LITECL_CACHE_DIR=str(tmp_path),
                PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
     out = {}
-    for mode in ("check", "skip"):
+    for mode in ("check", "skip"):  # a cache each: "skip" is another litecl (the Prepare's entry keeps reasons)
+        env["LITECL_CACHE_DIR"] = str(tmp_path / mode)
         r = subprocess.run([sys.executable, "-c", script, spec, mode], env=env, capture_output=True, text=True,
                            timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
