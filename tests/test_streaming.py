@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import litecl
+import litecl.claims
 import litecl.kernels
 import litecl.delegate
 import litecl.lowering
@@ -27,14 +28,15 @@ CPU_DEVICES = ["pocl", "intel"]
 @pytest.fixture
 def stream_above(monkeypatch):
     """Set the CPU row's stream_bytes for one test (plans made under it are not kept:
-    litecl.kernels, plan_for and kernel_spec memoise by caps, and the LAUNCH row is not
-    part of their keys)."""
+    litecl.kernels, plan_for and kernel_spec memoise by caps, the Prepare's cache entries
+    by caps and source files, and the LAUNCH row changed in memory is in none of their keys)."""
     def set_limit(limit: int) -> None:
         monkeypatch.setitem(tiling.LAUNCH, "cpu", replace(tiling.LAUNCH["cpu"], stream_bytes=limit))
         monkeypatch.setattr(litecl.kernels, "_PLANS", {})
         monkeypatch.setattr(litecl.delegate, "_PLANNED", {})  # plan_for's memo of plans
         monkeypatch.setattr(litecl.delegate, "_PRESETS", {})  # the plans _INIT hands the runtime
         monkeypatch.setattr(litecl.lowering, "_SPECS", {})  # kernel_spec's memo
+        monkeypatch.setattr(litecl.claims, "_prepared", lambda dlg, ks: None)  # nor the cache's entries
     return set_limit
 
 

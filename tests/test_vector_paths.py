@@ -131,6 +131,7 @@ def half_bits_on_cpu(monkeypatch):
     monkeypatch.setattr(litecl.delegate, "_PLANNED", {})  # plan_for's memo of plans
     monkeypatch.setattr(litecl.delegate, "_PRESETS", {})  # the plans _INIT hands the runtime
     monkeypatch.setattr(litecl.lowering, "_SPECS", {})  # kernel_spec's memo
+    monkeypatch.setattr("litecl.claims._prepared", lambda dlg, ks: None)  # nor the cache's entries
 
 
 @pytest.mark.parametrize("device", device_params(REAL_DEVICES, ["mobile"]))
@@ -186,6 +187,7 @@ def test_saturating_conversions_match_litert(device, monkeypatch):
     for row in ("cpu", "gpu"):
         monkeypatch.setitem(tiling.LAUNCH, row, replace(tiling.LAUNCH[row], sat_convert=True))
     monkeypatch.setattr(litecl.kernels, "_PLANS", {})  # plans made without it are not reused
+    monkeypatch.setattr("litecl.claims._prepared", lambda dlg, ks: None)  # nor the cache's entries
     caps = litecl.open_device(device).caps
     assert "convert_char" in cast_kernel("float32", "int8", caps)[0] and "_sat_rtz" in cast_kernel("float32", "int8", caps)[0]
     srcs = ["float16", "float32"] + (["float64"] if caps.fp64 else [])
