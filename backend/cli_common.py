@@ -332,14 +332,14 @@ def _open(args, given: dict | None = None):
     model and options. The delegate is quiet: the commands print its report themselves
     (stderr stays one `error:` line on failure). Under --placement auto with ``given``
     inputs (--inputs), the model's dynamic inputs are declared at their shapes first
-    (model.with_input_shapes): auto prices each node at the shapes it runs at, not at
+    (reader.with_input_shapes): auto prices each node at the shapes it runs at, not at
     the declared ones (a [-1, 1000] CAST run at [2000, 1000] was kept on LiteRT as
     "LiteRT ~0 us")."""
     from .interpreter import Interpreter  # noqa: PLC0415
 
     if given and getattr(args, "placement", "all") == "auto":
         from .interpreter import _verified  # noqa: PLC0415
-        from .model import with_input_shapes  # noqa: PLC0415
+        from .reader import with_input_shapes  # noqa: PLC0415
 
         raw = with_input_shapes(_verified(args.model, None), {k: np.shape(v) for k, v in given.items()})
         return Interpreter(model_content=raw, device=args.device,

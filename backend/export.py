@@ -666,7 +666,8 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
     from .device import open_device  # noqa: PLC0415
     from .interpreter import _verified, _visible  # noqa: PLC0415
     from . import abi  # noqa: PLC0415
-    from .model import model_file, with_input_shapes  # noqa: PLC0415
+    from .model import model_file  # noqa: PLC0415
+    from .reader import with_input_shapes  # noqa: PLC0415
     from .model_plan import ModelPlan  # noqa: PLC0415
 
     if placement not in PLACEMENTS:

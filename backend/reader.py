@@ -22,7 +22,7 @@ from flatbuffers.table import Table
 
 from .verify import scalar_formats, table_layout
 
-__all__ = ["read_model"]
+__all__ = ["read_model", "with_input_shapes"]
 
 _U16 = struct.Struct("<H").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -114,3 +114,47 @@ def _table(buf, pos: int, name: str):
 def read_model(buf: bytes):
     """The Model table of ``buf`` (verified by verify.verify) as described above."""
     return _table(buf, _U32(buf, 0)[0], "Model")
+
+
+def with_input_shapes(model, shapes: dict) -> bytes:
+    """``model.raw`` with inputs declared at ``shapes`` ({input name: shape}; a name of
+    subgraph 0's input tensors or of a signature's inputs), so that LiteRT constructs the
+    interpreter, and its delegates' Prepare decides, at those shapes rather than the
+    declared ones: placement="auto" prices a node at the shapes of its Prepare, and a
+    delegate that allows dynamic tensors is not asked again after resize_tensor_input.
+    Only an input whose shape signature admits the shape (same rank, every fixed
+    dimension equal) whose shape vector no other tensor shares is changed, in place
+    (its int32s; the rank is kept, so no offset moves); the rest stay declared (the
+    caller resizes them as before). Returns ``model.raw`` itself when nothing changes."""
+    targets = {}
+    for name, shape in shapes.items():
+        places = [(0, t) for t in model.subgraphs[0].inputs if model.subgraphs[0].tensors[t].name == name]
+        places += [(s.subgraph, s.inputs[name]) for s in model.signatures if name in s.inputs]
+        for si, t in places:
+            if si < len(model.subgraphs) and 0 <= t < len(model.subgraphs[si].tensors):
+                targets[(si, t)] = tuple(int(d) for d in shape)
+    raw = bytearray(model.raw)
+    fb = schema.Model.GetRootAs(model.raw, 0)
+    starts: dict = {}  # every tensor's shape vector start -> how many tensors hold it
+    where: dict = {}
+    for si in {si for si, _ in targets}:
+        sg = fb.Subgraphs(si)
+        for t in range(sg.TensorsLength()):
+            tab = sg.Tensors(t)._tab
+            o = tab.Offset(4)  # Tensor.shape: field 0
+            if o:
+                start = tab.Vector(o)
+                starts[start] = starts.get(start, 0) + 1
+                where[(si, t)] = (start, tab.VectorLen(o))
+    changed = False
+    for (si, t), shape in targets.items():
+        tv = model.subgraphs[si].tensors[t]
+        sig = tuple(tv.shape_signature) or tuple(tv.shape)
+        got = where.get((si, t))
+        if (got is None or got[1] != len(shape) or len(sig) != len(shape) or starts[got[0]] != 1
+                or any(s != -1 and s != d for s, d in zip(sig, shape)) or tuple(tv.shape) == shape
+                or any(d < 0 or d >= 2**31 for d in shape)):
+            continue
+        raw[got[0]:got[0] + 4 * len(shape)] = struct.pack(f"<{len(shape)}i", *shape)
+        changed = True
+    return bytes(raw) if changed else model.raw
