@@ -20,6 +20,7 @@ import os
 import pickle
 import sys
 import threading
+import time
 
 from . import abi
 from . import recall
@@ -148,12 +149,15 @@ def _reasons(dlg, sg, found: list) -> list:
         if entry is not None and len(entry[1]["reasons"]) == len(asked):
             got = entry[1]["reasons"]
         else:
+            t0 = time.perf_counter()
             got = [r if r is not None else
                    why_not(n, sg, dlg.caps) or _source_problem(n, sg, dlg.caps)
                    or _selftest.refusal((dlg.device, dlg.small_device), n, sg,
                                         [sg.tensors[t].shape for t in n.inputs], dlg.caps)
                    for r, n in zip(got, (found[x][1] for x in asked))]
-            if entry is not None:
+            if time.perf_counter() - t0 < PREPARED_MIN_SECONDS:
+                entry = None
+            elif entry is not None:
                 entry[1].update(reasons=got, plans={})
                 keep_prepared(entry)
         sg.kept = entry
@@ -165,6 +169,12 @@ def _reasons(dlg, sg, found: list) -> list:
     for x, r in zip(asked, got):
         out[x] = r
     return out
+
+
+#: Sets of nodes decided in less than this (seconds) get no cache entry, nor their plans:
+#: an entry costs a read of ~0.1-0.3 ms, and tests make thousands of tiny models (the
+#: suite wrote 11,000 entries, 65 MB, without this rule; model.MODEL_CACHE_MIN_SECONDS)
+PREPARED_MIN_SECONDS = 0.002
 
 
 def _prepared(dlg, ks: list):

@@ -14,7 +14,8 @@ _SCRIPT = r"""
 import json, sys
 import numpy as np
 import litecl
-from litecl import lowering
+from litecl import claims, lowering
+claims.PREPARED_MIN_SECONDS = float(sys.argv[2])  # 0: kept however fast this host decides
 from models.builders import chain_model, merged_model
 from conftest import invoke_with, litert_outputs, same_outputs
 calls = []
@@ -45,8 +46,8 @@ def test_a_later_process_reads_its_reasons_and_plans(tmp_path):
     generates none, places every node as the first did and computes the same bits as
     LiteRT (NaN of both signs, -0.0, inf)."""
     spec = any_fast_device()
-    first = script_json(_SCRIPT, _env(tmp_path), spec)
-    second = script_json(_SCRIPT, _env(tmp_path), spec)
+    first = script_json(_SCRIPT, _env(tmp_path), spec, "0")
+    second = script_json(_SCRIPT, _env(tmp_path), spec, "0")
     assert first["generated"] > 0 and second["generated"] == 0, (first["generated"], second["generated"])
     assert second["rows"] == first["rows"] and any(r[2] == "opencl" for r in first["rows"]), first["rows"]
     assert first["exact"] is True and second["exact"] is True
@@ -57,7 +58,7 @@ def test_a_damaged_entry_is_decided_again(tmp_path):
     """An entry that unpickles to something else is replaced: the process decides and
     generates again and stays exact."""
     spec = any_fast_device()
-    script_json(_SCRIPT, _env(tmp_path), spec)
+    script_json(_SCRIPT, _env(tmp_path), spec, "0")
     entries = list((tmp_path / "prepared").rglob("*.bin"))
     assert entries
     from litecl import cache
@@ -65,9 +66,17 @@ def test_a_damaged_entry_is_decided_again(tmp_path):
     for p in entries:  # the same checksummed format, another payload
         p.unlink()
         cache._write_atomic(p, cache._MAGIC + hashlib.sha256(b"x").digest() + b"x")
-    got = script_json(_SCRIPT, _env(tmp_path), spec)
+    got = script_json(_SCRIPT, _env(tmp_path), spec, "0")
     assert got["generated"] > 0 and got["exact"] is True
     assert all(p.read_bytes()[-1:] != b"x" for p in entries if p.exists())
+def test_a_set_of_nodes_decided_fast_keeps_no_entry(tmp_path):
+    """Nodes decided in less than PREPARED_MIN_SECONDS write no entry (tests make thousands
+    of tiny models), and the process computes the same."""
+    got = script_json(_SCRIPT, _env(tmp_path), any_fast_device(), "1e9")
+    assert got["generated"] > 0 and got["exact"] is True
+    assert not list(tmp_path.rglob("prepared/**/*.bin"))
+
+
 def test_the_key_follows_the_sources_and_the_device(tmp_path):
     """cache.derived_key: another file modification time (a newer litecl's sources),
     another caps field or another part gives another key; equal inputs the same key; a
