@@ -604,6 +604,9 @@ class _Sweep:
 
         self.args, self.faults, self.t0 = args, faults, time.monotonic()
         self.out = Path(args.out)
+        # a file reached twice (a folder and a list naming a file in it, a path given
+        # twice) is one file: were it its own duplicate, _compact dropped its rows
+        found = list({str(path.resolve()): (path, name) for path, name in reversed(found)}.values())[::-1]
         self.found, self.models, seen = len(found), [], set()
         self.dups: set = set()  # files skipped as another's content: their earlier rows go (_compact)
         for path, name in found:  # the same content twice is swept once

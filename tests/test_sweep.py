@@ -366,3 +366,24 @@ def test_a_file_that_now_holds_another_s_content_leaves_no_stale_row(tmp_path):
     assert r.returncode == 0 and "1 file(s) skipped, the same content as another" in r.stdout, r.stdout
     assert [r["name"] for r in read_results(out)] == ["a.tflite"]
     assert "b.tflite" not in (out / "report.md").read_text()
+
+
+def test_a_file_reached_twice_is_swept_once_and_kept(tmp_path):
+    """A folder and a list naming a file in it, or one path given twice, reach one file:
+    it is swept once, its row kept in results.jsonl and the report, and the next sweep
+    runs nothing (a fresh user's: its row was dropped as its own duplicate, every rerun ran
+    it again, and "a.tflite a.tflite" ended in "error: no results", exit 2)."""
+    dev = any_fast_device()
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "a.tflite").write_bytes(multi_op_model("alternating"))
+    listed = tmp_path / "list.txt"
+    listed.write_text(f"{zoo / 'a.tflite'}\n")
+    for k, items in enumerate(([zoo, listed], [zoo / "a.tflite", zoo / "a.tflite"])):
+        out = tmp_path / f"out{k}"
+        for again in (False, True):
+            r = sweep(*items, "--device", dev, "--out", out)
+            assert r.returncode == 0 and "skipped" not in r.stdout, (r.stdout, r.stderr)
+            assert [x["name"] for x in read_results(out)] == ["a.tflite"]
+            assert "a.tflite" in (out / "report.md").read_text()
+            assert ("0 run now, 1 unchanged" in r.stdout) == again, r.stdout
