@@ -12,7 +12,7 @@ from .cli_common import (_Usage, _check_writable, _details_by_name, _device_json
                          _load_npz, _npz_path, _open, _pick_signature, _reachable, _report, _signature_note,
                          _subgraph_of, _summary, _unique_names, shown)
 from .cli_inspect import _node_runs, _unwritten_outputs
-from .errors import PrepareError
+from .errors import LiteclError, PrepareError
 
 
 def _open_with_inputs(args):
@@ -106,11 +106,17 @@ def _compare_one(args, interp, ref, sig, given) -> dict:
         names = {d["name"] for d in details}  # --inputs may hold other signatures' inputs too
         given = {k: v for k, v in given.items() if k in names}
     inputs = _inputs_for(details, given, args.seed, args.resize, args.full_range, interp, sig)
-    try:  # LiteRT alone first: a model it cannot run at these shapes is said as such
+    got = None
+    try:  # litecl first: shapes LiteRT aborts the process on are refused here, not run alone
+        got = run_outputs(interp, inputs, sig)
+    except LiteclError as e:
+        if getattr(e, "litert_aborts", False):
+            raise
+    except (RuntimeError, ValueError):  # LiteRT's own refusal: said as LiteRT alone's below
+        pass
+    try:  # LiteRT alone: a model it cannot run at these shapes is said as such
         want = run_outputs(ref, inputs, sig)
     except (RuntimeError, ValueError) as e:  # e.g. an op version this LiteRT lacks
-        from .errors import LiteclError  # noqa: PLC0415
-
         if isinstance(e, LiteclError):  # litecl's own words (an output LiteRT cannot read)
             raise
         if isinstance(e, UnicodeDecodeError):  # a tensor name that is not UTF-8: litecl's
@@ -124,7 +130,8 @@ def _compare_one(args, interp, ref, sig, given) -> dict:
                 f"{', '.join(str(list(v.shape)) for v in inputs.values())}; give inputs it runs with --inputs "
                 "FILE.npz)")
         raise _Usage(f"LiteRT without the delegate cannot run the model: {msg}{hint}") from None
-    got = run_outputs(interp, inputs, sig)
+    if got is None:
+        got = run_outputs(interp, inputs, sig)
     if sig is not None:  # a signature's outputs are keyed by name; keep LiteRT's order
         got_by = dict(got)
         got = [(k, got_by.get(k, np.array([]))) for k, _ in want]

@@ -349,6 +349,8 @@ class Interpreter(_litert.Interpreter):
             self._unallocated = False
             return out
         except RuntimeError as e:
+            if getattr(e, "litert_aborts", False):  # litecl's own refusal, already in its type
+                raise
             # LiteRT's own node failing to prepare raises a bare RuntimeError: litecl's
             # type for it (a ValueError and a RuntimeError), the resize's where an input
             # no longer has the model's shape
@@ -581,6 +583,9 @@ class SignatureRunner(_litert.SignatureRunner):
     _checked = None  # the input shapes __call__ last checked
 
     def __call__(self, **kwargs):
+        busy = self._interpreter._busy  # one thread at a time, as invoke (LiteRT's rule; two
+        if not busy.acquire(False):     # threads on one runner segfaulted: a fresh user's)
+            raise LiteclError(_IN_USE)
         try:
             shapes = [(k, getattr(v, "shape", None)) for k, v in kwargs.items()]
             if shapes != self._checked and len(kwargs) == len(self._inputs) and all(
@@ -599,7 +604,11 @@ class SignatureRunner(_litert.SignatureRunner):
             with self._interpreter._litecl.owning(id(self._interpreter)):
                 return super().__call__(**kwargs)
         except RuntimeError as e:
+            if getattr(e, "litert_aborts", False):  # litecl's own refusal, already in its type
+                raise
             self._interpreter._raise_delegate_error(e)
+        finally:
+            busy.release()
 
 
 # ---------------------------------------------------------------------- LiteRT's aborts
@@ -695,8 +704,10 @@ def _refuse_litert_abort(interp, root: int, shapes: tuple) -> None:
     resized = any(tuple(int(d) for d in w.TensorSize(i, root)) != sg.tensors[i].shape for i in sg.inputs)
     del w  # the traceback keeps this frame: no reference to LiteRT's wrapper (its _ensure_safe)
     kind = ResizedPrepareError if resized else PrepareError
-    raise kind(f"{why}; litecl refuses it before LiteRT runs it (call allocate_tensors again "
+    err = kind(f"{why}; litecl refuses it before LiteRT runs it (call allocate_tensors again "
                "after resizing to other shapes)")
+    err.litert_aborts = True  # litecl compare: no run of LiteRT alone at these shapes either
+    raise err
 
 
 def summary_lines(delegate: Delegate, owner=None) -> list[str]:

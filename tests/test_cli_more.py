@@ -808,3 +808,37 @@ def test_run_output_refuses_a_device_or_dash(where, tmp_path, capsys, fast_devic
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot write outputs file {where}: it is "), err
     assert set(os.listdir("/dev")) == before and not os.path.exists("-.npz")
+
+
+def test_compare_refuses_shapes_litert_aborts_on_as_run_does(tmp_path):
+    """--inputs at a 9-D broadcast of a dynamic ADD: run refused it with one line, compare
+    ran LiteRT alone into its abort (SIGABRT; the process itself without the supervisor,
+    a fresh user's). Now compare says run's line, exit 2, with or without the supervisor."""
+    m = tmp_path / "add9.tflite"
+    m.write_bytes(add_model("float32", (1,) * 9, (1,) * 9, dynamic=True))
+    npz = tmp_path / "in9.npz"
+    np.savez(npz, input1=np.ones((2, 1, 2, 1, 2, 1, 2, 1, 2), np.float32),
+             input2=np.ones((1, 2, 1, 2, 1, 2, 1, 2, 1), np.float32))
+    for env in ({}, {"LITECL_NO_SUPERVISOR": "1"}):
+        r = subprocess.run(CLI + ["compare", str(m), "--inputs", str(npz)], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, **env})
+        err = [ln for ln in r.stderr.splitlines() if not ln.startswith("WARNING")]
+        assert r.returncode == 2 and err[-1].startswith("error: ") and "above 8 dimensions" in err[-1], r.stderr
+        assert "crashed" not in r.stderr
+
+
+def test_a_signature_runner_refuses_a_second_thread(sigmodel):
+    """Two threads on one litecl.Interpreter's signature runner: the second gets the
+    Interpreter's "in use by another thread" LiteclError, as invoke does (they raced in
+    LiteRT: a segfault in 2 of 4 runs, a fresh user's), and the runner works after."""
+    it = litecl.Interpreter(model_path=sigmodel, quiet=True)
+    name = next(iter(it.get_signature_list()))
+    run = it.get_signature_runner(name)
+    args = {k: np.ones(v["shape"], v["dtype"]) for k, v in run.get_input_details().items()}
+    it._busy.acquire()
+    try:
+        with pytest.raises(litecl.LiteclError, match="in use by another thread"):
+            run(**args)
+    finally:
+        it._busy.release()
+    assert run(**args)
