@@ -239,6 +239,10 @@ class Delegate(_Records):
     def __repr__(self) -> str:
         return f"litecl.Delegate({self.device!r}, placement={self.placement_mode!r})"
 
+    def __getstate__(self):  # copy.copy gave an alias of every part, refused once the original went
+        raise TypeError("a litecl.Delegate cannot be pickled or copied (it holds the OpenCL device and "
+                        "LiteRT's delegate struct); create a new one with the same arguments")
+
     @property
     def stats(self) -> dict:
         """Tensor bindings at partition invokes: "in_place" (in LiteRT's memory), "copied"

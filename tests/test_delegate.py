@@ -970,3 +970,19 @@ def test_a_partition_of_many_tensors_keeps_its_in_place_buffers(fast_device):
         (part,) = d.partitions()
         made.append(part.counts()["buffers"])
     assert made[1] == made[2] == made[3], made
+
+
+def test_a_delegate_is_not_copied(fast_device):
+    """copy.copy(Delegate) made an alias of every part, refused as "no longer exists" once
+    the original was collected; deepcopy and pickle failed on 'Device' (a fresh user's).
+    Each now says why, in one TypeError, and the delegate works after."""
+    import copy
+    import pickle
+
+    d = litecl.Delegate(fast_device, quiet=True)
+    for f in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match="a litecl.Delegate cannot be pickled or copied"):
+            f(d)
+    it = litecl.Interpreter(model_content=cast_model("int8", "int16", [4]), delegate=d)
+    it.allocate_tensors()
+    assert it.placement()[0]["placement"] == "opencl"
