@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections.abc
 import ctypes as C
+import numbers
 import os
 import pickle
 import sys
@@ -46,13 +47,14 @@ def takes(ops, nodes) -> tuple:
             raise LiteclError(f"ops names {', '.join(bad)}; litecl runs {', '.join(sorted(_OPS.values()))}")
         ops = frozenset(ops)
     if nodes is not None:
+        def index(i) -> bool:  # an int or numpy integer (np.where's), not a bool
+            return isinstance(i, numbers.Integral) and not isinstance(i, bool) and i >= 0
         ok = isinstance(nodes, dict) and all(
-            isinstance(k, int) and not isinstance(k, bool) and k >= 0 and not isinstance(v, (str, bytes))
-            and isinstance(v, collections.abc.Iterable)
-            and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in v) for k, v in nodes.items())
+            index(k) and not isinstance(v, (str, bytes)) and isinstance(v, collections.abc.Iterable)
+            and all(index(i) for i in v) for k, v in nodes.items())
         if not ok:
             raise LiteclError(f"nodes must map subgraph indices to node indices, e.g. {{0: [1, 5]}}, got {nodes!r}")
-        nodes = {k: frozenset(v) for k, v in nodes.items()}
+        nodes = {int(k): frozenset(int(i) for i in v) for k, v in nodes.items()}
     return ops, nodes
 
 

@@ -264,6 +264,8 @@ def model_file(path) -> Path:
         raise ModelError(f"model file not found: {p}")
     if p.is_dir():
         raise ModelError(f"model path is a directory, expected a .tflite file: {p}")
+    if os.fsdecode(path).endswith(("/", os.sep)):  # Path drops it; the OS says ENOTDIR
+        raise ModelError(f"model path {os.fsdecode(path)} ends with a slash, but {p} is a file, not a folder")
     kind = special_file_kind(p)
     if kind:
         raise ModelError(f"model path {p} is {kind}, not a regular file; expected a .tflite file")

@@ -842,3 +842,14 @@ def test_a_signature_runner_refuses_a_second_thread(sigmodel):
     finally:
         it._busy.release()
     assert run(**args)
+
+
+def test_a_file_named_with_a_trailing_slash_is_refused(tmp_path):
+    """casts.tflite/ names a folder; the OS refuses it (ENOTDIR) and pathlib dropped the
+    slash, so litecl read the file (a fresh user's): one error line, as for the API."""
+    m = tmp_path / "casts.tflite"
+    m.write_bytes(cast_model("int8", "int16", [4]))
+    one_error(run_cli("run", f"{m}/"), "ends with a slash")
+    with pytest.raises(litecl.ModelError, match="ends with a slash"):
+        litecl.Interpreter(model_path=f"{m}/", quiet=True)
+    assert run_cli("run", m).returncode == 0

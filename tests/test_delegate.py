@@ -891,9 +891,11 @@ def test_delegate_settings_are_checked(fast_device):
     Python's read-only attribute, not numpy's ambiguity or a later failure in Prepare."""
     with pytest.raises(litecl.LiteclError, match="keep_order must be"):
         litecl.Delegate(fast_device, quiet=True, keep_order=np.array([True, False]))
-    for nodes in ({0: 1}, {0: None}, {0: [-1]}, {"0": [1]}):
+    for nodes in ({0: 1}, {0: None}, {0: [-1]}, {"0": [1]}, {0: [True]}, {0: [1.0]}):
         with pytest.raises(litecl.LiteclError, match="nodes must map subgraph indices"):
             litecl.Delegate(fast_device, quiet=True, nodes=nodes)
+    # numpy integers, as np.where gives them, are indices (a fresh user's were refused)
+    assert litecl.Delegate(fast_device, quiet=True, nodes={np.int64(0): np.where([False, True])[0]}).nodes == {0: {1}}
     d = litecl.Delegate(fast_device, quiet=True)
     for bad in ("yes", None, 2):
         with pytest.raises(litecl.LiteclError, match="profile must be True or False"):
