@@ -125,7 +125,9 @@ def scalar_store(d: DType, caps, ptr: str, idx: str, value: str, vtype: str) -> 
     if d.name == "float16" and vtype != "half":
         if _half_bits(caps):  # integer conversion: NVIDIA's vstore_half_rte drops NaN signs
             return f"((__global ushort*)({ptr}))[{idx}] = litecl_f2h_v1({value});"
-        return f"vstore_half_rte({value}, {idx}, {ptr});"
+        # a NaN as LiteRT's fp16 conversion writes it, sign | 0x7e00 (pip's PoCL 3.0 wrote 0x7fff)
+        return (f"{{ ushort h_; vstore_half_rte({value}, 0, (__private half*)&h_); ((__global ushort*)({ptr}))[{idx}] = "
+                f"(h_ & 0x7fffu) > 0x7c00u ? (ushort)((h_ & 0x8000u) | 0x7e00u) : h_; }}")
     return f"{ptr}[{idx}] = {value};"
 
 
@@ -246,10 +248,14 @@ def vector_store(d: DType, caps, ptr: str, idx: str, value: str, w: int, vtype: 
         if _half_bits(caps):
             f2h = "litecl_f2h_exact_v" if exact_half else "litecl_f2h_v"
             return vt, _store(f"ushort{w}", ptr, idx, f"{f2h}{w}({value})", caps)
-        if _streaming(caps):  # convert into registers, then one streaming store of the bits
-            return vt, (f"{{ ushort{w} h_; vstorea_half{w}_rte({value}, 0, (__private half*)&h_); "
-                        f"__builtin_nontemporal_store(h_, (__global ushort{w}*)({ptr} + {idx})); }}")
-        return vt, f"vstorea_half{w}_rte({value}, 0, {ptr} + {idx});"
+        # converted into registers, NaNs made LiteRT's sign | 0x7e00 on the bits (pip's PoCL
+        # 3.0 wrote 0x7fff), one store (a streaming one where the kernel streams)
+        u = f"ushort{w}"
+        bits = (f"{{ {u} h_; vstorea_half{w}_rte({value}, 0, (__private half*)&h_); "
+                f"h_ = select(h_, (h_ & ({u})(0x8000u)) | ({u})(0x7e00u), (h_ & ({u})(0x7fffu)) > ({u})(0x7c00u)); ")
+        if _streaming(caps):
+            return vt, bits + f"__builtin_nontemporal_store(h_, (__global {u}*)({ptr} + {idx})); }}"
+        return vt, bits + f"*(__global {u}*)({ptr} + {idx}) = h_; }}"
     return vt, _store(vt, ptr, idx, value, caps)
 
 

@@ -54,8 +54,11 @@ def half_round(caps, w: int = 1) -> str:
     if _half_bits(caps):
         return head + f"    return litecl_h2f_v{w}(litecl_f2h_v{w}(x));\n}}\n"
     st, ld = ("vstore_half_rte", "vload_half") if w == 1 else (f"vstore_half{w}_rte", f"vload_half{w}")
+    # a NaN as LiteRT's fp16 round trip gives it, sign | 0x7fc00000 (pip's PoCL 3.0's
+    # vstore_half wrote 0x7fff: 0x7fffe000 back)
+    nan = f"as_float{n}((as_uint{n}(x) & 0x80000000u) | 0x7fc00000u)"
     return (head + f"    ushort{n} h;\n    {st}(x, 0, (__private half*)&h);\n"
-            f"    return {ld}(0, (const __private half*)&h);\n}}\n")
+            f"    return select({ld}(0, (const __private half*)&h), {nan}, isnan(x));\n}}\n")
 
 
 def _reload(op: NodeOp, caps, var: str, w: int = 1) -> str:

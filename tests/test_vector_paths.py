@@ -99,7 +99,7 @@ def test_vector_forms_are_used():
                      ((c, (("in", 0),)), (a, (("t", 0), ("in", 1))), (h, (("t", 1),))),
                      ((2, dtype("float16")),))
     src = fused_kernel(spec, caps)
-    assert "c0_v8(x0)" in src and "a1_v8(t0, x1, " in src and "vstorea_half8_rte(t2, 0, out0 + i)" in src
+    assert "c0_v8(x0)" in src and "a1_v8(t0, x1, " in src and "ushort8 h_; vstorea_half8_rte(t2, 0, " in src
     # a broadcast that is not a single element: vectors that lie in one row of the
     # innermost dimension (25) read a row operand with vloadN and splat one broadcast along
     # it; a vector across two rows goes lane by lane (was: every element one by one)
