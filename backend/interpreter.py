@@ -18,7 +18,7 @@ import numpy as np
 from ai_edge_litert import interpreter as _litert
 
 from .delegate import KEEP_ORDER_DEFAULT, Delegate
-from .errors import LiteclError, NotAllocatedError, PrepareError, ResizedPrepareError
+from .errors import InputError, LiteclError, NotAllocatedError, PrepareError, ResizedPrepareError
 from .cache import max_bytes
 from .hostcopy import SPLIT_BYTES, copy_host, host_threads
 from .model import litert_abort_reason, load_model, load_read
@@ -423,7 +423,10 @@ class Interpreter(_litert.Interpreter):
         over 32 MB anew), a kept one is written in 3.5 ms. It costs the memory of one
         such array per large tensor until close()."""
         if self._plain_get:  # no tensor that large (_wrap): LiteRT's get_tensor
-            return self._interpreter.GetTensor(tensor_index, subgraph_index)
+            try:
+                return self._interpreter.GetTensor(tensor_index, subgraph_index)
+            except ValueError as e:
+                raise _no_data_error(self, e, tensor_index, subgraph_index) from None
         if type(tensor_index) is int and type(subgraph_index) is int and subgraph_index == 0:
             big = self._big_tensors
             if big is None:
@@ -453,7 +456,10 @@ class Interpreter(_litert.Interpreter):
                 finally:
                     del view  # no reference to LiteRT's memory outlives the call (its _ensure_safe)
                     self._busy.release()
-        return self._interpreter.GetTensor(tensor_index, subgraph_index)  # LiteRT's get_tensor, whole
+        try:
+            return self._interpreter.GetTensor(tensor_index, subgraph_index)  # LiteRT's get_tensor, whole
+        except ValueError as e:
+            raise _no_data_error(self, e, tensor_index, subgraph_index) from None
 
     _big_tensors = None  # tensor index -> get_tensor copies it itself (since allocate_tensors)
 
@@ -527,6 +533,25 @@ class Interpreter(_litert.Interpreter):
     def __getstate__(self):
         raise TypeError("a litecl.Interpreter cannot be pickled or copied (it holds LiteRT's "
                         "interpreter and device buffers); pass the model bytes and create a new one")
+
+
+def _no_data_error(interp: Interpreter, e: ValueError, t, si) -> ValueError:
+    """LiteRT's "Tensor data is null. Run allocate_tensors() first" for a tensor that a node
+    litecl runs writes inside its partition, in litecl's words (LiteRT allocates no memory
+    for those; allocate_tensors does not help: a fresh user's report); else ``e``."""
+    if "data is null" not in str(e) or interp._unallocated:
+        return e
+    try:
+        sg = interp._model.subgraphs[si]
+        inside = any(r["placement"] == "opencl" and r.get("subgraph", 0) == si and t in sg.nodes[r["index"]].outputs
+                     for r in interp.placement())
+    except Exception:  # noqa: BLE001 (LiteRT's words then)
+        return e
+    if not inside:
+        return e
+    return InputError(f"tensor {t} of subgraph {si} has no data: a node litecl runs on OpenCL writes it inside "
+                      "its partition, where LiteRT allocates no memory; create the Interpreter with "
+                      "experimental_preserve_all_tensors=True to read it")
 
 
 def _resized(interp: Interpreter) -> bool:

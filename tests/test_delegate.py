@@ -988,3 +988,26 @@ def test_a_delegate_is_not_copied(fast_device):
     it = litecl.Interpreter(model_content=cast_model("int8", "int16", [4]), delegate=d)
     it.allocate_tensors()
     assert it.placement()[0]["placement"] == "opencl"
+
+
+def test_reading_a_tensor_inside_a_partition_says_why_it_has_no_data(fast_device):
+    """A tensor a node on OpenCL writes inside its partition has no memory in LiteRT:
+    get_tensor said LiteRT's "Run allocate_tensors() first" (it was run; a fresh user's).
+    Now litecl's InputError (a ValueError) names the partition and
+    experimental_preserve_all_tensors, with which the value reads as LiteRT's."""
+    from models.builders import chain_model
+
+    m = chain_model(["float32", "int32", ("add", np.int32(5)), "float16", "float32"], (2, 3))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) * 1.7
+    for preserve in (False, True):
+        it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True,
+                                experimental_preserve_all_tensors=preserve)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        mid = it._model.subgraphs[0].nodes[0].outputs[0]  # the CAST's int32 result
+        if preserve:
+            assert it.get_tensor(mid).tolist() == [[0, 1, 3], [5, 6, 8]]
+        else:
+            with pytest.raises(litecl.InputError, match="inside its partition.*experimental_preserve_all_tensors"):
+                it.get_tensor(mid)
