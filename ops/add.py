@@ -354,6 +354,11 @@ def half_add_text(activation: str, caps, fn: str, rule: str, w: int = 0) -> str:
             f"    return as_{tv}(r);\n}}\n")
 
 
+#: float32's quiet bit: LiteRT's add returns a NaN operand quieted (x86-64 and aarch64 set it
+#: on a signalling one: 0x7f800001 + 1 is 0x7fc00001), litecl its bits chosen in integers
+_QUIET = "0x00400000u"
+
+
 def _both_nan(rule, flat: int = 0) -> str:
     """The scalar condition "y is NaN and the rule takes y's NaN", without a constant
     operand when the rule is fixed (NVIDIA's compiler warns on ``&& 0``)."""
@@ -444,8 +449,8 @@ def add_op(dt: str, activation: str, caps, quant=None, fn: str = "litecl_add_op"
         text = (f"float {fn}(const float x, const float y, const uint i{param})\n{{\n"
                 "    const float v = x + y;\n"
                 f"    const float c = {val};\n"
-                f"    return as_float(isnan(x) ? ({_both_nan(rule, flat)} ? as_uint(y) : as_uint(x))\n"
-                f"                    : isnan(y) ? as_uint(y) : isnan(v) ? {rules.default_nan['float32']:#010x}u"
+                f"    return as_float(isnan(x) ? ({_both_nan(rule, flat)} ? as_uint(y) : as_uint(x)) | {_QUIET}\n"
+                f"                    : isnan(y) ? as_uint(y) | {_QUIET} : isnan(v) ? {rules.default_nan['float32']:#010x}u"
                 f" : {cbits});\n}}\n")
         vec = (lambda w: add_vector_fn(dt, activation, caps, f"{fn}_v{w}", w, (rule, zero, flat)))
         return NodeOp(fn, text, (d, d), d, d.middle, (), False, vec=vec, wants_index=True,
@@ -527,8 +532,8 @@ def add_vector_fn(dt: str, activation: str, caps, fn: str, w: int, rules=None) -
             body += f"    v = select(v, ({ct}{w})(0.0f), (v == ({ct}{w})(0.0f)) & {_in_body('i', *zero, w, '<', flat)});\n"
         body += (f"    const int{w} nx = isnan(x), ny = isnan(y), ns = isnan(x + y);\n"
                  f"    {u} r = select(as_{u}(v), ({u})({dnan:#010x}u), ns);\n"
-                 f"    r = select(r, as_{u}(y), ny);\n"
-                 f"    r = select(r, as_{u}(x), nx & ~(ny & {_nan_pick(rule, 'i', w, flat)}));\n"
+                 f"    r = select(r, as_{u}(y) | {_QUIET}, ny);\n"
+                 f"    r = select(r, as_{u}(x) | {_QUIET}, nx & ~(ny & {_nan_pick(rule, 'i', w, flat)}));\n"
                  f"    return as_float{w}(r);\n}}\n")
         return f"{ct}{w} {fn}({args})\n{{\n{body}"
     return f"{ct}{w} {fn}({args})\n{{\n{body}    return v;\n}}\n"

@@ -1369,3 +1369,22 @@ def test_many_lengths_of_one_add_share_its_programs(fast_device, dt):
         sources |= {ln.source for p in d.partitions() for ln in p.plan.launches}
     assert 1 <= len(sources) <= 3, len(sources)
     assert all(r["placement"] == "opencl" for r in d.placement())
+
+
+@pytest.mark.parametrize("device", FAST + device_params(["oclgrind"]))
+def test_float_add_returns_a_nan_operand_quieted_as_litert(device):
+    """A signalling NaN operand comes back quieted, payload kept (0x7f800001 + 1.0 is
+    0x7fc00001 in LiteRT on x86-64 and aarch64): litecl chose the operand's bits in integers
+    and returned them unquieted (a fresh user's report). Byte for byte against LiteRT,
+    same shapes, row and single-value broadcasts, a generic 4-D and a 6-D one."""
+    bits = np.array([0x7f800001, 0xff800001, 0x7fa00000, 0x7fc00001, 0xffc12345, 0x3f800000, 0x7f800000,
+                     0xff800000, 0, 0x80000000], np.uint32).view(np.float32)
+    rng = np.random.default_rng(4)
+    for s1, s2 in (((37,), (37,)), ((3, 37), (37,)), ((37,), (1,)), ((2, 3, 4, 9), (1, 3, 1, 9)),
+                   ((3, 5, 4, 8, 1, 2), (1, 5, 1, 8, 1, 2))):
+        a = bits[rng.integers(0, bits.size, int(np.prod(s1)))].reshape(s1)
+        b = bits[rng.integers(0, bits.size, int(np.prod(s2)))].reshape(s2)
+        m = model("float32", s1, s2, "NONE")
+        got, _ = litecl_run(m, [a, b], device, "builtin")
+        want = litert(m, [a, b], "builtin")
+        assert got.tobytes() == want.tobytes(), (s1, s2, got.view(np.uint32)[:8], want.view(np.uint32)[:8])
