@@ -225,8 +225,8 @@ def _reasons_key(dlg, ks: list) -> str:
 
 def _deciding() -> tuple:
     """The source files a node's reason and kernels follow from: ops/ (its .py files and
-    self-test tables), lowering.py, selftest.py, claims.py, kernels.py, views.py (the node
-    views lowering reads)."""
+    self-test tables), lowering.py, selftest.py and compare.py (the self-test's judge),
+    claims.py, kernels.py, views.py (the node views lowering reads)."""
     global _DECIDING
     if _DECIDING is None:
         from . import ops  # noqa: PLC0415
@@ -234,8 +234,8 @@ def _deciding() -> tuple:
         ops_dir, here = os.path.dirname(ops.__file__), os.path.dirname(__file__)
         _DECIDING = (*sorted(os.path.join(ops_dir, f) for f in os.listdir(ops_dir)
                              if f.endswith(".py") or f.startswith("selftest_") and f.endswith(".json")),
-                     *(os.path.join(here, f) for f in ("lowering.py", "selftest.py", "claims.py", "kernels.py",
-                                                       "views.py")))
+                     *(os.path.join(here, f) for f in ("lowering.py", "selftest.py", "compare.py", "claims.py",
+                                                       "kernels.py", "views.py")))
     return _DECIDING
 
 

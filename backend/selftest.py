@@ -322,11 +322,14 @@ def check(device, f: Family) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _code_hash() -> str:
-    """A hash of the sources the canonical kernels come from (ops/, the lowering, this)."""
+    """A hash of the sources the canonical kernels come from (ops/, the lowering, this) and
+    of the comparison that judges their output (compare.py: an edit there changed verdicts
+    that stayed cached, a fresh user's report)."""
     from . import ops  # noqa: PLC0415
 
     h = hashlib.sha256()
-    files = sorted(Path(ops.__file__).parent.glob("*.py")) + [Path(__file__), Path(__file__).with_name("lowering.py")]
+    files = sorted(Path(ops.__file__).parent.glob("*.py")) + [Path(__file__), Path(__file__).with_name("lowering.py"),
+                                                              Path(__file__).with_name("compare.py")]
     for p in files:
         h.update(p.read_bytes())
     return h.hexdigest()

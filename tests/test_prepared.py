@@ -100,3 +100,19 @@ def test_the_key_follows_the_sources_and_the_device(tmp_path):
     with pytest.raises(OSError):  # a source that is gone: no key to trust
         cache._DIGESTS.clear()
         cache.derived_key(d.caps, [d.device], [tmp_path / "absent.py"], "part")
+
+
+def test_the_self_test_s_judge_is_in_both_keys(monkeypatch):
+    """compare.py judges the self-test's output: an edit there changed which nodes litecl
+    takes while both the Prepare entries and the verdicts stayed cached (a fresh user's
+    report). It is among the deciding sources and in the verdicts' code hash."""
+    from pathlib import Path
+
+    from litecl import claims, selftest
+
+    assert any(str(p).endswith("compare.py") for p in claims._deciding())
+    read = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(self.name) or real(self))
+    selftest._code_hash.__wrapped__()
+    assert "compare.py" in read and "lowering.py" in read, read
