@@ -365,8 +365,8 @@ def store_blob(kind: str, key: str, data: bytes) -> None:
 
 
 def derived_key(caps, devices, files, *parts) -> str:
-    """The key of a result litecl derives from a model's nodes on a device (kinds
-    "reasons" and "plans": claims.py, kernels.py), for load_blob/store_blob: the device
+    """The key of a result litecl derives from a model's nodes on a device (kind
+    "prepared": claims._prepared, its reasons and plans), for load_blob/store_blob: the device
     caps ``caps`` (every field), the identity of each device of ``devices`` (pyopencl
     Devices), the source ``files`` the result follows from (path, size and modification
     time, read once per process: Python's own rule for its .pyc files) and ``parts``

@@ -215,8 +215,7 @@ def keep_prepared(entry) -> None:
 def _reasons_key(dlg, ks: list) -> str:
     """The cache key of the reasons of nodes ``ks`` (_REASONS keys: node key and tensors
     as LiteRT holds them) on ``dlg``'s devices and caps: cache.derived_key over the code
-    that decides (_deciding's files) and
-    the self-test's fault switch."""
+    that decides (_deciding's files) and the self-test's fault switch."""
     from .cache import derived_key  # noqa: PLC0415
 
     return derived_key(dlg.caps, [d.device for d in (dlg.device, dlg.small_device) if d is not None],

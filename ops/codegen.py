@@ -125,10 +125,20 @@ def scalar_store(d: DType, caps, ptr: str, idx: str, value: str, vtype: str) -> 
     if d.name == "float16" and vtype != "half":
         if _half_bits(caps):  # integer conversion: NVIDIA's vstore_half_rte drops NaN signs
             return f"((__global ushort*)({ptr}))[{idx}] = litecl_f2h_v1({value});"
-        # a NaN as LiteRT's fp16 conversion writes it, sign | 0x7e00 (pip's PoCL 3.0 wrote 0x7fff)
         return (f"{{ ushort h_; vstore_half_rte({value}, 0, (__private half*)&h_); ((__global ushort*)({ptr}))[{idx}] = "
-                f"(h_ & 0x7fffu) > 0x7c00u ? (ushort)((h_ & 0x8000u) | 0x7e00u) : h_; }}")
+                f"{_litert_half_nan('h_', 1)}; }}")
     return f"{ptr}[{idx}] = {value};"
+
+
+def _litert_half_nan(h: str, w: int) -> str:
+    """Half bits ``h`` (ushort, or ushortW) with every NaN made LiteRT's sign | 0x7e00 (its
+    fp16 conversion drops payloads; pip's PoCL 3.0's vstore_half wrote 0x7fff, a fresh
+    user's report). A select on the bits: an isnan test and a branch per vector cost PoCL's
+    f32 -> f16 CAST 2.4x, this 1.2x (session 25)."""
+    if w == 1:
+        return f"({h} & 0x7fffu) > 0x7c00u ? (ushort)(({h} & 0x8000u) | 0x7e00u) : {h}"  # an assignment's right side
+    u = f"ushort{w}"
+    return f"select({h}, ({h} & ({u})(0x8000u)) | ({u})(0x7e00u), ({h} & ({u})(0x7fffu)) > ({u})(0x7c00u))"
 
 
 def half_bits_source(w: int) -> str:
@@ -248,11 +258,10 @@ def vector_store(d: DType, caps, ptr: str, idx: str, value: str, w: int, vtype: 
         if _half_bits(caps):
             f2h = "litecl_f2h_exact_v" if exact_half else "litecl_f2h_v"
             return vt, _store(f"ushort{w}", ptr, idx, f"{f2h}{w}({value})", caps)
-        # converted into registers, NaNs made LiteRT's sign | 0x7e00 on the bits (pip's PoCL
-        # 3.0 wrote 0x7fff), one store (a streaming one where the kernel streams)
+        # converted into registers, NaNs made LiteRT's (_litert_half_nan), one store (a
+        # streaming one where the kernel streams)
         u = f"ushort{w}"
-        bits = (f"{{ {u} h_; vstorea_half{w}_rte({value}, 0, (__private half*)&h_); "
-                f"h_ = select(h_, (h_ & ({u})(0x8000u)) | ({u})(0x7e00u), (h_ & ({u})(0x7fffu)) > ({u})(0x7c00u)); ")
+        bits = f"{{ {u} h_; vstorea_half{w}_rte({value}, 0, (__private half*)&h_); h_ = {_litert_half_nan('h_', w)}; "
         if _streaming(caps):
             return vt, bits + f"__builtin_nontemporal_store(h_, (__global {u}*)({ptr} + {idx})); }}"
         return vt, bits + f"*(__global {u}*)({ptr} + {idx}) = h_; }}"
