@@ -17,7 +17,7 @@ import threading
 import numpy as np
 from ai_edge_litert import interpreter as _litert
 
-from .delegate import KEEP_ORDER_DEFAULT, Delegate
+from .delegate import KEEP_ORDER_DEFAULT, Delegate, pool_key, pooled, release
 from .errors import InputError, LiteclError, NotAllocatedError, PrepareError, ResizedPrepareError
 from .cache import max_bytes
 from .hostcopy import SPLIT_BYTES, copy_host, host_threads
@@ -260,8 +260,10 @@ class Interpreter(_litert.Interpreter):
         _check_litert_args(num_threads, experimental_preserve_all_tensors, litert_flags)
         model = _verified(model_path, model_content)
         if delegate is None:
-            delegate = Delegate(device, placement, reference="ref" if reference == "ref" else "builtin",
-                                quiet=quiet, fuse=fuse, keep_order=keep_order, ops=ops, nodes=nodes)
+            ref = "ref" if reference == "ref" else "builtin"
+            self._pool_key = pool_key(device, placement, ref, quiet, fuse, keep_order, ops, nodes)
+            delegate = pooled(self._pool_key) or Delegate(device, placement, reference=ref, quiet=quiet, fuse=fuse,
+                                                           keep_order=keep_order, ops=ops, nodes=nodes)
             if placement == "auto":
                 _price_at_running_shapes(delegate, model)
         elif not isinstance(delegate, Delegate):
@@ -515,6 +517,8 @@ class Interpreter(_litert.Interpreter):
             self._delegates = None
         self._litecl.forget(id(self))  # its rows leave a shared Delegate's placement() now
 
+    _pool_key = None  # the settings its own Delegate is pooled under (delegate.pool_key), if it made one
+
     def __del__(self):
         d = self.__dict__.get("_litecl")
         if d is not None:
@@ -522,7 +526,14 @@ class Interpreter(_litert.Interpreter):
                 d.forget(id(self))  # id(self) may name another Interpreter after this one
             except Exception:  # noqa: BLE001 (nothing may leave __del__)
                 pass
-        super().__del__()
+        super().__del__()  # LiteRT's interpreter goes: its partitions are freed
+        if d is not None and self._pool_key is not None:
+            try:  # the Delegate it made, for the next Interpreter of its settings (delegate.release)
+                self.__dict__.pop("_litecl", None)
+                self.__dict__.pop("_delegates", None)
+                release(d, self._pool_key)
+            except Exception:  # noqa: BLE001
+                pass
 
     def __enter__(self):
         return self

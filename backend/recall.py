@@ -151,6 +151,42 @@ def pending() -> bool:
     return _PENDING is not None and bool(_PENDING.value)
 
 
+def forgotten(d, owner: int) -> None:
+    """Delegate ``d``'s ``owner`` (litecl.Interpreter's id) is gone: its Prepares still in
+    the runtime's log are recorded with no owner (lcl_recall_disown), and so are those a
+    drain under way took from it before now (their Prepare's event is earlier): the id may
+    name a new interpreter, whose rows alone it must own. Never waits (a collection)."""
+    d._rt.lcl_recall_disown(d._key, owner)
+    if _RECORDING:
+        _FORGOTTEN[(d._key, owner)] = d._rt.lcl_next_event()
+
+
+#: (Delegate key, owner) -> the event of its forget, while a drain is under way (``forgotten``)
+_FORGOTTEN: dict = {}
+
+
+def logged(dkey: int, owner) -> bool | None:
+    """Whether the runtime's log holds a Prepare it recalled for Delegate key ``dkey`` and
+    ``owner`` (litecl.Interpreter's id, as Delegate.owning gives it) that made partitions;
+    None (drain, then ask the records) where that is not known: the log past LOGGED_SCAN
+    entries (one scan each call), or another thread recording it (its entries leave the
+    log before they are recorded)."""
+    if not isinstance(owner, int) or _PENDING is None:
+        return None
+    n = _PENDING.value
+    if n > LOGGED_SCAN:
+        return None
+    if n and runtime.load().lcl_recall_logged(dkey, owner):
+        return True
+    # a drain sets _RECORDING before it takes an entry and clears it once recorded: asked
+    # after the scan, it covers an entry taken before the scan and not recorded yet
+    return None if _RECORDING else False
+
+
+#: recall.logged scans the log up to this long; a longer one is recorded instead
+LOGGED_SCAN = 64
+
+
 def draining() -> bool:
     """Whether this thread is recording the log (a collection inside ``drain``)."""
     return _DRAIN_LOCK._is_owned()
@@ -177,6 +213,7 @@ def drain(wait: bool = True) -> bool:
         _RECORDING.append(1)
         _drain(rt)
     finally:
+        _FORGOTTEN.clear()  # every Prepare taken before a forget is recorded now
         _RECORDING.clear()
         _DRAIN_LOCK.release()
     from .delegate import _free_deferred  # noqa: PLC0415
@@ -230,10 +267,14 @@ def _record(head: tuple, made: list, extra: list = (), extra_ints: list = ()) ->
     from .delegate import _LIVE  # noqa: PLC0415
 
     dkey, token, event, base, addr, first, place, status, said, n, fetched = head[:11]
-    owner = head[13] or None
+    owner = head[13] or None  # -1: an owner gone before the drain (lcl_recall_disown): no rows kept
+    if _FORGOTTEN and _FORGOTTEN.get((dkey, owner), -1) > event:
+        owner = -1  # gone while this drain held its Prepare (forgotten)
     if n < 0:  # the runtime dropped it: its presets need not live
         _KEPT.pop(token, None)
         return
+    if owner == -1 and n == 0 and not extra:
+        return  # no rows kept and no partition to make a planner for (its context may be gone)
     ref = _LIVE.get(dkey)
     d = ref() if ref is not None else None
     if d is None:
@@ -243,8 +284,9 @@ def _record(head: tuple, made: list, extra: list = (), extra_ints: list = ()) ->
     sg, views, keys, rows, claim = claims._recall(ctx, memo)
     rec = {"rows": rows, "views": views, "keys": keys, "nodes": nodes, "claimed": len(claim),
            "partitions": 0, "kept_order": False, "order_dropped": [], "sg": sg, "owner": owner}
-    with d._lock:  # the runtime applied claims.prepare's rule on freed addresses
-        d._record(addr, rec, place=(place, first or None), event=event, fetched=fetched)
+    if owner != -1:
+        with d._lock:  # the runtime applied claims.prepare's rule on freed addresses
+            d._record(addr, rec, place=(place, first or None), event=event, fetched=fetched)
     if not claim:
         return
     rec["order_dropped"] = list(order_hit[1]) if order_hit else []

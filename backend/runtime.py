@@ -214,6 +214,8 @@ def _declare(lib) -> None:
         "lcl_recall_own": (None, [i64, i64, i64]),
         "lcl_announce": (i32, [i64, vp, i32]),
         "lcl_recall_next": (i32, [C.POINTER(i64), C.POINTER(vp), i32, C.POINTER(i32), C.c_long]),
+        "lcl_recall_logged": (i32, [i64, i64]),
+        "lcl_recall_disown": (None, [i64, i64]),
         "lcl_recall_fetched": (None, [i64, i64, i64]),
         "lcl_recall_bind_say": (None, [i64, i32]),
         "lcl_recall_freed": (i64, [i64, vp, i64]),

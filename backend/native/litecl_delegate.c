@@ -4064,6 +4064,35 @@ LCL_EXPORT int lcl_recall_next(int64_t *head, void **made, int cap, int32_t *int
     return 1;
 }
 
+/* Whether the log holds a recalled Prepare of delegate ``key`` for ``owner`` (lcl_recall_own)
+ * that made partitions: litecl.Interpreter's allocate_tensors asks it before the Python
+ * records a drain would write (records.py has_partitions). */
+LCL_EXPORT int lcl_recall_logged(int64_t key, int64_t owner) {
+    int found = 0;
+    pthread_mutex_lock(&RECALL_LOCK);
+    for (const prepared *e = LOG_HEAD; e && !found; e = e->next)
+        found = e->delegate_key == key && e->owner == owner && e->n + e->n_extra > 0;
+    pthread_mutex_unlock(&RECALL_LOCK);
+    return found;
+}
+
+/* ``owner`` of delegate ``key`` is gone (litecl.Interpreter's close or __del__: its id may
+ * name another interpreter next): its Prepares still in the log are recorded with no owner
+ * (owner -1: their partitions' planners made, no rows kept) and their contexts' Replacing
+ * line is said again, as records.py forget does for the recorded ones. Never waits on
+ * Python (a collection runs it inside any lock). */
+LCL_EXPORT void lcl_recall_disown(int64_t key, int64_t owner) {
+    pthread_mutex_lock(&RECALL_LOCK);
+    delegate *d = bound(key);
+    for (prepared *e = LOG_HEAD; e; e = e->next) {
+        if (e->delegate_key != key || e->owner != owner || !owner) continue;
+        e->owner = -1;
+        long i = d && d->recall ? announced_at(d->recall, e->ctx) : -1;
+        if (i >= 0) d->recall->announced[i] = d->recall->announced[--d->recall->n_announced];
+    }
+    pthread_mutex_unlock(&RECALL_LOCK);
+}
+
 /* litecl.Delegate's Prepare (its TfLiteDelegate's): a kept one where the context's key
  * is kept, else Python's. */
 LCL_EXPORT TfLiteStatus lcl_inprocess_prepare(TfLiteContext *ctx, TfLiteDelegate *base) {

@@ -1,0 +1,174 @@
+"""What a second construction reuses (issue 38's start-up):
+
+- litecl.Interpreter's allocate_tensors asks the runtime's log whether a recalled Prepare
+  made partitions (recall.logged) instead of recording it there (records.has_partitions):
+  the records are written when something needs them, and an interpreter gone before that
+  never lends its rows to a new one that gets its id (recall.forgotten);
+- the Delegate a gone litecl.Interpreter made for itself serves the next one of equal
+  settings (delegate.pooled / release) as a new one would: nothing of the old one shows."""
+from __future__ import annotations
+
+import numpy as np
+
+import litecl
+from conftest import shared_model
+from litecl import abi, recall
+from litecl import delegate as D
+from models.builders import add_model, cast_model
+
+
+def _warm(d, *models):
+    for m in models * 2:  # the second construction of each is the runtime's (recalled)
+        it = litecl.Interpreter(model_content=m, delegate=d)
+        it.allocate_tensors()
+        del it
+
+
+def test_a_gone_interpreter_s_rows_never_join_a_new_one_with_its_id(fast_device):
+    """A three-subgraph model's interpreter, freed before anything recorded its Prepares,
+    then a one-node model's interpreter, which CPython gives the same id (the owner key of
+    placement()): the new one's placement() and summary() are its own. Before
+    lcl_recall_disown, 20 of 20 such pairs listed the gone one's subgraphs too."""
+    big = shared_model("multi_signature_model.tflite").read_bytes()
+    small = add_model("float32", [4], [4])
+    d = litecl.Delegate(fast_device, quiet=True)
+    _warm(d, big, small)
+    same_id = mixed = 0
+    for _ in range(20):
+        a = litecl.Interpreter(model_content=big, delegate=d)
+        a.allocate_tensors()
+        gone = id(a)
+        del a
+        b = litecl.Interpreter(model_content=small, delegate=d)
+        b.allocate_tensors()
+        same_id += id(b) == gone
+        mixed += len(d.placement(b)) != 1 or len(b.summary()) != 1
+        del b
+    assert same_id, "CPython gave no freed id again: nothing was tested"
+    assert mixed == 0
+    assert d.placement() == []  # every interpreter gone: no rows left
+
+
+def test_allocate_leaves_the_recording_to_who_needs_it(fast_device):
+    """After a recalled Prepare the log still holds it (nothing recorded at allocate), the
+    interpreter with a partition guards its invoke (one thread at a time), one without
+    takes LiteRT's own, and placement() and the outputs are right."""
+    m = cast_model("int32", "float32", [5])
+    none = add_model("float32", [4], [4])  # a node litecl leaves (ops= CAST only)
+    d = litecl.Delegate(fast_device, quiet=True, ops=["CAST"])
+    _warm(d, m, none)
+    recall.drain()
+    it = litecl.Interpreter(model_content=m, delegate=d)
+    it.allocate_tensors()
+    assert recall.pending(), "allocate_tensors recorded the Prepare (the drain it no longer needs)"
+    assert not it._plain_invoke  # a partition: litecl's invoke (the one-thread guard)
+    plain = litecl.Interpreter(model_content=none, delegate=d)
+    plain.allocate_tensors()
+    assert plain._plain_invoke  # no partition: LiteRT's own invoke
+    x = np.array([1, -2, 2**31 - 1, -2**31, 0], np.int32)
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    got = it.get_tensor(it.get_output_details()[0]["index"])
+    assert got.tobytes() == x.astype(np.float32).tobytes()
+    assert [r["placement"] for r in it.placement()] == ["opencl"]
+
+
+def test_the_log_stays_short_without_placement(fast_device):
+    """Interpreters made and dropped without placement() ever asked: the log of recalled
+    Prepares is recorded once it passes recall.LOGGED_SCAN entries, so it never grows
+    past that (nor does a has_partitions scan)."""
+    m = add_model("float32", [4], [4])
+    d = litecl.Delegate(fast_device, quiet=True, ops=["CAST"])
+    _warm(d, m)
+    most = 0
+    for _ in range(3 * recall.LOGGED_SCAN):
+        it = litecl.Interpreter(model_content=m, delegate=d)
+        it.allocate_tensors()
+        most = max(most, recall._PENDING.value)
+        del it
+    assert 0 < most <= recall.LOGGED_SCAN + 1
+
+
+def _run(it, x):
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    return it.get_tensor(it.get_output_details()[0]["index"])
+
+
+def test_a_gone_interpreter_s_own_delegate_serves_the_next_as_new(fast_device):
+    """The next litecl.Interpreter of equal settings gets the gone one's Delegate, with a
+    new Delegate's state: no stats, kernel times or profile log of the old one, profiling
+    off, LiteRT's dynamic-tensor flag back; outputs exact."""
+    m = cast_model("int32", "float32", [5])
+    x = np.array([1, -2, 2**31 - 1, -2**31, 7], np.int32)
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    it.allocate_tensors()
+    _run(it, x)
+    first = id(it.delegate)
+    assert it.delegate.stats["partition_invokes"] == 1
+    it.delegate._struct.flags = 0  # as placement="auto" leaves it on a model of known shapes
+    del it
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    d = it.delegate
+    assert id(d) == first, "not reused"
+    assert d._struct.flags == abi.ALLOW_DYNAMIC_TENSORS
+    it.allocate_tensors()
+    assert d.stats == {"in_place": 0, "copied": 0, "staged": 0, "partition_invokes": 0}
+    assert d.kernel_times_ns == {} and not d.profile_log and d.profile is False
+    assert _run(it, x).tobytes() == x.astype(np.float32).tobytes()
+    assert d.stats["partition_invokes"] == 1
+    assert [r["placement"] for r in it.placement()] == ["opencl"]
+
+
+def test_a_delegate_still_referred_to_or_of_other_settings_is_not_reused(fast_device):
+    """A Delegate the caller kept (``interpreter.delegate``), one made with ops= or nodes=,
+    and one profiling are never handed on; one of other settings (quiet) goes to its own.
+    (Each gone Delegate is marked: a new one may get its freed id.)"""
+    m = cast_model("int32", "float32", [5])
+
+    def marked(it):
+        it.allocate_tensors()
+        it.delegate.__dict__["_test_mark"] = True
+        return it
+
+    def fresh(**kw):
+        return "_test_mark" not in litecl.Interpreter(model_content=m, device=fast_device, **kw).delegate.__dict__
+
+    D._POOL.clear()
+    kept = marked(litecl.Interpreter(model_content=m, device=fast_device, quiet=True))
+    held = kept.delegate
+    del kept
+    assert fresh(quiet=True)
+    del held
+    for kw in ({"ops": ["CAST"]}, {"nodes": {0: [0]}}):
+        marked(litecl.Interpreter(model_content=m, device=fast_device, quiet=True, **kw))
+        assert fresh(quiet=True, **kw)
+    it = marked(litecl.Interpreter(model_content=m, device=fast_device, quiet=True))
+    it.delegate.profile = True
+    del it
+    assert fresh(quiet=True)
+    D._POOL.clear()
+    marked(litecl.Interpreter(model_content=m, device=fast_device, quiet=True))
+    assert fresh(quiet=False)
+    assert not fresh(quiet=True)  # the control: the marked one is reused at its own settings
+
+
+def test_a_delegate_collected_with_its_interpreter_is_not_reused(fast_device):
+    """An Interpreter in a reference cycle goes with its Delegate in one collection, which
+    clears the Delegate's weak references (and runs its runtime's free) before the
+    Interpreter's __del__: that Delegate is not handed on (the next Interpreter's Prepare
+    said "the litecl.Delegate this interpreter was given no longer exists")."""
+    import gc
+
+    m = cast_model("int32", "float32", [5])
+    x = np.array([1, -2, 2**31 - 1, -2**31, 7], np.int32)
+    for _ in range(3):
+        it = litecl.Interpreter(model_content=m, device=fast_device, placement="auto", quiet=True)
+        it.allocate_tensors()
+        it._cycle = it
+        del it
+        gc.collect()
+        it = litecl.Interpreter(model_content=m, device=fast_device, placement="auto", quiet=True)
+        it.allocate_tensors()
+        assert _run(it, x).tobytes() == x.astype(np.float32).tobytes()
+        del it
