@@ -410,6 +410,33 @@ def delegate_flags(model) -> int:
     return 0 if fps is not None else abi.ALLOW_DYNAMIC_TENSORS
 
 
+def _dynamic_elsewhere(m, shapes) -> int:
+    """AllowDynamicTensors where ``m``'s graph is static at its declared shapes but not at
+    the shapes it runs at: ``shapes`` (--inputs), else every -1 of its inputs' shape
+    signatures at 2; else 0. A WHILE whose state grows (a concat in its body) is static at
+    a declared [1] and dynamic at [5]: LiteRT then refused the exported static delegate at
+    allocate_tensors after the app's resize (a fresh user's report). Shapes at which LiteRT
+    takes no delegate at all (the model cannot run there) say nothing."""
+    from . import abi  # noqa: PLC0415
+    from .reader import with_input_shapes  # noqa: PLC0415
+
+    if not shapes:
+        sg = m.subgraphs[0]
+        shapes = {sg.tensors[t].name: [2 if d == -1 else d for d in sg.tensors[t].shape_signature]
+                  for t in sg.inputs if -1 in tuple(sg.tensors[t].shape_signature or ())}
+        if not shapes:
+            return 0
+    try:
+        raw = with_input_shapes(m, shapes)
+    except (ValueError, KeyError):
+        return 0
+    if delegate_flags(raw) == 0:
+        return 0
+    with _without_line(_STATIC_ONLY):
+        fps, _ = _probe(raw, abi.ALLOW_DYNAMIC_TENSORS)
+    return abi.ALLOW_DYNAMIC_TENSORS if fps is not None else 0
+
+
 #: the line LiteRT writes when a delegate without AllowDynamicTensors meets a graph with
 #: invoke-time shapes (delegate_flags' probe is that delegate on purpose)
 _STATIC_ONLY = b"WARNING: Attempting to use a delegate that only supports static-sized tensors"
@@ -701,7 +728,7 @@ def export(model: str, out_dir: str, *, device=None, target: str | None = None,
         probe_flags = delegate_flags(raw)
     probe = ModelPlan(raw, d, _visible(m), probe_flags)  # model -> what the delegate decides and plans
     try:
-        flags = delegate_flags(model)
+        flags = delegate_flags(model) or _dynamic_elsewhere(m, shapes)
         sigs = probe.interpreter.get_signature_list()
         if signature is not None and signature not in sigs:
             raise InputError(f"unknown signature {signature!r}; the model has {sorted(sigs) or 'none'}")

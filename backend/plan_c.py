@@ -258,8 +258,10 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
             if i in dynamic_nodes and any(tuple(plan.shapes[t]) != e for t in ln.inputs):
                 generic = False
             # operands of other shape signatures, one with a -1 (x [-1, 1] + [[1, 2]]
-            # exported at [1, 1]): a resize makes them broadcast
-            sigs = {tuple(sg.tensors[t].shape_signature or sg.tensors[t].shape) for t in ln.inputs}
+            # exported at [1, 1]): a resize makes them broadcast. One of one element for
+            # good (no -1: x [-1] + 1.5) stays a splat at any count
+            sigs = {s for s in (tuple(sg.tensors[t].shape_signature or sg.tensors[t].shape) for t in ln.inputs)
+                    if -1 in s or _numel(s) != 1}
             if len(sigs) > 1 and any(-1 in x for x in sigs):
                 generic = False
             fixed = 0 if generic else _fixed_elements(ln, [n], sg, plan.shapes, caps, set(n.outputs), consts, False)

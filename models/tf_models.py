@@ -26,6 +26,27 @@ def while_cast_model() -> bytes:
     return conv.convert()
 
 
+def while_grow_model() -> bytes:
+    """float32[None] x, int32[1] n -> WHILE n times: x = x + x * 0.5 - 0.0, acc = concat(acc,
+    CAST x to int32) (a state that grows: static at the declared [1], dynamic at [5]) ->
+    x, acc, CAST acc to float32 + 0.25, i (a fresh user's decoder-like loop)."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    def f(x, n):
+        i, acc = tf.constant(0), tf.zeros([0], tf.int32)
+
+        def body(i, x, acc):
+            y = x + x * 0.5 + tf.constant(-0.0)
+            return i + 1, y, tf.concat([acc, tf.cast(y, tf.int32)], 0)
+
+        i, x, acc = tf.while_loop(lambda i, x, acc: i < n[0], body, [i, x, acc],
+                                  shape_invariants=[i.shape, tf.TensorShape([None]), tf.TensorShape([None])])
+        return {"x": x, "acc": acc, "accf": tf.cast(acc, tf.float32) + 0.25, "i": i}
+
+    fn = tf.function(f, input_signature=[tf.TensorSpec([None], tf.float32), tf.TensorSpec([1], tf.int32)])
+    return tf.lite.TFLiteConverter.from_concrete_functions([fn.get_concrete_function()], fn).convert()
+
+
 def variable_cast_model() -> bytes:
     """int32[4] x -> CAST float32 -> ASSIGN_ADD to a resource variable -> READ -> CAST int64."""
     import tensorflow as tf  # noqa: PLC0415
@@ -158,7 +179,8 @@ def if_static_model() -> bytes:
     return tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()]).convert()
 
 
-MODELS = {"detector_head": detector_head_model, "if_dynamic": if_dynamic_model, "if_static": if_static_model, "while_cast": while_cast_model, "variable_cast": variable_cast_model,
+MODELS = {"detector_head": detector_head_model, "if_dynamic": if_dynamic_model, "if_static": if_static_model, "while_cast": while_cast_model,
+          "while_grow": while_grow_model, "variable_cast": variable_cast_model,
           "reshape_scalar": reshape_scalar_model, "dynamic_reshape": dynamic_reshape_model,
           "dynamic_broadcast_add": dynamic_broadcast_add_model, "add_then_dynamic": add_then_dynamic_model}
 

@@ -1146,13 +1146,16 @@ print("EXACT" if same else "DIFFER", "BUILT", ctypes.CDLL(so).litecl_native_prog
 """
 
 
-def _start(out: Path, model: Path, options: dict, cache: Path, *more: str) -> tuple[bool, int, str]:
+def _start(out: Path, model: Path, options: dict, cache: Path, *more: str, env=None) -> tuple[bool, int, str]:
     """(bit-exact, programs built from source, stderr) of one process that loads the
     exported library with ``options`` and runs ``model`` beside LiteRT alone (``more``:
-    "twice", the delegate twice in experimental_delegates)."""
+    "twice", the delegate twice in experimental_delegates), its default cache folder under
+    ``cache`` (XDG_CACHE_HOME; the caller's LITECL_CACHE_DIR and LITECL_NO_CACHE left out
+    unless ``env`` gives them)."""
+    base = {k: v for k, v in os.environ.items() if k not in ("LITECL_CACHE_DIR", "LITECL_NO_CACHE")}
     r = subprocess.run([sys.executable, "-c", START_CHILD, str(out / "liblitecl_delegate.so"), str(model),
                         json.dumps(options), *more], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "XDG_CACHE_HOME": str(cache)}, cwd=out)
+                       env={**base, "XDG_CACHE_HOME": str(cache), **(env or {})}, cwd=out)
     assert r.returncode == 0 and "BUILT" in r.stdout, r.stderr[-800:]
     return "EXACT" in r.stdout, int(r.stdout.split("BUILT")[1]), r.stderr
 
@@ -1597,3 +1600,67 @@ def test_the_nodes_option_names_cast_and_add_nodes_only(tmp_path, fast_device):
     assert refused.startswith("REFUSED") and f"nodes names node {mul} of subgraph 0, a node of builtin operator" \
         in refused and "litecl takes CAST and ADD nodes only" in refused, refused
     assert loaded == "LOADED", r.stdout
+
+
+def test_a_while_that_grows_its_state_exports_a_dynamic_delegate(tmp_path, fast_device, capsys):
+    """A WHILE whose state grows (a concat in its body) is a static graph at its declared
+    x [1] and a dynamic one at [5]: the export probed only the declared shapes, gave its
+    library no AllowDynamicTensors, and LiteRT refused it at allocate_tensors after the
+    app's resize with an empty RuntimeError, also when exported --inputs at [5] (a fresh
+    user's report). Now the shapes it runs at decide: with --inputs the app's run at them
+    is LiteRT's bit for bit; without, every -1 at 2 is probed and the library says in one
+    line, at invoke, that its compiled-in kernel wants an export at those shapes."""
+    model = tmp_path / "while.tflite"
+    model.write_bytes(tf_model("while_grow"))
+    npz = tmp_path / "in.npz"
+    np.savez(npz, x=np.arange(5, dtype=np.float32), n=np.array([3], np.int32))
+    for name, extra in (("at", ["--inputs", str(npz)]), ("bare", [])):
+        out = tmp_path / name
+        assert main(["export", str(model), "--out", str(out), "--device", fast_device, *extra]) == 0
+        assert json.loads((out / "manifest.json").read_text())["native"]["delegate_flags"] == 1, name
+    if shutil.which(CC) is None:
+        return
+    _resized_run(tmp_path / "at", model, "[[5], [1]]")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+def test_a_one_element_operand_stays_a_splat_after_a_resize(tmp_path, fast_device, dtype):
+    """x [-1] + a one-element constant (a scalar: the bias pattern; a [1] operand of a
+    quantized ADD), exported at [8] and run at [31], 0 and 757: the kernel splats it at
+    any count, so the node stays on OpenCL (README), bit-exact; it was left to LiteRT as
+    "a broadcast" at every other size (a fresh user's report: the shape-signature rule
+    counted the one-element operand as one that may grow)."""
+    q = ((0.5, 3), (0.25, 1), (0.75, 2)) if dtype == "uint8" else None
+    model = tmp_path / "m.tflite"
+    model.write_bytes(add_model(dtype, [8], [1] if dtype == "uint8" else [], quant=q, dynamic=True, const2=3))
+    npz = tmp_path / "in.npz"
+    np.savez(npz, input1=np.zeros(8, np.dtype(dtype)))
+    out = tmp_path / "ex"
+    assert main(["export", str(model), "--out", str(out), "--device", fast_device, "--inputs", str(npz)]) == 0
+    if shutil.which(CC) is None:
+        return
+    for n in (31, 0, 757):
+        r = _resized_run(out, model, f"[{n}]")
+        assert "left to LiteRT" not in r.stderr, r.stderr[-600:]
+
+
+def test_the_exported_library_caches_where_litecl_does(tmp_path, fast_device):
+    """LITECL_CACHE_DIR names the library's default cache folder too ($LITECL_CACHE_DIR/native:
+    it wrote to ~/.cache/litecl/native beside a user's own folder, a fresh user's report),
+    and LITECL_NO_CACHE=1 keeps none; the cache_dir option still wins."""
+    _need(CC)
+    m = _int16_chain(tmp_path)
+    out = tmp_path / "e"
+    _export_build(m, out, fast_device)
+    own, xdg = tmp_path / "own", tmp_path / "xdg"
+    opts = {"binaries": "0"}
+    exact, built, _ = _start(out, m, opts, xdg, env={"LITECL_CACHE_DIR": str(own)})
+    assert exact and built > 0 and any((own / "native").iterdir()) and not (xdg / "litecl").exists()
+    exact, built, _ = _start(out, m, opts, xdg, env={"LITECL_CACHE_DIR": str(own)})
+    assert exact and built == 0  # read back from $LITECL_CACHE_DIR/native
+    for _ in range(2):
+        exact, built, _ = _start(out, m, opts, xdg, env={"LITECL_NO_CACHE": "1"})
+        assert exact and built > 0 and not (xdg / "litecl").exists()
+    given = tmp_path / "given"
+    exact, built, _ = _start(out, m, {**opts, "cache_dir": str(given)}, xdg, env={"LITECL_CACHE_DIR": str(own)})
+    assert exact and built > 0 and any(given.iterdir())

@@ -3158,10 +3158,12 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
                  getenv("LITECL_QUIET"));
         goto fail;
     }
-#ifndef __ANDROID__ /* Linux: the XDG cache folder; an Android app names its own (cache_dir) */
-    if (!cache_given) {
-        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-        if (xdg && xdg[0] == '/') snprintf(d->cache_dir, sizeof d->cache_dir, "%s/litecl/native", xdg);
+#ifndef __ANDROID__ /* Linux: litecl's cache folder; an Android app names its own (cache_dir) */
+    if (!cache_given) { /* LITECL_CACHE_DIR and LITECL_NO_CACHE as litecl's Python reads them (backend/cache.py) */
+        const char *own = getenv("LITECL_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+        if (env_flag("LITECL_NO_CACHE", 0) == 1) d->cache_dir[0] = 0;
+        else if (own && own[0] == '/') snprintf(d->cache_dir, sizeof d->cache_dir, "%s/native", own);
+        else if (xdg && xdg[0] == '/') snprintf(d->cache_dir, sizeof d->cache_dir, "%s/litecl/native", xdg);
         else if (home && home[0] == '/') snprintf(d->cache_dir, sizeof d->cache_dir, "%s/.cache/litecl/native", home);
     }
 #else
