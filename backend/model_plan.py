@@ -75,10 +75,31 @@ class ModelPlan:
             lacks = "unresolved custom op" in str(e).lower()
             self._raise(e, " (this LiteRT lacks an operator the model uses, which export needs in order to "
                         "plan the model; an app's own custom ops are not known to it)" if lacks else
-                        "" if shapes else " at its declared input shapes; give the shapes it runs at "
-                        "(litecl export --inputs FILE.npz)")
+                        "" if shapes else self._elsewhere(signature))
         if self._errors:
             self._raise(None)
+
+    def _elsewhere(self, signature) -> str:
+        """The hint after allocate failed at the declared shapes: where the inputs admit no
+        other shape, LiteRT refuses the model itself; where it fails with every -1 of the
+        inputs' shape signatures at 2 as well, that is said beside the --inputs hint (an
+        int16 ADD LiteRT's own Prepare refuses got "give the shapes it runs at" alone: a
+        fresh user)."""
+        from .export import allocate  # noqa: PLC0415
+
+        hint = " at its declared input shapes; give the shapes it runs at (litecl export --inputs FILE.npz)"
+        alt = {x["name"]: [2 if v == -1 else int(v) for v in x["shape_signature"]]
+               for x in self.interpreter.get_input_details() if -1 in tuple(x.get("shape_signature", ()))}
+        if not alt:
+            return " (its input shapes are fixed: LiteRT refuses the model itself)" if signature is None else hint
+        if signature is not None:
+            return hint
+        try:
+            allocate(self.interpreter, None, alt)
+        except Exception:  # noqa: BLE001 (LiteRT's refusal again, in any words)
+            return (" at its declared input shapes, nor with each -1 of them at 2 (if it runs at other shapes, "
+                    "give them: litecl export --inputs FILE.npz)")
+        return hint
 
     def close(self) -> None:
         self.interpreter = None

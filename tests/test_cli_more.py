@@ -853,3 +853,21 @@ def test_a_file_named_with_a_trailing_slash_is_refused(tmp_path):
     with pytest.raises(litecl.ModelError, match="ends with a slash"):
         litecl.Interpreter(model_path=f"{m}/", quiet=True)
     assert run_cli("run", m).returncode == 0
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_model_litert_refuses_at_any_shape_says_so(tmp_path, dynamic):
+    """An int16 ADD with power-of-two scales whose input shifts are both non-zero (LiteRT's
+    add.cc refuses it in Prepare): export named the shapes as the problem, "give the shapes
+    it runs at", which no inputs file can satisfy (a fresh user's report). Fixed input
+    shapes: LiteRT refuses the model itself; -1 ones: it also fails with each -1 at 2."""
+    from models.builders import add_model
+
+    m = tmp_path / "pot.tflite"
+    m.write_bytes(add_model("int16", [4], [4], quant=((0.5, 0), (0.25, 0), (1.0, 0)), pot_scale_int16=True,
+                            dynamic=dynamic))
+    line = one_error(run_cli("export", m, "--out", tmp_path / "e", "--device", "oclgrind"), "input1_shift")
+    if dynamic:
+        assert "nor with each -1 of them at 2" in line, line
+    else:
+        assert "its input shapes are fixed: LiteRT refuses the model itself" in line and "--inputs" not in line, line
