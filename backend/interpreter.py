@@ -349,6 +349,7 @@ class Interpreter(_litert.Interpreter):
             self._wrap(invoke=self._litecl.has_partitions(id(self)),
                        get_tensor=_may_hold_big_tensors(self, shapes))
             self._unallocated = False
+            self._allocated = True
             return out
         except RuntimeError as e:
             if getattr(e, "litert_aborts", False):  # litecl's own refusal, already in its type
@@ -518,6 +519,7 @@ class Interpreter(_litert.Interpreter):
         self._litecl.forget(id(self))  # its rows leave a shared Delegate's placement() now
 
     _pool_key = None  # the settings its own Delegate is pooled under (delegate.pool_key), if it made one
+    _allocated = False  # allocate_tensors succeeded once
 
     def __del__(self):
         d = self.__dict__.get("_litecl")
@@ -550,10 +552,12 @@ def _no_data_error(interp: Interpreter, e: ValueError, t, si) -> ValueError:
     """LiteRT's "Tensor data is null. Run allocate_tensors() first" for a tensor that a node
     litecl runs writes inside its partition, in litecl's words (LiteRT allocates no memory
     for those; allocate_tensors does not help: a fresh user's report); else ``e``."""
-    if "data is null" not in str(e) or interp._unallocated:
-        return e
+    if "data is null" not in str(e) or interp._unallocated or not interp._allocated:
+        return e  # before allocate_tensors every tensor is (a fresh user's report)
     try:
         sg = interp._model.subgraphs[si]
+        if t in sg.outputs or t in sg.inputs:  # LiteRT allocates a partition's inputs and outputs
+            return e
         inside = any(r["placement"] == "opencl" and r.get("subgraph", 0) == si and t in sg.nodes[r["index"]].outputs
                      for r in interp.placement())
     except Exception:  # noqa: BLE001 (LiteRT's words then)

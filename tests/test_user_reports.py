@@ -137,6 +137,26 @@ def test_tensor_inside_a_partition_reads_as_litert_says(fast_device):
         assert (it.get_tensor(it.get_output_details()[0]["index"]) == 6).all()
 
 
+def test_a_tensor_read_before_allocate_gets_litert_s_words(fast_device):
+    """get_tensor of the output (and of an inner tensor) before allocate_tensors: LiteRT's
+    "Tensor data is null. Run allocate_tensors() first", as LiteRT alone says; litecl's
+    "inside its partition" words (whose advice does not help there) were given for the
+    graph's output (a fresh user's report)."""
+    from litecl.compare import make_interpreter
+    from models.builders import chain_model
+
+    m = chain_model(["float32", ("add", 2.0), ("add", 3.0), "float16"], [4])
+    it, ref = litecl.Interpreter(model_content=m, device=fast_device), make_interpreter(m)
+    for name in ("t1_add", None):
+        idx = [next(d["index"] for d in x.get_tensor_details() if d["name"] == name) if name
+               else x.get_output_details()[0]["index"] for x in (it, ref)]
+        with pytest.raises(ValueError) as theirs:
+            ref.get_tensor(idx[1])
+        with pytest.raises(ValueError) as ours:
+            it.get_tensor(idx[0])
+        assert str(ours.value) == str(theirs.value) and "allocate_tensors" in str(ours.value)
+
+
 def test_add_reading_a_variable_tensor_stays_on_litert(fast_device):
     from litecl.compare import bit_equal, make_interpreter
 
