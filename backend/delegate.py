@@ -94,6 +94,18 @@ _LOCK = threading.RLock()  # RLock: _FREE asks whether its own thread holds it
 _SETTLE_LOCK = threading.RLock()
 
 
+def _prepare_thunk(rt):
+    """The TfLiteDelegate Prepare every Delegate's struct holds: the runtime's
+    lcl_inprocess_prepare (a Prepare it can recall runs there, any other is
+    _DELEGATE_PREPARE), one ctypes object for the process."""
+    if not _THUNK:
+        _THUNK.append(_immortal(abi.DELEGATE_PREPARE(C.cast(rt.lcl_inprocess_prepare, C.c_void_p).value)))
+    return _THUNK[0]
+
+
+_THUNK: list = []
+
+
 def _immortal(obj):
     """``obj`` with a reference that is never dropped: the callbacks and TfLiteDelegate
     structs LiteRT holds pointers to must outlive the module's globals, which Python clears
@@ -212,14 +224,16 @@ class Delegate(_Records):
         st = abi.TfLiteDelegate()
         st.data_ = self._key
         # the runtime's: a Prepare it can recall runs there, any other is _DELEGATE_PREPARE
-        st.Prepare = abi.DELEGATE_PREPARE(C.cast(self._rt.lcl_inprocess_prepare, C.c_void_p).value)
+        st.Prepare = _prepare_thunk(self._rt)
         st.CopyFromBufferHandle = _COPY_HANDLE
         st.CopyToBufferHandle = _COPY_HANDLE
         st.FreeBufferHandle = _FREE_HANDLE
         st.flags = abi.ALLOW_DYNAMIC_TENSORS
         with _LOCK:
             _STRUCTS.append(_immortal(st))
-            _LIVE[self._key] = weakref.ref(self)
+            # the entry goes with the Delegate (a new Delegate per LiteRT interpreter kept every
+            # one's: ~0.6 KB each with the Prepare thunk, a fresh user's report); the struct stays
+            _LIVE[self._key] = weakref.ref(self, lambda _, key=self._key: _LIVE.pop(key, None))
         self._struct = st
         if self._rt.lcl_recall_bind(self._native, C.addressof(st), C.cast(_DELEGATE_PREPARE, C.c_void_p),
                                     C.addressof(_registration(self._rt)), int(not self.quiet)):
