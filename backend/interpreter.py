@@ -82,8 +82,8 @@ def _resolve_reference(reference, resolver) -> str:
     return mapped
 
 
-_VERIFIED: dict = {}  # (length, hash) -> Model: models verified in this process
-_VERIFIED_MAX_BYTES = 256 << 20  # the oldest go first past this many bytes of models
+_VERIFIED: dict = {}  # (length, hash) -> (Model, its cost): models verified in this process (_memo_put)
+_VERIFIED_MAX_BYTES = 256 << 20  # the oldest go first past this much of their cost
 
 
 def _once(text: str) -> str:
@@ -201,15 +201,30 @@ def _refuse_constant(model, t) -> None:
 def _memo_get(content):
     b = bytes(content) if not isinstance(content, bytes) else content
     m = _VERIFIED.get((len(b), hash(b)))
-    return m if m is not None and m.raw == b else None
+    return m[0] if m is not None and m[0].raw == b else None
 
 
 def _memo_put(model):
+    """Keep ``model`` for _memo_get, the oldest going first past _VERIFIED_MAX_BYTES of
+    their cost: the model's bytes and ~MEMO_OBJECT_BYTES a tensor and a node for its parsed
+    objects (a 0.9 KB model held ~7 KB: a cap on the bytes alone let small models grow
+    the process by GBs, a fresh user's report)."""
     raw = model.raw if isinstance(model.raw, bytes) else bytes(model.raw)
-    while _VERIFIED and sum(k[0] for k in _VERIFIED) + len(raw) > _VERIFIED_MAX_BYTES:
-        _VERIFIED.pop(next(iter(_VERIFIED)))
-    _VERIFIED[(len(raw), hash(raw))] = model
+    cost = len(raw) + MEMO_OBJECT_BYTES * sum(len(sg.tensors) + len(sg.nodes) for sg in model.subgraphs)
+    key = (len(raw), hash(raw))
+    if key in _VERIFIED:
+        _MEMO_HELD[0] -= _VERIFIED.pop(key)[1]
+    while _VERIFIED and _MEMO_HELD[0] + cost > _VERIFIED_MAX_BYTES:
+        _MEMO_HELD[0] -= _VERIFIED.pop(next(iter(_VERIFIED)))[1]
+    _VERIFIED[key] = (model, cost)
+    _MEMO_HELD[0] += cost
     return model
+
+
+#: what one tensor or node of a parsed Model holds in Python objects, about (measured:
+#: add_model's 3 tensors and 1 node held ~6 KB beside its 0.9 KB of bytes)
+MEMO_OBJECT_BYTES = 1536
+_MEMO_HELD = [0]  # the costs of _VERIFIED's models
 
 
 _CLOSED = "this Interpreter was closed; create a new one"

@@ -195,3 +195,22 @@ def test_interpreters_made_in_a_loop_keep_nothing_per_interpreter(fast_device):
         it.allocate_tensors()
         del it, d
     assert len(D._LIVE) <= live + 1
+
+
+def test_the_verified_models_memo_counts_their_objects(monkeypatch):
+    """Many distinct small models (one per request): the memo of verified models holds at
+    most _VERIFIED_MAX_BYTES of their cost, their parsed objects counted beside their bytes
+    (a cap on the bytes alone kept ~8x that: a fresh user's 5,000 models grew the process
+    by 7 KB each)."""
+    from litecl import interpreter as I
+
+    monkeypatch.setattr(I, "_VERIFIED_MAX_BYTES", 64 << 10)
+    monkeypatch.setattr(I, "_VERIFIED", {})
+    monkeypatch.setattr(I, "_MEMO_HELD", [0])
+    for k in range(100):
+        I._verified(None, add_model("float32", [4], [4], const2=float(k)))
+    held = sum(cost for _, cost in I._VERIFIED.values())
+    assert held == I._MEMO_HELD[0] <= 64 << 10
+    assert len(I._VERIFIED) < 20  # ~1 KB of bytes and ~6 KB of objects each
+    m = add_model("float32", [4], [4], const2=99.0)
+    assert I._verified(None, m) is I._verified(None, m)  # the latest is kept
