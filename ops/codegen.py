@@ -127,6 +127,8 @@ def scalar_store(d: DType, caps, ptr: str, idx: str, value: str, vtype: str) -> 
             return f"((__global ushort*)({ptr}))[{idx}] = litecl_f2h_v1({value});"
         return (f"{{ ushort h_; vstore_half_rte({value}, 0, (__private half*)&h_); ((__global ushort*)({ptr}))[{idx}] = "
                 f"{_litert_half_nan('h_', 1)}; }}")
+    if d.name == "float16":  # a half value (cl_khr_fp16): its NaN bits are the device's own (Intel kept payloads)
+        return f"{{ ushort h_ = as_ushort({value}); ((__global ushort*)({ptr}))[{idx}] = {_litert_half_nan('h_', 1)}; }}"
     return f"{ptr}[{idx}] = {value};"
 
 
@@ -265,6 +267,9 @@ def vector_store(d: DType, caps, ptr: str, idx: str, value: str, w: int, vtype: 
         if _streaming(caps):
             return vt, bits + f"__builtin_nontemporal_store(h_, (__global {u}*)({ptr} + {idx})); }}"
         return vt, bits + f"*(__global {u}*)({ptr} + {idx}) = h_; }}"
+    if d.name == "float16":  # half values (cl_khr_fp16): NaNs made LiteRT's as above (Intel kept payloads)
+        u = f"ushort{w}"
+        return vt, f"{{ {u} h_ = as_{u}({value}); h_ = {_litert_half_nan('h_', w)}; {_store(u, ptr, idx, 'h_', caps)} }}"
     return vt, _store(vt, ptr, idx, value, caps)
 
 

@@ -66,8 +66,11 @@ def _reload(op: NodeOp, caps, var: str, w: int = 1) -> str:
     scalar (w == 1) or a ``w``-wide vector."""
     d = op.out
     if d.name == "float16":
-        if caps.fp16 and op.out_vtype == "half":
-            return var
+        if caps.fp16 and op.out_vtype == "half":  # its NaNs as LiteRT's store makes them (codegen)
+            from .codegen import _litert_half_nan  # noqa: PLC0415
+
+            n = "" if w == 1 else str(w)
+            return f"as_half{n}((ushort{n})({_litert_half_nan(f'as_ushort{n}({var})', w)}))"  # (?: gives int)
         return f"litecl_half_round{'' if w == 1 else f'_v{w}'}({var})"
     if d.name == "bfloat16":
         return f"as_float(convert_uint({var}) << 16)" if w == 1 else f"as_float{w}(convert_uint{w}({var}) << 16)"
