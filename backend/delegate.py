@@ -826,6 +826,18 @@ def _free(buffer: int) -> None:
         part.handle = None
         if not part.delegate.device.forked:  # in a fork()ed child an OpenCL call would hang
             part.delegate._rt.lcl_partition_free(buffer)
+    elif buffer and key is None and not _forked():
+        # a recalled Prepare's partition whose planner was never made: its Delegate went first
+        # (a collection freed both; the drain then skips it): its device memory goes now
+        # (~13-24 KB an interpreter stayed behind, a fresh user's report)
+        runtime.load().lcl_partition_free(buffer)
+
+
+def _forked() -> bool:
+    """Whether this process is a fork()ed child of one that opened a device (device.py)."""
+    from .device import _OPEN  # noqa: PLC0415
+
+    return any(dev.forked for dev in _OPEN.values())
 
 
 @_immortal

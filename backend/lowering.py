@@ -207,11 +207,15 @@ def kernel_spec(node: Node, sg: Subgraph, shapes, caps) -> KernelSpec:
     spec = LOWERINGS[node.op].kernel(node, sg, shapes, caps)
     name = _faulted(node, sg, shapes, caps)
     spec = replace(spec, source=faulty(name, spec.source)) if name else spec
-    return _memo_put(_SPECS, key, (caps, spec))[1]
+    return _memo_put(_SPECS, key, (caps, spec), _SPECS_MAX)[1]
 
 
 #: (node key, input shapes, id(caps), fault family) -> (caps, KernelSpec): kernel_spec's memo
 _SPECS: dict = {}
+#: emptied at this many entries, as the plans' (delegate._PLANS_MAX): one a node and shape, ~3.5 KB
+#: each with its source; a model resized to ever new shapes grew the process to ~230 MB at the
+#: views' 65536 (a fresh user's report)
+_SPECS_MAX = 4096
 
 
 def node_op(node: Node, sg: Subgraph, shapes, caps, fn: str):

@@ -214,3 +214,56 @@ def test_the_verified_models_memo_counts_their_objects(monkeypatch):
     assert len(I._VERIFIED) < 20  # ~1 KB of bytes and ~6 KB of objects each
     m = add_model("float32", [4], [4], const2=99.0)
     assert I._verified(None, m) is I._verified(None, m)  # the latest is kept
+
+
+def test_a_model_resized_to_ever_new_shapes_keeps_a_bounded_kernel_memo(fast_device, monkeypatch):
+    """lowering.kernel_spec's memo (one KernelSpec with its source a node and shape, ~3.5 KB)
+    is emptied at _SPECS_MAX entries, as the plans' are: a model resized to ever new shapes
+    grew the process ~3.5 KB a shape up to the views' 65536 (a fresh user's report); each
+    result stays right."""
+    from litecl import lowering
+
+    monkeypatch.setattr(lowering, "_SPECS_MAX", 8)
+    it = litecl.Interpreter(model_content=add_model("float32", [1, 3], [1, 3], dynamic=True),
+                            device=fast_device, quiet=True)
+    for k in range(1, 30):
+        it.resize_tensor_input(0, [k, 3])
+        it.resize_tensor_input(1, [1 if k % 2 else k, 3])
+        it.allocate_tensors()
+        it.set_tensor(0, np.full((k, 3), k, np.float32))
+        it.set_tensor(1, np.ones((1 if k % 2 else k, 3), np.float32))
+        it.invoke()
+        assert (it.get_tensor(it.get_output_details()[0]["index"]) == k + 1).all()
+        assert len(lowering._SPECS) <= 8
+
+
+def test_interpreters_collected_with_their_delegate_free_their_partitions(fast_device, monkeypatch):
+    """An app object holding a litecl.Interpreter in a reference cycle: the collector frees
+    the interpreter and its Delegate together, clearing the Delegate's weak references
+    first, so the drain skipped the recalled Prepare's partitions and their free released
+    nothing (13-24 KB of device-side memory an interpreter stayed, a fresh user's report).
+    Every partition is freed now, the Delegate gone or not."""
+    import gc
+
+    from litecl import runtime
+
+    m = cast_model("int32", "float32", [5])
+    lib = runtime.load()
+    freed = []
+    real = lib.lcl_partition_free
+    monkeypatch.setattr(lib, "lcl_partition_free", lambda p: freed.append(p) or real(p))
+
+    class App:
+        def __init__(self):
+            self.it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+            self.it.allocate_tensors()
+            self.me = self
+
+    gc.collect()
+    App()
+    gc.collect()
+    freed.clear()
+    for _ in range(20):
+        App()
+    gc.collect()
+    assert len(freed) == 20, len(freed)  # one partition each
