@@ -17,7 +17,8 @@ import threading
 import numpy as np
 from ai_edge_litert import interpreter as _litert
 
-from .delegate import KEEP_ORDER_DEFAULT, Delegate, pool_key, pooled, release
+from .delegate import KEEP_ORDER_DEFAULT, Delegate
+from .pool import pool_key, pooled, release
 from .errors import InputError, LiteclError, NotAllocatedError, PrepareError, ResizedPrepareError
 from .cache import max_bytes
 from .hostcopy import SPLIT_BYTES, copy_host, host_threads
@@ -453,27 +454,12 @@ class Interpreter(_litert.Interpreter):
             if fast is None:
                 fast = big[tensor_index] = _is_big(self, tensor_index)
             if fast and self._busy.acquire(blocking=False):  # an invoke holds it: LiteRT's path
-                view = None
                 try:
-                    try:
-                        view = self._interpreter.tensor(self._interpreter, tensor_index)
-                    except Exception:  # noqa: BLE001 (LiteRT's get_tensor below says why, in its words)
-                        pass
-                    if view is not None and view.nbytes >= SPLIT_BYTES and view.dtype.kind in "biufc":
-                        spare = self._spare_arrays
-                        if spare is None:
-                            spare = self._spare_arrays = {}
-                        out = spare.pop(tensor_index, None)
-                        # 2: the local name and getrefcount's argument, nothing of the caller's
-                        if out is None or sys.getrefcount(out) != 2 or out.shape != view.shape \
-                                or out.dtype != view.dtype or not out.flags.writeable or out.base is not None:
-                            out = np.empty(view.shape, view.dtype)
-                        copy_host(out, view)  # LiteclError for a bad LITECL_HOST_THREADS
-                        spare[tensor_index] = out
-                        return out
+                    out = _copy_big(self, tensor_index)
                 finally:
-                    del view  # no reference to LiteRT's memory outlives the call (its _ensure_safe)
                     self._busy.release()
+                if out is not None:
+                    return out
         try:
             return self._interpreter.GetTensor(tensor_index, subgraph_index)  # LiteRT's get_tensor, whole
         except ValueError as e:
@@ -533,24 +519,11 @@ class Interpreter(_litert.Interpreter):
             self._delegates = None
         self._litecl.forget(id(self))  # its rows leave a shared Delegate's placement() now
 
-    _pool_key = None  # the settings its own Delegate is pooled under (delegate.pool_key), if it made one
+    _pool_key = None  # the settings its own Delegate is pooled under (pool.pool_key), if it made one
     _allocated = False  # allocate_tensors succeeded once
 
     def __del__(self):
-        d = self.__dict__.get("_litecl")
-        if d is not None:
-            try:
-                d.forget(id(self))  # id(self) may name another Interpreter after this one
-            except Exception:  # noqa: BLE001 (nothing may leave __del__)
-                pass
-        super().__del__()  # LiteRT's interpreter goes: its partitions are freed
-        if d is not None and self._pool_key is not None:
-            try:  # the Delegate it made, for the next Interpreter of its settings (delegate.release)
-                self.__dict__.pop("_litecl", None)
-                self.__dict__.pop("_delegates", None)
-                release(d, self._pool_key)
-            except Exception:  # noqa: BLE001
-                pass
+        _finalize(self, _litert.Interpreter.__del__)
 
     def __enter__(self):
         return self
@@ -561,6 +534,54 @@ class Interpreter(_litert.Interpreter):
     def __getstate__(self):
         raise TypeError("a litecl.Interpreter cannot be pickled or copied (it holds LiteRT's "
                         "interpreter and device buffers); pass the model bytes and create a new one")
+
+
+def _finalize(interp: Interpreter, litert_del) -> None:
+    """Interpreter.__del__: its records leave its Delegate (id(interp) may name another
+    Interpreter next), LiteRT's ``litert_del`` frees LiteRT's interpreter (and with it the
+    partitions), then the Delegate it made goes to the next Interpreter of its settings
+    (pool.release). Nothing leaves it."""
+    d = interp.__dict__.get("_litecl")
+    if d is not None:
+        try:
+            d.forget(id(interp))
+        except Exception:  # noqa: BLE001 (nothing may leave __del__)
+            pass
+    litert_del(interp)
+    if d is not None and interp._pool_key is not None:
+        try:
+            interp.__dict__.pop("_litecl", None)
+            interp.__dict__.pop("_delegates", None)
+            release(d, interp._pool_key)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _copy_big(interp: Interpreter, tensor_index: int):
+    """get_tensor's copy of a tensor of SPLIT_BYTES or more (under interp._busy): into the
+    array the last read returned where nothing else refers to it (2 references: the local
+    name and getrefcount's argument), else a new one; None where LiteRT's view of it is
+    not such a tensor (LiteRT's get_tensor then answers, in its words)."""
+    view = None
+    try:
+        try:
+            view = interp._interpreter.tensor(interp._interpreter, tensor_index)
+        except Exception:  # noqa: BLE001 (LiteRT's get_tensor says why)
+            return None
+        if view is None or view.nbytes < SPLIT_BYTES or view.dtype.kind not in "biufc":
+            return None
+        spare = interp._spare_arrays
+        if spare is None:
+            spare = interp._spare_arrays = {}
+        out = spare.pop(tensor_index, None)
+        if out is None or sys.getrefcount(out) != 2 or out.shape != view.shape \
+                or out.dtype != view.dtype or not out.flags.writeable or out.base is not None:
+            out = np.empty(view.shape, view.dtype)
+        copy_host(out, view)  # LiteclError for a bad LITECL_HOST_THREADS
+        spare[tensor_index] = out
+        return out
+    finally:
+        del view  # no reference to LiteRT's memory outlives the call (its _ensure_safe)
 
 
 def _no_data_error(interp: Interpreter, e: ValueError, t, si) -> ValueError:

@@ -5,14 +5,14 @@
   the records are written when something needs them, and an interpreter gone before that
   never lends its rows to a new one that gets its id (recall.forgotten);
 - the Delegate a gone litecl.Interpreter made for itself serves the next one of equal
-  settings (delegate.pooled / release) as a new one would: nothing of the old one shows."""
+  settings (pool.pooled / release) as a new one would: nothing of the old one shows."""
 from __future__ import annotations
 
 import numpy as np
 
 import litecl
 from conftest import shared_model
-from litecl import abi, recall
+from litecl import abi, pool, recall
 from litecl import delegate as D
 from models.builders import add_model, cast_model
 
@@ -134,7 +134,7 @@ def test_a_delegate_still_referred_to_or_of_other_settings_is_not_reused(fast_de
     def fresh(**kw):
         return "_test_mark" not in litecl.Interpreter(model_content=m, device=fast_device, **kw).delegate.__dict__
 
-    D._POOL.clear()
+    pool._POOL.clear()
     kept = marked(litecl.Interpreter(model_content=m, device=fast_device, quiet=True))
     held = kept.delegate
     del kept
@@ -147,7 +147,7 @@ def test_a_delegate_still_referred_to_or_of_other_settings_is_not_reused(fast_de
     it.delegate.profile = True
     del it
     assert fresh(quiet=True)
-    D._POOL.clear()
+    pool._POOL.clear()
     marked(litecl.Interpreter(model_content=m, device=fast_device, quiet=True))
     assert fresh(quiet=False)
     assert not fresh(quiet=True)  # the control: the marked one is reused at its own settings
