@@ -239,6 +239,16 @@ class Delegate(_Records):
                                     C.addressof(_registration(self._rt)), int(not self.quiet)):
             raise LiteclError("out of memory for litecl's runtime")
 
+    def __setattr__(self, name, value):
+        # none of the caller's: litecl's partitions hold their Delegate until LiteRT frees them,
+        # so an attribute leading back to the interpreter (a callback of the object holding
+        # it) kept both alive for good, ~95 KB an interpreter (a fresh user's report)
+        if "_struct" in self.__dict__ and name not in self.__dict__ and not hasattr(type(self), name):
+            raise AttributeError(f"litecl.Delegate takes no attribute of yours ({name!r}): its partitions hold it "
+                                 "until LiteRT frees them, so a reference back to an interpreter would keep both "
+                                 "alive; keep it on your own object")
+        object.__setattr__(self, name, value)
+
     @property
     def quiet(self) -> bool:
         """Whether the "Replacing N out of M node(s)" line is silenced."""

@@ -241,6 +241,12 @@ class _Closed:
 _IN_USE = "this Interpreter is in use by another thread; give each thread its own Interpreter (LiteRT's rule)"
 
 
+def _busy_error(interp) -> str:
+    """Why a call found the interpreter's lock held: another thread's call, or its close()
+    (a worker invoking while the owner closed it was told of a threading rule it kept)."""
+    return _CLOSED if getattr(interp, "_closing", False) else _IN_USE
+
+
 class Interpreter(_litert.Interpreter):
     """LiteRT's Interpreter with CAST and ADD nodes on OpenCL (litecl.Delegate).
 
@@ -350,7 +356,7 @@ class Interpreter(_litert.Interpreter):
         cannot be prepared, with LiteRT's text (both a ValueError and a RuntimeError); an
         error inside litecl's kernels in its own type."""
         if not self._busy.acquire(blocking=False):
-            raise LiteclError(_IN_USE)
+            raise LiteclError(_busy_error(self))
         try:
             self._litecl.device.check_usable()
             self._wrap(invoke=True, get_tensor=True)  # litecl's until decided again
@@ -413,7 +419,7 @@ class Interpreter(_litert.Interpreter):
             return
         busy = self._busy
         if not busy.acquire(False):
-            raise LiteclError(_IN_USE)
+            raise LiteclError(_busy_error(self))
         try:
             if self._litecl.device.forked:
                 self._litecl.device.check_usable()
@@ -512,6 +518,7 @@ class Interpreter(_litert.Interpreter):
         later call raises LiteclError."""
         if getattr(self, "_closed", True):
             return
+        self._closing = True  # another thread's call waiting on _busy says so (_busy_error)
         with self._busy:
             self._closed = True
             self._spare_arrays = None
@@ -661,7 +668,7 @@ class SignatureRunner(_litert.SignatureRunner):
     def __call__(self, **kwargs):
         busy = self._interpreter._busy  # one thread at a time, as invoke (LiteRT's rule; two
         if not busy.acquire(False):     # threads on one runner segfaulted: a fresh user's)
-            raise LiteclError(_IN_USE)
+            raise LiteclError(_busy_error(self._interpreter))
         try:
             shapes = [(k, getattr(v, "shape", None)) for k, v in kwargs.items()]
             if shapes != self._checked and len(kwargs) == len(self._inputs) and all(
