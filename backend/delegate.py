@@ -303,9 +303,11 @@ class Delegate(_Records):
 
     @property
     def profile(self) -> bool:
-        """Event-profile each launch into kernel_times_ns (bench's per-node table) and each
-        partition invoke into profile_log (bench --trace): the runtime keeps every
-        command's event and reads its times after the invoke's wait."""
+        """Event-profile each launch into kernel_times_ns (bench's per-node table: {(the
+        TfLiteContext address, the launch's node indices): its latest kernel time, ns}; a
+        context's entries go when its partitions are freed) and each partition invoke into
+        profile_log (bench --trace): the runtime keeps every command's event and reads its
+        times after the invoke's wait."""
         return self._profile
 
     @profile.setter
@@ -772,6 +774,10 @@ def _free(buffer: int) -> None:
                 mine.pop(key, None)
                 if not mine:
                     del d._parts[part.ctx_addr]
+                    # its kernel times go with it (a later interpreter's context at the same
+                    # address wrote another kernel's time under the key: a fresh user's report)
+                    for k in [k for k in list(d.kernel_times_ns) if k[0] == part.ctx_addr]:
+                        d.kernel_times_ns.pop(k, None)
                     d._rt.lcl_recall_freed(d._key, part.ctx_addr, next(_EVENTS))
     if part is not None:
         part.handle = None

@@ -57,7 +57,9 @@ class _Records:
         AcquireSubgraphContext, common.h, read at Prepare). A Delegate shared by two
         interpreters of one model gives rows of interpreter 0 and 1, each from subgraph
         0. ``owner`` (what litecl.Interpreter passes) keeps one interpreter's rows; the
-        numbers stay those of the whole delegate."""
+        numbers stay those of the whole delegate. A number is a position at this call, not
+        an identity: when an earlier interpreter's records go (litecl.Interpreter's close
+        or deletion), the later ones' numbers drop by one."""
         self._settle(owner)  # recall.drain first
         with self._lock:
             return [{**r, "interpreter": n, "subgraph": si}

@@ -309,3 +309,17 @@ def test_a_call_racing_close_says_the_interpreter_was_closed(fast_device):
     it.close()
     t.join(30)
     assert errors and "was closed" in errors[0] and "another thread" not in errors[0], errors
+
+
+def test_kernel_times_of_a_gone_interpreter_go_with_it(fast_device):
+    """Delegate.kernel_times_ns, keyed by context address and nodes: a gone interpreter's
+    entries stayed, and the next interpreter whose context got that address wrote another
+    kernel's time under the same key (a fresh user's report). They go with its partitions."""
+    d = litecl.Delegate(fast_device, quiet=True)
+    d.profile = True
+    it = litecl.Interpreter(model_content=add_model("float32", [4], [4]), delegate=d)
+    it.allocate_tensors()
+    it.invoke()
+    assert len(d.kernel_times_ns) == 1
+    del it
+    assert d.kernel_times_ns == {}
