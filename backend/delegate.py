@@ -348,6 +348,10 @@ class Delegate(_Records):
         _raise_later(e)
         if not isinstance(e, LiteclError):
             e = LiteclError(f"litecl delegate: {type(e).__name__}: {e}")
+        # kept without the frames it passed (raised again in litecl's type, from None): with
+        # LiteRT's own Interpreter nobody takes it, and its frames kept a failed interpreter
+        # (and the caller's request) alive for good, ~105 KB each (a fresh user's report)
+        e.__traceback__ = e.__context__ = e.__cause__ = None
         self._errors.last = e
         try:
             if ctx and ctx.contents.ReportError:

@@ -323,3 +323,29 @@ def test_kernel_times_of_a_gone_interpreter_go_with_it(fast_device):
     assert len(d.kernel_times_ns) == 1
     del it
     assert d.kernel_times_ns == {}
+
+
+def test_a_failed_prepare_keeps_no_interpreter_alive(fast_device):
+    """LiteRT's own Interpreter with a new litecl.Delegate, a resize the ADD refuses, the
+    app catching allocate_tensors' error: the error the Delegate kept (for litecl's entry
+    points; nobody takes it here) held the frames it passed, which kept the interpreter, its
+    Delegate and partitions alive for good (~105 KB each, a fresh user's report)."""
+    import gc
+
+    from litecl.compare import make_interpreter
+
+    m = add_model("float32", [4], [4])
+    gc.collect()
+    live, planners = len(D._LIVE), len(D._PLANNERS)
+    for _ in range(30):
+        d = litecl.Delegate(fast_device, quiet=True)
+        it = make_interpreter(m, delegates=[d])
+        it.allocate_tensors()
+        it.resize_tensor_input(0, [5])
+        try:
+            it.allocate_tensors()
+        except RuntimeError:
+            pass
+        del it, d
+    gc.collect()
+    assert len(D._LIVE) <= live + 1 and len(D._PLANNERS) <= planners + 1, (len(D._LIVE), len(D._PLANNERS))
