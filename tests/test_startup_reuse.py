@@ -349,3 +349,36 @@ def test_a_failed_prepare_keeps_no_interpreter_alive(fast_device):
         del it, d
     gc.collect()
     assert len(D._LIVE) <= live + 1 and len(D._PLANNERS) <= planners + 1, (len(D._LIVE), len(D._PLANNERS))
+
+
+def test_interpreters_made_on_short_lived_threads_keep_nothing_per_thread(fast_device):
+    """A server making each interpreter on a new thread: the runtime's per-thread buffer of
+    the context key (a recalled Prepare's) stayed after its thread ended, ~17-21 KB a
+    thread for MoveNet (a fresh user's report: +128 MB after 6000 threads)."""
+    import gc
+    import threading
+
+    from conftest import shared_model
+
+    raw = shared_model("movenet_singlepose_lightning_int8.tflite").read_bytes()
+
+    def rss_kb():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096 // 1024
+
+    def request():
+        it = litecl.Interpreter(model_content=raw, device=fast_device, quiet=True)
+        it.allocate_tensors()
+
+    def on_threads(n):
+        for _ in range(n):
+            t = threading.Thread(target=request)
+            t.start()
+            t.join()
+
+    on_threads(60)
+    gc.collect()
+    before = rss_kb()
+    on_threads(300)
+    gc.collect()
+    assert (rss_kb() - before) / 300 < 6, (rss_kb() - before) / 300

@@ -3765,6 +3765,11 @@ static TfLiteStatus (*PYTHON_PREPARE)(TfLiteContext *, TfLiteDelegate *);
 static int64_t EVENTS, KEYS = 1;
 static __thread int32_t *KEY_BUF;
 static __thread long KEY_CAP;
+/* KEY_BUF freed when its thread ends (a server making interpreters on short-lived threads
+ * kept ~21 KB a thread for MoveNet's context key: a fresh user's report) */
+static pthread_key_t KEY_BUF_OWNER;
+static pthread_once_t KEY_BUF_ONCE = PTHREAD_ONCE_INIT;
+static void key_buf_owner(void) { pthread_key_create(&KEY_BUF_OWNER, free); }
 /* the delegate whose TfLiteDelegate* this thread fetched last, and when (lcl_recall_fetched) */
 static __thread struct { int64_t key, event, settings; } FETCHED;
 /* the delegate this thread prepares for inside Delegate.owning, its owner and salt (lcl_recall_own) */
@@ -4115,6 +4120,8 @@ LCL_EXPORT TfLiteStatus lcl_inprocess_prepare(TfLiteContext *ctx, TfLiteDelegate
         int32_t *b = realloc(KEY_BUF, (size_t)n * sizeof *b);
         if (!b) return PYTHON_PREPARE(ctx, base);
         KEY_BUF = b, KEY_CAP = n;
+        pthread_once(&KEY_BUF_ONCE, key_buf_owner);
+        pthread_setspecific(KEY_BUF_OWNER, b);
         n = lcl_context_key(ctx, KEY_BUF, KEY_CAP);
     }
     if (n < 0 || n > KEY_CAP) return PYTHON_PREPARE(ctx, base);
