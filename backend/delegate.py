@@ -42,7 +42,7 @@ import numpy as np
 from . import abi
 from . import claims
 from .cache import max_bytes
-from .device import open_device, small_device, small_device_why
+from .device import _OPEN, open_device, small_device, small_device_why
 from .errors import KernelBuildError, LiteclError, env_flag
 from . import kernels
 from .kernels import build_program, plan_built
@@ -795,10 +795,9 @@ def _free(buffer: int) -> None:
 
 
 def _forked() -> bool:
-    """Whether this process is a fork()ed child of one that opened a device (device.py)."""
-    from .device import _OPEN  # noqa: PLC0415
-
-    return any(dev.forked for dev in _OPEN.values())
+    """Whether this process is a fork()ed child of one that opened a device (device.py;
+    imported at the top: _FREE runs inside collections, where no import may run)."""
+    return any(dev.forked for dev in list(_OPEN.values()))
 
 
 @_immortal
