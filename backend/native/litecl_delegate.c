@@ -1781,9 +1781,28 @@ static void exit_now(void) {
     for (int i = 0; i < 5000 && __sync_fetch_and_add(&IN_FLIGHT, 0) > 0; i++) usleep(1000);
 }
 
+#ifdef __GLIBC__
+/* a child's exit() after a fork() that another thread's invoke was in flight at: the
+ * OpenCL runtime's own teardown then waits for commands of threads the child does not
+ * have (Intel's CPU runtime: dll_fini -> ContextModule::ShutDown -> FinishAllActiveQueues
+ * spun for good, a child's sys.exit(0) measured past 240 s). The child's exit skips the C
+ * exit handlers and library destructors after this one (registered last, it runs first),
+ * as os._exit would, once C's streams are flushed; Python's own finalization has run. */
+static void exit_at_once(int status, void *arg) {
+    (void)arg;
+    fflush(NULL);
+    _exit(status);
+}
+#endif
+
 /* in a fork()ed child the work in flight was the parent's threads', which the child does
  * not have: exit_now waited its full 5 s for them, twice (a fresh user's server children) */
-static void forked_child(void) { IN_FLIGHT = 0; }
+static void forked_child(void) {
+#ifdef __GLIBC__
+    if (__sync_fetch_and_add(&IN_FLIGHT, 0) > 0) on_exit(exit_at_once, NULL);
+#endif
+    IN_FLIGHT = 0;
+}
 
 static pthread_once_t EXIT_ONCE = PTHREAD_ONCE_INIT;
 static void register_exit(void) {
