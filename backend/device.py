@@ -294,6 +294,9 @@ _SPEC_NAMES = "auto, gpu, cpu, pocl, intel, oclgrind, nvidia, rusticl or a platf
 
 #: Specs that select by CL_DEVICE_TYPE rather than by name.
 _TYPE_SPECS = ("gpu", "cpu")
+#: Specs that pick among every device (_auto_order): remembered as the aliases are
+#: (remembered.py), keyed by the same listing, where the pick is complete (_remember_pick).
+_PICKS = ("auto", *_TYPE_SPECS)
 
 
 def _type_error(spec) -> DeviceError:
@@ -477,24 +480,24 @@ def _select(base: str) -> "cl.Device":
     key = base.strip().lower()
     if not key:  # parse_spec rejects it first; "" is a substring of every name
         raise DeviceError(f"empty device spec; use {_SPEC_NAMES}")
-    if key in _ALIASES:
+    if key in _ALIASES or key in _PICKS:
         d = _remembered(key)
         if d is not None:
             return d
     devices = _all_devices()
     if not devices:
         raise DeviceError(POCL_FORK_MESSAGE if _POCL_LEFT_OUT else "no OpenCL device found")
-    if key == "auto":
+    if key in _PICKS:
         order = _auto_order(devices)
-        return next((d for d in order if not probe_compiler(d)), order[0])
-    if key in _TYPE_SPECS:
-        order = [d for d in _auto_order(devices)
-                 if (_is_gpu(d) if key == "gpu" else not _is_gpu(d) and _is_cpu(d))]
+        if key in _TYPE_SPECS:
+            order = [d for d in order if (_is_gpu(d) if key == "gpu" else not _is_gpu(d) and _is_cpu(d))]
         if not order:
             names = "; ".join(f"{_describe(d)} ({_type_name(d)})" for d in devices)
             raise DeviceError(f"no OpenCL {key.upper()} device found; available: {names} "
                               f"(pass {'cpu' if key == 'gpu' else 'gpu'} or auto)")
-        return next((d for d in order if not probe_compiler(d)), order[0])
+        chosen = next((d for d in order if not probe_compiler(d)), order[0])
+        _remember_pick(key, chosen, devices)
+        return chosen
     needle = _ALIASES.get(key, key)
     matches = []
     if key in _ALIASES:  # an alias names a runtime: its platform, not devices of others
@@ -524,6 +527,20 @@ def _select(base: str) -> "cl.Device":
     if key in _ALIASES and needle in chosen.platform.name.lower() and not probe_compiler(chosen):
         _remember(key, chosen)
     return chosen
+
+
+def _remember_pick(key: str, chosen: "cl.Device", devices: list) -> None:
+    """Remember what ``auto``, ``gpu`` or ``cpu`` picked (remembered._remember: the next
+    process gives the loader that library alone, ~30 ms of the first Interpreter on a
+    2-core EPYC with pip's three runtimes), only where the pick needs no other device
+    again: it builds kernels, it is no Oclgrind fallback (whose warning names the others)
+    and every platform listed gave a device (one that gave none may give one later: a
+    GPU's driver with the GPU absent)."""
+    if probe_compiler(chosen) or _ALIASES["oclgrind"] in chosen.platform.name.lower():
+        return
+    if {d.platform.int_ptr for d in devices} != {p.int_ptr for p in _platforms()}:
+        return
+    _remember(key, chosen)
 
 
 _OPEN: dict[tuple[str, str], Device] = {}

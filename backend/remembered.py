@@ -1,8 +1,9 @@
-"""The remembered runtime: the ICD library (and device) an alias spec took, kept in
-litecl's cache so that a later process gives the ICD loader that library alone.
+"""The remembered runtime: the ICD library (and device) a spec took, kept in litecl's
+cache so that a later process gives the ICD loader that library alone.
 
 device.py's ``_select`` asks ``_remembered`` first for an alias spec (pocl, intel,
-oclgrind, nvidia) and records its choice with ``_remember``; ``_platforms`` gives every
+oclgrind, nvidia) or a pick (auto, gpu, cpu: device._remember_pick says when one is
+kept) and records its choice with ``_remember``; ``_platforms`` gives every
 platform in the loader's order, also where the loader was given one library. device.py
 imports this module after its ICD wiring (it loads pyopencl).
 """
@@ -23,7 +24,8 @@ from .icd import SYSTEM_VENDORS, _LLVM_EXPORTERS, _bind_oclgrind_now, _is_pocl_b
 # Listing the platforms makes pyopencl's ICD loader (ocl-icd) dlopen every runtime it
 # knows: ~60 ms here (Intel's CPU runtime 21 ms, Debian's PoCL 19, Oclgrind 12, the wheel's
 # PoCL 6, measured one dlopen each), paid by the first Interpreter of every process. An
-# alias spec (pocl, intel, oclgrind, nvidia) names one runtime, so litecl remembers, in its
+# alias spec (pocl, intel, oclgrind, nvidia) names one runtime, and a pick (auto, gpu, cpu)
+# is the same one while the listing is (the same libraries, files, environment), so litecl remembers, in its
 # cache (cache.probe_put), which library served it and which device it took, keyed by
 # everything the listing depends on (_listing_key), and the next process initializes the
 # loader with that library alone (19 ms for Debian's PoCL). ocl-icd reads its vendors once,

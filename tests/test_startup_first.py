@@ -183,3 +183,23 @@ def test_listing_environment_is_part_of_the_key(env):
 def test_no_cache_means_no_memory(env):
     out = first(dict(env, LITECL_NO_CACHE="1"), "pocl" if not DEVICE_STATUS.get("pocl") else "auto")
     assert not out["restricted"] and out["record"] is None
+
+
+def test_auto_pick_is_remembered_like_an_alias(env):
+    """The default spec (auto) and gpu/cpu are remembered as the aliases are: the next
+    process lists the picked runtime alone and opens the device a full listing picks,
+    every other device still listed; an Oclgrind fallback is never remembered (its
+    warning names the other devices, so it needs the full listing)."""
+    full = first(env, "--forget", "auto")
+    assert not full["restricted"]
+    again = first(env, "auto")
+    assert again["opened"]["auto"] == full["opened"]["auto"]
+    assert again["opened"]["auto"][3] == KERNEL_OUT
+    assert again["list"] == full["list"]
+    if full["opened"]["auto"][0] == "Oclgrind":
+        assert not again["restricted"] and "auto" not in (again["record"] or {}).get("picks", {})
+    else:
+        assert again["restricted"]
+        assert set(again["raw"]) == {full["opened"]["auto"][0]}
+    cpu = first(env, "--forget", "cpu")
+    assert first(env, "cpu")["opened"]["cpu"] == cpu["opened"]["cpu"]
