@@ -131,11 +131,11 @@ def _verified(model_path, model_content):
             content, key = _read(model_path)  # refuses FIFOs, devices, directories first; (bytes, identity)
         except Exception:  # noqa: BLE001 (load_model says why, in its words)
             return load_model(model_path, None)
-        hit = _memo_get(content)
+        hit = _memo_get(content, key)
         if hit is not None:
             return hit
         where = os.fsdecode(model_path) if isinstance(model_path, bytes) else str(model_path)
-        return _memo_put(load_read(content, key, where))  # the file read once
+        return _memo_put(load_read(content, key, where), key)  # the file read once
     if model_path is None and isinstance(model_content, (bytes, bytearray, memoryview)):
         hit = _memo_get(model_content)
         return hit if hit is not None else _memo_put(load_model(None, model_content))
@@ -199,13 +199,18 @@ def _refuse_constant(model, t) -> None:
                           "here); build the model with another constant")
 
 
-def _memo_get(content):
+def _memo_get(content, file_key: str | None = None):
+    """The memoised Model of ``content``; ``file_key``: the identity of the file it was
+    just read from (model._identity), which finds the entry without hashing the bytes
+    (a read's new bytes object is hashed anew: ~0.2 ms a MB of model_path at every
+    construction, measured). The bytes are compared either way."""
     b = bytes(content) if not isinstance(content, bytes) else content
-    m = _VERIFIED.get((len(b), hash(b)))
+    k = _BY_FILE.get(file_key) if file_key is not None else None
+    m = _VERIFIED.get(k if k is not None else (len(b), hash(b)))
     return m[0] if m is not None and m[0].raw == b else None
 
 
-def _memo_put(model):
+def _memo_put(model, file_key: str | None = None):
     """Keep ``model`` for _memo_get, the oldest going first past _VERIFIED_MAX_BYTES of
     their cost: the model's bytes and ~MEMO_OBJECT_BYTES a tensor and a node for its parsed
     objects (a 0.9 KB model held ~7 KB: a cap on the bytes alone let small models grow
@@ -219,7 +224,17 @@ def _memo_put(model):
         _MEMO_HELD[0] -= _VERIFIED.pop(next(iter(_VERIFIED)))[1]
     _VERIFIED[key] = (model, cost)
     _MEMO_HELD[0] += cost
+    if file_key is not None:
+        if len(_BY_FILE) >= _BY_FILE_MAX:
+            _BY_FILE.clear()
+        _BY_FILE[file_key] = key
     return model
+
+
+#: a model file's identity (model._identity: path, device, inode, size, times) -> its
+#: _VERIFIED key; emptied at _BY_FILE_MAX entries (a gone entry only costs a hash)
+_BY_FILE: dict = {}
+_BY_FILE_MAX = 4096
 
 
 #: what one tensor or node of a parsed Model holds in Python objects, about (measured:

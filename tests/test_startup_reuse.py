@@ -217,6 +217,29 @@ def test_the_verified_models_memo_counts_their_objects(monkeypatch):
     assert I._verified(None, m) is I._verified(None, m)  # the latest is kept
 
 
+def test_a_model_file_read_again_is_found_by_its_identity_not_a_hash(tmp_path, monkeypatch):
+    """model_path's second verification finds the memoised model by the file's identity
+    (model._identity) and compares the bytes: no hash of a new read's bytes (~0.2 ms a MB
+    at every construction); a file rewritten with other bytes is read and verified anew."""
+    from litecl import interpreter as I
+    from litecl import model as M
+
+    monkeypatch.setattr(M, "RACY_SECONDS", 0.0)  # a file just written is trusted (no 2 s wait)
+    p = tmp_path / "m.tflite"
+    p.write_bytes(add_model("float32", [4], [4], const2=1.0))
+    first = I._verified(str(p), None)
+
+    def no_hash(_):
+        raise AssertionError("the model's bytes were hashed")
+
+    monkeypatch.setattr(I, "hash", no_hash, raising=False)
+    assert I._verified(str(p), None) is first
+    monkeypatch.setattr(I, "hash", hash, raising=False)
+    p.write_bytes(add_model("float32", [4], [4], const2=2.0))
+    again = I._verified(str(p), None)
+    assert again is not first and again.raw == p.read_bytes()
+
+
 def test_a_model_resized_to_ever_new_shapes_keeps_a_bounded_kernel_memo(fast_device, monkeypatch):
     """lowering.kernel_spec's memo (one KernelSpec with its source a node and shape, ~3.5 KB)
     is emptied at _SPECS_MAX entries, as the plans' are: a model resized to ever new shapes
