@@ -538,7 +538,10 @@ def _remember_pick(key: str, chosen: "cl.Device", devices: list) -> None:
     GPU's driver with the GPU absent)."""
     if probe_compiler(chosen) or _ALIASES["oclgrind"] in chosen.platform.name.lower():
         return
-    if {d.platform.int_ptr for d in devices} != {p.int_ptr for p in _platforms()}:
+    try:
+        if {d.platform.int_ptr for d in devices} != {p.int_ptr for p in _platforms()}:
+            return
+    except Exception:  # noqa: BLE001  (a platform that cannot answer: nothing remembered)
         return
     _remember(key, chosen)
 
