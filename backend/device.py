@@ -535,15 +535,24 @@ def _remember_pick(key: str, chosen: "cl.Device", devices: list) -> None:
     2-core EPYC with pip's three runtimes), only where the pick needs no other device
     again: it builds kernels, it is no Oclgrind fallback (whose warning names the others)
     and every platform listed gave a device (one that gave none may give one later: a
-    GPU's driver with the GPU absent)."""
+    GPU's driver with the GPU absent), but Mesa's: rusticl lists devices for the drivers
+    RUSTICL_ENABLE names (the environment is part of the memory's key), Clover for the
+    GPUs of Mesa's drivers (Debian's mesa-opencl-icd lists both with no device on a
+    machine without such a GPU)."""
     if probe_compiler(chosen) or _ALIASES["oclgrind"] in chosen.platform.name.lower():
         return
     try:
-        if {d.platform.int_ptr for d in devices} != {p.int_ptr for p in _platforms()}:
+        gave = {d.platform.int_ptr for d in devices}
+        if any(p.int_ptr not in gave and p.name.strip() not in _MESA_PLATFORMS for p in _platforms()):
             return
     except Exception:  # noqa: BLE001  (a platform that cannot answer: nothing remembered)
         return
     _remember(key, chosen)
+
+
+#: Mesa's OpenCL platforms (clGetPlatformInfo's names), which list no device on a machine
+#: without the GPUs (or RUSTICL_ENABLE) they serve
+_MESA_PLATFORMS = ("rusticl", "Clover")
 
 
 _OPEN: dict[tuple[str, str], Device] = {}

@@ -55,7 +55,8 @@ _TYPE_CPU, _TYPE_GPU, _TYPE_ALL = 1 << 1, 1 << 2, 0xFFFFFFFF
 #: Environment variables that change what the loader lists or what a runtime offers (the
 #: loader's, pyopencl's, each runtime's, the dynamic linker's), by prefix: part of the key.
 _LISTING_ENV = ("OCL", "OPENCL", "POCL", "CL_", "PYOPENCL", "CUDA", "NVIDIA", "GPU_", "ROCR",
-                "HIP", "HSA", "ZE_", "SYCL", "ONEAPI", "INTEL", "LD_", "XDG_CACHE_HOME", "HOME")
+                "HIP", "HSA", "ZE_", "SYCL", "ONEAPI", "INTEL", "LD_", "XDG_CACHE_HOME", "HOME",
+                "RUSTICL", "MESA")
 #: The cache entry (cache.probe_get name) holding the remembered runtimes.
 _MEMORY = "icd-runtime-v1"
 #: [library, _loader_icds()] while this process's loader was given that one library; the
