@@ -637,17 +637,35 @@ def _delegate_of(key: int) -> Delegate:
     return d
 
 
-def _raise_later(e: BaseException) -> None:
+def _raise_later(e: BaseException, any_kind: bool = False) -> None:
     """A KeyboardInterrupt or SystemExit (Ctrl-C, a signal handler's sys.exit) that landed
     in a callback, which LiteRT only sees as a failed node: raised again, as itself, in
     this thread at its first Python event outside litecl's callbacks (once LiteRT's call
     returns), as it is without litecl; a fresh user's server caught the RuntimeError and
     kept serving. A profile hook of this thread does it (sys.setprofile; the one it
-    replaces is put back then)."""
-    if not isinstance(e, (KeyboardInterrupt, SystemExit)) or getattr(_LATER, "e", None) is not None:
+    replaces is put back then). ``any_kind``: any exception (_unraisable's, which only a
+    signal handler or another thread's async exception can have raised there)."""
+    if not (any_kind or isinstance(e, (KeyboardInterrupt, SystemExit))) or getattr(_LATER, "e", None) is not None:
         return
     _LATER.e, _LATER.prev = e, sys.getprofile()
     sys.setprofile(_raise_outside)
+
+
+def _unraisable(u, _prev=sys.unraisablehook) -> None:
+    """sys.unraisablehook: an exception raised in one of litecl's ctypes callbacks before
+    its ``try`` (a signal handler runs at a function's first instruction: a SIGTERM
+    handler's sys.exit at _PLAN's start was printed as "Exception ignored on calling ctypes
+    callback function" and lost, and a service kept running, 4 of 5 times, a fresh user's
+    report) is raised again as itself once LiteRT's call returns (_raise_later); the
+    node's failure is the runtime's own (its planner's answer is left unfilled). Any
+    other: the hook this one replaced."""
+    if (u.err_msg or "").endswith("ctypes callback function") and getattr(u.object, "__module__", None) == __name__:
+        _raise_later(u.exc_value, any_kind=True)
+        return
+    _prev(u)
+
+
+sys.unraisablehook = _unraisable
 
 
 def _raise_outside(frame, event, arg):
@@ -662,7 +680,8 @@ def _raise_outside(frame, event, arg):
 
 
 _LATER = threading.local()
-_CALLBACKS = frozenset({"_DELEGATE_PREPARE", "_INIT", "_PLAN", "_FREE", "_REPORT", "_PROFILE", "_raise_outside"})
+_CALLBACKS = frozenset({"_DELEGATE_PREPARE", "_INIT", "_PLAN", "_FREE", "_REPORT", "_PROFILE", "_raise_outside",
+                        "_unraisable"})
 
 
 def _report_unowned(ctx, e: BaseException) -> int:

@@ -1392,6 +1392,58 @@ def test_an_interrupt_inside_a_prepare_is_raised_as_itself(fast_device, kind, ap
     assert lines.get("AGAIN") == "ok", r.stdout + r.stderr
 
 
+_INTERRUPT_AT_A_CALLBACK_S_START = r"""
+import sys, numpy as np, litecl
+from litecl.compare import make_interpreter
+from models.builders import add_model
+kind, device, api = sys.argv[1], sys.argv[2], sys.argv[3]
+m = add_model("float32", [1, 3], [1, 3], dynamic=True)
+d = litecl.Delegate(device, quiet=True)
+it = make_interpreter(m, delegates=[d]) if api == "litert" else litecl.Interpreter(model_content=m, delegate=d)
+it.allocate_tensors()
+it.resize_tensor_input(0, [5, 3]); it.resize_tensor_input(1, [5, 3])  # a new shape: the planner runs
+class Timeout(Exception):
+    pass
+def at_start(frame, event, arg):  # a signal handler's exception at _PLAN's first instruction, before its try
+    if event == "call" and frame.f_code.co_name == "_PLAN":
+        sys.setprofile(None)
+        raise {"int": KeyboardInterrupt(), "exit": SystemExit(3), "own": Timeout("late")}[kind]
+sys.setprofile(at_start)
+try:
+    it.allocate_tensors()
+    print("RESULT none", flush=True)
+except KeyboardInterrupt:
+    print("RESULT KeyboardInterrupt", flush=True)
+except SystemExit as e:
+    print("RESULT SystemExit", e.code, flush=True)
+except Exception as e:
+    print("RESULT", type(e).__name__, flush=True)
+sys.setprofile(None)
+it.allocate_tensors()  # the next prepare as usual
+it.set_tensor(it.get_input_details()[0]["index"], np.ones((5, 3), np.float32))
+it.set_tensor(it.get_input_details()[1]["index"], np.ones((5, 3), np.float32))
+it.invoke()
+print("AGAIN", it.get_tensor(it.get_output_details()[0]["index"]).tolist() == [[2.0] * 3] * 5, flush=True)
+"""
+
+
+@pytest.mark.parametrize("api", ["litert", "litecl"])
+@pytest.mark.parametrize("kind", ["int", "exit", "own"])
+def test_an_interrupt_at_a_callback_s_first_line_is_raised_as_itself(fast_device, kind, api):
+    """A signal handler runs at a function's first instruction: its exception (Ctrl-C, a
+    SIGTERM handler's sys.exit, an app's timeout) raised at the planner callback's start,
+    before its try, was printed as "Exception ignored on calling ctypes callback function"
+    and lost (a service kept running after SIGTERM, 4 of 5 times: a fresh user's report).
+    It is raised again as itself once LiteRT's call returns, nothing printed; the next
+    prepare runs as usual."""
+    r = _py_hardening(_INTERRUPT_AT_A_CALLBACK_S_START, kind, fast_device, api)
+    lines = dict(ln.split(" ", 1) for ln in r.stdout.splitlines() if " " in ln)
+    want = {"int": "KeyboardInterrupt", "exit": "SystemExit 3", "own": "Timeout"}[kind]
+    assert lines.get("RESULT") == want, r.stdout + r.stderr
+    assert lines.get("AGAIN") == "True", r.stdout + r.stderr
+    assert "Exception ignored" not in r.stderr, r.stderr
+
+
 _FORK_WHILE_INVOKING = r"""
 import os, sys, threading, time, numpy as np, litecl
 from models.builders import chain_model
