@@ -18,6 +18,7 @@ from pathlib import Path
 import pyopencl as cl
 
 from . import icd
+from .errors import env_flag
 from .icd import SYSTEM_VENDORS, _LLVM_EXPORTERS, _bind_oclgrind_now, _is_pocl_basic, _listing, _materialize_icd_folder
 
 # ------------------------------------------------------------------ the remembered runtime
@@ -271,10 +272,12 @@ def _signature(platform, device, devices) -> list:
 
 
 def _restrictable() -> bool:
-    """Whether the loader may be given one library: no OPENCL_LAYERS (layers see every
-    call), and no library exporting LLVM loaded (_preload_icds_if_llvm_clash then loads
-    every runtime anyway)."""
-    if os.environ.get("OPENCL_LAYERS"):
+    """Whether the loader may be given one library: no LITECL_FULL_LISTING (the app's own
+    pyopencl.get_platforms() then lists every runtime: a restricted loader lists the
+    remembered one alone for the process), no OPENCL_LAYERS (layers see every call), and
+    no library exporting LLVM loaded (_preload_icds_if_llvm_clash then loads every runtime
+    anyway). Raises LiteclError for a LITECL_FULL_LISTING that is no yes/no value."""
+    if env_flag("LITECL_FULL_LISTING") or os.environ.get("OPENCL_LAYERS"):
         return False
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:

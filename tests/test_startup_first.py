@@ -203,3 +203,9 @@ def test_auto_pick_is_remembered_like_an_alias(env):
         assert set(again["raw"]) == {full["opened"]["auto"][0]}
     cpu = first(env, "--forget", "cpu")
     assert first(env, "cpu")["opened"]["cpu"] == cpu["opened"]["cpu"]
+    # LITECL_FULL_LISTING: the loader lists every runtime (an app's own pyopencl sees them all)
+    full_env = dict(env, LITECL_FULL_LISTING="1")
+    first(full_env, "auto")
+    whole = first(full_env, "auto")
+    assert not whole["restricted"] and len(whole["raw"]) == len(full["raw"])
+    assert whole["opened"]["auto"] == full["opened"]["auto"]
