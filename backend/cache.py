@@ -52,8 +52,9 @@ def cache_root() -> Path | None:
     k = (env.get("LITECL_CACHE_DIR"), env.get("XDG_CACHE_HOME"), env.get("HOME"))
     root = _ROOTS.get(k)
     if root is None:
-        if k[0]:
-            root = Path(k[0])
+        if k[0]:  # "~" expanded, a relative folder made absolute once: a service that changes
+            # its folder later keeps one cache (a fresh user's report: "~/x" made a folder "~")
+            root = Path(os.path.abspath(os.path.expanduser(k[0])))
         else:
             root = Path(k[1] or str(Path.home() / ".cache")) / "litecl"
         if len(_ROOTS) < 64:

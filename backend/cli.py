@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     def add_input_args(s):  # what run and compare share: the inputs and how the model runs
         s.add_argument("--inputs", metavar="NPZ",
                        help=".npz of inputs keyed by input tensor (or signature input) name")
-        s.add_argument("--seed", type=_NON_NEGATIVE, default=0, help=seed_help)
+        s.add_argument("--seed", type=_NON_NEGATIVE, default=None, help=seed_help)
         s.add_argument("--full-range", action="store_true", help=full_range_help)
         s.add_argument("--resize", action="store_true", help=resize_help)
         s.add_argument("--signature", metavar="KEY", help=sig_help)
@@ -133,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--signature", metavar="KEY", help=sig_help)
     s.add_argument("--inputs", metavar="NPZ", help=".npz of inputs keyed by input name (default: seeded random)")
     s.add_argument("--resize", action="store_true", help=resize_help)
-    s.add_argument("--seed", type=_NON_NEGATIVE, default=0, help=seed_help)
+    s.add_argument("--seed", type=_NON_NEGATIVE, default=None, help=seed_help)
     s.add_argument("--num_threads", type=threads_type, default=None, metavar="N", help=threads_help)
     add_placement(s)
     s.add_argument("--reference", choices=ref_choices, default="builtin", help=reference_help)
@@ -379,6 +379,13 @@ def main(argv=None) -> int:
         return e.code if isinstance(e.code, int) else 0
     except _Usage as e:
         return _fail(str(e))
+    if hasattr(args, "seed"):  # random inputs' options beside --inputs, which gives them: refused
+        chosen = [o for o, on in (("--full-range", getattr(args, "full_range", False)),
+                                  ("--seed", args.seed is not None)) if on]
+        if getattr(args, "inputs", None) and chosen:
+            return _fail(f"{' and '.join(chosen)} choose{'s' if len(chosen) == 1 else ''} random inputs, "
+                         "but --inputs gives them: pass one or the other")
+        args.seed = 0 if args.seed is None else args.seed
     try:
         # every yes/no variable now, not while _internal reports another error; LITECL_QUIET
         # too, which the commands do not read (they pass quiet=True), so a bad value is

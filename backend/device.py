@@ -872,7 +872,7 @@ def _warn_auto_oclgrind(chosen: "cl.Device") -> None:
     simulator that interprets every work-item (much slower than a CPU runtime): which devices there are and why none of them was taken, and how to pick
     another."""
     others = [d for d in _all_devices() if not _same(d, chosen)]
-    why = "; ".join(f"{_describe(d)}: {' '.join(probe_compiler(d).split())[:120] or 'builds them'}"
+    why = "; ".join(f"{_describe(d)}: {' '.join(probe_compiler(d).split()) or 'builds them'}"
                     for d in others) or "it is the only OpenCL device found"
     _warn_once("auto-oclgrind", "device auto picked the Oclgrind simulator, which runs kernels very slowly, "
                f"because no other OpenCL device builds litecl's kernels ({why}); pick another device with "

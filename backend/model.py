@@ -474,7 +474,8 @@ def load_model(model_path=None, model_content: bytes | None = None) -> Model:
         where = os.fsdecode(model_path) if isinstance(model_path, bytes) else str(model_path)
     else:
         if not isinstance(model_content, (bytes, bytearray, memoryview)):
-            raise ModelError(f"model_content must be bytes, got {type(model_content).__name__}")
+            raise ModelError(f"model_content must be bytes-like (bytes, bytearray, memoryview), got "
+                             f"{type(model_content).__name__}")
         raw = bytes(model_content)
         where = "model_content"
         key = "content|" + hashlib.sha256(raw).hexdigest()  # 0.7 ms a MB (measured)
@@ -487,7 +488,7 @@ def load_read(raw: bytes, key, where: str) -> Model:
     (litecl.Interpreter reads a file once for its own memo and passes it on). Raises
     ModelError as load_model."""
     if len(raw) == 0:
-        raise ModelError(f"{where}: empty file, expected a .tflite model")
+        raise ModelError(f"{where}: {'empty' if where == 'model_content' else 'empty file'}, expected a .tflite model")
     if len(raw) < 16:
         raise ModelError(f"{where}: {len(raw)} bytes is too short for a .tflite model")
     if raw[4:8] != b"TFL3":

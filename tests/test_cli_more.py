@@ -139,6 +139,36 @@ def test_npy_and_non_npz_inputs(model, tmp_path):
     one_error(run_cli("run", model, "--device", DEV, "--inputs", tmp_path), "directory")
 
 
+def test_random_input_options_beside_inputs_are_refused(model, tmp_path):
+    """--full-range and --seed choose random inputs; beside --inputs they were ignored
+    without a word (a fresh user's report): one error line, exit 2, for run, compare and
+    bench; each alone still works."""
+    npz = tmp_path / "in.npz"
+    np.savez(npz, x=np.zeros(4, np.float32))
+    for cmd in ("run", "compare", "bench"):
+        extra = ["--full-range"] if cmd != "bench" else []
+        line = one_error(run_cli(cmd, model, "--device", DEV, "--inputs", npz, "--seed", "5", *extra),
+                         "--inputs gives them")
+        assert ("--full-range and --seed" if extra else "--seed chooses") in line
+    assert run_cli("run", model, "--device", DEV, "--seed", "5", "--full-range").returncode == 0
+
+
+def test_cache_dir_with_a_tilde_or_relative_is_one_absolute_folder(tmp_path, monkeypatch):
+    """LITECL_CACHE_DIR="~/x" made a folder named "~" in the current folder, and a relative
+    one moved with the current folder (a fresh user's report): "~" is expanded and a
+    relative folder made absolute once."""
+    from litecl import cache
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("LITECL_CACHE_DIR", "~/litecl-cache")
+    assert cache.cache_root() == tmp_path / "litecl-cache"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LITECL_CACHE_DIR", "rel-cache")
+    root = cache.cache_root()
+    monkeypatch.chdir("/")
+    assert cache.cache_root() == root == tmp_path / "rel-cache"
+
+
 # ------------------------------------------------------------------ 3, 4: output paths
 def test_unwritable_outputs_fail_before_running(model, tmp_path):
     r = run_cli("bench", model, "--device", DEV, "--json", "/nonexistent/dir/x.json")

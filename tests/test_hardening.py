@@ -183,7 +183,7 @@ def test_work_is_capped_by_file_size():
 
 
 @pytest.mark.parametrize("blob,match", [
-    (b"", "empty file"),
+    (b"", "model_content: empty, expected"),
     (b"TFL3", "too short"),
     (b"hello, this is a text file, not a model\n" * 4, "not a TFLite model"),
     (bytes(range(256)) * 4, "not a TFLite model"),
