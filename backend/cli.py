@@ -305,7 +305,7 @@ def _supervised(args) -> int:  # noqa: C901
     held: list = []
     relay = threading.Thread(target=_relay_stderr, args=(err_r, held), daemon=True)
     relay.start()
-    forward = {sig: signal.signal(sig, _forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    forward = {sig: signal.signal(sig, _forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         while True:
             try:
@@ -322,7 +322,7 @@ def _supervised(args) -> int:  # noqa: C901
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
-        if sig in (signal.SIGINT, signal.SIGTERM):  # the shell's code for a signal: 128 + its number
+        if sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # the shell's code: 128 + its number
             _fail(f"interrupted ({name})")
             return 128 + sig
         if sig == signal.SIGKILL:  # not a crash, and no Ctrl-C: the OOM killer, or kill -9

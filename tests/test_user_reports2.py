@@ -3,6 +3,8 @@ tests/test_user_reports.py): the CLI's signature handling, device="auto"'s Oclgr
 fallback, and `litecl kernel cast` for pairs LiteRT's CAST does not run."""
 from __future__ import annotations
 
+import os
+
 import copy
 
 import flatbuffers
@@ -259,6 +261,30 @@ def test_ctrl_c_during_bench_is_one_error_line(tmp_path, fast_device, supervised
     assert p.returncode == 130, (p.returncode, err)
     assert "Traceback" not in err and "Exception ignored" not in err, err
     assert err.strip().splitlines()[-1] == "error: interrupted (SIGINT)", err
+
+
+def test_a_closed_terminal_s_sighup_is_one_error_line(tmp_path, fast_device):
+    """SIGHUP (the terminal or ssh session closed) to the supervised `litecl bench`: passed
+    on to the child, then `error: interrupted (SIGHUP)`, exit 129; it ended with no line
+    (a fresh user's report)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from models.builders import chain_model
+
+    m = tmp_path / "m.tflite"
+    m.write_bytes(chain_model(["float32", ("add", 1.0), "int8"], [4096]))
+    env = {k: v for k, v in os.environ.items() if k != "LITECL_NO_SUPERVISOR"}
+    p = subprocess.Popen([sys.executable, "-m", "litecl.cli", "bench", str(m), "--device", fast_device,
+                          "--num-runs", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    time.sleep(6)
+    p.send_signal(signal.SIGHUP)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 129, (p.returncode, err)
+    assert err.strip().splitlines()[-1] == "error: interrupted (SIGHUP)", err
 
 
 def test_a_killed_child_is_not_reported_as_interrupted(tmp_path, fast_device):
