@@ -3,9 +3,8 @@ tests/test_user_reports.py): the CLI's signature handling, device="auto"'s Oclgr
 fallback, and `litecl kernel cast` for pairs LiteRT's CAST does not run."""
 from __future__ import annotations
 
-import os
-
 import copy
+import os
 
 import flatbuffers
 import numpy as np
