@@ -139,7 +139,7 @@ def test_npy_and_non_npz_inputs(model, tmp_path):
     one_error(run_cli("run", model, "--device", DEV, "--inputs", tmp_path), "directory")
 
 
-def test_random_input_options_beside_inputs_are_refused(model, tmp_path):
+def test_random_input_options_beside_inputs_are_refused(model, tmp_path, fast_device):
     """--full-range and --seed choose random inputs; beside --inputs they were ignored
     without a word (a fresh user's report): one error line, exit 2, for run, compare and
     bench; each alone still works."""
@@ -147,10 +147,10 @@ def test_random_input_options_beside_inputs_are_refused(model, tmp_path):
     np.savez(npz, x=np.zeros(4, np.float32))
     for cmd in ("run", "compare", "bench"):
         extra = ["--full-range"] if cmd != "bench" else []
-        line = one_error(run_cli(cmd, model, "--device", DEV, "--inputs", npz, "--seed", "5", *extra),
+        line = one_error(run_cli(cmd, model, "--device", fast_device, "--inputs", npz, "--seed", "5", *extra),
                          "--inputs gives them")
         assert ("--full-range and --seed" if extra else "--seed chooses") in line
-    assert run_cli("run", model, "--device", DEV, "--seed", "5", "--full-range").returncode == 0
+    assert run_cli("run", model, "--device", fast_device, "--seed", "5", "--full-range").returncode == 0
 
 
 def test_cache_dir_with_a_tilde_or_relative_is_one_absolute_folder(tmp_path, monkeypatch):

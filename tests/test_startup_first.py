@@ -59,6 +59,8 @@ for spec in [a for a in args if not a.startswith("--")]:
     d = litecl.open_device(spec)
     out["opened"][spec] = [d.caps.platform, d.caps.name, d.caps.driver, run(d)]
 out["restricted"] = bool(remembered._RESTRICTED)
+if "--is-gpu" in args:
+    out["is_gpu"] = litecl.open_device("auto").caps.is_gpu
 out["raw"] = [p.name for p in cl.get_platforms()]
 out["list"] = [[c.platform, c.name, c.driver] for c in litecl.list_devices()]
 if "--fork" in args:
@@ -201,8 +203,9 @@ def test_auto_pick_is_remembered_like_an_alias(env):
     else:
         assert again["restricted"]
         assert set(again["raw"]) == {full["opened"]["auto"][0]}
-    cpu = first(env, "--forget", "cpu")
-    assert first(env, "cpu")["opened"]["cpu"] == cpu["opened"]["cpu"]
+    kind = "gpu" if first(env, "--forget", "--is-gpu", "auto")["is_gpu"] else "cpu"  # a kind this machine has
+    typed = first(env, "--forget", kind)
+    assert first(env, kind)["opened"][kind] == typed["opened"][kind]
     # LITECL_FULL_LISTING: the loader lists every runtime (an app's own pyopencl sees them all)
     full_env = dict(env, LITECL_FULL_LISTING="1")
     first(full_env, "auto")
