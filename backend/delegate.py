@@ -652,13 +652,10 @@ def _raise_later(e: BaseException, any_kind: bool = False) -> None:
 
 
 def _unraisable(u, _prev=sys.unraisablehook) -> None:
-    """sys.unraisablehook: an exception raised in one of litecl's ctypes callbacks before
-    its ``try`` (a signal handler runs at a function's first instruction: a SIGTERM
-    handler's sys.exit at _PLAN's start was printed as "Exception ignored on calling ctypes
-    callback function" and lost, and a service kept running, 4 of 5 times, a fresh user's
-    report) is raised again as itself once LiteRT's call returns (_raise_later); the
-    node's failure is the runtime's own (its planner's answer is left unfilled). Any
-    other: the hook this one replaced."""
+    """sys.unraisablehook: an exception raised in a litecl callback before its ``try`` (a
+    signal handler's, at the first instruction: ctypes printed "Exception ignored" and a
+    SIGTERM was lost, a fresh user's report) is raised again as itself once LiteRT's call
+    returns (_raise_later). Any other: the hook this one replaced."""
     if (u.err_msg or "").endswith("ctypes callback function") and getattr(u.object, "__module__", None) == __name__:
         _raise_later(u.exc_value, any_kind=True)
         return
