@@ -1345,6 +1345,20 @@ def test_two_threads_invoking_on_oclgrind_run_one_at_a_time(tmp_path):
         assert r.returncode == 0 and "DONE []" in r.stdout, (r.returncode, r.stdout, r.stderr[-1500:])
 
 
+_RESULT = r"""
+def result(call):  # what reached the caller: RESULT and its kind
+    try:
+        call()
+        print("RESULT none", flush=True)
+    except KeyboardInterrupt:
+        print("RESULT KeyboardInterrupt", flush=True)
+    except SystemExit as e:
+        print("RESULT SystemExit", e.code, flush=True)
+    except Exception as e:
+        print("RESULT", type(e).__name__, flush=True)
+"""
+
+
 _INTERRUPTED_PREPARE = r"""
 import sys, numpy as np, litecl
 from litecl import claims
@@ -1360,18 +1374,8 @@ def decide(*a, **k):  # a signal handler's exception, landing inside litecl's Pr
     return real(*a, **k)
 claims.decide = decide
 d = litecl.Delegate(device, quiet=True)
-try:
-    if api == "litert":
-        make_interpreter(m, delegates=[d]).allocate_tensors()
-    else:
-        litecl.Interpreter(model_content=m, delegate=d).allocate_tensors()
-    print("RESULT none", flush=True)
-except KeyboardInterrupt:
-    print("RESULT KeyboardInterrupt", flush=True)
-except SystemExit as e:
-    print("RESULT SystemExit", e.code, flush=True)
-except Exception as e:
-    print("RESULT", type(e).__name__, flush=True)
+result(lambda: (make_interpreter(m, delegates=[d]) if api == "litert"
+                else litecl.Interpreter(model_content=m, delegate=d)).allocate_tensors())
 it = make_interpreter(m, delegates=[d])  # the next one as usual
 it.allocate_tensors()
 print("AGAIN ok", flush=True)
@@ -1386,7 +1390,7 @@ def test_an_interrupt_inside_a_prepare_is_raised_as_itself(fast_device, kind, ap
     LiteclError, and a server that catches Exception kept serving (a fresh user's
     report): it is raised again, as itself, once LiteRT's call returns to Python, under
     LiteRT's Interpreter and litecl.Interpreter; the next interpreter prepares as usual."""
-    r = _py_hardening(_INTERRUPTED_PREPARE, kind, fast_device, api)
+    r = _py_hardening(_RESULT + _INTERRUPTED_PREPARE, kind, fast_device, api)
     lines = dict(ln.split(" ", 1) for ln in r.stdout.splitlines() if " " in ln)
     assert lines.get("RESULT") == ("KeyboardInterrupt" if kind == "int" else "SystemExit 3"), r.stdout + r.stderr
     assert lines.get("AGAIN") == "ok", r.stdout + r.stderr
@@ -1409,21 +1413,18 @@ def at_start(frame, event, arg):  # a signal handler's exception at _PLAN's firs
         sys.setprofile(None)
         raise {"int": KeyboardInterrupt(), "exit": SystemExit(3), "own": Timeout("late")}[kind]
 sys.setprofile(at_start)
-try:
-    it.allocate_tensors()
-    print("RESULT none", flush=True)
-except KeyboardInterrupt:
-    print("RESULT KeyboardInterrupt", flush=True)
-except SystemExit as e:
-    print("RESULT SystemExit", e.code, flush=True)
-except Exception as e:
-    print("RESULT", type(e).__name__, flush=True)
+result(it.allocate_tensors)
 sys.setprofile(None)
-it.allocate_tensors()  # the next prepare as usual
-it.set_tensor(it.get_input_details()[0]["index"], np.ones((5, 3), np.float32))
-it.set_tensor(it.get_input_details()[1]["index"], np.ones((5, 3), np.float32))
-it.invoke()
-print("AGAIN", it.get_tensor(it.get_output_details()[0]["index"]).tolist() == [[2.0] * 3] * 5, flush=True)
+it.allocate_tensors()  # the next prepare as usual; its output bit for bit LiteRT's without litecl
+ref = make_interpreter(m)
+ref.resize_tensor_input(0, [5, 3]); ref.resize_tensor_input(1, [5, 3]); ref.allocate_tensors()
+x = np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32)
+for r in (it, ref):
+    for k, det in enumerate(r.get_input_details()):
+        r.set_tensor(det["index"], x[k])
+    r.invoke()
+got, want = (r.get_tensor(r.get_output_details()[0]["index"]) for r in (it, ref))
+print("AGAIN", got.tobytes() == want.tobytes(), flush=True)
 """
 
 
@@ -1436,7 +1437,7 @@ def test_an_interrupt_at_a_callback_s_first_line_is_raised_as_itself(fast_device
     and lost (a service kept running after SIGTERM, 4 of 5 times: a fresh user's report).
     It is raised again as itself once LiteRT's call returns, nothing printed; the next
     prepare runs as usual."""
-    r = _py_hardening(_INTERRUPT_AT_A_CALLBACK_S_START, kind, fast_device, api)
+    r = _py_hardening(_RESULT + _INTERRUPT_AT_A_CALLBACK_S_START, kind, fast_device, api)
     lines = dict(ln.split(" ", 1) for ln in r.stdout.splitlines() if " " in ln)
     want = {"int": "KeyboardInterrupt", "exit": "SystemExit 3", "own": "Timeout"}[kind]
     assert lines.get("RESULT") == want, r.stdout + r.stderr
