@@ -1228,6 +1228,11 @@ def test_an_unwritable_cache_dir_is_said_once_and_the_model_runs_exact(tmp_path,
     # with the exported binaries (the exporting device) no program is built from source:
     # the line names what each process does again (a fresh user's said "builds its programs")
     assert exact and built == 0 and len(lines) == 1 and "self-test" in lines[0] and "from source" not in lines[0], err
+    # a folder that is there but takes no file (procfs answers ENOENT): not "No such file"
+    if os.path.isdir("/proc/self") and os.stat("/proc").st_uid == os.getuid():
+        exact, _, err = _start(out, m, {"cache_dir": "/proc"}, tmp_path / "cache")
+        lines = [ln for ln in err.splitlines() if "cannot write to the cache folder" in ln]
+        assert exact and len(lines) == 1 and "(the folder takes no new file)" in lines[0], err
     exact, _, err = _start(out, m, {"binaries": "0", "cache_dir": str(tmp_path / "ok")}, tmp_path / "cache")
     assert exact and "cache folder" not in err, err
     # a folder others can write is neither read nor written (a binary planted there ran in

@@ -748,9 +748,13 @@ static int make_dirs(const char *dir) {
 static void cache_unwritable(delegate *d, int err, const char *redo) {
     if (d->cache_warned) return;
     d->cache_warned = 1;
+    struct stat st;
+    /* a folder that exists but takes no new file says ENOENT (procfs: cache_dir=/proc, a
+     * fresh user's report read "No such file or directory" of a folder that is there) */
+    int there = err == ENOENT && !stat(d->cache_dir, &st) && S_ISDIR(st.st_mode);
     fprintf(stderr, "WARNING: litecl: cannot write to the cache folder %s (%s); each process %s again "
             "(name a writable folder with the cache_dir option, or cache_dir=none)\n",
-            d->cache_dir, strerror(err), redo);
+            d->cache_dir, there ? "the folder takes no new file" : strerror(err), redo);
 }
 
 static void store_program(delegate *d, cl_program prg, const char *path) {
