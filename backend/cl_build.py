@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .errors import raised_by_app
 from .icd import _owned_dir
 
 # ---------------------------------------------------------------------------- caches
@@ -408,6 +409,11 @@ def build_source(ctx, source: str):
         except cl.Error:
             raise
         except Exception as e:  # noqa: BLE001  (pyopencl's cache code failed, not the compiler)
+            inner = e  # pyopencl's KeyError while handling the failure: the failure is a context below
+            while isinstance(inner, KeyError) and inner.__context__ is not None:
+                inner = inner.__context__
+            if raised_by_app(inner):  # a signal handler's exception (an app's timeout): the app's, as it is
+                raise inner from None
             cause = ("an entry it cannot read or write: pyopencl 2026.1 reports any cache failure "
                      "as KeyError('PYOPENCL_CACHE_FAILURE_FATAL')"
                      if isinstance(e, KeyError) and "PYOPENCL_CACHE_FAILURE_FATAL" in str(e)

@@ -43,7 +43,7 @@ from . import abi
 from . import claims
 from .cache import max_bytes
 from .device import _OPEN, open_device, small_device, small_device_why
-from .errors import KernelBuildError, LiteclError, env_flag
+from .errors import KernelBuildError, LiteclError, env_flag, raised_by_app
 from . import kernels
 from .kernels import build_program, plan_built
 from .memory import _Memory, _memory_policy  # noqa: F401  (_Memory re-exported)
@@ -344,15 +344,15 @@ class Delegate(_Records):
         return e
 
     def _fail(self, ctx, e: BaseException) -> int:
-        """Keep ``e`` for litecl's entry points, report it through LiteRT, return kTfLiteError."""
-        _raise_later(e)
+        """Keep ``e`` for litecl's entry points, report it through LiteRT, return kTfLiteError;
+        an app's own (a signal handler's: errors.raised_by_app) is raised again as itself."""
+        _raise_later(e, any_kind=raised_by_app(e))
         if not isinstance(e, LiteclError):
             e = LiteclError(f"litecl delegate: {type(e).__name__}: {e}")
-        # kept without the frames it passed (raised again in litecl's type, from None): with
-        # LiteRT's own Interpreter nobody takes it, and its frames kept a failed interpreter
-        # (and the caller's request) alive for good, ~105 KB each (a fresh user's report)
-        e.__traceback__ = e.__context__ = e.__cause__ = None
-        self._errors.last = e
+        # kept without its frames (raised again in litecl's type, from None): with LiteRT's own Interpreter
+        # nobody takes it, and they kept a failed interpreter alive, ~105 KB each (a fresh user's report)
+        e.__traceback__ = e.__context__ = e.__cause__ = None  # an app's exception armed: that is the error
+        self._errors.last = None if sys.getprofile() is _raise_outside else e  # (no stale one kept)
         try:
             if ctx and ctx.contents.ReportError:
                 ctx.contents.ReportError(ctx, b"%s", (str(e) + "\n").encode("utf-8", "replace"))
@@ -641,11 +641,11 @@ def _raise_later(e: BaseException, any_kind: bool = False) -> None:
     """A KeyboardInterrupt or SystemExit (Ctrl-C, a signal handler's sys.exit) that landed
     in a callback, which LiteRT only sees as a failed node: raised again, as itself, in
     this thread at its first Python event outside litecl's callbacks (once LiteRT's call
-    returns), as it is without litecl; a fresh user's server caught the RuntimeError and
-    kept serving. A profile hook of this thread does it (sys.setprofile; the one it
-    replaces is put back then). ``any_kind``: any exception (_unraisable's, which only a
-    signal handler or another thread's async exception can have raised there)."""
-    if not (any_kind or isinstance(e, (KeyboardInterrupt, SystemExit))) or getattr(_LATER, "e", None) is not None:
+    returns), as it is without litecl (a fresh user's server caught the RuntimeError and
+    kept serving), by a profile hook (sys.setprofile; the one it replaces is put back then).
+    ``any_kind``: any exception (an app's signal handler's, errors.raised_by_app). One armed
+    whose hook is gone (a signal's exception inside the hook unsets it) is replaced."""
+    if not (any_kind or isinstance(e, (KeyboardInterrupt, SystemExit))) or sys.getprofile() is _raise_outside:
         return
     _LATER.e, _LATER.prev = e, sys.getprofile()
     sys.setprofile(_raise_outside)

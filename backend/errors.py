@@ -116,3 +116,40 @@ def env_flag(name: str, default: bool = False) -> bool:
 #: folder named litecl (a checkout of it, from the folder above) hides the installed
 #: package ("cannot import name 'open_device'": every device's check failed)
 CHILD_PATH = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"
+
+
+def raised_by_app(e: BaseException) -> bool:
+    """Whether ``e`` was raised by code outside litecl and the libraries it calls (numpy,
+    pyopencl, pytools, platformdirs, flatbuffers, LiteRT's and TensorFlow's Python, Python's
+    own library): an app's signal handler (a SIGALRM timeout) that ran while litecl's
+    callback or pyopencl's cache code was running and raised there. Such an exception is
+    the app's, to be raised as itself (delegate._fail, cl_build.build_source), not one of
+    litecl's or a cache failure (a fresh user's timer exception came back as "litecl
+    delegate: T:", and once as a broken pyopencl cache)."""
+    tb = e.__traceback__
+    if tb is None or isinstance(e, LiteclError):  # litecl's own type: litecl's (or its test's) error
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    name = tb.tb_frame.f_code.co_filename
+    if name.startswith("<frozen "):  # Python's own frozen modules ("<string>", "<stdin>": an app's)
+        return False
+    if not _OWN_ROOTS:
+        import importlib.util  # noqa: PLC0415
+        import os  # noqa: PLC0415
+        import sysconfig  # noqa: PLC0415
+
+        roots = [os.path.dirname(os.path.abspath(__file__))]
+        for mod in ("numpy", "pyopencl", "pytools", "platformdirs", "flatbuffers", "ai_edge_litert", "tensorflow"):
+            spec = importlib.util.find_spec(mod)
+            roots += list(spec.submodule_search_locations or []) if spec else []
+        _OWN_ROOTS[:] = [tuple(os.path.join(r, "") for r in roots), os.path.join(sysconfig.get_paths()["stdlib"], ""),
+                         os.sep]
+    packages, stdlib, sep = _OWN_ROOTS
+    if name.startswith(packages):
+        return False
+    return not (name.startswith(stdlib) and "-packages" + sep not in name[len(stdlib):])
+
+
+#: [(litecl's and its libraries' folders), the standard library's folder, os.sep]
+_OWN_ROOTS: list = []

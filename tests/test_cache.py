@@ -291,7 +291,7 @@ def test_no_cache_values(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["LITECL_QUIET", "LITECL_NO_CACHE", "LITECL_NO_INTEL_ICD",
-                                  "LITECL_NO_SUPERVISOR", "LITECL_DEBUG"])
+                                  "LITECL_NO_SUPERVISOR", "LITECL_DEBUG", "LITECL_NO_PREFETCH"])
 def test_yes_no_variables_read_one_way(monkeypatch, name):
     """Every yes/no LITECL_* variable is read by errors.env_flag: unset or blank is the
     default, 1/true/yes/on and 0/false/no/off in any case, anything else an error naming
@@ -381,3 +381,46 @@ def test_a_bad_cache_bound_is_refused_by_the_delegate_too(fast_device, monkeypat
         monkeypatch.setenv("LITECL_CACHE_MAX_BYTES", bad)
         with pytest.raises(litecl.LiteclError, match="LITECL_CACHE_MAX_BYTES must be a positive integer"):
             litecl.Delegate(fast_device, quiet=True)
+
+
+class _AppTimeout(Exception):
+    """An app's own exception, raised by its signal handler."""
+
+
+def _app_signal_handler(*args, **kwargs):
+    """Stands for an app's signal handler (this file's code) running inside pyopencl's
+    cache code and raising."""
+    raise _AppTimeout("the app's deadline")
+
+
+def test_a_signal_handlers_exception_inside_pyopencls_cache_is_the_apps(monkeypatch, fast_device):
+    """pyopencl's cache code turns any Exception into KeyError('PYOPENCL_CACHE_FAILURE_FATAL'):
+    one an app's signal handler raised there (a fresh user's SIGALRM timer) reached litecl
+    as a broken cache, was warned of and dropped, and the cache went off for the process.
+    It is raised as the app's own; a failure inside pyopencl's code is still the cache's
+    (a warning, the program built without it)."""
+    import warnings  # noqa: PLC0415
+
+    import pyopencl as cl  # noqa: PLC0415
+    import pyopencl.cache as pc  # noqa: PLC0415
+
+    import litecl  # noqa: PLC0415
+    from litecl import cl_build  # noqa: PLC0415
+
+    if cl_build._pyopencl_cache_problem() is not None or os.environ.get("PYOPENCL_NO_CACHE"):
+        pytest.skip("pyopencl's cache is off here")
+    monkeypatch.setattr(cl_build, "_PYOPENCL_CACHE_BROKEN", [])
+    monkeypatch.setattr(cl_build, "_WARNED", set(), raising=False)
+    ctx = litecl.open_device(fast_device).context
+    src = "__kernel void k(__global int* a) { a[get_global_id(0)] = %d; }"
+    monkeypatch.setattr(pc, "_create_built_program_from_source_cached", _app_signal_handler)
+    with pytest.raises(_AppTimeout, match="the app's deadline"):
+        cl_build.build_source(ctx, src % 1)
+    assert not cl_build._PYOPENCL_CACHE_BROKEN
+    ns: dict = {}  # a failure of pyopencl's own code (its file): the cache's
+    exec(compile("def fail(*a, **k):\n    raise OSError(28, 'No space left on device')\n", pc.__file__, "exec"), ns)
+    monkeypatch.setattr(pc, "_create_built_program_from_source_cached", ns["fail"])
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        prg = cl_build.build_source(ctx, src % 2)
+    assert isinstance(prg, cl.Program) and cl_build._PYOPENCL_CACHE_BROKEN

@@ -297,12 +297,13 @@ def test_callback_error_reaches_the_user(fast_device, monkeypatch):
 
 
 def test_error_in_prepare_is_an_error_not_a_crash(fast_device, monkeypatch):
+    """A bug in litecl's Prepare (an exception raised in litecl's own code, as the code
+    object's file says: errors.raised_by_app) is a LiteclError naming it, not a crash."""
     from litecl import claims
 
-    def boom(*a):
-        raise ZeroDivisionError("simulated")
-
-    monkeypatch.setattr(claims, "why_not", boom)
+    ns: dict = {}
+    exec(compile("def boom(*a):\n    raise ZeroDivisionError('simulated')\n", claims.__file__, "exec"), ns)
+    monkeypatch.setattr(claims, "why_not", ns["boom"])
     monkeypatch.setattr(claims, "_prepared", lambda dlg, ks: None)  # decided here, not read from the cache
     with pytest.raises(litecl.LiteclError, match="ZeroDivisionError: simulated"):
         litecl.Interpreter(model_content=cast_model("int8", "int16", [4]), device=fast_device, quiet=True)

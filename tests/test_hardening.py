@@ -1408,10 +1408,11 @@ it.allocate_tensors()
 it.resize_tensor_input(0, [5, 3]); it.resize_tensor_input(1, [5, 3])  # a new shape: the planner runs
 class Timeout(Exception):
     pass
+where = "plan_for" if kind == "own-body" else "_PLAN"  # inside the callback's try, or before it
 def at_start(frame, event, arg):  # a signal handler's exception at _PLAN's first instruction, before its try
-    if event == "call" and frame.f_code.co_name == "_PLAN":
+    if event == "call" and frame.f_code.co_name == where:
         sys.setprofile(None)
-        raise {"int": KeyboardInterrupt(), "exit": SystemExit(3), "own": Timeout("late")}[kind]
+        raise {"int": KeyboardInterrupt(), "exit": SystemExit(3), "own": Timeout("late"), "own-body": Timeout("late")}[kind]
 sys.setprofile(at_start)
 result(it.allocate_tensors)
 sys.setprofile(None)
@@ -1429,17 +1430,19 @@ print("AGAIN", got.tobytes() == want.tobytes(), flush=True)
 
 
 @pytest.mark.parametrize("api", ["litert", "litecl"])
-@pytest.mark.parametrize("kind", ["int", "exit", "own"])
+@pytest.mark.parametrize("kind", ["int", "exit", "own", "own-body"])
 def test_an_interrupt_at_a_callback_s_first_line_is_raised_as_itself(fast_device, kind, api):
     """A signal handler runs at a function's first instruction: its exception (Ctrl-C, a
     SIGTERM handler's sys.exit, an app's timeout) raised at the planner callback's start,
     before its try, was printed as "Exception ignored on calling ctypes callback function"
     and lost (a service kept running after SIGTERM, 4 of 5 times: a fresh user's report).
     It is raised again as itself once LiteRT's call returns, nothing printed; the next
-    prepare runs as usual."""
+    prepare runs as usual. ``own-body``: the app's exception inside the callback's try
+    (in the planner) came back as LiteclError("litecl delegate: Timeout: late") (a fresh
+    user's SIGALRM timer): it is the app's too (errors.raised_by_app)."""
     r = _py_hardening(_RESULT + _INTERRUPT_AT_A_CALLBACK_S_START, kind, fast_device, api)
     lines = dict(ln.split(" ", 1) for ln in r.stdout.splitlines() if " " in ln)
-    want = {"int": "KeyboardInterrupt", "exit": "SystemExit 3", "own": "Timeout"}[kind]
+    want = {"int": "KeyboardInterrupt", "exit": "SystemExit 3", "own": "Timeout", "own-body": "Timeout"}[kind]
     assert lines.get("RESULT") == want, r.stdout + r.stderr
     assert lines.get("AGAIN") == "True", r.stdout + r.stderr
     assert "Exception ignored" not in r.stderr, r.stderr
