@@ -188,23 +188,20 @@ def _read_entry(p: Path | None) -> bytes | None:
     _trusted."""
     if p is None:
         return None
-    try:  # O_NONBLOCK: a FIFO put in an entry's place does not block the open
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    try:  # O_NONBLOCK: a FIFO put in an entry's place does not block the open. The file
+        # object owns the descriptor from its making (a signal handler's exception between
+        # an os.open and its fdopen closed it twice: EBADF, or another thread's descriptor)
+        with open(p, "rb", opener=_nonblocking) as f:
+            st = os.fstat(f.fileno())
+            if not _trusted(p, st) or st.st_size > MAX_ENTRY_BYTES:
+                return None
+            return f.read(st.st_size)
     except OSError:
         return None
-    try:
-        st = os.fstat(fd)
-        if not _trusted(p, st) or st.st_size > MAX_ENTRY_BYTES:
-            return None
-        with os.fdopen(fd, "rb") as f:
-            fd = None
-            blob = f.read(st.st_size)
-    except OSError:
-        return None
-    finally:
-        if fd is not None:
-            os.close(fd)
-    return blob
+
+
+def _nonblocking(path, flags: int) -> int:
+    return os.open(path, flags | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
 
 
 def _unlink(p: Path | None) -> None:
