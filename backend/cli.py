@@ -13,6 +13,7 @@ sweep) and cli_kernel.py's (kernel, kernel-add), and cli_common.py holds what th
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 
@@ -511,10 +512,11 @@ def _run(args) -> int:
         _silence_stdout()
         return 0
     except OSError as e:  # a file the command names (a name over the file system's limit, ...)
-        if e.filename is None:
-            return _internal(e)
+        if e.filename is None:  # a write with no file name: storage's errors are the user's to fix
+            full = e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
+            return _fail(f"writing a file: {e.strerror}") if full else _internal(e)
         name = os.fsdecode(e.filename) if isinstance(e.filename, (str, bytes, os.PathLike)) else str(e.filename)
-        return _fail(f"{name[:80]}{'...' if len(name) > 80 else ''}: {e.strerror or e}")
+        return _fail(f"{name if len(name) <= 80 else '...' + name[-77:]}: {e.strerror or e}")  # its end: the file's name
     except Exception as e:  # never a traceback for the user
         return _internal(e)
 

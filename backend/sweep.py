@@ -622,6 +622,7 @@ class _Sweep:
         self.env = {"litert": _litert_version(), "litecl": __version__, "source": _source_hash()}
         self.old = {(r["path"], r["id"]): r for r in read_results(self.out)}
         self.current, self.ran, self.kept, self.progress = {}, 0, 0, None
+        self._tail_ok = False  # results.jsonl checked to end in a newline (_add)
 
     def run(self, write_report) -> int:
         import tempfile  # noqa: PLC0415
@@ -704,9 +705,19 @@ class _Sweep:
         row = {"id": job["id"], "key": job["key"], "path": job["path"], "name": job["name"], "device": job["device"],
                "kind": job["key"]["kind"], "status": "error", "reason": "", **fields, "seconds": round(seconds, 3),
                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        with open(self.out / RESULTS, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
-        self.current[identity(row)] = row
+        self.current[identity(row)] = row  # the report's, whatever the file keeps (_compact)
+        path = self.out / RESULTS
+        try:
+            with open(path, "a+b") as f:
+                if not self._tail_ok:  # a last line cut short (kill -9, a full disk): the row on a line of its own
+                    f.seek(0, os.SEEK_END)
+                    if f.tell() and (f.seek(-1, os.SEEK_END), f.read(1))[1] != b"\n":
+                        f.write(b"\n")
+                    self._tail_ok = True
+                f.write((json.dumps(row) + "\n").encode("utf-8"))
+        except OSError as e:  # named (a write error has no file name: "internal error" before)
+            self._tail_ok = False
+            raise OSError(e.errno, e.strerror, str(path)) from None
         self.ran += 1
         self.progress.step(row)
 
@@ -720,6 +731,8 @@ class _Sweep:
         # since replaced)
         rows = {(r["path"], r["id"]): r for r in read_results(self.out)
                 if r["path"] not in self.dups and (identity(r) not in self.current or (r["path"], r["id"]) in mine)}
+        rows.update(((r["path"], r["id"]), r) for r in self.current.values())  # each row of now, also one
+        # whose line was lost (a fresh user's torn last line swallowed the next sweep's first row)
         order = {d: k for k, d in enumerate(dict.fromkeys([r["device"] for r in self.old.values()] + self.devices))}
         rows = sorted(rows.values(), key=lambda r: order.get(r["device"], len(order)))
         tmp = self.out / (RESULTS + ".tmp")

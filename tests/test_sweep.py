@@ -387,3 +387,73 @@ def test_a_file_reached_twice_is_swept_once_and_kept(tmp_path):
             assert [x["name"] for x in read_results(out)] == ["a.tflite"]
             assert "a.tflite" in (out / "report.md").read_text()
             assert ("0 run now, 1 unchanged" in r.stdout) == again, r.stdout
+
+
+def test_a_last_line_cut_short_does_not_swallow_the_next_row(tmp_path):
+    """results.jsonl ending mid-row (a kill -9 or a full disk mid-write): the next sweep's
+    first row went onto that fragment and was lost, while the console said "exact 1" (a
+    fresh user's report). The row now starts a line of its own, and every row of the run
+    is in the file and the report."""
+    dev = any_fast_device()
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "a.tflite").write_bytes(multi_op_model("alternating"))
+    out = tmp_path / "out"
+    assert sweep(zoo / "a.tflite", "--device", dev, "--out", out).returncode == 0
+    with open(out / "results.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"id": "abc", "key": {"model_sha')  # a row cut short
+    (zoo / "b.tflite").write_bytes(chain_model(INT64, (4, 5)))
+    r = sweep(zoo / "b.tflite", "--device", dev, "--out", out)
+    assert r.returncode == 0 and "exact 1" in r.stdout, r.stdout + r.stderr
+    assert sorted(x["name"] for x in read_results(out)) == ["a.tflite", "b.tflite"]
+    assert "b.tflite" in (out / "report.md").read_text()
+
+
+def test_a_full_disk_is_one_error_line_naming_the_file(tmp_path, monkeypatch, capsys):
+    """A row's write that fails for want of space (ENOSPC, a fresh user's 64 KiB tmpfs) is
+    `error: DIR/results.jsonl: No space left on device`, exit 2, not "internal error"; any
+    other write without a file name, `error: writing a file: No space left on device`."""
+    import errno  # noqa: PLC0415
+
+    from litecl import cli  # noqa: PLC0415
+    from litecl import sweep as S  # noqa: PLC0415
+
+    import builtins  # noqa: PLC0415
+
+    def opener(path, *a, **k):  # results.jsonl on a full disk, every other file as it is
+        return Full() if str(path).endswith("results.jsonl") and a[:1] == ("a+b",) else builtins.open(path, *a, **k)
+
+    class Full:
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            return False
+
+        def seek(self, *a):
+            return 0
+
+        def tell(self):
+            return 0
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    (zoo / "a.tflite").write_bytes(multi_op_model("alternating"))
+    monkeypatch.setattr(S, "open", opener, raising=False)  # _add's file
+    rc = cli.main(["sweep", str(zoo), "--device", NO_DEVICE, "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    want = f"{tmp_path / 'o' / 'results.jsonl'}: No space left on device"
+    assert rc == 2 and err[-1].startswith("error: ") and want.endswith(err[-1][len("error: ") + 3:]), err
+    monkeypatch.undo()
+
+    def full(self, *a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(S._Sweep, "run", full)
+    rc = cli.main(["sweep", str(zoo), "--device", NO_DEVICE, "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err[-1] == "error: writing a file: No space left on device", err
