@@ -104,7 +104,16 @@ def find_models(items: list, listed: bool = False) -> list[tuple[Path, str]]:
 
 
 def _sha256(p: Path) -> str:
+    """The file's SHA-256; for one over model.MAX_MODEL_BYTES, which every job refuses, a
+    hash of its path, size and time instead (a 20 GB sparse file took 17-50 s of hashing
+    before its refusal: a fresh user's report)."""
+    from .model import MAX_MODEL_BYTES  # noqa: PLC0415
+
     h = hashlib.sha256()
+    st = p.stat()
+    if st.st_size > MAX_MODEL_BYTES:
+        h.update(f"oversized|{p.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode("utf-8", "surrogateescape"))
+        return h.hexdigest()
     with open(p, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)

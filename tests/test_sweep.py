@@ -457,3 +457,21 @@ def test_a_full_disk_is_one_error_line_naming_the_file(tmp_path, monkeypatch, ca
     rc = cli.main(["sweep", str(zoo), "--device", NO_DEVICE, "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err[-1] == "error: writing a file: No space left on device", err
+
+
+def test_an_oversized_file_is_refused_without_reading_it(tmp_path):
+    """A file over the 2 GiB model bound (a sparse 20 GB one) is refused at once: the sweep
+    hashed all of it first (17-50 s, a fresh user's report)."""
+    import time  # noqa: PLC0415
+
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    with open(zoo / "huge.tflite", "wb") as f:
+        f.write(b"\0\0\0\0TFL3")
+        f.truncate(100 << 30)  # sparse: no disk space; hashing it takes >= 40 s at any SHA-256 speed
+    t = time.monotonic()
+    r = sweep(zoo, "--device", any_fast_device(), "--out", tmp_path / "o")
+    took = time.monotonic() - t
+    (row,) = read_results(tmp_path / "o")
+    assert row["status"] == "refused" and "at most 2147483647 supported" in row["reason"], row
+    assert took < 15, took  # the sweep alone: 1-6 s
