@@ -324,7 +324,7 @@ class Interpreter(_litert.Interpreter):
             raise LiteclError("experimental_delegates holds litecl's own delegate, which "
                               "litecl.Interpreter applies first already")
         self._litecl = delegate
-        self._model = model
+        self._model, self._later = model, bool(experimental_delegates)
         self._reference = reference
         self._plain_invoke = False  # until allocate_tensors decides (_wrap)
         # a delegate that allows no dynamic tensors has LiteRT allocate at construction
@@ -512,13 +512,13 @@ class Interpreter(_litert.Interpreter):
 
     def placement(self) -> list[dict]:
         """Per CAST/ADD node of every subgraph: {"interpreter", "subgraph", "index", "op",
-        "placement": "opencl"|"litert", "reason", "partition", "kernel", "device"}
+        "placement": "opencl"|"litert"|"delegate", "reason", "partition", "kernel", "device"}
         (litecl.Delegate.placement, for this Interpreter's contexts: ``subgraph`` is the
         model's subgraph index; ``interpreter`` is the delegate's number for this
         Interpreter, 0 unless it shares a Delegate, ``delegate=``). LiteclError after close()."""
         if self._closed:
             raise LiteclError(_CLOSED)
-        return self._litecl.placement(id(self))
+        return _after_litecl(self, self._litecl.placement(id(self)))
 
     def summary(self) -> list[str]:
         """TFLite delegate-style log lines: the nodes kept on LiteRT and why, then per
@@ -556,6 +556,27 @@ class Interpreter(_litert.Interpreter):
     def __getstate__(self):
         raise TypeError("a litecl.Interpreter cannot be pickled or copied (it holds LiteRT's "
                         "interpreter and device buffers); pass the model bytes and create a new one")
+
+
+def _after_litecl(interp: Interpreter, rows: list) -> list:
+    """``rows`` (placement()'s) with subgraph 0's CAST/ADD nodes that a delegate applied
+    after litecl runs (XNNPACK under reference="xnnpack", experimental_delegates) as
+    "delegate", litecl's own reason after who runs it: they read "litert" while LiteRT's
+    graph held their delegate kernels (a fresh user's report; pictures.other_delegate_nodes
+    finds them from LiteRT's appended kernel nodes)."""
+    from .pictures import other_delegate_nodes  # noqa: PLC0415
+
+    left = [r for r in rows if r["subgraph"] == 0 and r["placement"] == "litert"]
+    if not left or not interp._model.subgraphs:
+        return rows
+    mine = {r["index"] for r in rows if r["subgraph"] == 0 and r["placement"] == "opencl"}
+    others = other_delegate_nodes(interp, interp._model.subgraphs[0], mine)
+    who = "XNNPACK" if interp._reference == "xnnpack" and not interp._later else "a delegate"
+    for r in left:
+        if r["index"] in others:
+            r["placement"] = "delegate"
+            r["reason"] = f"run by {who} applied after litecl" + (f" (litecl: {r['reason']})" if r["reason"] else "")
+    return rows
 
 
 def _finalize(interp: Interpreter, litert_del) -> None:

@@ -155,7 +155,7 @@ def _node_title(sg, i: int, row: dict | None, kind: str, ins: list, outs: list) 
     elif kind == "kept":
         lines.append(f"LiteRT: {row['reason']}")
     else:
-        lines.append("another delegate runs it" if kind == "delegate" else "LiteRT runs it")
+        lines.append((row or {}).get("reason") or "another delegate runs it" if kind == "delegate" else "LiteRT runs it")
     return "\n".join(lines)
 
 

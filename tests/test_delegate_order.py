@@ -266,3 +266,29 @@ def test_native_ops_and_nodes(tmp_path, fast_device):
                             str(tmp_path / "e" / "liblitecl_delegate.so"), json.dumps({**opts, "nodes": nodes}),
                             f"{ROOT}:{ROOT / 'tests'}", "-"], capture_output=True, text=True, timeout=300)
         assert r.returncode != 0 and said in r.stderr, r.stderr[-2000:]
+
+
+def test_nodes_a_delegate_after_litecl_runs_are_named_so(fast_device):
+    """CAST/ADD nodes a delegate applied after litecl runs (XNNPACK under reference=
+    "xnnpack") read "litert" in placement(), inspect's text and JSON, while LiteRT's graph
+    held XNNPACK's kernels (a fresh user's report): they are "delegate", with litecl's own
+    reason after who runs them; the outputs stay bit for bit LiteRT's."""
+    m = chain_model(["float32", ("add", 1.5), "int32", "float32", ("add", 2.0)], (64,))
+    it = litecl.Interpreter(model_content=m, device=fast_device, reference="xnnpack", ops=("CAST",), quiet=True)
+    it.allocate_tensors()
+    rows = {r["index"]: r for r in it.placement()}
+    adds = [r for r in rows.values() if r["op"] == "ADD"]
+    assert adds and all(r["placement"] == "delegate" for r in adds), adds
+    assert all(r["reason"] == "run by XNNPACK applied after litecl (litecl: not among ops= (CAST))" for r in adds)
+    assert all(r["placement"] == "opencl" for r in rows.values() if r["op"] == "CAST")
+    plain = litecl.Interpreter(model_content=m, device=fast_device, ops=("CAST",), quiet=True)  # builtin: LiteRT's
+    plain.allocate_tensors()
+    assert all(r["placement"] == "litert" for r in plain.placement() if r["op"] == "ADD")
+    ref = Interpreter(model_content=m, experimental_op_resolver_type=OpResolverType.AUTO)
+    ref.allocate_tensors()
+    x = np.linspace(-9, 9, 64, dtype=np.float32)
+    for r in (it, ref):
+        r.set_tensor(r.get_input_details()[0]["index"], x)
+        r.invoke()
+    got, want = (r.get_tensor(r.get_output_details()[0]["index"]) for r in (it, ref))
+    assert got.tobytes() == want.tobytes()
