@@ -281,7 +281,8 @@ def _supervised(args) -> int:  # noqa: C901
         # Ctrl-C ends the child at once (the parent says "interrupted (SIGINT)"): raised as
         # KeyboardInterrupt it could land inside a delegate callback LiteRT called, where
         # Python prints it as an ignored exception with a traceback
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # ignored as inherited (`cmd &`): kept
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
         try:
             import ctypes  # noqa: PLC0415
 
@@ -306,7 +307,8 @@ def _supervised(args) -> int:  # noqa: C901
     held: list = []
     relay = threading.Thread(target=_relay_stderr, args=(err_r, held), daemon=True)
     relay.start()
-    forward = {sig: signal.signal(sig, _forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    forward = {sig: signal.signal(sig, _forward) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+               if signal.getsignal(sig) is not signal.SIG_IGN}  # one ignored as inherited stays so (a shell's `cmd &`)
     try:
         while True:
             try:
@@ -417,7 +419,8 @@ def _exit_on_sigint() -> None:
         finally:
             os.write(2, b"error: interrupted (SIGINT)\n")
             os._exit(128 + signal.SIGINT)
-    signal.signal(signal.SIGINT, stop)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # ignored as inherited (a shell's `cmd &`): kept
+        signal.signal(signal.SIGINT, stop)
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):

@@ -265,8 +265,9 @@ def _check_fits(details: list[dict]) -> None:
     # numpy draws float64 before converting, and LiteRT and the device hold copies
     if avail is not None and 4 * need > avail:
         big = max(details, key=lambda d: float(np.prod(d["shape"], dtype=np.float64)))
-        raise _Usage(f"random inputs need {need / 2**30:.1f} GiB (input {big['name']!r} "
-                     f"{[int(x) for x in big['shape']]}) and {avail / 2**30:.1f} GiB is available; "
+        raise _Usage(f"random inputs of {need / 2**30:.1f} GiB (input {big['name']!r} "
+                     f"{[int(x) for x in big['shape']]}) need about {4 * need / 2**30:.1f} GiB with their copies "
+                     f"(float64 draws, LiteRT's and the device's), and {avail / 2**30:.1f} GiB is available; "
                      "pass --inputs")
 
 

@@ -95,7 +95,7 @@ def find_models(items: list, listed: bool = False) -> list[tuple[Path, str]]:
             out.append((p, p.name))
         else:
             try:
-                lines = [ln.strip() for ln in p.read_text(encoding="utf-8").splitlines()]
+                lines = [ln.strip() for ln in p.read_text(encoding="utf-8-sig").splitlines()]  # a BOM: an editor's
             except UnicodeDecodeError:
                 raise LiteclError(f"{p} is neither a model (.tflite, or 'TFL3' at byte 4) nor a "
                                   "list of paths (UTF-8 text, one a line)") from None
@@ -556,6 +556,8 @@ def run(args) -> int:
         raise LiteclError("litecl sweep needs MODELS, at least one --device SPEC and --out DIR (or --report DIR alone)")
     if not args.timeout > 0:
         raise LiteclError(f"--timeout must be more than 0 seconds, got {args.timeout:g}")
+    if any(not d.strip() for d in args.device):  # a column of refused rows in every later report
+        raise LiteclError("--device is empty: give a device spec (auto, gpu, cpu, pocl, intel, ...: litecl devices)")
     # the variables every job reads: a bad one is one error line here, not an error row
     # per model x device that a later sweep keeps (a fresh user's LITECL_CACHE_MAX_BYTES=abc)
     from .cache import max_bytes  # noqa: PLC0415

@@ -180,7 +180,8 @@ def test_bad_input_is_one_error_line(tmp_path, zoo):
             ([zoo, "--device", "x", "--out", tmp_path], {FAULT_ENV: "explode:a"}, "test-only"),
             (["--report", empty], {}, "no results"),
             (["--report", empty, zoo], {}, "give no MODELS"),
-            ([zoo, "--device", "x", "--out", tmp_path, "--timeout", 0], {}, "--timeout")):
+            ([zoo, "--device", "x", "--out", tmp_path, "--timeout", 0], {}, "--timeout"),
+            ([zoo, "--device", " ", "--out", tmp_path], {}, "--device is empty")):  # was a column of refused rows
         r = sweep(*args, env=env)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), (args, r.stderr)
         assert want in r.stderr, (want, r.stderr)
@@ -194,6 +195,8 @@ def test_find_models_files_folders_lists(tmp_path):
     b.write_bytes(b"\0\0\0\0TFL3rest")  # a flatbuffer by its identifier
     lst = tmp_path / "models.txt"
     lst.write_text("# zoo\nf\n\nb.bin\n")
+    assert [n for _, n in find_models([str(lst)])] == ["a.tflite", "b.bin"]
+    lst.write_bytes("\ufeff".encode() + f"{a}\r\nb.bin\n".encode())  # an editor's BOM, CRLF: the first path kept whole
     assert [n for _, n in find_models([str(lst)])] == ["a.tflite", "b.bin"]
     assert [n for _, n in find_models([str(tmp_path / "f"), str(b)])] == ["a.tflite", "b.bin"]
     (tmp_path / "junk").write_bytes(b"\xff\xfe\0")

@@ -354,3 +354,31 @@ def test_bench_writes_its_json_when_the_reader_of_stdout_leaves(tmp_path, fast_d
     assert p.wait(timeout=300) == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert json.loads(out.read_text())["model"] == str(m)
+
+
+@pytest.mark.parametrize("supervised", [True, False])
+def test_an_inherited_ignored_sigint_stays_ignored(tmp_path, fast_device, supervised):
+    """A command started with SIGINT ignored (a shell script's `litecl ... &`: bash ignores
+    SIGINT in background jobs so that Ctrl-C on the script leaves them alone): litecl's
+    handler turned it back on ~0.4 s in, and a SIGINT then stopped it with exit 130 (a fresh
+    user's report). It stays ignored, supervised or not: the command runs to its end."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from models.builders import chain_model
+
+    m = tmp_path / "m.tflite"
+    m.write_bytes(chain_model(["float32", ("add", 1.0), "int8"], [4096]))
+    env = {k: v for k, v in os.environ.items() if k != "LITECL_NO_SUPERVISOR"}
+    if not supervised:
+        env["LITECL_NO_SUPERVISOR"] = "1"
+    p = subprocess.Popen([sys.executable, "-m", "litecl.cli", "bench", str(m), "--device", fast_device,
+                          "--num-runs", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    while p.poll() is None:  # SIGINTs all along: at start-up, in the child, while it invokes
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.1)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and "interrupted" not in err, (p.returncode, err)
