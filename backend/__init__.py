@@ -10,10 +10,7 @@ own interpreter; every other node runs on LiteRT (and on the delegates after lit
 or ``litecl.Interpreter(model_path=...)``: LiteRT's Interpreter with the delegate applied,
 the model verified first, and ``placement()`` saying which node ran where and why.
 """
-from . import prefetch as _prefetch  # noqa: I001  (first: the remembered runtime loads beside the import)
-
-_prefetch.start()
-# device next: it wires the Intel ICD and repairs unusable pyopencl/pytools/PoCL cache
+# device first: it wires the Intel ICD and repairs unusable pyopencl/pytools/PoCL cache
 # folders before pyopencl loads (delegate imports pyopencl; XDG_CACHE_HOME naming a file
 # made the first kernel raise NotADirectoryError otherwise)
 from .device import Caps, Device, list_devices, open_device  # noqa: I001

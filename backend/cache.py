@@ -42,11 +42,10 @@ _MAGIC = b"LITECL-BIN1\n"
 _warned: set = set()
 
 
-def cache_root(quiet: bool = False) -> Path | None:
+def cache_root() -> Path | None:
     """The cache folder, or None when LITECL_NO_CACHE is on (errors.env_flag: raises
     LiteclError for a value that is no yes/no word) or the folder is not safe to use
-    (_refused; ``quiet``: no warning and nothing remembered, for prefetch.start at import,
-    before the command line shapes warnings)."""
+    (_refused)."""
     if env_flag("LITECL_NO_CACHE"):
         return None
     env = os.environ
@@ -60,7 +59,7 @@ def cache_root(quiet: bool = False) -> Path | None:
             root = Path(k[1] or str(Path.home() / ".cache")) / "litecl"
         if len(_ROOTS) < 64:
             _ROOTS[k] = root
-    return None if _refused(root, quiet) else root
+    return None if _refused(root) else root
 
 
 # cache_root runs at every cache access (a dozen per Interpreter): finding the folder
@@ -71,7 +70,7 @@ _ROOTS: dict = {}     # (LITECL_CACHE_DIR, XDG_CACHE_HOME, HOME) -> the cache fo
 _REFUSED: set = set()  # cache folders this process found unsafe: the cache is off there
 
 
-def _refused(root: Path, quiet: bool = False) -> bool:
+def _refused(root: Path) -> bool:
     """Whether cache folder ``root`` exists but is no folder, or not this user's alone to
     write: not owned by the user, or writable by others (sticky bit or not), the rule its entries are
     read under (_private, root=True). Then litecl neither reads nor writes it for the rest
@@ -88,8 +87,6 @@ def _refused(root: Path, quiet: bool = False) -> bool:
     folder = stat.S_ISDIR(st.st_mode)
     if folder and _private(st, root=True):
         return False
-    if quiet:
-        return True
     _REFUSED.add(key)
     if f"open|{root}" not in _warned:  # _trusted's warning for the same folder
         _warned.add(f"open|{root}")

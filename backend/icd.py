@@ -298,12 +298,10 @@ def _is_pocl_basic(d: "cl.Device") -> bool:
 
 
 def _check_env() -> None:
-    """Raise LiteclError for a LITECL_NO_INTEL_ICD, LITECL_NO_POCL_BASIC or
-    LITECL_NO_PREFETCH that is no yes/no value (_switched_off and prefetch.start read them
-    at import, which must not fail)."""
+    """Raise LiteclError for a LITECL_NO_INTEL_ICD or LITECL_NO_POCL_BASIC that is no
+    yes/no value (_switched_off read them at import, which must not fail)."""
     if _ENV_ERROR:
         raise LiteclError(_ENV_ERROR[0])
-    env_flag("LITECL_NO_PREFETCH")
 
 
 #: Libraries that, once loaded, export LLVM's symbols to the whole process (TensorFlow

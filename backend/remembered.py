@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyopencl as cl
 
-from . import icd, prefetch
+from . import icd
 from .errors import env_flag
 from .icd import SYSTEM_VENDORS, _LLVM_EXPORTERS, _bind_oclgrind_now, _is_pocl_basic, _listing, _materialize_icd_folder
 
@@ -340,7 +340,6 @@ def _remembered(alias: str) -> "cl.Device | None":
                 continue  # listed for small_device() only (_all_devices)
             if _signature(p, d, devices) == sig and not probe_compiler(d):
                 _REMEMBERED.add(alias)
-                prefetch.note(alias, record["files"][libs.index(lib)] if lib in libs else None)
                 return d
     _forget(alias, key)
     return None
@@ -398,7 +397,6 @@ def _remember(alias: str, d: "cl.Device") -> None:
         record = {"libs": libs, "files": files, "picks": {}}
     record["picks"][alias] = pick
     cache.probe_put(_MEMORY, key, record)
-    prefetch.note(alias, files[libs.index(owner)])
 
 
 def _platforms() -> list:

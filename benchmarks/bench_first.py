@@ -11,7 +11,7 @@ Usage::
 
 Prints each run and the medians, min and max, and the import apart (import + first
 Interpreter: what a user waits for; --also-env runs litecl a second way in the same
-rounds, e.g. LITECL_NO_PREFETCH=1); the load average beside them (the VM is
+rounds, e.g. LITECL_FULL_LISTING=1); the load average beside them (the VM is
 shared: the same code read 96-145 ms at load 0.5-1 and 77-90 ms after a change).
 """
 from __future__ import annotations
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--also-env", metavar="VAR=VALUE",
                     help="also run litecl with this variable set, in the same alternating rounds "
-                         "(e.g. LITECL_NO_PREFETCH=1)")
+                         "(e.g. LITECL_FULL_LISTING=1)")
     a = ap.parse_args(argv)
     a.model = a.model.resolve()
     once("litecl", a)  # on-disk caches warm

@@ -291,7 +291,7 @@ def test_no_cache_values(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["LITECL_QUIET", "LITECL_NO_CACHE", "LITECL_NO_INTEL_ICD",
-                                  "LITECL_NO_SUPERVISOR", "LITECL_DEBUG", "LITECL_NO_PREFETCH"])
+                                  "LITECL_NO_SUPERVISOR", "LITECL_DEBUG"])
 def test_yes_no_variables_read_one_way(monkeypatch, name):
     """Every yes/no LITECL_* variable is read by errors.env_flag: unset or blank is the
     default, 1/true/yes/on and 0/false/no/off in any case, anything else an error naming
