@@ -1012,3 +1012,30 @@ def test_reading_a_tensor_inside_a_partition_says_why_it_has_no_data(fast_device
         else:
             with pytest.raises(litecl.InputError, match="inside its partition.*experimental_preserve_all_tensors"):
                 it.get_tensor(mid)
+
+
+@pytest.mark.parametrize("fail_first", [False, True])
+def test_an_add_unbroadcastable_only_at_declared_shapes_runs_after_a_resize(fast_device, fail_first):
+    """x [2] + y [3], both -1 in the signature: LiteRT cannot prepare it at its declared
+    shapes. The ADD was kept off litecl for good ("shapes [2] and [3] do not broadcast"),
+    and stayed on LiteRT with that reason after a resize to [3] + [3] (a fresh user's
+    report): the shapes it runs at decide; bit for bit LiteRT's there."""
+    from models.builders import unpreparable_add_model  # noqa: PLC0415
+
+    m = unpreparable_add_model()
+    it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
+    if fail_first:
+        with pytest.raises(litecl.PrepareError):
+            it.allocate_tensors()
+    ref = make_interpreter(m)
+    x = np.array([1.5, -0.0, np.nan], np.float32)
+    for r in (it, ref):
+        for d in r.get_input_details():
+            r.resize_tensor_input(d["index"], [3])
+        r.allocate_tensors()
+        for d in r.get_input_details():
+            r.set_tensor(d["index"], x)
+        r.invoke()
+    assert [(r["placement"], r["reason"]) for r in it.placement()] == [("opencl", "")]
+    got, want = (r.get_tensor(r.get_output_details()[0]["index"]) for r in (it, ref))
+    assert got.tobytes() == want.tobytes()
