@@ -17,7 +17,8 @@
  *  - the runtime's version and a layout check of its context: litert_check.h (create
  *    refuses an untested LiteRT / TensorFlow; Prepare declines an implausible context);
  *  - claims, partitions, the Replacing line: backend/claims.py prepare;
- *  - per-partition inputs, folded launches, memory: backend/delegate.py _Partition;
+ *  - per-partition inputs, folded launches, memory: backend/kernels.py plan_partition and
+ *    backend/delegate.py _c_plan (the plan this runtime reads);
  *  - former/tail tiling and NDRange: ops/tiling.py plan() and launch() (``tiling``);
  *  - output shapes: CAST keeps its input's, ADD broadcasts as numpy
  *    (ops/broadcast.py broadcast_shape).
@@ -1329,7 +1330,7 @@ static TfLiteStatus kernel_prepare_inner(TfLiteContext *ctx, TfLiteNode *node) {
         int was_const = sl->constant;
         sl->constant = ts->allocation_type == kTfLiteMmapRo || ts->allocation_type == kTfLitePersistentRo;
         /* a PERSISTENT_RO value is computed at Prepare (SHAPE's output): upload it again
-         * and recompute what depends on it (delegate.py _Partition.prepare) */
+         * and recompute what depends on it */
         if (ts->allocation_type == kTfLitePersistentRo || was_const != sl->constant) recompute = 1;
         if (set_shape(sl, ts->dims)) {
             say(d, ctx, "litecl: tensor %d has rank above %d or no shape", sl->tensor, LCL_MAX_RANK);
@@ -1338,7 +1339,7 @@ static TfLiteStatus kernel_prepare_inner(TfLiteContext *ctx, TfLiteNode *node) {
     }
     {
         /* the same input shapes and constness as the last prepare: the same launches
-         * (delegate.py _Partition.prepare's plan key); LiteRT prepares again at every
+         * (delegate.py _Planner.plan_for's key); LiteRT prepares again at every
          * invoke of a graph with dynamic tensors */
         int key[4096], nk = 0, fits = 1;
         for (int s = 0; s < p->n_slots && fits; s++) {
@@ -1700,7 +1701,7 @@ static cl_int wait_done(partition *p) {
             sched_yield();
     }
     /* the event waited for too: Mesa's rusticl 22.3 returns from clFinish before a
-     * non-blocking read has landed (runner.c wait_done, measured) */
+     * non-blocking read has landed (measured with the removed runner.c) */
     cl_int e = p->done ? p->dev->cl.WaitForEvents(1, &p->done) : CL_SUCCESS;
     if (p->done) p->dev->cl.ReleaseEvent(p->done);
     p->done = NULL;
