@@ -126,30 +126,38 @@ def raised_by_app(e: BaseException) -> bool:
     the app's, to be raised as itself (delegate._fail, cl_build.build_source), not one of
     litecl's or a cache failure (a fresh user's timer exception came back as "litecl
     delegate: T:", and once as a broken pyopencl cache)."""
-    tb = e.__traceback__
-    if tb is None or isinstance(e, LiteclError):  # litecl's own type: litecl's (or its test's) error
+    try:  # called inside ctypes callbacks: nothing may raise here
+        tb = e.__traceback__
+        if tb is None or isinstance(e, LiteclError) or not _OWN_ROOTS:  # litecl's own type: litecl's (or its test's)
+            return False
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        name = tb.tb_frame.f_code.co_filename
+        if name.startswith("<frozen "):  # Python's own frozen modules ("<string>", "<stdin>": an app's)
+            return False
+        packages, stdlib, sep = _OWN_ROOTS
+        if name.startswith(packages):
+            return False
+        return not (name.startswith(stdlib) and "-packages" + sep not in name[len(stdlib):])
+    except Exception:  # noqa: BLE001  (then litecl's own, as before)
         return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    name = tb.tb_frame.f_code.co_filename
-    if name.startswith("<frozen "):  # Python's own frozen modules ("<string>", "<stdin>": an app's)
-        return False
-    if not _OWN_ROOTS:
-        import importlib.util  # noqa: PLC0415
-        import os  # noqa: PLC0415
-        import sysconfig  # noqa: PLC0415
 
-        roots = [os.path.dirname(os.path.abspath(__file__))]
+
+def _own_roots() -> list:
+    """[(litecl's and its libraries' folders), the standard library's folder, os.sep], found
+    at import (~0.5 ms; nothing is imported: a callback may run inside a collection)."""
+    import importlib.util  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        roots = [here, os.path.join(os.path.dirname(here), "ops")]  # a checkout: ops/ beside backend/
         for mod in ("numpy", "pyopencl", "pytools", "platformdirs", "flatbuffers", "ai_edge_litert", "tensorflow"):
             spec = importlib.util.find_spec(mod)
             roots += list(spec.submodule_search_locations or []) if spec else []
-        _OWN_ROOTS[:] = [tuple(os.path.join(r, "") for r in roots), os.path.join(sysconfig.get_paths()["stdlib"], ""),
-                         os.sep]
-    packages, stdlib, sep = _OWN_ROOTS
-    if name.startswith(packages):
-        return False
-    return not (name.startswith(stdlib) and "-packages" + sep not in name[len(stdlib):])
+        return [tuple(os.path.join(r, "") for r in roots), os.path.join(os.path.dirname(os.__file__), ""), os.sep]
+    except Exception:  # noqa: BLE001  (an odd import system: every exception stays litecl's)
+        return []
 
 
-#: [(litecl's and its libraries' folders), the standard library's folder, os.sep]
-_OWN_ROOTS: list = []
+_OWN_ROOTS: list = _own_roots()

@@ -1482,3 +1482,30 @@ def test_a_child_forked_while_invoking_exits_at_once(fast_device):
     r = _py_hardening(_FORK_WHILE_INVOKING, fast_device, timeout=240)
     slow = float(r.stdout.split("SLOWEST")[1].split()[0])
     assert slow < 3.0, r.stdout
+
+
+def test_raised_by_app_tells_litecl_s_code_from_an_app_s():
+    """errors.raised_by_app (delegate._fail, cl_build.build_source): an exception raised in
+    litecl's own files (backend/ and ops/, in a checkout or installed), its libraries or
+    Python's library is litecl's; one raised in any other file (an app's signal handler,
+    python -c) is the app's; a LiteclError is always litecl's."""
+    import numpy as np  # noqa: PLC0415
+
+    import litecl.ops.codegen as codegen  # noqa: PLC0415
+    from litecl import claims  # noqa: PLC0415
+    from litecl.errors import LiteclError, raised_by_app  # noqa: PLC0415
+
+    def raised_in(filename: str, exc: str = "ZeroDivisionError('x')") -> BaseException:
+        ns: dict = {}
+        exec(compile(f"def f():\n    raise {exc}\n", filename, "exec"), ns)
+        try:
+            ns["f"]()
+        except BaseException as e:  # noqa: BLE001
+            return e
+        raise AssertionError("did not raise")
+
+    for own in (claims.__file__, codegen.__file__, np.__file__, os.__file__):
+        assert not raised_by_app(raised_in(own)), own
+    assert raised_by_app(raised_in(__file__)) and raised_by_app(raised_in("<string>"))
+    assert not raised_by_app(raised_in(__file__, "__import__('litecl').LiteclError('x')"))
+    assert not raised_by_app(LiteclError("no traceback")) and not raised_by_app(ValueError("none either"))
