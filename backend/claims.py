@@ -579,6 +579,7 @@ def _source_problem(n: Node, sg, caps) -> str:
     """Generate the node's kernel at its declared shapes: a node whose kernel cannot be
     generated (a shape the launch cannot reach) stays on LiteRT, with the reason."""
     from .lowering import kernel_spec  # noqa: PLC0415
+    from .ops.broadcast import NotBroadcastable  # noqa: PLC0415
 
     shapes = [sg.tensors[t].shape for t in n.inputs]
     if any(len(s) == 0 and sg.tensors[t].shape_signature != s for s, t in zip(shapes, n.inputs)):
@@ -589,7 +590,7 @@ def _source_problem(n: Node, sg, caps) -> str:
         # inputs that do not broadcast at declared shapes meant to vary (-1): the shapes
         # they run at decide (the planner refuses those, as LiteRT's own ADD): kept off
         # here, the node stayed on LiteRT after a resize that fixed them (a fresh user's)
-        if "do not broadcast" in str(e) and any(-1 in tuple(sg.tensors[t].shape_signature or ()) for t in n.inputs):
+        if isinstance(e, NotBroadcastable) and any(-1 in tuple(sg.tensors[t].shape_signature or ()) for t in n.inputs):
             return ""
         return str(e)
     return ""

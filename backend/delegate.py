@@ -351,8 +351,8 @@ class Delegate(_Records):
             e = LiteclError(f"litecl delegate: {type(e).__name__}: {e}")
         # kept without its frames (raised again in litecl's type, from None): with LiteRT's own Interpreter
         # nobody takes it, and they kept a failed interpreter alive, ~105 KB each (a fresh user's report)
-        e.__traceback__ = e.__context__ = e.__cause__ = None  # an app's exception armed: that is the error
-        self._errors.last = None if sys.getprofile() is _raise_outside else e  # (no stale one kept)
+        e.__traceback__ = e.__context__ = e.__cause__ = None
+        self._errors.last = None if sys.getprofile() is _raise_outside else e  # one armed is the error: none stale
         try:
             if ctx and ctx.contents.ReportError:
                 ctx.contents.ReportError(ctx, b"%s", (str(e) + "\n").encode("utf-8", "replace"))

@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["broadcast_shape", "collapse", "fivefold", "index_code"]
+__all__ = ["NotBroadcastable", "broadcast_shape", "collapse", "fivefold", "index_code"]
+
+
+class NotBroadcastable(ValueError):
+    """Shapes that do not broadcast (numpy's rule, LiteRT's ADD's)."""
 
 
 def broadcast_shape(a, b) -> tuple:
-    """numpy's broadcast of shapes a and b. Raises ValueError if they do not broadcast."""
+    """numpy's broadcast of shapes a and b. Raises NotBroadcastable (a ValueError) if they
+    do not broadcast."""
     try:
         return tuple(int(x) for x in np.broadcast_shapes(tuple(a), tuple(b)))
     except ValueError:
-        raise ValueError(f"shapes {list(a)} and {list(b)} do not broadcast") from None
+        raise NotBroadcastable(f"shapes {list(a)} and {list(b)} do not broadcast") from None
 
 
 def collapse(out_shape, in_shapes) -> tuple[list[int], list[list[bool]]]:
