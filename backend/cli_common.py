@@ -256,6 +256,27 @@ def _available_bytes() -> int | None:
     return None
 
 
+#: how the memory refusals below begin (sweep.py counts a model so refused as "refused",
+#: not as litecl's error)
+NOT_ENOUGH_MEMORY = "not enough memory"
+
+
+def _check_reference_fits(outputs: list) -> None:
+    """Refuse to run LiteRT alone beside litecl's interpreter when the outputs litecl gave
+    (``outputs``: [(name, array)]) would not fit again: LiteRT alone holds each in its
+    arena and in the copy get_tensor returns (a 1 GiB output peaked at ~6 GiB in compare
+    before diff_report walked chunks, ~4.5 GiB after: a fresh user's report; the OOM
+    killer, or "out of memory" blamed on litecl, was the answer)."""
+    need = 2 * sum(int(getattr(v, "nbytes", 0)) for _, v in outputs)
+    avail = _available_bytes()
+    if avail is not None and need > avail:
+        big = max(outputs, key=lambda o: int(getattr(o[1], "nbytes", 0)))
+        raise _Usage(f"{NOT_ENOUGH_MEMORY}: LiteRT alone's run, to compare with, needs about {need / 2**30:.1f} "
+                     f"GiB for its outputs (output {big[0]!r} {list(np.shape(big[1]))}: its arena and the copy "
+                     f"it returns) beside litecl's, and {avail / 2**30:.1f} GiB is available; litecl run runs "
+                     "the model without LiteRT alone")
+
+
 def _check_fits(details: list[dict]) -> None:
     """Refuse random inputs that cannot fit in memory (a mutated or absurd input shape),
     rather than being killed by the kernel's OOM killer half-way."""
@@ -265,7 +286,7 @@ def _check_fits(details: list[dict]) -> None:
     # numpy draws float64 before converting, and LiteRT and the device hold copies
     if avail is not None and 4 * need > avail:
         big = max(details, key=lambda d: float(np.prod(d["shape"], dtype=np.float64)))
-        raise _Usage(f"random inputs of {need / 2**30:.1f} GiB (input {big['name']!r} "
+        raise _Usage(f"{NOT_ENOUGH_MEMORY}: random inputs of {need / 2**30:.1f} GiB (input {big['name']!r} "
                      f"{[int(x) for x in big['shape']]}) need about {4 * need / 2**30:.1f} GiB with their copies "
                      f"(float64 draws, LiteRT's and the device's), and {avail / 2**30:.1f} GiB is available; "
                      "pass --inputs")

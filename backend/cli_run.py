@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from .cli_common import (_Usage, _check_writable, _details_by_name, _device_json, _device_line, _inputs_for,
+from .cli_common import (_Usage, _check_reference_fits, _check_writable, _details_by_name, _device_json, _device_line, _inputs_for,
                          _load_npz, _npz_path, _open, _pick_signature, _reachable, _report, _signature_note,
                          _subgraph_of, _summary, _unique_names, shown)
 from .cli_inspect import _node_runs, _unwritten_outputs
@@ -114,6 +114,8 @@ def _compare_one(args, interp, ref, sig, given) -> dict:
             raise
     except (RuntimeError, ValueError):  # LiteRT's own refusal: said as LiteRT alone's below
         pass
+    if got is not None:
+        _check_reference_fits(got)
     try:  # LiteRT alone: a model it cannot run at these shapes is said as such
         want = run_outputs(ref, inputs, sig)
     except (RuntimeError, ValueError) as e:  # e.g. an op version this LiteRT lacks

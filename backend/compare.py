@@ -7,6 +7,8 @@ NVIDIA's vstore_half_rte 0x7FFF).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .errors import InputError, ModelError
@@ -33,9 +35,51 @@ def _check_same_kind(a: np.ndarray, b: np.ndarray) -> None:
                          f"dtype {b.dtype} shape {list(b.shape)}; dtypes and shapes must be equal")
 
 
+#: elements compared at a time: the masks and views of a chunk (~10 bytes an element) stay
+#: small beside the outputs themselves (a whole 1 GiB float32 output at once held ~1.5 GiB of
+#: them, and compare peaked at ~6x the output: a fresh user's report)
+CHUNK = 1 << 20
+
+
+def _flat(a: np.ndarray, b: np.ndarray) -> tuple:
+    """(a, b) as 1-D arrays of equal itemsize whose elements compare as stored bits, and
+    how many of their elements make one of the caller's (complex: 2 float parts)."""
+    a, b = np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1)
+    if a.dtype.kind == "c":  # compare real and imaginary parts as floats
+        return a.view(a.real.dtype), b.view(b.real.dtype), 2
+    return a, b, 1
+
+
+def _chunk_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The mismatch mask of two flat chunks (_flat's), per stored element."""
+    if a.dtype.itemsize in (1, 2, 4, 8):
+        u = _UINT[a.dtype.itemsize]
+        diff = a.view(u) != b.view(u)  # bool: the stored bytes, not their truth value
+    else:  # long double, strings, records: byte for byte
+        n = a.dtype.itemsize
+        diff = (a.view(np.uint8).reshape(-1, n) != b.view(np.uint8).reshape(-1, n)).any(axis=1)
+    na, nb = _nan_mask(a), _nan_mask(b)
+    if na is not None:
+        diff &= ~(na & nb & (np.signbit(a) == np.signbit(b)))
+    return diff
+
+
+def _chunks(a: np.ndarray, b: np.ndarray):
+    """(start, stop, mismatch mask) over the elements of ``a`` and ``b`` (same dtype and
+    shape, not objects), CHUNK elements at a time, in flat order."""
+    fa, fb, parts = _flat(a, b)
+    step = CHUNK * parts
+    for i in range(0, fa.size, step):
+        d = _chunk_diff(fa[i:i + step], fb[i:i + step])
+        if parts > 1:
+            d = d.reshape(-1, parts).any(axis=1)
+        yield i // parts, i // parts + d.size, d
+
+
 def mismatches(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Boolean mask (of ``a``'s shape) of elements that differ: bits (bool: bytes; complex:
-    either part), except that NaNs of the same sign are equal.
+    either part), except that NaNs of the same sign are equal. Computed CHUNK elements at
+    a time: beside the mask, temporaries of one chunk.
 
     Raises InputError (a ValueError) when the shapes or dtypes differ: nothing is broadcast
     or converted (int8 -1 and uint8 255 are different tensors, not equal bytes). Callers
@@ -46,32 +90,22 @@ def mismatches(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     shape = a.shape
     if a.dtype.kind == "O":  # no stored bits to compare: compare the objects
         return np.frompyfunc(lambda x, y: bool(x != y), 2, 1)(a, b).astype(bool).reshape(shape)
-    a, b = np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1)
-    parts = 1
-    if a.dtype.kind == "c":  # compare real and imaginary parts as floats
-        a, b, parts = a.view(a.real.dtype), b.view(b.real.dtype), 2
-    if a.dtype.itemsize in (1, 2, 4, 8):
-        u = _UINT[a.dtype.itemsize]
-        diff = a.view(u) != b.view(u)  # bool: the stored bytes, not their truth value
-    else:  # long double, strings, records: byte for byte
-        n = a.dtype.itemsize
-        diff = (a.view(np.uint8).reshape(-1, n) != b.view(np.uint8).reshape(-1, n)).any(axis=1)
-    na, nb = _nan_mask(a), _nan_mask(b)
-    if na is not None:
-        diff &= ~(na & nb & (np.signbit(a) == np.signbit(b)))
-    if parts > 1:
-        diff = diff.reshape(-1, parts).any(axis=1)
-    return diff.reshape(shape)
+    out = np.empty(a.size, bool)
+    for i, j, d in _chunks(a, b):
+        out[i:j] = d
+    return out.reshape(shape)
 
 
 def bit_equal(a: np.ndarray, b: np.ndarray) -> bool:
     """True when a and b have the same dtype, shape and bits, except that a NaN equals any
     NaN of the same sign (payloads may differ; -NaN != +NaN, -0.0 != +0.0). Different
-    dtypes or shapes give False, not an error."""
+    dtypes or shapes give False, not an error. Stops at the first differing chunk."""
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
-    return not mismatches(a, b).any()
+    if a.dtype.kind == "O":
+        return not mismatches(a, b).any()
+    return not any(d.any() for _, _, d in _chunks(a, b))
 
 
 def diff_report(name: str, got: np.ndarray, want: np.ndarray) -> dict:
@@ -83,33 +117,47 @@ def diff_report(name: str, got: np.ndarray, want: np.ndarray) -> dict:
     A litecl output whose dtype or shape differs from LiteRT's (``litecl_dtype``,
     ``litecl_shape``) is reported as a difference, not an error: bit_exact False,
     max_abs_diff None, every element mismatched. max_abs_diff is None for non-numeric
-    tensors (strings)."""
+    tensors (strings). Computed CHUNK elements at a time (memory: one chunk's
+    temporaries beside the two tensors)."""
     got, want = np.asarray(got), np.asarray(want)
     rep = {"name": name, "dtype": str(want.dtype), "shape": list(want.shape),
            "litecl_dtype": str(got.dtype), "litecl_shape": list(got.shape)}
     if got.dtype != want.dtype or got.shape != want.shape:
         rep.update(bit_exact=False, max_abs_diff=None, mismatched=int(want.size))
         return rep
-    m = mismatches(got, want)
-    if want.dtype.kind not in "biufc":
-        mad = None
-    elif want.size and m.any():
-        g, w = got[m], want[m]
-        with np.errstate(all="ignore"):
-            if want.dtype.kind == "c":
-                d = np.abs(g.astype(np.complex128) - w.astype(np.complex128))
-            else:
-                d = np.abs(g.astype(np.float64) - w.astype(np.float64))
-        mad = float(np.nanmax(d)) if np.isfinite(d).any() or not np.isnan(d).all() else float("nan")
-    else:
-        mad = 0.0
-    rep.update(bit_exact=not bool(m.any()), max_abs_diff=mad, mismatched=int(m.sum()), nan_payloads=0, nan_signs=0)
-    ng, nw = _nan_mask(got), _nan_mask(want)
-    if ng is not None and want.dtype.kind != "c" and (ng & nw).any():
-        both = ng & nw
-        raw = got.reshape(-1).view(_UINT[got.dtype.itemsize]) != want.reshape(-1).view(_UINT[want.dtype.itemsize])
-        rep["nan_payloads"] = int((raw.reshape(both.shape) & both & ~m).sum())
-        rep["nan_signs"] = int((both & m).sum())
+    if want.dtype.kind == "O":
+        m = mismatches(got, want)
+        rep.update(bit_exact=not bool(m.any()), max_abs_diff=None, mismatched=int(m.sum()), nan_payloads=0,
+                   nan_signs=0)
+        return rep
+    numeric, floats = want.dtype.kind in "biufc", _nan_mask(want.reshape(-1)[:0]) is not None and want.dtype.kind != "c"
+    g1, w1 = got.reshape(-1), want.reshape(-1)
+    bad = payloads = signs = 0
+    worst = None  # the largest |got - want| of a mismatch that is not NaN
+    for i, j, m in _chunks(got, want):
+        n = int(m.sum())
+        bad += n
+        if n and numeric:
+            g, w = g1[i:j][m], w1[i:j][m]
+            with np.errstate(all="ignore"):
+                if want.dtype.kind == "c":
+                    d = np.abs(g.astype(np.complex128) - w.astype(np.complex128))
+                else:
+                    d = np.abs(g.astype(np.float64) - w.astype(np.float64))
+            d = d[~np.isnan(d)]
+            if d.size:
+                worst = max(float(d.max()), worst if worst is not None else float(d.max()))
+        if floats:
+            ng, nw = _nan_mask(g1[i:j]), _nan_mask(w1[i:j])
+            both = ng & nw
+            if both.any():
+                u = _UINT[want.dtype.itemsize]
+                raw = g1[i:j].view(u) != w1[i:j].view(u)
+                payloads += int((raw & both & ~m).sum())
+                signs += int((both & m).sum())
+    # every mismatch NaN apart (NaN against a number, or NaNs of the other sign): NaN
+    mad = None if not numeric else 0.0 if not bad else worst if worst is not None else float("nan")
+    rep.update(bit_exact=not bad, max_abs_diff=mad, mismatched=bad, nan_payloads=payloads, nan_signs=signs)
     return rep
 
 

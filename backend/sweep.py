@@ -38,6 +38,7 @@ import sys
 import time
 from pathlib import Path
 
+from .cli_common import NOT_ENOUGH_MEMORY
 from .errors import LiteclError
 
 __all__ = ["run", "find_models", "read_results", "RESULTS", "FAULT_ENV"]
@@ -188,7 +189,7 @@ def _litert_alone(job: dict) -> str:
 
 
 #: compare's error lines that mean the model cannot be run at all, not that litecl failed
-_REFUSALS = ("LiteRT without the delegate cannot run the model", "random inputs need")
+_REFUSALS = ("LiteRT without the delegate cannot run the model", NOT_ENOUGH_MEMORY)
 
 
 def _placement(job: dict, opts: list, signatures: list) -> tuple[dict, dict, list]:

@@ -21,7 +21,7 @@ from litecl.compare import bit_equal, diff_report, mismatches  # noqa: E402
 from litecl.errors import DeviceError, InputError  # noqa: E402
 from models.builders import add_model  # noqa: E402
 
-from conftest import DEVICE_STATUS  # noqa: E402
+from conftest import DEVICE_STATUS, any_fast_device  # noqa: E402
 
 # --- compare ---------------------------------------------------------------------------
 
@@ -61,6 +61,7 @@ def test_mismatches_mask_has_the_element_shape():
     m = mismatches(a, b)
     assert m.shape == (2, 3) and m.tolist() == [[False] * 3, [False, False, True]]
     assert mismatches(np.float32(np.nan), np.float32(np.nan)).shape == ()
+    assert diff_report("0d", np.float32(1.0), np.float32(2.0))["max_abs_diff"] == 1.0  # 0-d: one chunk
     assert not mismatches(np.float32(np.nan), np.uint32(0x7FC00001).view(np.float32)[()])
     assert mismatches(np.float32(np.nan), -np.float32(np.nan))
     assert mismatches(np.zeros((2, 0)), np.zeros((2, 0))).shape == (2, 0)
@@ -95,6 +96,54 @@ def test_bit_equal_docstring_matches_behaviour():
     x = np.float32([np.nan])
     assert bit_equal(x, np.uint32([0x7FC00001]).view(np.float32))  # payload ignored
     assert not bit_equal(x, -x)  # sign not
+
+
+def _whole(got, want):
+    """The mismatch count, max_abs_diff and NaN counts of one whole-array pass (the rule
+    diff_report keeps when it walks chunks)."""
+    u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[want.dtype.itemsize]
+    g, w = got.reshape(-1), want.reshape(-1)
+    both = np.isnan(g) & np.isnan(w)
+    m = (g.view(u) != w.view(u)) & ~(both & (np.signbit(g) == np.signbit(w)))
+    d = np.abs(g[m].astype(np.float64) - w[m].astype(np.float64))
+    mad = 0.0 if not m.any() else float(np.nanmax(d)) if (~np.isnan(d)).any() else float("nan")
+    return int(m.sum()), mad, int((both & ~m & (g.view(u) != w.view(u))).sum()), int((both & m).sum())
+
+
+@pytest.mark.parametrize("dt", [np.float16, np.float32, np.float64])
+def test_chunked_compare_equals_one_pass(monkeypatch, dt):
+    """diff_report, mismatches and bit_equal walk CHUNK elements at a time (a 1 GiB output
+    compared at once held ~1.5 GiB of masks: a fresh user's report): the same answers as
+    one pass, with mismatches, NaNs of both signs and payloads on both sides of a chunk's
+    edge, and a chunk whose mismatches are all NaN against a number."""
+    from litecl import compare as C  # noqa: PLC0415
+
+    monkeypatch.setattr(C, "CHUNK", 7)
+    rng = np.random.default_rng(1)
+    u = {2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dt).itemsize]
+    want = rng.standard_normal(45).astype(dt)
+    want[[3, 6, 7, 20]] = np.nan
+    got = want.copy()
+    got[6] = -got[6]  # NaN of the other sign, at a chunk's last element
+    gv = got.view(u)
+    gv[7] ^= 1  # a payload at the next chunk's first
+    got[13], got[14] = np.nan, np.inf  # NaN against a number; inf: max_abs_diff inf
+    got[40] += dt(1)
+    for g, w in ((got, want), (want, got), (got.reshape(5, 9), want.reshape(5, 9))):
+        n, mad, payloads, signs = _whole(g, w)
+        rep = diff_report("o", g, w)
+        assert (rep["mismatched"], rep["nan_payloads"], rep["nan_signs"]) == (n, payloads, signs)
+        assert rep["max_abs_diff"] == mad
+        assert int(mismatches(g, w).sum()) == n and mismatches(g, w).shape == g.shape
+        assert bit_equal(g, w) is False and bit_equal(g, g.copy()) is True
+    only_nan = want.copy()
+    only_nan[0] = np.nan  # the one mismatch is NaN against a number: max_abs_diff NaN
+    assert np.isnan(diff_report("o", only_nan, want)["max_abs_diff"])
+    c = (want[:44].astype(np.float64).view(np.complex128) if dt is np.float64 else
+         want[:44].astype(np.float32).view(np.complex64))
+    c2 = c.copy()
+    c2[-1] += 1j
+    assert diff_report("c", c2, c)["mismatched"] == 1 and int(mismatches(c2, c).sum()) == 1
 
 
 # --- device specs ----------------------------------------------------------------------
@@ -264,3 +313,49 @@ def test_diff_report_counts_nan_payloads_and_nan_signs_apart():
     assert rep["nan_payloads"] == 2 and rep["nan_signs"] == 1, rep
     rep = diff_report("o", want, want.copy())
     assert rep["bit_exact"] and rep["nan_payloads"] == 0 and rep["nan_signs"] == 0
+
+
+def test_compare_refuses_when_litert_alone_would_not_fit(monkeypatch, capsys, tmp_path):
+    """compare runs LiteRT alone beside litecl's interpreter: where the outputs litecl gave
+    would not fit again (its arena and get_tensor's copy), a one-line refusal that starts
+    "not enough memory" (a sweep's "refused"), not the OOM killer or an "out of memory"
+    blamed on litecl (a fresh user's report: a 160 KB-input, 1 GiB-output ADD)."""
+    from litecl import cli, cli_common, sweep  # noqa: PLC0415
+
+    dev = any_fast_device()
+    m = tmp_path / "wide.tflite"
+    m.write_bytes(add_model("float32", (64, 1, 1), (1, 64, 8)))  # 4 KB of inputs, 128 KB of output
+    monkeypatch.setattr(cli_common, "_available_bytes", lambda: 200 << 10)
+    assert cli.main(["compare", str(m), "--device", dev]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {cli_common.NOT_ENOUGH_MEMORY}: LiteRT alone's run"), err
+    assert "'output' [64, 64, 8]" in err[0] or "[64, 64, 8]" in err[0]
+    assert err[0][len("error: "):].startswith(sweep._REFUSALS)
+    monkeypatch.setattr(cli_common, "_available_bytes", lambda: 1 << 20)  # fits: compared
+    assert cli.main(["compare", str(m), "--device", dev]) == 0
+    monkeypatch.setattr(cli_common, "_available_bytes", lambda: 1 << 10)  # the random inputs' own guard
+    assert cli.main(["compare", str(m), "--device", dev]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"error: {cli_common.NOT_ENOUGH_MEMORY}: random inputs of"), err
+
+
+def test_diff_report_memory_is_a_chunk_not_the_output():
+    """diff_report's temporaries beside the two tensors stay one chunk's (numpy's
+    allocations as tracemalloc counts them): a whole-array pass held ~1.5x the output."""
+    import tracemalloc  # noqa: PLC0415
+
+    from litecl import compare as C  # noqa: PLC0415
+
+    want = np.arange(8 * C.CHUNK, dtype=np.float32)
+    want[::3] = np.nan
+    got = want.copy()
+    got[1::5] += 1
+    tracemalloc.start()
+    try:
+        rep = diff_report("o", got, want)
+        ok = bit_equal(got, got)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert rep["mismatched"] > 0 and ok
+    assert peak < want.nbytes // 2, (peak, want.nbytes)
