@@ -116,11 +116,12 @@ def decide(dlg, ctx, plan, si=None) -> tuple:
     if claim and dlg.placement_mode == "auto":
         # auto's answer depends on the claimed nodes (keys: wiring, types, quantization),
         # their tensors' current shapes, the subgraph's wiring (groups) and the device's
-        # costs: memoised on those (a LiteRT Interpreter of the user's, which names no
-        # model, pays it once)
+        # costs and the LiteRT kernel priced (reference: "xnnpack" shares builtin's caps):
+        # memoised on those (a LiteRT Interpreter of the user's, which names no model, pays
+        # it once)
         costs = dlg._device_costs()
         wiring = tuple(wiring)
-        akey = (id(costs), id(dlg.caps), dlg.memory.in_place, dlg.fuse, wiring,
+        akey = (id(costs), id(dlg.caps), dlg.reference, dlg.memory.in_place, dlg.fuse, wiring,
                 tuple((i, keys[i], tuple(tensors[t].shape for t in (*views[i].inputs, *views[i].outputs)
                                          if t >= 0)) for i in claim))
         hit = _AUTO.get(akey)
@@ -522,7 +523,7 @@ def _int_array(values: tuple):
 
 
 _REASONS: dict = {}  # (node key, shapes, caps) -> why it stays on LiteRT ("": it need not)
-_AUTO: dict = {}  # (costs, caps, in place, fuse, wiring, claimed nodes and shapes) -> (costs, auto's keep)
+_AUTO: dict = {}  # (costs, caps, reference, in place, fuse, wiring, claimed nodes and shapes) -> (costs, auto's keep)
 #: (context_key, device, costs, placement, reference, fuse, ops, nodes, visible) ->
 #: ``_remember``'s record of what Prepare decided there. A second interpreter of a model
 #: (litecl's or LiteRT's own) then reads the context in one C call.

@@ -58,8 +58,10 @@ from .views import _CONSTANT_ALLOC, _Cleared, _memo_put, layout_check
 __all__ = ["Delegate", "REFERENCES", "DELEGATE_NAME"]
 
 #: What the delegate matches where LiteRT's kernels differ (issue 22 item 6): "builtin" is
-#: LiteRT's builtin kernel (BUILTIN_WITHOUT_DEFAULT_DELEGATES / AUTO), "ref" BUILTIN_REF.
-REFERENCES = ("builtin", "ref")
+#: LiteRT's builtin kernel (BUILTIN_WITHOUT_DEFAULT_DELEGATES / AUTO), "ref" BUILTIN_REF;
+#: "xnnpack" matches "builtin" where XNNPACK, applied after litecl by LiteRT's default
+#: resolver, runs what litecl leaves (placement "auto" prices XNNPACK's kernel then).
+REFERENCES = ("builtin", "ref", "xnnpack")
 DELEGATE_NAME = "litecl OpenCL"
 #: partition invokes Delegate.profile_log keeps (the oldest go first)
 PROFILE_LOG_MAX = 10000
@@ -131,7 +133,11 @@ class Delegate(_Records):
         "auto": only partitions placement.py's cost model expects to be faster there.
       reference: the LiteRT kernels to match where LiteRT's own differ: "builtin"
         (default, LiteRT's builtin kernels: its int16 quantized ADD rounds ties as
-        add.cc's optimized path) or "ref" (BUILTIN_REF's reference kernels).
+        add.cc's optimized path), "ref" (BUILTIN_REF's reference kernels) or "xnnpack"
+        (the builtin kernels' results, where LiteRT's default resolver applies XNNPACK
+        after litecl: placement "auto" then weighs OpenCL against XNNPACK's kernel, which
+        runs a node litecl leaves, not the builtin one; a uint8 ADD [1,56,56,24]: builtin
+        284 us, XNNPACK 14 us, OpenCL 99 us on Intel's CPU runtime, measured).
       quiet: True silences the "Replacing N out of M node(s)" line on stderr (default:
         ``LITECL_QUIET``, a yes/no variable: 1/true/yes/on or 0/false/no/off, errors.env_flag).
       fuse: one kernel for consecutive delegated nodes over one element space.
@@ -181,7 +187,7 @@ class Delegate(_Records):
         max_bytes()  # a bad LITECL_CACHE_MAX_BYTES: an error here, as litecl.Interpreter's (a fresh user)
         layout_check()
         self._device = open_device(device)
-        self.caps = _caps_for(self.device.caps, reference)
+        self.caps = _caps_for(self.device.caps, "ref" if reference == "ref" else "builtin")  # xnnpack: builtin's
         self.placement_mode = placement
         self.reference = reference
         self.fuse = bool(fuse)

@@ -297,9 +297,8 @@ class Interpreter(_litert.Interpreter):
         _check_litert_args(num_threads, experimental_preserve_all_tensors, litert_flags)
         model = _verified(model_path, model_content)
         if delegate is None:
-            ref = "ref" if reference == "ref" else "builtin"
-            self._pool_key = pool_key(device, placement, ref, quiet, fuse, keep_order, ops, nodes)
-            delegate = pooled(self._pool_key) or Delegate(device, placement, reference=ref, quiet=quiet, fuse=fuse,
+            self._pool_key = pool_key(device, placement, reference, quiet, fuse, keep_order, ops, nodes)
+            delegate = pooled(self._pool_key) or Delegate(device, placement, reference=reference, quiet=quiet, fuse=fuse,
                                                            keep_order=keep_order, ops=ops, nodes=nodes)
             if placement == "auto":
                 _price_at_running_shapes(delegate, model)

@@ -633,8 +633,8 @@ def _litert_run(delegate, n, sg, N: int):
     m.version, m.operatorCodes, m.subgraphs, m.buffers = 3, [code], [g], [schema.BufferT()]
     b = flatbuffers.Builder(1024)
     b.Finish(m.Pack(b), file_identifier=b"TFL3")
-    kind = (OpResolverType.BUILTIN_REF if delegate.reference == "ref"
-            else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    kind = {"ref": OpResolverType.BUILTIN_REF, "xnnpack": OpResolverType.AUTO}.get(
+        delegate.reference, OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)  # AUTO: XNNPACK's kernel
     it = Interpreter(model_content=bytes(b.Output()), experimental_op_resolver_type=kind)
     it.allocate_tensors()
     for d, t in zip(it.get_input_details(), n.inputs):
@@ -659,6 +659,10 @@ def _bytes_moved(group, sg) -> int:
             if t >= 0 and sg.tensors[t].dtype is not None:
                 total += math.prod(sg.tensors[t].shape) * sg.tensors[t].dtype.itemsize
     return total
+
+
+#: auto's reason names the LiteRT kernel priced where it is not the builtin one
+_PRICED = {"xnnpack": " (XNNPACK)", "ref": " (reference kernels)"}
 
 
 def auto_keep_on_litert(ctx, nodes, sg, delegate, wiring=None) -> dict:
@@ -689,6 +693,6 @@ def auto_keep_on_litert(ctx, nodes, sg, delegate, wiring=None) -> dict:
         # shared by interpreters of other shapes, runs at others)
         at = list(sg.tensors[g[0].outputs[0]].shape)
         why = (f"kept on LiteRT: OpenCL ~{ocl:.0f} us (cold round trip ~{costs.round_trip_us:.0f} us) "
-               f"not {AUTO_MARGIN}x below LiteRT ~{lit:.0f} us, at {at}")
+               f"not {AUTO_MARGIN}x below LiteRT ~{lit:.0f} us{_PRICED.get(delegate.reference, '')}, at {at}")
         out.update({n.index: why for n in g})
     return out

@@ -358,7 +358,7 @@ def test_auto_prices_each_partition_on_the_device_it_runs_on(fast_device, monkey
         (p,) = it.delegate.partitions()
         sg = it.delegate.subgraph_records()[0]["sg"]
         for small in ("small", None):
-            fake = types.SimpleNamespace(device="main", small_device=small, fuse=True,
+            fake = types.SimpleNamespace(device="main", small_device=small, fuse=True, reference="builtin",
                                          memory=types.SimpleNamespace(in_place=True))
             kept = pm.auto_keep_on_litert(None, p.nodes, sg, fake)
             on_opencl = small is not None and small_runs_it
@@ -412,3 +412,46 @@ def test_auto_decides_at_the_shapes_the_model_runs_at(fast_device, monkeypatch, 
     assert (out / "plan.c").exists()
     assert cli.main(["export", str(m), "--out", str(tmp_path / "e1"), "--placement", "auto",
                      "--device", fast_device]) == 1  # at the declared [1, 1000]: nothing to ship
+
+
+def test_auto_under_xnnpack_prices_xnnpacks_kernel(fast_device, monkeypatch, tmp_path):
+    """reference="xnnpack": LiteRT's default resolver applies XNNPACK after litecl, so a
+    node auto leaves runs on XNNPACK; auto prices that kernel (the AUTO resolver), not the
+    builtin one (a fresh user's report: a uint8 ADD [1,56,56,24] went to OpenCL at ~100 us
+    against the builtin kernel's ~280, where XNNPACK runs it in ~14). Under "builtin" the
+    same node is priced with the builtin kernel; both stay bit for bit LiteRT's."""
+    from ai_edge_litert import interpreter as L  # noqa: PLC0415
+
+    monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path))  # rates measured here, not read back
+    monkeypatch.setattr(pm, "_RATES", {})
+    seen = []
+    real = L.Interpreter
+
+    class Spy(real):
+        def __init__(self, *a, **k):
+            seen.append(k.get("experimental_op_resolver_type"))
+            super().__init__(*a, **k)
+
+    monkeypatch.setattr(L, "Interpreter", Spy)
+    shape = (1, 56, 56, 24)
+    m = add_model("uint8", shape, shape, quant=((0.05, 128), (0.04, 120), (0.07, 125)))
+    x = [np.random.default_rng(0).integers(0, 256, shape).astype(np.uint8) for _ in range(2)]
+    for ref, kind in (("xnnpack", OpResolverType.AUTO), ("builtin", OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)):
+        seen.clear()
+        it = litecl.Interpreter(model_content=m, device=fast_device, placement="auto", reference=ref, quiet=True)
+        it.allocate_tensors()
+        # the one-node model auto timed LiteRT's kernel in (the last; the device's costs
+        # are measured before, on other models)
+        assert seen and seen[-1] == kind and (ref == "xnnpack") == (OpResolverType.AUTO in seen), (ref, seen)
+        row = it.placement()[0]
+        if ref == "xnnpack":  # XNNPACK's ~14 us: below any OpenCL round trip
+            assert row["placement"] == "delegate" and "(XNNPACK), at [1, 56, 56, 24]" in row["reason"], row
+        want = LiteRT(model_content=m, experimental_op_resolver_type=kind)
+        outs = []
+        for r in (it, want):
+            r.allocate_tensors()
+            for d, v in zip(r.get_input_details(), x):
+                r.set_tensor(d["index"], v)
+            r.invoke()
+            outs.append(r.get_tensor(r.get_output_details()[0]["index"]).tobytes())
+        assert outs[0] == outs[1]
