@@ -134,6 +134,40 @@ def _owned_dir(p: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
+#: seconds a folder whose Intel runtime is gone stays (_prune_stale_folders): a process
+#: started just before its virtual environment was deleted may still be listing it
+STALE_AFTER_S = 3600
+
+
+def _prune_stale_folders(base: Path, keep: Path) -> None:
+    """Remove this user's other ICD folders under ``base`` whose Intel .icd names a library
+    that no longer exists (a deleted virtual environment or checkout) and that nobody
+    touched for STALE_AFTER_S: each folder is keyed by its content, so every environment
+    left one behind (a fresh user counted 31 in /tmp). Run only when a new folder was
+    made, never on the import path of an existing one; a folder it cannot read is left."""
+    import time  # noqa: PLC0415
+
+    prefix = f"litecl-icd-{os.getuid()}-"
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(prefix) and n != keep.name]
+    except OSError:
+        return
+    now = time.time()
+    for n in names:
+        p = base / n
+        try:
+            if not _owned_dir(p) or now - os.lstat(p).st_mtime < STALE_AFTER_S:
+                continue
+            target = _icd_target((p / _INTEL_ICD).read_bytes())
+            if not target or os.path.exists(target):
+                continue
+            for f in p.iterdir():
+                f.unlink()
+            p.rmdir()
+        except OSError:  # read, removed or filled by another process meanwhile: left
+            continue
+
+
 def _sync_icd_folder(folder: Path, files: dict[str, bytes]) -> None:
     """Make ``folder``'s .icd files exactly ``files``: strays removed, each file replaced
     atomically when its content differs."""
@@ -163,6 +197,7 @@ def _materialize_icd_folder(files: dict[str, bytes], base: Path | None = None) -
             (tmp / name).write_bytes(data)
         try:
             os.rename(tmp, final)
+            _prune_stale_folders(base, final)
             return final
         except OSError:  # another process made it first
             for f in tmp.iterdir():

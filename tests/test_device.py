@@ -253,6 +253,38 @@ def test_materialize_syncs(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [f.name]
 
 
+def test_a_new_folder_prunes_stale_ones(tmp_path):
+    """Each environment leaves a folder keyed by its content (a fresh user counted 31 in
+    /tmp): making a new one removes this user's folders whose Intel runtime is gone and
+    that nobody touched for an hour; one whose library exists, a recent one and a
+    stranger's name are kept."""
+    import time  # noqa: PLC0415
+
+    lib = tmp_path / "libintelocl.so"
+    lib.write_bytes(b"")
+    from litecl import icd  # noqa: PLC0415
+
+    old = time.time() - 2 * icd.STALE_AFTER_S
+
+    def folder(target: str, age: float | None) -> Path:
+        f = D._materialize_icd_folder({"litecl-intel.icd": target.encode() + b"\n"}, base=tmp_path)
+        if age is not None:
+            os.utime(f, (age, age))
+        return f
+
+    gone = folder("/nonexistent/venv/libintelocl.so", old)
+    alive = folder(str(lib), old)
+    recent = folder("/nonexistent/other/libintelocl.so", None)
+    other = tmp_path / "litecl-icd-not-ours"
+    other.mkdir()
+    new = folder("/nonexistent/new/libintelocl.so", None)  # made now: prunes
+    left = {p.name for p in tmp_path.iterdir()}
+    assert gone.name not in left
+    assert {alive.name, recent.name, other.name, new.name, lib.name} <= left
+    assert D._materialize_icd_folder({"litecl-intel.icd": b"/nonexistent/new/libintelocl.so\n"},
+                                     base=tmp_path) == new  # an existing folder: nothing pruned
+
+
 # --- duplicate platforms ---------------------------------------------------------------
 
 @needs_intel_lib
