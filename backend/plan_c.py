@@ -328,7 +328,7 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
         '#include "litecl_plan.h"', "",
         *bins, *blobs, "",
         f"const int32_t LCL_INTS[{max(1, len(ints))}] = {{{', '.join(map(str, ints)) or '0'}}};",
-        *type_tables_c(),
+        *type_tables_c(), *_op_names_c(),
         "/* (distribution, version prefix): the LiteRT / TensorFlow versions the structs were checked",
         " * against (backend/abi.py TESTED); tflite_plugin_create_delegate refuses any other */",
         "/* ops/tiling.py LAUNCH: (local_size, groups_per_cu) of \"cpu\", then \"gpu\" */",
@@ -364,6 +364,18 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
                    needs=uses,
                    tested_versions=tested_versions(), refused_devices=[list(r) for r in refused_devices()])
     return text, summary
+
+
+def _op_names_c() -> list[str]:
+    """LCL_OP_NAMES (each builtin operator's name by its code, from the installed LiteRT's
+    schema: the native delegate's messages name a node's operator, e.g. "a QUANTIZE node",
+    not "builtin operator 114") and LCL_N_OP_NAMES: C lines."""
+    from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
+
+    codes = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_") and isinstance(v, int)}
+    names = [codes.get(i, "") for i in range(max(codes) + 1)]
+    return [f"const char *const LCL_OP_NAMES[{len(names)}] = {{{', '.join(_q(n) for n in names)}}};",
+            f"const int32_t LCL_N_OP_NAMES = {len(names)};"]
 
 
 def refused_devices() -> list[tuple[str, str, str, str]]:

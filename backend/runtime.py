@@ -113,15 +113,19 @@ def opencl_loader() -> str | None:
 
 def type_tables_c() -> list[str]:
     """plan.c's SIZES (bytes per value by TfLiteType, sub-byte types one value per byte as
-    the kernels hold them) and PACKED ((code, bits, signed) of sub-byte types) arrays and
-    their lengths (LCL_N_SIZES, LCL_N_PACKED), from ops/dtypes.py's table: C lines."""
+    the kernels hold them), LCL_TYPE_NAMES (the types' names, for messages) and PACKED
+    ((code, bits, signed) of sub-byte types) arrays and their lengths (LCL_N_SIZES,
+    LCL_N_PACKED), from ops/dtypes.py's table: C lines."""
     from .ops.dtypes import DTYPES  # noqa: PLC0415
 
     packed = [x for dt in DTYPES if dt.packed_bits for x in (dt.c_type, dt.packed_bits, int(dt.kind == "int"))]
     sizes = [0] * (max(dt.c_type for dt in DTYPES) + 1)
+    names = [""] * len(sizes)
     for dt in DTYPES:
         sizes[dt.c_type] = dt.itemsize
+        names[dt.c_type] = dt.name
     return [f"static const int32_t SIZES[{len(sizes)}] = {{{', '.join(map(str, sizes))}}};",
+            f"const char *const LCL_TYPE_NAMES[{len(names)}] = {{{', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)}}};",
             f"static const int32_t PACKED[{max(1, len(packed))}] = {{{', '.join(map(str, packed)) or '0'}}};",
             f"#define LCL_N_PACKED {len(packed) // 3}", f"#define LCL_N_SIZES {len(sizes)}"]
 
@@ -132,6 +136,8 @@ def inprocess_plan_c() -> str:
     return "\n".join([
         "/* litecl's in-process runtime: no exported plan (backend/runtime.py inprocess_plan_c) */",
         '#include "litecl_plan.h"', *type_tables_c(),
+        'const char *const LCL_OP_NAMES[1] = {""};',
+        "const int32_t LCL_N_OP_NAMES = 0;",
         "const int32_t LCL_INTS[1] = {0};",
         'const lcl_program LCL_PROGRAMS[1] = {{"", "", 0, NULL, 0}};',
         "const lcl_launch LCL_LAUNCHES[1] = {{0, 1, 0, {0, 0}, {0, 0}, {0, 0}, {0, 0}, 0, {0, 0}, -1}};",

@@ -483,6 +483,33 @@ def test_another_model_is_refused_with_one_line_and_runs_on_litert(models, tmp_p
     assert "(1 nodes exported, 4 here)" in lines[0], lines[0]  # no "node count 0 is ..."
 
 
+def test_another_models_difference_is_named_in_the_models_terms(tmp_path, fast_device):
+    """Where a loaded model differs from the exported one, the one line names the
+    difference as the schema does: an activation by name, a tensor type by name, a scale
+    as a number (an operator by name: the nodes option's test; it said "is 3 here,
+    exported 0", "the scale (float bits) of tensor 0 is 1010055512": a fresh user)."""
+    from models.builders import add_model
+
+    _need(CC)
+    q = ((0.05, 128), (0.04, 120), (0.07, 125))
+    base = tmp_path / "base.tflite"
+    base.write_bytes(add_model("uint8", (1, 8), (1, 8), quant=q))
+    out = tmp_path / "e"
+    _export_build(base, out, fast_device)
+    others = {"scale": add_model("uint8", (1, 8), (1, 8), quant=((0.011, 128), *q[1:])),
+              "act": add_model("uint8", (1, 8), (1, 8), quant=q, activation="RELU6"),
+              "type": add_model("float32", (1, 8), (1, 8))}
+    want = {"scale": "the scale of tensor 0 is 0.0109999999 here, exported 0.0500000007",
+            "act": "the activation of node 0 is RELU6 here, exported NONE",
+            "type": "the type of tensor 0 is float32 here, exported uint8"}
+    for k, buf in others.items():
+        m = tmp_path / f"{k}.tflite"
+        m.write_bytes(buf)
+        r = _child(RESIZE_CHILD, out / "liblitecl_delegate.so", m, out / "exported_device.json", "[1, 8]")
+        lines = [ln for ln in r.stderr.splitlines() if "litecl" in ln]
+        assert len(lines) == 1 and want[k] in lines[0], (k, r.stderr)
+
+
 AFTER_CHILD = r'''
 import sys
 sys.modules["litecl"] = None
@@ -1609,8 +1636,8 @@ def test_the_nodes_option_names_cast_and_add_nodes_only(tmp_path, fast_device):
     r = _child(BAD_OPTIONS, out / "liblitecl_delegate.so", json.dumps([{"nodes": f"0={cast},{mul}"},
                                                                        {"nodes": f"0={cast}"}]))
     refused, loaded = r.stdout.splitlines()
-    assert refused.startswith("REFUSED") and f"nodes names node {mul} of subgraph 0, a node of builtin operator" \
-        in refused and "litecl takes CAST and ADD nodes only" in refused, refused
+    assert refused.startswith("REFUSED") and f"nodes names node {mul} of subgraph 0, a MUL node: litecl takes " \
+        "CAST and ADD nodes only" in refused, refused  # the operator named (it said "builtin operator 18")
     assert loaded == "LOADED", r.stdout
 
 

@@ -275,13 +275,41 @@ typedef struct {
     size_t why_len;
 } fp_cursor;
 
-static int fp_put(fp_cursor *c, int32_t v, const char *what, int index) {
+/* A name for ``v`` in a message: ``names`` (``n`` of them) where it has one, else the
+ * number (``buf``). */
+static const char *named(const char *const *names, int n, int32_t v, char *buf, size_t len) {
+    if (names && v >= 0 && v < n && names[v] && names[v][0]) return names[v];
+    snprintf(buf, len, "%d", (int)v);
+    return buf;
+}
+
+/* TfLiteFusedActivation's values (tflite_abi.h), as the schema names them */
+static const char *const ACTIVATION_NAMES[] = {"NONE", "RELU", "RELU_N1_TO_1", "RELU6", "TANH", "SIGN_BIT",
+                                               "SIGMOID"};
+
+/* how fp_put words a value: a number, an operator (LCL_OP_NAMES), an activation, a tensor
+ * type (LCL_TYPE_NAMES), a float held as its bits */
+enum { FP_INT, FP_OP, FP_ACT, FP_TYPE, FP_FLOAT };
+
+static int fp_put(fp_cursor *c, int32_t v, const char *what, int index, int kind) {
     if (c->pos >= c->len || c->want[c->pos] != v) {
-        if (c->pos >= c->len)
+        if (c->pos >= c->len) {
             snprintf(c->why, c->why_len, "the model has more %s than the exported one", what);
-        else
-            snprintf(c->why, c->why_len, "%s %d is %d here, exported %d", what, index, (int)v,
-                     (int)c->want[c->pos]);
+        } else if (kind == FP_FLOAT) {
+            float here, was;
+            memcpy(&here, &v, sizeof here);
+            memcpy(&was, &c->want[c->pos], sizeof was);
+            snprintf(c->why, c->why_len, "%s %d is %.9g here, exported %.9g", what, index, here, was);
+        } else {
+            const char *const *names = kind == FP_OP ? LCL_OP_NAMES : kind == FP_ACT ? ACTIVATION_NAMES
+                                     : kind == FP_TYPE ? LCL_TYPE_NAMES : NULL;
+            int n = kind == FP_OP ? LCL_N_OP_NAMES : kind == FP_ACT ? (int)(sizeof ACTIVATION_NAMES /
+                                                                          sizeof ACTIVATION_NAMES[0])
+                  : kind == FP_TYPE ? LCL_PLAN.n_type_sizes : 0;
+            char a[16], b[16];
+            snprintf(c->why, c->why_len, "%s %d is %s here, exported %s", what, index,
+                     named(names, n, v, a, sizeof a), named(names, n, c->want[c->pos], b, sizeof b));
+        }
         return 0;
     }
     c->pos++;
@@ -314,7 +342,8 @@ static int node_plausible(const TfLiteContext *ctx, int i, const TfLiteNode *nod
 static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, const lcl_span fp,
                                char *why, size_t why_len) {
     fp_cursor c = {LCL_INTS + fp.off, fp.len, 0, why, why_len};
-#define PUT(v, what, i) do { if (!fp_put(&c, (int32_t)(v), what, i)) return 0; } while (0)
+#define PUTK(v, what, i, kind) do { if (!fp_put(&c, (int32_t)(v), what, i, kind)) return 0; } while (0)
+#define PUT(v, what, i) PUTK(v, what, i, FP_INT)
     int32_t n_tensors = c.len ? c.want[0] : 0;
     if ((size_t)n_tensors > ctx->tensors_size) {
         snprintf(why, why_len, "%d tensors exported, %d here", (int)n_tensors, (int)ctx->tensors_size);
@@ -352,7 +381,7 @@ static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, c
         }
         if (!node_plausible(ctx, i, node, reg, why, why_len)) return -1;
         PUT(i, "execution plan entry", k);
-        PUT(reg->builtin_code, "the op code of node", i);
+        PUTK(reg->builtin_code, "the operator of node", i, FP_OP);
         PUT(reg->version, "the op version of node", i);
         PUT(node->inputs->size, "the input count of node", i);
         for (int j = 0; j < node->inputs->size; j++) PUT(node->inputs->data[j], "an input of node", i);
@@ -370,22 +399,23 @@ static int fingerprint_matches(TfLiteContext *ctx, const TfLiteIntArray *plan, c
         }
         if (reg->builtin_code == kTfLiteBuiltinAdd) {
             const TfLiteAddParams *p = node->builtin_data;
-            PUT(p ? p->activation : 0, "the activation of node", i);
+            PUTK(p ? p->activation : 0, "the activation of node", i, FP_ACT);
             PUT(p ? p->pot_scale_int16 : 1, "pot_scale_int16 of node", i);
         }
     }
     for (int t = 0; t < n_tensors; t++) {
         const TfLiteTensor *ts = &ctx->tensors[t];
         const TfLiteIntArray *dims = sig_dims(ts);
-        PUT(ts->type, "the type of tensor", t);
+        PUTK(ts->type, "the type of tensor", t, FP_TYPE);
         PUT(dims ? dims->size : -1, "the rank of tensor", t);
         for (int j = 0; dims && j < dims->size; j++) PUT(dims->data[j], "a dimension of tensor", t);
         int32_t bits;
         memcpy(&bits, &ts->params.scale, sizeof bits);
-        PUT(bits, "the scale (float bits) of tensor", t);
+        PUTK(bits, "the scale of tensor", t, FP_FLOAT);
         PUT(ts->params.zero_point, "the zero point of tensor", t);
     }
 #undef PUT
+#undef PUTK
     if (c.pos != c.len) {
         snprintf(why, why_len, "the model's tensors differ from the exported ones");
         return 0;
@@ -3222,8 +3252,9 @@ LCL_EXPORT TfLiteDelegate *tflite_plugin_create_delegate(char **keys, char **val
         }
         int code = exported_builtin(&LCL_SUBGRAPHS[sg], node);
         if (code >= 0 && code != kTfLiteBuiltinCast && code != kTfLiteBuiltinAdd) { /* as litecl.Delegate's nodes= */
-            snprintf(err, sizeof err, "litecl: nodes names node %d of subgraph %d, a node of builtin operator %d: "
-                     "litecl takes CAST and ADD nodes only", node, sg, code);
+            char num[16];
+            snprintf(err, sizeof err, "litecl: nodes names node %d of subgraph %d, a %s node: litecl takes CAST and "
+                     "ADD nodes only", node, sg, named(LCL_OP_NAMES, LCL_N_OP_NAMES, code, num, sizeof num));
             goto fail;
         }
     }

@@ -167,5 +167,11 @@ extern const lcl_launch LCL_LAUNCHES[];
 extern const lcl_partition LCL_PARTITIONS[];
 extern const lcl_subgraph LCL_SUBGRAPHS[];
 extern const lcl_family LCL_FAMILIES[];
+/* names for messages: TfLiteType's (ops/dtypes.py, by code: LCL_PLAN.n_type_sizes of them)
+ * and the builtin operators' (the schema's BuiltinOperator, by code; written by export,
+ * none in process, where Python words these messages) */
+extern const char *const LCL_TYPE_NAMES[];
+extern const char *const LCL_OP_NAMES[];
+extern const int32_t LCL_N_OP_NAMES;
 
 #endif
