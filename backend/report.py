@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import math
+import os
 from pathlib import Path
 
 from .errors import LiteclError
@@ -68,6 +69,9 @@ class _Data:
         self.cell = {(r["path"], _column(r)): r for r in checks}
         bad = {p for (p, _), r in self.cell.items() if r["status"] in ("error", "differs")}
         self.models = sorted(self.names, key=lambda p: (p not in bad, self.names[p], p))  # trouble first
+        # rows stay in results.jsonl after their file goes (each sweep keeps the rows it did
+        # not run): a model no longer on disk is marked, not shown as if just swept
+        self.gone = {p for p in self.names if not os.path.lexists(p)}
         self.bench = {(r["path"], _column(r)): r for r in rows if r["kind"] == "bench"}
         # table (anchor prefix) -> reason -> [anchor, count, {model names}]
         self.reasons: dict = {"why": {}, "kept": {}}
@@ -140,6 +144,11 @@ def write_report(folder) -> tuple[Path, Path]:
     return md, page
 
 
+def _gone(d: _Data) -> str:
+    """The heading's note of models whose file is no longer on disk, or ""."""
+    return f" ({len(d.gone)} of them no longer on disk, marked gone)" if d.gone else ""
+
+
 def _md(text) -> str:
     """``text`` as one table cell of plain text: the cell separator escaped, HTML a
     Markdown viewer would render (a model file named <img onerror=...>) as entities."""
@@ -148,14 +157,14 @@ def _md(text) -> str:
 
 
 def _markdown(d: _Data) -> str:
-    out = [f"# litecl sweep: {len(d.models)} models x {len(d.cols)} devices", "",
+    out = [f"# litecl sweep: {len(d.models)} models x {len(d.cols)} devices{_gone(d)}", "",
            f"From results.jsonl alone ({len(d.rows)} rows): {_md(d.versions())}. Plots: report.html.", "",
            "| device | " + " | ".join(STATUSES) + " |", "|---|" + "---:|" * len(STATUSES)]
     out += [f"| {_md(c)} | " + " | ".join(map(str, d.tally(c))) + " |" for c in d.cols]
     out += ["", "## Matrix", "", "| model | " + " | ".join(map(_md, d.cols)) + " |", "|---|" + "---|" * len(d.cols)]
     for m in d.models:
         rs = [d.cell.get((m, c)) for c in d.cols]
-        out.append(f"| {_md(d.names[m])} | " + " | ".join(
+        out.append(f"| {_md(d.names[m])}{' (gone)' if m in d.gone else ''} | " + " | ".join(
             "" if r is None else (f"[{r['status']}](#{d.anchor(r)})" if d.anchor(r) else r["status"])
             + "".join(f" [{_md(t)}]({p})" for t, p in _pages(r)) for r in rs) + " |")
     for title, rows in d.reason_rows(5):
@@ -195,14 +204,15 @@ def _cell(d: _Data, r: dict | None) -> str:
 
 
 def _html(d: _Data) -> str:
-    name = {m: f"{_e(d.names[m].rsplit('/', 1)[-1])}<small>{_e(d.names[m].rpartition('/')[0])}</small>" for m in d.models}
+    name = {m: f"{_e(d.names[m].rsplit('/', 1)[-1])}{' (gone)' if m in d.gone else ''}"
+               f"<small>{_e(d.names[m].rpartition('/')[0])}</small>" for m in d.models}
     body = "".join(f'<tr id="model-{i + 1}"><th class="m" title="{_e(m)}">{name[m]}</th>'
                    + "".join(_cell(d, d.cell.get((m, c))) for c in d.cols) + "</tr>" for i, m in enumerate(d.models))
     counts = "".join(f"<tr><th>{_e(c)}</th>" + "".join(f'<td class="{s}">{v}</td>' for s, v in zip(STATUSES, d.tally(c)))
                      + "</tr>" for c in d.cols)
     parts = [f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>litecl sweep</title>'
              f"<style>{CSS}</style></head><body><h1>litecl sweep: {len(d.models)} models &times; {len(d.cols)} "
-             f"devices</h1><p>From results.jsonl alone ({len(d.rows)} rows): {_e(d.versions())}. Hover a cell for "
+             f"devices{_e(_gone(d))}</h1><p>From results.jsonl alone ({len(d.rows)} rows): {_e(d.versions())}. Hover a cell for "
              "its reason; its link leads to the reason's row below.</p>",
              "<table><tr><th>device</th>" + "".join(f"<th>{s}</th>" for s in STATUSES) + f"</tr>{counts}</table>",
              '<h2>Matrix</h2><div class="scroll"><table class="matrix"><thead><tr><th class="m">model</th>'

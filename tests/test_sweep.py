@@ -220,7 +220,7 @@ def test_report_from_results_alone(tmp_path):
     def row(name, device, status, reason="", kind="check", **extra):
         key = {"device": device, "kind": kind, "reference": "builtin", "placement": "all", "litecl": "0",
                "source": "s", "litert": "2.3.0"}
-        return {"id": f"{name}{device}{kind}", "key": key, "path": f"/z/{name}", "name": name, "device": device,
+        return {"id": f"{name}{device}{kind}", "key": key, "path": str(tmp_path / "z" / name), "name": name, "device": device,
                 "kind": kind, "status": status, "reason": reason, "seconds": 0.5, **extra}
     nodes = {"nodes": 9, "opencl_nodes": 1, "partitions": 1, "cast_add_nodes": 2,
              "placement": [{"op": "ADD", "placement": "opencl", "reason": ""},
@@ -231,6 +231,9 @@ def test_report_from_results_alone(tmp_path):
             row("a.tflite", "d1", "ok", kind="bench", ratio_median=1.5, floors_per_partition=0.25,
                 litecl_median_us=15.0, litert_median_us=10.0, partitions=2, floor_us=10.0)]
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + "{cut sho")
+    (tmp_path / "z").mkdir()
+    for name in ("a.tflite", "b.tflite"):  # 0.tflite's file is gone: its rows are marked
+        (tmp_path / "z" / name).write_bytes(b"")
     r = sweep("--report", tmp_path)
     assert r.returncode == 0, r.stderr
     page, md = (tmp_path / "report.html").read_text(), (tmp_path / "report.md").read_text()
@@ -241,6 +244,10 @@ def test_report_from_results_alone(tmp_path):
     assert page.index(">b.tflite<") < page.index(">0.tflite<")  # rows with an error or a difference first
     assert page.count("<svg") == 3 and "1.5" in page and "litecl median us" in md
     assert "| b.tflite | [error](#why-" in md and "1.50 | 2 | 10.0 | 0.25 |" in md
+    # a model whose file is gone (its rows kept in results.jsonl): marked in both (a fresh user)
+    assert md.startswith("# litecl sweep: 3 models x 2 devices (1 of them no longer on disk, marked gone)\n"), md
+    assert "| 0.tflite (gone) | [exact]" in md and "| a.tflite | " in md and ">0.tflite (gone)<" in page
+    assert "(1 of them no longer on disk, marked gone)</h1>" in page
 
 
 def test_a_model_litert_cannot_run_at_its_declared_shapes_is_refused_with_what_to_do(tmp_path):
