@@ -144,7 +144,11 @@ def _listed(what: str, ops: list) -> list[str]:
 
 def _node_title(sg, i: int, row: dict | None, kind: str, ins: list, outs: list) -> str:
     n = sg.nodes[i]
-    lines = [f"node {i}: {n.op}  {_operands(sg, n.inputs)} -> {_operands(sg, n.outputs)}"]
+    if row and row.get("inputs") is not None:  # a CAST/ADD: the shapes it ran at (inspect's rows; --inputs)
+        ops = [", ".join(f"{o['dtype']}{list(o['shape'])}" for o in row[k]) for k in ("inputs", "outputs")]
+    else:  # another node: its declared shapes
+        ops = [_operands(sg, n.inputs), _operands(sg, n.outputs)]
+    lines = [f"node {i}: {n.op}  {ops[0]} -> {ops[1]}"]
     if kind == "opencl":
         lines.append(f"litecl OpenCL, partition {row['partition']}")
         how = [row["kernel"] or "planned at invoke (its input shapes are known only then)"]

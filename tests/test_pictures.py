@@ -195,6 +195,22 @@ def test_inspect_html_of_many_partitions(capsys, tmp_path):
     assert len(cols) == 5
 
 
+def test_inspect_html_with_inputs_titles_the_shapes_run(capsys, tmp_path):
+    """--inputs at other shapes: a CAST/ADD node's hover title heads with the shapes it ran
+    at, as the text, the JSON and the title's own byte lines do (it headed with the
+    declared ones: a fresh user)."""
+    from models.builders import add_model  # noqa: PLC0415
+
+    model, page, npz = tmp_path / "dyn.tflite", tmp_path / "dyn.html", tmp_path / "in.npz"
+    model.write_bytes(add_model("float32", (2, 3), (2, 3), dynamic=True))
+    np.savez(npz, input1=np.ones((5, 7), np.float32), input2=np.ones((5, 7), np.float32))
+    rep = _inspect(capsys, model, "--html", page, "--inputs", npz)
+    text = page.read_text()
+    _check_page(text, rep)
+    assert "node 0: ADD  float32[5, 7], float32[5, 7] -&gt; float32[5, 7]" in text, text
+    assert "[2, 3]" not in text
+
+
 def test_another_delegate_is_coloured(capsys, tmp_path):
     """--reference xnnpack: XNNPACK takes the MUL litecl leaves; it is drawn as another
     delegate's node, litecl's partitions stay boxed."""
