@@ -382,3 +382,29 @@ def test_an_inherited_ignored_sigint_stays_ignored(tmp_path, fast_device, superv
         time.sleep(0.1)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0 and "interrupted" not in err, (p.returncode, err)
+
+
+def test_a_ctrl_c_while_litecl_imports_is_one_error_line(tmp_path):
+    """A Ctrl-C in the first ~0.3 s of a command lands while litecl's imports run (numpy,
+    pyopencl, LiteRT), before cli.main sets its own handling: it printed a KeyboardInterrupt
+    traceback from inside an import (a fresh user's report). Now the one line and 130.
+    The interrupt is sent once litecl.errors has been imported (-X importtime says so),
+    while the heavier imports after it run."""
+    import signal
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "litecl.cli", "devices"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if line.rstrip().endswith("litecl.errors"):
+            p.send_signal(signal.SIGINT)
+            break
+    rest = p.stderr.read()
+    p.wait(timeout=120)
+    lines = [ln for ln in (seen + rest.splitlines(True)) if not ln.startswith("import time:")]
+    assert any(ln.startswith("import time:") and "litecl.errors" in ln for ln in seen), "".join(seen[-5:])
+    assert "Traceback" not in rest and lines == ["error: interrupted (SIGINT)\n"], lines
+    assert p.returncode == 130
