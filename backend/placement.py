@@ -417,6 +417,48 @@ def _elements(n, sg) -> int:
     return max(math.prod(sg.tensors[n.outputs[0]].shape), 1)
 
 
+#: a broadcasting ADD is measured at between this many output elements and BROADCAST_MAX
+BROADCAST_MIN, BROADCAST_MAX = 1 << 16, 1 << 22
+
+
+def probe_shapes(n, sg) -> dict:
+    """{tensor: shape} node_rates measures ``n`` at: every operand and the result at (N,),
+    N the rate_bucket of its elements (the same-shape kernel, LiteRT's elementwise loop);
+    for an ADD whose operands broadcast (neither a single value, which splats), its own
+    shapes with the outer dimensions scaled so the result has BROADCAST_MIN to
+    BROADCAST_MAX elements and the inner ones kept (they pick litecl's kernel, its vector
+    width and LiteRT's broadcast path). Priced as a same-shape ADD, a float32
+    [500000,37] + [1,37] stayed on OpenCL under auto at 68 ms against LiteRT's 9.3 ms on
+    Intel's CPU runtime, [N,37] + [N,1] 46 against 11 (a fresh user's report)."""
+    ts = (*n.inputs, n.outputs[0])
+    same = {t: (rate_bucket(_elements(n, sg)),) for t in ts}
+    if n.op != "ADD" or len(n.inputs) != 2 or min(n.inputs) < 0:
+        return same
+    a, b = (tuple(int(d) for d in sg.tensors[t].shape) for t in n.inputs)
+    if a == b or math.prod(a) <= 1 or math.prod(b) <= 1:
+        return same
+    try:
+        out = list(np.broadcast_shapes(a, b))
+    except ValueError:
+        return same
+    if not out or 0 in out:
+        return same
+    ins = [[1] * (len(out) - len(s)) + list(s) for s in (a, b)]
+    for i in range(len(out) - 1):  # the outer dimensions shrink, the innermost is kept
+        total = math.prod(out)
+        if total <= BROADCAST_MAX:
+            break
+        if out[i] > 1:
+            d = max(1, out[i] * BROADCAST_MAX // total)
+            for s in ins:
+                s[i] = d if s[i] == out[i] else s[i]
+            out[i] = d
+    if math.prod(out) < BROADCAST_MIN:  # a leading dimension both operands run along
+        k = -(-BROADCAST_MIN // math.prod(out))
+        out, ins = [k, *out], [[k, *s] for s in ins]
+    return {n.inputs[0]: tuple(ins[0]), n.inputs[1]: tuple(ins[1]), n.outputs[0]: tuple(out)}
+
+
 def node_rates(delegate, n, sg) -> tuple[float, float]:
     """(OpenCL kernel ns, LiteRT ns) per output element for nodes like ``n`` on
     ``delegate``'s device and this host: measured once on a one-node model of
@@ -431,8 +473,11 @@ def node_rates(delegate, n, sg) -> tuple[float, float]:
     project's VM the fastest of 9 runs of one kernel is 0.6-0.9x their median."""
     from .cache import device_identity  # noqa: PLC0415
 
-    N = rate_bucket(_elements(n, sg))
-    key = (delegate.device.caps.key, delegate.reference, N, rate_key(n, sg))
+    shapes = probe_shapes(n, sg)
+    N = math.prod(shapes[n.outputs[0]])
+    ins = tuple(shapes[t] for t in n.inputs)
+    # a broadcast's own shapes; else the bucket (N) alone
+    key = (delegate.device.caps.key, delegate.reference, N if len(set(ins)) == 1 else ins, rate_key(n, sg))
     r = _RATES.get(key)
     if r is None:
         import hashlib  # noqa: PLC0415
@@ -444,14 +489,14 @@ def node_rates(delegate, n, sg) -> tuple[float, float]:
         # not this one's (quantized ADD's constants as arguments made it 1.5-10x slower
         # on PoCL until inlined, and the H200 kept the slow rate)
         ts = (*n.inputs, n.outputs[0])
-        src = kernel_spec(n, sg, [(N,)] * len(n.inputs), _caps_for(delegate.caps, sg, {t: (N,) for t in ts}, ts)).source
+        src = kernel_spec(n, sg, list(ins), _caps_for(delegate.caps, sg, shapes, ts)).source
         ident = device_identity(delegate.device.device) + "|" + _host()
         name = "rates-v6|" + repr(key) + "|" + hashlib.sha256(src.encode()).hexdigest()[:16]
 
         def pair(v):
             a, b = v
             return float(a), float(b)
-        r = cached_measure(name, ident, lambda: _measure_rates(delegate, n, sg, N), list, pair)
+        r = cached_measure(name, ident, lambda: _measure_rates(delegate, n, sg, shapes), list, pair)
         _RATES[key] = r
     return r
 
@@ -481,9 +526,11 @@ def probe_values(dtype, N: int) -> np.ndarray:
     return (rng.standard_normal(N) * 100).astype(dtype.np)
 
 
-def _measure_rates(delegate, n, sg, N: int) -> tuple[float, float]:
-    kernel = _kernel_run(delegate, n, sg, N)
-    litert = _litert_run(delegate, n, sg, N)
+def _measure_rates(delegate, n, sg, shapes: dict) -> tuple[float, float]:
+    """(OpenCL, LiteRT) ns per result element of ``n`` at ``shapes`` (probe_shapes)."""
+    N = math.prod(shapes[n.outputs[0]])
+    kernel = _kernel_run(delegate, n, sg, shapes)
+    litert = _litert_run(delegate, n, sg, shapes)
     try:
         kernel(), litert()  # warm-up: first touches, program caches
         ks, ls = [], []
@@ -495,14 +542,13 @@ def _measure_rates(delegate, n, sg, N: int) -> tuple[float, float]:
         kernel.release()
 
 
-def _kernel_run(delegate, n, sg, N: int):
-    """A callable launching the kernel of ``n`` at N elements once and returning its
-    event-timed ns; ``.release()`` frees its buffers."""
+def _kernel_run(delegate, n, sg, shapes: dict):
+    """A callable launching the kernel of ``n`` at ``shapes`` (probe_shapes) once and
+    returning its event-timed ns; ``.release()`` frees its buffers."""
     from .kernels import _single  # noqa: PLC0415
 
-    # the caps a partition plan gives this kernel at N elements (streaming stores when
+    # the caps a partition plan gives this kernel at these shapes (streaming stores when
     # its footprint passes the cache: 16M float ADD 7.5 ms without, 4.6 ms with)
-    shapes = {t: (N,) for t in (*n.inputs, n.outputs[0])}
     return _launch_run(delegate, _single(n, sg, shapes, delegate.caps), shapes, sg)
 
 
@@ -600,9 +646,9 @@ def run_rate(delegate, run, sg) -> float | None:
     return r
 
 
-def _litert_run(delegate, n, sg, N: int):
-    """A callable invoking LiteRT's own kernel for ``n`` at N elements (a one-node model,
-    the delegate's resolver) once and returning the ns it took."""
+def _litert_run(delegate, n, sg, shapes: dict):
+    """A callable invoking LiteRT's own kernel for ``n`` at ``shapes`` (probe_shapes; a
+    one-node model, the delegate's resolver) once and returning the ns it took."""
     import flatbuffers  # noqa: PLC0415
     from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
     from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: PLC0415
@@ -611,7 +657,7 @@ def _litert_run(delegate, n, sg, N: int):
     for i, t in enumerate((*n.inputs, n.outputs[0])):
         v = sg.tensors[t]
         tt = schema.TensorT()
-        tt.name, tt.type, tt.shape, tt.buffer = f"t{i}", v.type_code, [N], 0
+        tt.name, tt.type, tt.shape, tt.buffer = f"t{i}", v.type_code, list(shapes[t]), 0
         if v.scales.size:
             tt.quantization = schema.QuantizationParametersT()
             tt.quantization.scale = [float(v.scales[0])]
@@ -638,7 +684,7 @@ def _litert_run(delegate, n, sg, N: int):
     it = Interpreter(model_content=bytes(b.Output()), experimental_op_resolver_type=kind)
     it.allocate_tensors()
     for d, t in zip(it.get_input_details(), n.inputs):
-        it.set_tensor(d["index"], probe_values(sg.tensors[t].dtype, N).reshape(d["shape"]))
+        it.set_tensor(d["index"], probe_values(sg.tensors[t].dtype, math.prod(shapes[t])).reshape(d["shape"]))
 
     def run() -> float:
         t0 = time.perf_counter_ns()

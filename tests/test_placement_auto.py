@@ -2,6 +2,7 @@
 would not be AUTO_MARGIN times faster, and runs the rest on OpenCL, bit-exact."""
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -455,3 +456,46 @@ def test_auto_under_xnnpack_prices_xnnpacks_kernel(fast_device, monkeypatch, tmp
             r.invoke()
             outs.append(r.get_tensor(r.get_output_details()[0]["index"]).tobytes())
         assert outs[0] == outs[1]
+
+
+def test_a_broadcasting_add_is_priced_at_its_own_pattern(fast_device, monkeypatch, tmp_path):
+    """node_rates measures a broadcasting ADD at its own shapes, the outer dimensions
+    scaled (probe_shapes): priced as a same-shape ADD, a float32 [500000,37] + [1,37]
+    stayed on OpenCL under auto at 68 ms against LiteRT's 9.3 (a fresh user's report). A
+    same-shape ADD and one with a single-value operand keep the (N,) probe."""
+    from ai_edge_litert import interpreter as L  # noqa: PLC0415
+    from litecl.model import load_model  # noqa: PLC0415
+
+    def shapes(a, b):
+        m = tmp_path / "m.tflite"
+        m.write_bytes(add_model("float32", a, b))
+        sg = load_model(str(m)).subgraphs[0]
+        n = sg.nodes[0]
+        got = pm.probe_shapes(n, sg)
+        return [got[t] for t in (*n.inputs, n.outputs[0])], n, sg
+
+    big, n, sg = shapes((500000, 37), (1, 37))
+    assert big[2][1:] == (37,) and big[1] == (1, 37) and big[0] == big[2]
+    assert pm.BROADCAST_MAX // 2 < big[2][0] * 37 <= pm.BROADCAST_MAX, big
+    col, _, _ = shapes((500000, 37), (500000, 1))
+    assert col[0] == col[2] and col[1] == (col[2][0], 1) and col[2][1] == 37, col
+    small, _, _ = shapes((3, 5), (1, 5))  # grown along a new leading dimension
+    assert small[2][1:] == (3, 5) and small[1][1:] == (1, 5) and math.prod(small[2]) >= pm.BROADCAST_MIN, small
+    for a, b in (((64, 37), (64, 37)), ((64, 37), (1, 1))):
+        same, _, _ = shapes(a, b)
+        assert len(set(same)) == 1 and len(same[0]) == 1, same  # (N,) for all
+    # the one-node model LiteRT's kernel is timed on has the broadcast shapes
+    monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(pm, "_RATES", {})
+    seen = []
+    real = L.Interpreter
+
+    class Spy(real):
+        def allocate_tensors(self):
+            seen.append([tuple(d["shape"]) for d in self.get_input_details()])
+            return super().allocate_tensors()
+
+    monkeypatch.setattr(L, "Interpreter", Spy)
+    d = litecl.Delegate(fast_device, placement="auto", quiet=True)
+    ocl, lit = pm.node_rates(d, n, sg)
+    assert seen[-1] == [big[0], big[1]] and ocl > 0 and lit > 0, seen
