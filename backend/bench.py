@@ -2,7 +2,11 @@
 runs (count/first/curr/min/max/avg/std in microseconds), and a per-launch table with the
 event-profiled kernel times of litecl.Delegate's partitions.
 
-One run is what a user does per inference: set every input, invoke, read every output.
+One run is what a user does per inference: set every input, invoke, read every output;
+the invoke is timed apart (``run.invoke_ns``), so benchmark_model's "Inference" is the
+invoke alone and the API's copies (set_tensor, get_tensor) are reported beside it: with
+them in, a model of large outputs measured litecl.Interpreter's threaded get_tensor, not
+the delegate (bench said 0.79x where the invoke alone was ~5x: a fresh user's report).
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["RunStats", "time_runs", "time_alternating", "make_run", "benchmark_interpreter",
+__all__ = ["RunStats", "time_runs", "time_alternating", "make_run", "InvokeClock", "benchmark_interpreter",
            "launch_profile", "format_stats"]
 
 
@@ -76,17 +80,49 @@ def time_alternating(runs: dict, *, min_runs: int, min_secs: float, max_secs: fl
 
 def make_run(interp, inputs: dict):
     """A closure doing one inference on a LiteRT-API interpreter (litecl's or LiteRT's):
-    set inputs (keyed by tensor index), invoke, read outputs."""
+    set inputs (keyed by tensor index), invoke, read outputs. ``run.invoke_ns``: the ns
+    of each call's ``interp.invoke()``."""
     outs = [d["index"] for d in interp.get_output_details()]
+    ns: list = []
+    clock = time.perf_counter_ns
 
     def run():
         for idx, v in inputs.items():
             interp.set_tensor(idx, v)
+        t = clock()
         interp.invoke()
+        ns.append(clock() - t)
         for o in outs:
             interp.get_tensor(o)
 
+    run.invoke_ns = ns
     return run
+
+
+class InvokeClock:
+    """A LiteRT interpreter wrapper (the pybind object a signature runner calls) whose
+    ``Invoke`` is timed into ``ns``; everything else passes through. A signature runner's
+    call sets, invokes and reads in one: bench times its invoke with this in place."""
+
+    __slots__ = ("_wrapper", "ns")
+
+    def __init__(self, wrapper, ns: list):
+        self._wrapper, self.ns = wrapper, ns
+
+    def __getattr__(self, name):
+        return getattr(self._wrapper, name)
+
+    def Invoke(self, *a):  # noqa: N802 (LiteRT's name)
+        t = time.perf_counter_ns()
+        try:
+            return self._wrapper.Invoke(*a)
+        finally:
+            self.ns.append(time.perf_counter_ns() - t)
+
+
+def invoke_stats(run, first: int = 0) -> dict:
+    """RunStats.summary of ``run.invoke_ns[first:]`` in microseconds."""
+    return RunStats([v / 1e3 for v in run.invoke_ns[first:]]).summary()
 
 
 def benchmark_interpreter(interp, inputs: dict, *, warmup_runs=1, warmup_min_secs=0.5,

@@ -262,8 +262,9 @@ def cmd_bench(args) -> int:
     launches' event-profiled kernel times."""
     import time  # noqa: PLC0415
 
-    from .bench import (benchmark_interpreter, format_stats, launch_profile, make_run,  # noqa: PLC0415
-                        time_alternating)
+    from .bench import (InvokeClock, benchmark_interpreter, format_stats, invoke_stats,  # noqa: PLC0415
+                        launch_profile, make_run, time_alternating)
+    from .interpreter import Interpreter  # noqa: PLC0415
     from .compare import make_interpreter  # noqa: PLC0415
     from .export import allocate  # noqa: PLC0415
 
@@ -285,7 +286,16 @@ def cmd_bench(args) -> int:
                                   interp=interp, sig=sig)
             runner = it.get_signature_runner(sig)
             allocate(it, sig, {n: v.shape for n, v in by_name.items()})  # at the given shapes
-            return (lambda: runner(**by_name)), by_name
+            ns: list = []  # the runner's Invoke, timed (its call sets, invokes and reads)
+            if isinstance(it, Interpreter):  # litecl's runner reads its interpreter's wrapper
+                it._interpreter = InvokeClock(it._interpreter, ns)
+            else:  # LiteRT's keeps its own reference
+                runner._interpreter_wrapper = InvokeClock(runner._interpreter_wrapper, ns)
+
+            def call():
+                runner(**by_name)
+            call.invoke_ns = ns
+            return call, by_name
         details = it.get_input_details()
         by_name = _inputs_for(details, given, args.seed, args.resize, interp=interp)
         for d in details:  # the given shapes before the first allocate: a model may not
@@ -321,31 +331,41 @@ def cmd_bench(args) -> int:
     ref = make_interpreter(interp._model.raw, args.num_threads, args.reference)
     ref_run, _ = ready(ref, by_name)  # the same values, random ones included
     ref_init_ms = (time.perf_counter() - t0) * 1e3  # construct + allocate, as litecl's
-    res = benchmark_interpreter(interp, {}, warmup_runs=args.warmup_runs,
-                                warmup_min_secs=args.warmup_min_secs, num_runs=0,
-                                min_secs=0, max_secs=args.max_secs, run=run)
+    benchmark_interpreter(interp, {}, warmup_runs=args.warmup_runs, warmup_min_secs=args.warmup_min_secs,
+                          num_runs=0, min_secs=0, max_secs=args.max_secs, run=run)
     benchmark_interpreter(ref, {}, warmup_runs=args.warmup_runs, warmup_min_secs=args.warmup_min_secs,
                           num_runs=0, min_secs=0, max_secs=args.max_secs, run=ref_run)
+    # benchmark_model's figures are the invoke's (run.invoke_ns); a run's set_tensor and
+    # get_tensor copies are reported apart (bench.py)
+    res = {"warmup": invoke_stats(run)}
+    warm = (len(run.invoke_ns), len(ref_run.invoke_ns))
     print(f"INFO: {format_stats(res['warmup'])}")
     print(f"INFO: Running benchmark for at least {args.num_runs} iterations and at least "
           f"{args.min_secs} seconds but terminate if exceeding {args.max_secs} seconds "
           "(litecl and LiteRT in alternating runs).")
     timed = time_alternating({"litecl": run, "litert": ref_run},
                              min_runs=args.num_runs, min_secs=args.min_secs, max_secs=args.max_secs)
-    res["runs"], res["litert"] = timed["litecl"].summary(), timed["litert"].summary()
+    res["runs"], res["litert"] = invoke_stats(run, warm[0]), invoke_stats(ref_run, warm[1])
+    res["runs_with_copies"], res["litert_with_copies"] = timed["litecl"].summary(), timed["litert"].summary()
     res["litert_init_ms"] = ref_init_ms
     res["reference"] = args.reference
     res["graphs"] = graphs
     print(f"INFO: {format_stats(res['runs'])}")
     w, r, lr = res["warmup"], res["runs"], res["litert"]
+    rc, lc = res["runs_with_copies"], res["litert_with_copies"]
     print(f"INFO: Inference timings in us: Init: {init_ms * 1e3:.0f}, First inference: "
           f"{w['first']:.0f}, Warmup (avg): {w['avg']:.0f}, Inference (avg): {r['avg']:.0f}")
     print(f"INFO: LiteRT alone (--reference {args.reference}, same process): {format_stats(lr)}")
     print(f"INFO: LiteRT timings in us: Init: {ref_init_ms * 1e3:.0f}, Inference (avg): {lr['avg']:.0f}")
+    print(f"INFO: the API's copies (set every input, read every output: a run less its invoke), avg us: "
+          f"litecl {rc['avg'] - r['avg']:.0f}, LiteRT {lc['avg'] - lr['avg']:.0f}")
     res["ratio_median"] = r["median"] / lr["median"] if lr["median"] else None
+    res["ratio_median_with_copies"] = rc["median"] / lc["median"] if lc["median"] else None
     ratio = f"{res['ratio_median']:.2f}x" if res["ratio_median"] is not None else "-"
     avg = f"{r['avg'] / lr['avg']:.2f}x" if lr["avg"] else "-"
-    print(f"INFO: litecl / LiteRT: median {r['median']:.0f} / {lr['median']:.0f} us = {ratio}, avg {avg}")
+    whole = f"{res['ratio_median_with_copies']:.2f}x" if res["ratio_median_with_copies"] is not None else "-"
+    print(f"INFO: litecl / LiteRT: invoke median {r['median']:.0f} / {lr['median']:.0f} us = {ratio}, avg {avg}; "
+          f"with the copies median {rc['median']:.0f} / {lc['median']:.0f} us = {whole}")
     rows = launch_profile(interp.delegate, run, runs=args.profile_runs, subgraphs=keep,
                           inference_ms=r["avg"] / 1e3) if args.profile_runs else []
     if rows:
