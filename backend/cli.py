@@ -470,7 +470,11 @@ class _ReaderMayLeave:
 
     def write(self, text: str) -> int:
         try:
-            return self._f.write(text)
+            try:
+                return self._f.write(text)
+            except UnicodeEncodeError:  # a file name that is not UTF-8, a stdout of another
+                enc = getattr(self._f, "encoding", None) or "utf-8"  # encoding: escaped, as stderr's
+                return self._f.write(text.encode(enc, "backslashreplace").decode(enc))
         except BrokenPipeError:
             _silence_stdout()
             return len(text)

@@ -382,7 +382,10 @@ def _probe(model, flags: int):
     holder = types.SimpleNamespace(_get_native_delegate_pointer=lambda: C.addressof(st))
     _KEEP.append((st, probe))  # LiteRT may hold the struct until the process ends
     try:
-        src = {"model_content": model} if isinstance(model, (bytes, bytearray)) else {"model_path": model}
+        if not isinstance(model, (bytes, bytearray)):  # a path: its bytes (LiteRT's binding takes no
+            with open(model, "rb") as f:  # name that is not UTF-8, which Linux allows: a fresh user's)
+                model = f.read()
+        src = {"model_content": model}
         it = Interpreter(**src, experimental_delegates=[holder],
                          experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     except (RuntimeError, ValueError):

@@ -258,7 +258,9 @@ def write_graph_page(path, interp, nodes: list, keep: set, *, title: str, facts:
                      f"{boxes} partitions, {len(others)} on another delegate, "
                      f"{len(sg.nodes) - len(litecl) - len(others)} on LiteRT</h2>")
         parts.append(_svg(sg, si, steps, rows, others))
-    with open(path, "w", encoding="utf-8") as f:
+    # a name that is not UTF-8 (a file name Linux allows: its bytes as surrogates) is
+    # written escaped, not refused halfway through the page
+    with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
         f.write("\n".join(parts) + "\n</body></html>\n")
 
 

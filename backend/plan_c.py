@@ -28,12 +28,18 @@ def _numel(shape) -> int:
 def _c_string(text: str) -> str:
     """``text`` as C string literal lines (ASCII; other bytes as octal escapes)."""
     lines = []
-    for line in text.encode("utf-8").split(b"\n"):
+    for line in text.encode("utf-8", "surrogateescape").split(b"\n"):  # a file name: its own bytes
         esc = "".join(chr(b) if 32 <= b < 127 and b not in (34, 92, 63) else f"\\{b:03o}" for b in line)
         lines.append(f'"{esc}\\n"')
     if text and not text.endswith("\n"):
         lines[-1] = lines[-1][:-3] + '"'
     return "\n    ".join(lines) if lines else '""'
+
+
+def _comment(text: str) -> str:
+    """``text`` inside a C comment: what is not printable escaped (a file name that is not
+    UTF-8, a newline), and no ``*/`` to end the comment early."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text)).replace("*/", "*\\/")
 
 
 def _c_bytes(data: bytes) -> str:
@@ -322,8 +328,8 @@ def native_plan(d, subgraphs: list, model: str, library: str, target: str,
     code = [_COMMENTS.sub(" ", p) for p in programs]  # a comment naming "long" needs nothing
     uses = [k for k in ("fp16", "fp64", "int64") if any(_USES[k].search(p) for p in code)]
     text = "\n".join([
-        f"/* litecl's native delegate plan for {os.path.basename(model)}: written by litecl export",
-        f" * (backend/plan_c.py native_plan) for {caps.platform}: {caps.name}"
+        f"/* litecl's native delegate plan for {_comment(os.path.basename(model))}: written by litecl export",
+        f" * (backend/plan_c.py native_plan) for {_comment(caps.platform)}: {_comment(caps.name)}"
         f"{' (profile ' + caps.profile + ')' if caps.profile else ''}, target {target}. Do not edit. */",
         '#include "litecl_plan.h"', "",
         *bins, *blobs, "",

@@ -139,8 +139,9 @@ def write_report(folder) -> tuple[Path, Path]:
         raise LiteclError(f"no results in {folder / RESULTS}: run litecl sweep MODELS --device SPEC --out {folder} first")
     d = _Data(rows)
     md, page = folder / "report.md", folder / "report.html"
-    md.write_text(_markdown(d), encoding="utf-8")
-    page.write_text(_html(d), encoding="utf-8")
+    # a model path that is not UTF-8 (its bytes as surrogates) is written escaped
+    md.write_text(_markdown(d), encoding="utf-8", errors="backslashreplace")
+    page.write_text(_html(d), encoding="utf-8", errors="backslashreplace")
     return md, page
 
 

@@ -507,12 +507,14 @@ class _Progress:
 
     def step(self, row: dict) -> None:
         self.n += 1
-        text = f"{row['device']} {row['name']}: {row['status']}"
+        # a file name that is not UTF-8 (surrogates) escaped, as any stderr writes it
+        text = f"{row['device']} {row['name']}: {row['status']}".encode("utf-8", "backslashreplace").decode()
         if self.bar is not None:
             self.bar.set_postfix_str(text[-60:], refresh=False)
             self.bar.update()
         else:
-            r = row["reason"]  # cut at a word, marked, not mid-phrase (the report has it whole)
+            r = row["reason"].encode("utf-8", "backslashreplace").decode()  # cut at a word, marked, not
+            # mid-phrase (the report has it whole)
             why = f" ({r if len(r) <= 120 else r[:120].rsplit(' ', 1)[0] + ' ...'})" if r else ""
             print(f"[{self.n}/{self.total}] {text}{why} {row['seconds']:.1f} s", file=sys.stderr, flush=True)
 

@@ -408,3 +408,37 @@ def test_a_ctrl_c_while_litecl_imports_is_one_error_line(tmp_path):
     assert any(ln.startswith("import time:") and "litecl.errors" in ln for ln in seen), "".join(seen[-5:])
     assert "Traceback" not in rest and lines == ["error: interrupted (SIGINT)\n"], lines
     assert p.returncode == 130
+
+
+def test_a_model_path_that_is_not_utf8_works_everywhere(tmp_path, fast_device, capsys):
+    """Linux file names may hold any bytes (Python gives them as surrogates): run and compare
+    took one, but inspect --html, export and sweep ended in "internal error" (the HTML and
+    the report written as UTF-8, LiteRT's binding given the name, plan.c's comment): a
+    fresh user's report. Each works; the exported library builds."""
+    import shutil
+    import subprocess
+    import sys
+
+    from litecl.cli import main
+    from models.builders import add_model
+
+    name = os.fsdecode(b"bad\xffname.tflite")
+    try:
+        m = tmp_path / name
+        m.write_bytes(add_model("float32", (4,), (4,)))
+    except (OSError, UnicodeError):
+        pytest.skip("this file system takes no file name that is not UTF-8")
+    capsys.readouterr()
+    assert main(["inspect", str(m), "--device", fast_device, "--html", str(tmp_path / "p.html")]) == 0
+    assert "bad\\udcffname.tflite" in (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert main(["export", str(m), "--device", fast_device, "--out", str(tmp_path / "e")]) == 0
+    err = capsys.readouterr().err
+    assert "internal error" not in err, err
+    # sweep forks its jobs: from a process of its own (this one opened the device)
+    r = subprocess.run([sys.executable, "-m", "litecl.cli", "sweep", str(m), "--device", fast_device,
+                        "--out", str(tmp_path / "s")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "internal error" not in r.stderr, r.stderr
+    assert "bad\\udcffname.tflite" in (tmp_path / "s" / "report.md").read_text(encoding="utf-8")
+    if shutil.which("cc") or shutil.which("gcc"):
+        r = subprocess.run(["sh", "build.sh"], cwd=tmp_path / "e", capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
