@@ -42,7 +42,7 @@ import numpy as np
 from . import abi
 from . import claims
 from .cache import max_bytes
-from .device import _OPEN, open_device, small_device, small_device_why
+from .device import _OPEN, open_device, small_device, small_device_why, warn_if_refused
 from .errors import KernelBuildError, LiteclError, env_flag, raised_by_app
 from . import kernels
 from .kernels import build_program, plan_built
@@ -57,10 +57,8 @@ from .views import _CONSTANT_ALLOC, _Cleared, _memo_put, layout_check
 
 __all__ = ["Delegate", "REFERENCES", "DELEGATE_NAME"]
 
-#: What the delegate matches where LiteRT's kernels differ (issue 22 item 6): "builtin" is
-#: LiteRT's builtin kernel (BUILTIN_WITHOUT_DEFAULT_DELEGATES / AUTO), "ref" BUILTIN_REF;
-#: "xnnpack" matches "builtin" where XNNPACK, applied after litecl by LiteRT's default
-#: resolver, runs what litecl leaves (placement "auto" prices XNNPACK's kernel then).
+#: What the delegate matches where LiteRT's kernels differ (issue 22 item 6): "builtin"
+#: (BUILTIN_WITHOUT_DEFAULT_DELEGATES / AUTO), "ref" BUILTIN_REF, "xnnpack" (Delegate's doc)
 REFERENCES = ("builtin", "ref", "xnnpack")
 DELEGATE_NAME = "litecl OpenCL"
 #: partition invokes Delegate.profile_log keeps (the oldest go first)
@@ -134,10 +132,8 @@ class Delegate(_Records):
       reference: the LiteRT kernels to match where LiteRT's own differ: "builtin"
         (default, LiteRT's builtin kernels: its int16 quantized ADD rounds ties as
         add.cc's optimized path), "ref" (BUILTIN_REF's reference kernels) or "xnnpack"
-        (the builtin kernels' results, where LiteRT's default resolver applies XNNPACK
-        after litecl: placement "auto" then weighs OpenCL against XNNPACK's kernel, which
-        runs a node litecl leaves, not the builtin one; a uint8 ADD [1,56,56,24]: builtin
-        284 us, XNNPACK 14 us, OpenCL 99 us on Intel's CPU runtime, measured).
+        (builtin's bits where LiteRT's default resolver applies XNNPACK after litecl:
+        "auto" prices XNNPACK's kernel, which runs what litecl leaves; README).
       quiet: True silences the "Replacing N out of M node(s)" line on stderr (default:
         ``LITECL_QUIET``, a yes/no variable: 1/true/yes/on or 0/false/no/off, errors.env_flag).
       fuse: one kernel for consecutive delegated nodes over one element space.
@@ -186,11 +182,9 @@ class Delegate(_Records):
         env_flag("LITECL_NO_CACHE")  # the flag only: finding the folder cost ~40 us a Delegate
         max_bytes()  # a bad LITECL_CACHE_MAX_BYTES: an error here, as litecl.Interpreter's (a fresh user)
         layout_check()
-        self._device = open_device(device)
+        self._device = warn_if_refused(open_device(device), self.quiet)
         self.caps = _caps_for(self.device.caps, "ref" if reference == "ref" else "builtin")  # xnnpack: builtin's
-        self.placement_mode = placement
-        self.reference = reference
-        self.fuse = bool(fuse)
+        self.placement_mode, self.reference, self.fuse = placement, reference, bool(fuse)
         self.keep_order = keep_order if keep_order == "auto" else bool(keep_order)
         self.memory = _memory_policy(self.device)
         # where small partitions run (device.small_device: PoCL's basic device beside its

@@ -867,6 +867,21 @@ def _why_no_basic() -> str:
     return "PoCL listed its devices before litecl did (import litecl before using pyopencl)"
 
 
+def warn_if_refused(dev: Device, quiet: bool) -> Device:
+    """``dev``, after one warning per device and process where it cannot build litecl's
+    kernels (caps.compiler_error: every CAST/ADD node then stays on LiteRT, and without a
+    word a user saw only the missing "Replacing" line: a fresh user's device="pocl" on a
+    host where pip's PoCL 3.0 builds nothing). Not where ``quiet`` (the command line says
+    it in its own note)."""
+    err = dev.caps.compiler_error
+    if err and not quiet:
+        _warn_once(f"refused|{dev.caps.platform}|{dev.caps.name}|{dev.caps.profile}",
+                   f"device {dev.caps.platform}: {dev.caps.name} cannot build litecl's kernels "
+                   f"({' '.join(err.split())}): every CAST/ADD node stays on LiteRT; pick another device with "
+                   "device=SPEC or LITECL_DEVICE=SPEC (`litecl devices` lists them)")
+    return dev
+
+
 def _warn_auto_oclgrind(chosen: "cl.Device") -> None:
     """Warn once per process (one line on stderr) that ``auto`` fell back to Oclgrind, a
     simulator that interprets every work-item (much slower than a CPU runtime): which devices there are and why none of them was taken, and how to pick
