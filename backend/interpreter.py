@@ -312,6 +312,9 @@ class Interpreter(_litert.Interpreter):
             if given:
                 raise LiteclError(f"{', '.join(given)} given with delegate=: they are the Delegate's "
                                   "options; pass them to litecl.Delegate(...)")
+            if (delegate.reference == "ref") != (reference == "ref"):  # its nodes would give other kernels' bits
+                raise LiteclError(f"delegate= matches reference {delegate.reference!r}, the Interpreter runs "
+                                  f"{reference!r}: give both the same reference")
         missing = sorted(si for si in (delegate.nodes or {}) if si >= len(model.subgraphs))
         if missing:  # the model is known here (a Delegate alone cannot tell)
             raise LiteclError(f"nodes= names subgraph {missing[0]}, but the model has {len(model.subgraphs)} "

@@ -474,6 +474,16 @@ def test_shared_delegate_reports_per_interpreter(fast_device):
     assert [(r["subgraph"], r["op"]) for r in b.placement()] == [(0, "CAST")]
     with pytest.raises(litecl.LiteclError, match="given with delegate="):
         litecl.Interpreter(model_content=cast_model("float32", "int8", [7]), delegate=d, device="intel")
+    # a Delegate matching the reference kernels under an Interpreter of the builtin ones (or
+    # the reverse): its nodes would give the other kernels' bits (accepted silently: a fresh user)
+    for ref, dref in (("builtin", "ref"), ("ref", "builtin"), ("xnnpack", "ref")):
+        with pytest.raises(litecl.LiteclError, match=f"delegate= matches reference '{dref}', the Interpreter "
+                                                     f"runs '{ref}': give both the same reference"):
+            litecl.Interpreter(model_content=cast_model("float32", "int8", [7]), reference=ref,
+                               delegate=litecl.Delegate(d.device, reference=dref, quiet=True))
+    for ref, dref in (("xnnpack", "builtin"), ("builtin", "xnnpack"), ("ref", "ref")):  # the same bits
+        litecl.Interpreter(model_content=cast_model("float32", "int8", [7]), reference=ref,
+                           delegate=litecl.Delegate(d.device, reference=dref, quiet=True))
     with pytest.raises(litecl.LiteclError, match="applies first already"):
         litecl.Interpreter(model_content=cast_model("float32", "int8", [7]), delegate=d,
                            experimental_delegates=[d])
