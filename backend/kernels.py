@@ -245,8 +245,10 @@ def _single(n, sg, shapes, caps) -> Launch:
     spec = kernel_spec(n, sg, ins, _caps_for(caps, sg, shapes, list(n.inputs) + list(n.outputs)))
     try:
         tiling, gsize, lsize = launch_geometry(caps, spec.n, spec.tile_bytes)
-    except ValueError as e:  # more elements than the kernels' indices reach
-        raise InputError(f"node {n.index} ({n.op}): {e}") from None
+    except ValueError as e:  # more elements than the kernels' indices reach: the node cannot be
+        # prepared at these shapes (a RuntimeError too, as LiteRT's allocate_tensors raises: an
+        # InputError alone escaped an app's `except RuntimeError`, a fresh user's report)
+        raise PrepareError(f"node {n.index} ({n.op}): {e}") from None
     return Launch((n.index,), tuple(n.inputs), (n.outputs[0],), spec.source, spec.name,
                   tiling, gsize, lsize, spec.n, spec.what, args=spec.args)
 

@@ -714,8 +714,13 @@ def test_huge_shapes_are_errors_not_crashes(fast_device):
     it = litecl.Interpreter(model_content=m, device=fast_device, quiet=True)
     it.resize_tensor_input(0, [2**20, 2**20])
     it.resize_tensor_input(1, [2**20])
-    with pytest.raises(litecl.InputError, match="at most 2147483648"):
+    with pytest.raises(litecl.InputError, match="at most 2147483648") as e:
         it.allocate_tensors()
+    assert isinstance(e.value, RuntimeError)  # as LiteRT's allocate_tensors raises (ResizedPrepareError)
+    big = litecl.Interpreter(model_content=cast_model("uint8", "int8", [2**16, 2**15 + 1]), device=fast_device, quiet=True)
+    with pytest.raises(litecl.PrepareError, match="at most 2147483648") as e:  # at the declared shapes
+        big.allocate_tensors()
+    assert isinstance(e.value, RuntimeError)
     odd = [0, 2**31 - 1, 2**31 - 1, 2**31 - 1]
     ours, theirs = litecl.Interpreter(model_content=m, device=fast_device, quiet=True), make_interpreter(m)
     for i in (ours, theirs):
