@@ -319,13 +319,22 @@ def _inputs_for(details: list[dict], given: dict | None, seed: int, resize: bool
     unknown = sorted(set(given) - set(names))
     if unknown:
         hint = ""
-        if interp is not None and sig is None:  # names of a signature's inputs?
-            keys = [k for k, v in interp.get_signature_list().items() if set(given) <= set(v["inputs"])]
-            if len(keys) == 1:
-                hint = f" (those are the inputs of signature {keys[0]!r}: pass --signature {keys[0]})"
-            elif keys:  # compare runs every signature; run and bench run one
-                hint = (f" (signatures {', '.join(repr(k) for k in keys)} take those inputs: pass --signature "
-                        "with one of them)")
+        sigs = interp.get_signature_list() if interp is not None and sig is None else {}
+        by_sig = {n for v in sigs.values() for n in v["inputs"]}  # names of a signature's inputs?
+        keys = [k for k, v in sigs.items() if set(given) <= set(v["inputs"])]
+        if len(keys) == 1:
+            hint = f" (those are the inputs of signature {keys[0]!r}: pass --signature {keys[0]})"
+        elif keys:  # compare runs every signature; run and bench run one
+            hint = (f" (signatures {', '.join(repr(k) for k in keys)} take those inputs: pass --signature "
+                    "with one of them)")
+        elif set(unknown) & by_sig:  # a signature's names beside others: only the others are unknown
+            takes = "; ".join(f"signature {k!r} takes {sorted(v['inputs'])}" for k, v in sigs.items())
+            strange = [n for n in unknown if n not in by_sig]
+            if strange:
+                raise _Usage(f"unknown input name(s) {strange}; the model's inputs are {names} ({takes})")
+            raise _Usage(f"--inputs mixes signature input name(s) {sorted(set(unknown) & by_sig)} with the model's "
+                         f"{sorted(set(given) & set(names))}: name them one way (the model's inputs are {names}; "
+                         f"{takes})")
         raise _Usage(f"unknown input name(s) {unknown}; the model's inputs are {names}{hint}")
     missing = [n for n in names if n not in given]
     if missing:

@@ -66,6 +66,17 @@ def test_run_with_the_only_signature_s_input_names_uses_it_without_asking(tmp_pa
     assert main(["run", str(two), "--inputs", str(tmp_path / "sig.npz"), "--device", fast_device]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unknown input name(s) ['x']") and "pass --signature serving_default" in err, err
+    # a signature's name beside an unknown one, or beside the model's own: the unknown one
+    # alone is named, or the mix is (both were called unknown: a fresh user's report)
+    np.savez(tmp_path / "extra.npz", x=x, bogus=x)
+    np.savez(tmp_path / "both.npz", x=x, input=x)
+    for npz, said in (("extra", "error: unknown input name(s) ['bogus']; the model's inputs are ['input'] "
+                                "(signature 'serving_default' takes ['x'])\n"),
+                      ("both", "error: --inputs mixes signature input name(s) ['x'] with the model's ['input']: "
+                               "name them one way")):
+        assert main(["run", str(one), "--inputs", str(tmp_path / f"{npz}.npz"), "--device", fast_device]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(said), err
 
 
 def test_compare_checks_every_signature_and_names_each(tmp_path, fast_device, capsys):
