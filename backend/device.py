@@ -314,12 +314,15 @@ def parse_spec(spec: str | None) -> tuple[str, str]:
     if not isinstance(spec, str):
         raise _type_error(spec)
     spec = spec.strip()
-    base, _, opts = spec.partition(":")
+    base, colon, opts = spec.partition(":")
     if not base.strip():
         hint = f"; e.g. auto:{opts.strip()}" if opts.strip() else ""
         raise DeviceError(f"empty device spec {spec!r}{origin}; use {_SPEC_NAMES}{hint}")
     profile = None
-    for opt in filter(None, (o.strip() for o in opts.split(","))):
+    if colon and not all(o.strip() for o in opts.split(",")):  # "intel:", "intel:profile=mobile,"
+        raise DeviceError(f"empty device option in {spec!r}{origin}; expected NAME:profile=PROFILE, or the "
+                          f"name alone ({base.strip()!r})")
+    for opt in (o.strip() for o in opts.split(",")) if colon else ():
         k, eq, v = opt.partition("=")
         if not eq and profile is not None and all(p.strip() and p.strip() in PROFILES for p in k.split("+")):
             # "profile=mobile,noint64": the comma separates options, not profiles

@@ -159,6 +159,15 @@ def test_empty_device_name_is_an_error(spec):
             D.parse_spec(spec)
 
 
+@pytest.mark.parametrize("spec", ["intel:", "intel: ", "intel:profile=mobile,", "pocl:,profile=mobile"])
+def test_an_empty_device_option_is_an_error(spec):
+    """An empty option after the ':' (it was taken as no option, while an empty profile
+    was refused: a fresh user's report)."""
+    with pytest.raises(DeviceError, match=r"^empty device option in .*; expected NAME:profile=PROFILE, or the "
+                                          r"name alone \('(intel|pocl)'\)$"):
+        D.parse_spec(spec)
+
+
 def test_select_rejects_an_empty_name():
     with pytest.raises(DeviceError, match="empty device spec"):
         D._select(" ")
