@@ -124,7 +124,7 @@ def cmd_inspect(args) -> int:
     summary = _summary(interp, keep)
     fused = [{"subgraph": s, "nodes": list(ln.nodes), "ops": [n.op for n in p.nodes if n.index in ln.nodes]}
              for s, p in parts for ln in p.plan.launches if len(ln.nodes) > 1]
-    notes = _unwritten_outputs(interp, si)
+    notes = _unwritten_outputs(interp, si, sig)
     shown = sig if sig is not None else next(
         (s.key for s in interp._model.signatures if s.subgraph == si), None)
     others = [k for k in interp.get_signature_list() if k != shown]
@@ -274,19 +274,22 @@ def _own_kernel(part, index: int) -> str | None:
         return None
 
 
-def _unwritten_outputs(interp, si: int) -> list[str]:
+def _unwritten_outputs(interp, si: int, sig=None) -> list[str]:
     """What inspect and compare say about outputs of subgraph ``si`` no operator writes
     (a model with no operators, say): each is an input, a constant, or an empty tensor
-    (the model loader refuses a non-empty one: it would never get a value)."""
+    (the model loader refuses a non-empty one: it would never get a value). Under
+    signature ``sig`` an output is named as the signature names it (the table's rows),
+    its tensor beside it."""
     sg = interp._model.subgraphs[si]
     written = {t for n in sg.nodes for t in n.outputs}
+    by_sig = {t: k for s in interp._model.signatures if s.key == sig for k, t in s.outputs.items()}
     notes = []
     for t in sg.outputs:
         if t in written:
             continue
         tensor = sg.tensors[t]
-        what = (f"output {tensor.name!r} ({tensor.type_name.lower()}{list(tensor.shape)}) is "
-                "written by no operator: ")
+        name = f"{by_sig[t]!r} (tensor {tensor.name!r}, " if t in by_sig else f"{tensor.name!r} ("
+        what = f"output {name}{tensor.type_name.lower()}{list(tensor.shape)}) is written by no operator: "
         if t in sg.inputs:
             notes.append(what + "it is an input, returned as given")
         elif tensor.data is not None and tensor.data.size:

@@ -145,7 +145,7 @@ def _compare_one(args, interp, ref, sig, given) -> dict:
     return {"signature": sig, "all_bit_exact": all(r["bit_exact"] for r in reps),
             "opencl_nodes": claimed, "nodes": sum(g["nodes"] for g in graphs),
             "partitions": sum(g["partitions"] for g in graphs), "outputs": reps,
-            "notes": _unwritten_outputs(interp, _subgraph_of(interp, sig)) + notes
+            "notes": _unwritten_outputs(interp, _subgraph_of(interp, sig), sig) + notes
             + ([] if claimed else [_why_none(interp, sig)])}
 
 

@@ -931,3 +931,16 @@ def test_a_model_litert_refuses_at_any_shape_says_so(tmp_path, dynamic):
         assert "nor with each -1 of them at 2" in line, line
     else:
         assert "its input shapes are fixed: LiteRT refuses the model itself" in line and "--inputs" not in line, line
+
+
+@needs_intel
+def test_a_signature_s_unwritten_output_is_named_as_its_table_row():
+    """compare --signature encode (lyra_quantizer): the note on an output no operator
+    writes names it as the table's row does, the signature's name, with its tensor
+    beside it (it named the tensor alone: a fresh user's report)."""
+    from conftest import shared_model
+
+    r = run_cli("compare", shared_model("lyra_quantizer.tflite"), "--device", DEV, "--signature", "encode")
+    assert r.returncode == 0, r.stderr
+    assert "note: output 'output_1' (tensor 'StatefulPartitionedCall_1:1', int32[]) is written by no operator: " \
+        "it is a constant of the model" in r.stdout, r.stdout
