@@ -449,6 +449,10 @@ class Interpreter(_litert.Interpreter):
         finally:
             busy.release()
 
+    def tensor(self, tensor_index):
+        """LiteRT's tensor(); its view of a tensor inside a litecl partition says why it has no data."""
+        return _explained_view(self, super().tensor(tensor_index), tensor_index, 0)
+
     def get_tensor(self, tensor_index, subgraph_index=0):
         """LiteRT's get_tensor. A numeric tensor of hostcopy.SPLIT_BYTES or more (of
         subgraph 0, not sparse) is copied out of LiteRT's view of it (tensor()) into a new
@@ -627,6 +631,18 @@ def _copy_big(interp: Interpreter, tensor_index: int):
         return out
     finally:
         del view  # no reference to LiteRT's memory outlives the call (its _ensure_safe)
+
+
+def _explained_view(interp: Interpreter, view, t, si):
+    """LiteRT's tensor() accessor ``view``, whose "Tensor data is null. Run allocate_tensors()
+    first" for a tensor a litecl partition writes inside itself is _no_data_error's (it sent
+    a fresh user back to allocate_tensors, which cannot help)."""
+    def get():
+        try:
+            return view()
+        except ValueError as e:
+            raise _no_data_error(interp, e, t, si) from None
+    return get
 
 
 def _no_data_error(interp: Interpreter, e: ValueError, t, si) -> ValueError:

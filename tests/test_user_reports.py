@@ -137,9 +137,13 @@ def test_tensor_inside_a_partition_reads_as_litert_says(fast_device):
         inner = next(d["index"] for d in it.get_tensor_details() if d["name"] == "t1_add")
         if preserve:
             assert it.get_tensor(inner).tolist() == [3.0] * 4
+            assert it.tensor(inner)().tolist() == [3.0] * 4
         else:
             with pytest.raises(ValueError, match="has no data: a node litecl runs on OpenCL writes it inside"):
                 it.get_tensor(inner)  # LiteRT said "Tensor data is null. Run allocate_tensors() first"
+            with pytest.raises(ValueError, match="has no data: a node litecl runs on OpenCL writes it inside"):
+                it.tensor(inner)()  # so did tensor()'s view (a fresh user's report)
+        assert it.tensor(it.get_output_details()[0]["index"])().tolist() == [6.0] * 4
         assert (it.get_tensor(it.get_output_details()[0]["index"]) == 6).all()
 
 
