@@ -453,10 +453,15 @@ def probe_shapes(n, sg) -> dict:
             for s in ins:
                 s[i] = d if s[i] == out[i] else s[i]
             out[i] = d
-    if math.prod(out) < BROADCAST_MIN:  # a leading dimension both operands run along
+    if math.prod(out) < BROADCAST_MIN and len(out) < 6:  # a leading dimension both operands run along
         k = -(-BROADCAST_MIN // math.prod(out))
         out, ins = [k, *out], [[k, *s] for s in ins]
-    return {n.inputs[0]: tuple(ins[0]), n.inputs[1]: tuple(ins[1]), n.outputs[0]: tuple(out)}
+    probe = {n.inputs[0]: tuple(ins[0]), n.inputs[1]: tuple(ins[1]), n.outputs[0]: tuple(out)}
+    from .litert_aborts import litert_abort_reason  # noqa: PLC0415
+
+    # shapes LiteRT would abort the process on (a broadcast above 8 dimensions, an int16
+    # power-of-two ADD of unequal counts) are never timed: the same-shape probe then
+    return same if litert_abort_reason(n, sg, probe) else probe
 
 
 def node_rates(delegate, n, sg) -> tuple[float, float]:

@@ -484,6 +484,14 @@ def test_a_broadcasting_add_is_priced_at_its_own_pattern(fast_device, monkeypatc
     for a, b in (((64, 37), (64, 37)), ((64, 37), (1, 1))):
         same, _, _ = shapes(a, b)
         assert len(set(same)) == 1 and len(same[0]) == 1, same  # (N,) for all
+    # probe shapes LiteRT would abort the process on are never timed (litert_aborts says so
+    # for an int16 power-of-two ADD of unequal counts, a broadcast above 8 dimensions)
+    from litecl import litert_aborts  # noqa: PLC0415
+
+    with monkeypatch.context() as mp:
+        mp.setattr(litert_aborts, "litert_abort_reason", lambda *a, **k: "would abort")
+        same = pm.probe_shapes(n, sg)  # n, sg: the [500000,37] + [1,37] ADD above
+        assert len(set(same.values())) == 1 and len(same[n.outputs[0]]) == 1, same
     # the one-node model LiteRT's kernel is timed on has the broadcast shapes
     monkeypatch.setenv("LITECL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(pm, "_RATES", {})
